@@ -1,0 +1,35 @@
+#pragma once
+// The compression flags shared by kvc-generate and kvc-eval.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "compression/compression_spec.h"
+#include "compression/press_registry.h"
+
+namespace kvc::cli {
+
+struct CompressionOptions {
+  CompressionSpec spec;
+  bool list_presses = false;
+
+  void add_to(CLI::App& app) {
+    app.add_option("--press", spec.press, "Token eviction method NAME[:key=val,...] (see --list-presses)")
+        ->capture_default_str();
+    app.add_option("--ratio", spec.ratio, "Share of the prompt's KV cache to remove, in [0, 1)")->capture_default_str();
+    app.add_option("--budget", spec.budget, "Entries to keep per KV head (instead of --ratio)");
+    app.add_option("--budgets", spec.budgets_file, "Per-layer budgets from kvc-profile (profile.safetensors)");
+    app.add_option("--lowrank", spec.lowrank_file, "Low-rank cache: gates.safetensors, or bases.safetensors with --rank");
+    app.add_option("--rank", spec.rank, "Fixed rank per token with a bases file");
+    app.add_flag("--list-presses", list_presses, "List the registered eviction methods and exit");
+  }
+
+  // Prints the registry when asked; returns true if the tool should exit.
+  bool handle_listing() const {
+    if (!list_presses) return false;
+    for (const auto& e : registered_presses()) std::printf("%-16s %s\n", e.name.c_str(), e.description.c_str());
+    return true;
+  }
+};
+
+}  // namespace kvc::cli

@@ -1,0 +1,124 @@
+// kvc-bench: prefill and decode throughput at several context lengths, against this machine's
+// measured limits (memory bandwidth for decode, fp32 GEMM peak for prefill), in one run.
+#include <ATen/Parallel.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <sstream>
+
+#include "bench/hardware_limits.h"
+#include "model_options.h"
+#include "tool_main.h"
+#include "util/files.h"
+#include "util/process_stats.h"
+
+namespace {
+
+constexpr const char* kTool = "kvc-bench";
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Useful FLOPs of a prefill of n tokens: every weight multiply-add once per token, causal attention
+// (QK^T and PV over n(n+1)/2 pairs), logits for the last token only.
+double prefill_flops(const kvc::ModelConfig& c, int64_t linear_params, int64_t n) {
+  const double attention = 2.0 * 2.0 * c.num_layers * c.num_heads * c.head_dim * (n * (n + 1) / 2.0);
+  return 2.0 * static_cast<double>(linear_params) * n + attention + 2.0 * c.hidden_size * c.vocab_size;
+}
+
+std::vector<int> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> pick(3, static_cast<int>(vocab - 1));
+  std::vector<int> ids(static_cast<size_t>(n));
+  for (auto& id : ids) id = pick(rng);
+  return ids;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Benchmark prefill and decode against the machine's bandwidth and GEMM limits.", kTool};
+  app.footer(R"(
+Example (a 134M-parameter random Llama with the Llama-2 tokenizer):
+  kvc-make-checkpoint --preset llama-125m -o /tmp/llama-125m
+  kvc-bench -m /tmp/llama-125m --contexts 512,2048,8192 --json bench.json
+)");
+  kvc::cli::ModelOptions model_options;
+  model_options.add_to(app);
+  std::vector<int64_t> contexts{512, 2048, 8192};
+  int64_t decode_tokens = 32;
+  std::string json_path;
+  app.add_option("--contexts", contexts, "Prompt lengths to measure")->delimiter(',')->capture_default_str();
+  app.add_option("--decode-tokens", decode_tokens, "Decode steps timed after each prefill")->capture_default_str();
+  app.add_option("--json", json_path, "Also write the results as JSON here");
+  if (int code = kvc::cli::parse_or_exit(app, argc, argv, kTool); code >= 0) return code;
+  return kvc::cli::run_tool(kTool, [&] {
+    auto model = model_options.load_model();
+    const kvc::ModelConfig& c = model->config();
+    const int threads = at::get_num_threads();
+    std::fprintf(stderr, "measuring memory bandwidth and GEMM peak with %d threads...\n", threads);
+    const kvc::MemoryBandwidth bw = kvc::measure_memory_bandwidth();
+    const double gemm = kvc::measure_gemm_flops();
+    const int64_t weight_bytes = model->weight_bytes();
+    const int64_t linear_params = model->parameter_count() - c.vocab_size * c.hidden_size * (c.tie_word_embeddings ? 1 : 2);
+
+    nlohmann::json out = {{"model", model_options.model_dir},
+                          {"parameters", model->parameter_count()},
+                          {"weight_bytes_per_decode_step", weight_bytes},
+                          {"threads", threads},
+                          {"copy_bandwidth_gbs", bw.copy_bytes_per_second / 1e9},
+                          {"read_bandwidth_gbs", bw.read_bytes_per_second / 1e9},
+                          {"gemm_peak_gflops", gemm / 1e9},
+                          {"version", KVC_VERSION},
+                          {"commit", KVC_GIT_COMMIT},
+                          {"runs", nlohmann::json::array()}};
+    std::printf("model %s: %.1fM parameters, %.1f MB of weights read per decode step, %d threads\n",
+                model_options.model_dir.c_str(), model->parameter_count() / 1e6, weight_bytes / 1e6, threads);
+    std::printf("machine: copy bandwidth %.2f GB/s (read+write), read bandwidth %.2f GB/s, fp32 GEMM peak %.1f GFLOP/s\n",
+                bw.copy_bytes_per_second / 1e9, bw.read_bytes_per_second / 1e9, gemm / 1e9);
+    std::printf("%8s | %12s | %9s | %6s | %11s | %14s | %6s | %10s\n", "context", "prefill t/s", "GFLOP/s", "%peak",
+                "decode t/s", "bound t/s", "%bound", "KV MB");
+    for (int64_t n : contexts) {
+      KVC_CHECK(n + decode_tokens <= c.max_position_embeddings,
+                "--contexts: {} + {} decode tokens exceeds the model's context of {}", n, decode_tokens,
+                c.max_position_embeddings);
+      const std::vector<int> prompt = random_tokens(n, c.vocab_size, static_cast<uint64_t>(n));
+      kvc::KVCache cache = model->new_cache();
+      kvc::ForwardOptions last_only;
+      last_only.all_logits = false;
+      auto t0 = std::chrono::steady_clock::now();
+      at::Tensor logits = model->forward(prompt, cache, last_only);
+      const double prefill_s = seconds_since(t0);
+      int next = static_cast<int>(logits[0].argmax().item<int64_t>());
+      t0 = std::chrono::steady_clock::now();
+      for (int64_t i = 0; i < decode_tokens; ++i) {
+        logits = model->forward({next}, cache, last_only);
+        next = static_cast<int>(logits[0].argmax().item<int64_t>());
+      }
+      const double decode_s = seconds_since(t0) / static_cast<double>(decode_tokens);
+      const kvc::CacheFootprint kv = cache.footprint();
+      // A decode step must at least stream every weight and the whole KV cache once.
+      const double bound_s = static_cast<double>(weight_bytes + kv.payload_bytes) / bw.copy_bytes_per_second;
+      const double flops = prefill_flops(c, linear_params, n) / prefill_s;
+      std::printf("%8lld | %12.1f | %9.1f | %5.1f%% | %11.2f | %14.2f | %5.1f%% | %10.1f\n", static_cast<long long>(n),
+                  n / prefill_s, flops / 1e9, 100 * flops / gemm, 1 / decode_s, 1 / bound_s, 100 * bound_s / decode_s,
+                  kv.resident_bytes / 1e6);
+      std::fflush(stdout);
+      out["runs"].push_back({{"context", n},
+                             {"prefill_tokens_per_second", n / prefill_s},
+                             {"prefill_gflops", flops / 1e9},
+                             {"prefill_fraction_of_gemm_peak", flops / gemm},
+                             {"decode_tokens_per_second", 1 / decode_s},
+                             {"decode_bound_tokens_per_second", 1 / bound_s},
+                             {"decode_fraction_of_bound", bound_s / decode_s},
+                             {"kv_resident_bytes", kv.resident_bytes},
+                             {"kv_payload_bytes", kv.payload_bytes}});
+    }
+    out["peak_rss_bytes"] = kvc::peak_rss_bytes();
+    if (!json_path.empty()) kvc::write_file_atomic(json_path, out.dump(2) + "\n");
+    return 0;
+  });
+}

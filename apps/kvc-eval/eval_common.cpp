@@ -1,0 +1,33 @@
+#include "eval_common.h"
+
+#include "util/files.h"
+#include "util/hash.h"
+#include "util/process_stats.h"
+
+namespace kvc::eval_app {
+
+std::vector<int> tokenize_file(const cli::ModelOptions& model_options, const LlamaModel& model,
+                               const std::string& path) {
+  const std::string text = read_text_file(path);
+  const Tokenizer tokenizer = model_options.load_tokenizer();
+  std::vector<int> ids{model.config().bos_token_id};
+  const std::vector<int> body = tokenizer.encode(text);
+  ids.insert(ids.end(), body.begin(), body.end());
+  return ids;
+}
+
+nlohmann::json run_metadata(const cli::ModelOptions& model_options, const LlamaModel& model,
+                            const std::string& data_path) {
+  return {{"version", KVC_VERSION},
+          {"commit", KVC_GIT_COMMIT},
+          {"model", model_options.model_dir},
+          {"model_config_hash", model.config().config_hash},
+          {"data", data_path},
+          {"data_hash", data_path.empty() ? "" : hash_file(data_path)},
+          {"threads", at::get_num_threads()},
+          {"device", model_options.device},
+          {"peak_rss_bytes", peak_rss_bytes()},
+          {"timestamp", iso_timestamp_utc()}};
+}
+
+}  // namespace kvc::eval_app

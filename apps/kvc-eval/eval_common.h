@@ -1,0 +1,20 @@
+#pragma once
+// Shared by kvc-eval's subcommands: loading the evaluation text and run metadata.
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "model_options.h"
+
+namespace kvc::eval_app {
+
+// [BOS] + encode(whole file), the reference protocol's token stream.
+std::vector<int> tokenize_file(const cli::ModelOptions& model_options, const LlamaModel& model,
+                               const std::string& path);
+
+// Tool version, model and its config hash, data file and its hash, threads, device, peak RSS.
+nlohmann::json run_metadata(const cli::ModelOptions& model_options, const LlamaModel& model,
+                            const std::string& data_path);
+
+}  // namespace kvc::eval_app

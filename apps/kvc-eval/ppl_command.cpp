@@ -1,0 +1,52 @@
+// kvc-eval ppl: perplexity with the reference protocol.
+#include <cstdio>
+
+#include "eval/perplexity.h"
+#include "eval_common.h"
+#include "subcommands.h"
+
+namespace kvc::eval_app {
+
+void add_ppl_command(CLI::App& app, std::function<int()>& action) {
+  struct Options {
+    cli::ModelOptions model;
+    std::string file;
+    WindowPlan plan;
+    bool json = false;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("ppl", "Perplexity over non-overlapping windows of a text file");
+  cmd->footer("\nExample:\n  kvc-eval ppl -m ../shared/models/stories260K --file ../shared/data/wikitext2/wiki.test.raw "
+              "--window 256 --max-windows 40 --json\n");
+  o->model.add_to(*cmd);
+  cmd->add_option("--file", o->file, "UTF-8 text file")->required();
+  cmd->add_option("--window", o->plan.window, "Window length in tokens")->capture_default_str();
+  cmd->add_option("--max-windows", o->plan.max_windows, "Score only the first K windows (0 = all)")
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "Print one JSON object on stdout");
+  cmd->callback([o, &action] {
+    action = [o] {
+      auto model = o->model.load_model();
+      const auto ids = tokenize_file(o->model, *model, o->file);
+      const PerplexityResult r = evaluate_perplexity(*model, ids, o->plan, !o->json);
+      nlohmann::json out = {{"ppl", r.ppl},
+                            {"tokens_scored", r.tokens_scored},
+                            {"windows", r.windows},
+                            {"window", o->plan.window},
+                            {"max_windows", o->plan.max_windows},
+                            {"total_nll", r.total_nll},
+                            {"seconds", r.seconds},
+                            {"metadata", run_metadata(o->model, *model, o->file)}};
+      if (o->json) {
+        std::printf("%s\n", out.dump().c_str());
+      } else {
+        std::printf("perplexity %.5f over %lld tokens (%lld windows of %lld) in %.1fs\n", r.ppl,
+                    static_cast<long long>(r.tokens_scored), static_cast<long long>(r.windows),
+                    static_cast<long long>(o->plan.window), r.seconds);
+      }
+      return 0;
+    };
+  });
+}
+
+}  // namespace kvc::eval_app

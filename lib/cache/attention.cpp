@@ -1,0 +1,64 @@
+#include "cache/attention.h"
+
+#include <cmath>
+#include <limits>
+
+namespace kvc {
+namespace {
+
+// Upper bound on score-matrix elements per query block (64 MB of float32).
+constexpr int64_t kMaxScoreElements = int64_t{16} << 20;
+
+}  // namespace
+
+at::Tensor grouped_attention(const AttentionShape& shape, const at::Tensor& queries, const at::Tensor& q_positions,
+                             const at::Tensor& keys, const at::Tensor& values, const at::Tensor& key_positions,
+                             const AttentionProbe& probe, AttentionStats* stats) {
+  const int64_t H = shape.num_heads, KV = shape.num_kv_heads, G = H / KV, d = shape.head_dim;
+  const int64_t T = queries.size(1), S = keys.size(1);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const at::Tensor q_grouped = queries.view({KV, G, T, d});
+  at::Tensor out = at::empty({KV, G, T, d}, queries.options());
+  const at::Tensor keys_t = keys.transpose(1, 2);
+
+  // Masking is needed only when some entry lies after some query (prefill) or a window applies.
+  const at::Tensor q_pos = q_positions.to(keys.device());
+  const at::Tensor k_pos = key_positions.to(keys.device());
+  const bool needs_mask = shape.sliding_window > 0 || T > 1 ||
+                          (S > 0 && k_pos.max().item<int64_t>() > q_pos.min().item<int64_t>());
+
+  const bool want_stats = stats != nullptr && probe.any();
+  const int64_t window = want_stats ? std::min(probe.window, T) : 0;
+  if (want_stats) {
+    if (probe.column_sums) stats->column_sums = at::zeros({H, S}, queries.options().dtype(at::kFloat));
+    if (window > 0) stats->window_probs = at::empty({H, window, S}, queries.options().dtype(at::kFloat));
+  }
+
+  const int64_t block = std::max<int64_t>(1, std::min<int64_t>(T, kMaxScoreElements / std::max<int64_t>(1, H * S)));
+  for (int64_t t0 = 0; t0 < T; t0 += block) {
+    const int64_t tb = std::min(block, T - t0);
+    const at::Tensor q_block = q_grouped.narrow(2, t0, tb).reshape({KV, G * tb, d});
+    at::Tensor scores = at::bmm(q_block, keys_t).mul_(scale).view({KV, G, tb, S});
+    if (needs_mask) {
+      const at::Tensor qp = q_pos.narrow(0, t0, tb).view({1, tb, 1});
+      at::Tensor masked = k_pos.unsqueeze(1) > qp;  // [KV, tb, S]
+      if (shape.sliding_window > 0) masked.logical_or_(k_pos.unsqueeze(1) <= qp - shape.sliding_window);
+      scores.masked_fill_(masked.unsqueeze(1), -std::numeric_limits<float>::infinity());
+    }
+    const at::Tensor probs = at::softmax(scores, -1, scores.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
+    if (want_stats) {
+      if (probe.column_sums) stats->column_sums.add_(probs.sum(2).view({H, S}).to(at::kFloat));
+      // Queries t0..t0+tb-1 overlapping the last `window` queries T-window..T-1.
+      const int64_t w0 = std::max(t0, T - window), w1 = t0 + tb;
+      if (window > 0 && w0 < w1) {
+        stats->window_probs.narrow(1, w0 - (T - window), w1 - w0)
+            .copy_(probs.narrow(2, w0 - t0, w1 - w0).reshape({H, w1 - w0, S}));
+      }
+    }
+    const at::Tensor p = probs.scalar_type() == values.scalar_type() ? probs : probs.to(values.scalar_type());
+    out.narrow(2, t0, tb).copy_(at::bmm(p.view({KV, G * tb, S}), values).view({KV, G, tb, d}));
+  }
+  return out.view({H, T, d});
+}
+
+}  // namespace kvc

@@ -1,0 +1,80 @@
+#include "cache/dense_layer_cache.h"
+
+#include "util/error.h"
+
+namespace kvc {
+
+DenseLayerCache::DenseLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options)
+    : shape_(shape), rope_(std::move(rope)), options_(options) {
+  reserve(0);
+}
+
+void DenseLayerCache::reserve(int64_t capacity) {
+  if (capacity <= capacity_ && keys_.defined()) return;
+  const int64_t kv = shape_.num_kv_heads, d = shape_.head_dim;
+  at::Tensor keys = at::empty({kv, capacity, d}, options_);
+  at::Tensor values = at::empty({kv, capacity, d}, options_);
+  at::Tensor positions = at::empty({kv, capacity}, options_.dtype(at::kLong));
+  if (length_ > 0) {
+    keys.narrow(1, 0, length_).copy_(this->keys());
+    values.narrow(1, 0, length_).copy_(this->values());
+    positions.narrow(1, 0, length_).copy_(this->positions());
+  }
+  keys_ = keys;
+  values_ = values;
+  positions_ = positions;
+  capacity_ = capacity;
+}
+
+void DenseLayerCache::append(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& positions) {
+  const int64_t t = keys.size(1);
+  if (length_ + t > capacity_) {
+    // Geometric growth keeps appends amortised O(1); prefill reserves exactly what it needs.
+    reserve(length_ == 0 ? t : std::max(length_ + t, capacity_ + capacity_ / 2 + 16));
+  }
+  keys_.narrow(1, length_, t).copy_(rope_->apply(keys, positions));
+  values_.narrow(1, length_, t).copy_(values);
+  positions_.narrow(1, length_, t).copy_(positions.to(positions_.device()).unsqueeze(0).expand({shape_.num_kv_heads, t}));
+  length_ += t;
+}
+
+at::Tensor DenseLayerCache::attend(const at::Tensor& queries, const at::Tensor& q_positions,
+                                   const AttentionProbe& probe, AttentionStats* stats) {
+  return grouped_attention(shape_, queries, q_positions, keys(), values(), positions(), probe, stats);
+}
+
+at::Tensor DenseLayerCache::lengths() const {
+  return at::full({shape_.num_kv_heads}, length_, at::TensorOptions().dtype(at::kLong));
+}
+
+CacheFootprint DenseLayerCache::footprint() const {
+  const int64_t elem = static_cast<int64_t>(keys_.element_size());
+  const int64_t per_entry = 2 * shape_.head_dim * elem;
+  CacheFootprint f;
+  f.entries = length_ * shape_.num_kv_heads;
+  f.payload_bytes = f.entries * per_entry;
+  f.resident_bytes = capacity_ * shape_.num_kv_heads * (per_entry + static_cast<int64_t>(sizeof(int64_t)));
+  return f;
+}
+
+void DenseLayerCache::retain(const at::Tensor& indices) {
+  KVC_CHECK(indices.dim() == 2 && indices.size(0) == shape_.num_kv_heads,
+            "retain: expected indices of shape [{}, n], got {} dims", shape_.num_kv_heads, indices.dim());
+  const at::Tensor idx = indices.to(keys_.device(), at::kLong);
+  if (idx.numel() > 0) {
+    KVC_CHECK(idx.min().item<int64_t>() >= 0 && idx.max().item<int64_t>() < length_,
+              "retain: index out of range for a cache of {} entries", length_);
+  }
+  const at::Tensor idx3 = idx.unsqueeze(-1).expand({idx.size(0), idx.size(1), shape_.head_dim});
+  assign(keys().gather(1, idx3), values().gather(1, idx3), positions().gather(1, idx));
+}
+
+void DenseLayerCache::assign(const at::Tensor& rotated_keys, const at::Tensor& values, const at::Tensor& positions) {
+  // Fresh exactly-sized buffers: the previous, larger ones are freed when their last view goes.
+  keys_ = rotated_keys.to(options_).contiguous().clone();
+  values_ = values.to(options_).contiguous().clone();
+  positions_ = positions.to(keys_.device(), at::kLong).contiguous().clone();
+  length_ = capacity_ = keys_.size(1);
+}
+
+}  // namespace kvc

@@ -1,0 +1,44 @@
+#pragma once
+// The uncompressed layout: per KV head, rotated keys and values in contiguous [n_kv, capacity, d]
+// buffers, all heads holding the same number of entries. Eviction methods that keep the same count
+// per head shrink it in place with retain(); the buffers are reallocated so memory is really freed.
+#include <memory>
+
+#include "cache/attention.h"
+#include "cache/layer_cache.h"
+#include "model/rope.h"
+
+namespace kvc {
+
+class DenseLayerCache : public LayerCache {
+ public:
+  DenseLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options);
+
+  void append(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& positions) override;
+  at::Tensor attend(const at::Tensor& queries, const at::Tensor& q_positions, const AttentionProbe& probe,
+                    AttentionStats* stats) override;
+  at::Tensor lengths() const override;
+  CacheFootprint footprint() const override;
+
+  int64_t size() const { return length_; }
+  // Views of the live entries: keys (rotated) and values [n_kv, size, d], positions [n_kv, size].
+  at::Tensor keys() const { return keys_.narrow(1, 0, length_); }
+  at::Tensor values() const { return values_.narrow(1, 0, length_); }
+  at::Tensor positions() const { return positions_.narrow(1, 0, length_); }
+
+  // Keeps, per KV head, the entries at `indices` [n_kv, n_keep] (storage order), into exactly-sized
+  // buffers: the old ones are released.
+  void retain(const at::Tensor& indices) override;
+  // Replaces the whole content (e.g. after merging): keys rotated, [n_kv, n, d]; positions [n_kv, n].
+  void assign(const at::Tensor& rotated_keys, const at::Tensor& values, const at::Tensor& positions);
+  void reserve(int64_t capacity);
+
+ private:
+  AttentionShape shape_;
+  std::shared_ptr<const Rope> rope_;
+  at::TensorOptions options_;
+  at::Tensor keys_, values_, positions_;
+  int64_t length_ = 0, capacity_ = 0;
+};
+
+}  // namespace kvc

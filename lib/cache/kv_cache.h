@@ -1,0 +1,34 @@
+#pragma once
+// The whole model's cache: one LayerCache per layer, plus the position the next token will take.
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "cache/layer_cache.h"
+
+namespace kvc {
+
+class KVCache {
+ public:
+  explicit KVCache(std::vector<std::unique_ptr<LayerCache>> layers) : layers_(std::move(layers)) {}
+
+  int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
+  LayerCache& layer(int64_t i) { return *layers_.at(static_cast<size_t>(i)); }
+  const LayerCache& layer(int64_t i) const { return *layers_.at(static_cast<size_t>(i)); }
+  // Swaps in another storage scheme for a layer (e.g. after compressing it into a new layout).
+  void replace_layer(int64_t i, std::unique_ptr<LayerCache> layer) { layers_.at(static_cast<size_t>(i)) = std::move(layer); }
+
+  // Token positions are logical: eviction never changes where the next token sits.
+  int64_t next_position() const { return next_position_; }
+  void advance(int64_t tokens) { next_position_ += tokens; }
+
+  CacheFootprint footprint() const;
+
+ private:
+  std::vector<std::unique_ptr<LayerCache>> layers_;
+  int64_t next_position_ = 0;
+};
+
+using LayerCacheFactory = std::function<std::unique_ptr<LayerCache>(int64_t layer)>;
+
+}  // namespace kvc

@@ -1,0 +1,63 @@
+#pragma once
+// The per-layer KV cache interface every storage scheme implements: dense, evicted/merged (variable
+// length per KV head), low-rank (variable rank per token) and retrieval from storage.
+//
+// Entries are stored per KV head (never expanded per query head). Every entry carries its token
+// position, separate from its storage slot, so an evicted or merged cache still masks and rotates
+// correctly. The cache computes attention itself, so a scheme can attend in its own representation
+// (e.g. values in a spectral basis) without rebuilding the full cache.
+#include <ATen/ATen.h>
+
+#include <cstdint>
+
+namespace kvc {
+
+// What a compression method wants to see of a layer's prefill attention. Only what is asked for is
+// materialised; attention itself runs in query blocks whatever the prompt length.
+struct AttentionProbe {
+  bool column_sums = false;  // Σ over queries of attention probability per cached entry
+  int64_t window = 0;        // keep the probabilities of the last `window` queries
+  bool any() const { return column_sums || window > 0; }
+};
+
+struct AttentionStats {
+  at::Tensor column_sums;   // [n_heads, n_entries] float32, entries in the cache's storage order
+  at::Tensor window_probs;  // [n_heads, window, n_entries] float32
+};
+
+struct CacheFootprint {
+  int64_t entries = 0;         // cached (token, KV head) entries
+  int64_t resident_bytes = 0;  // bytes the cache's buffers physically hold (incl. positions)
+  int64_t payload_bytes = 0;   // bytes of key/value data in use (what compression is measured on)
+  CacheFootprint& operator+=(const CacheFootprint& o) {
+    entries += o.entries;
+    resident_bytes += o.resident_bytes;
+    payload_bytes += o.payload_bytes;
+    return *this;
+  }
+};
+
+class LayerCache {
+ public:
+  virtual ~LayerCache() = default;
+
+  // New entries for all KV heads. keys are pre-RoPE; keys, values: [n_kv_heads, T, head_dim];
+  // positions: [T] int64. A scheme rotates keys when it stores them, or later if it stores pre-RoPE.
+  virtual void append(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& positions) = 0;
+
+  // Attention of already-rotated queries [n_heads, T, head_dim] at q_positions [T] over every cached
+  // entry whose position is <= the query's (and inside the sliding window, when the model has one).
+  // Returns [n_heads, T, head_dim]. Fills `stats` when `probe` asks for anything.
+  virtual at::Tensor attend(const at::Tensor& queries, const at::Tensor& q_positions, const AttentionProbe& probe,
+                            AttentionStats* stats) = 0;
+
+  // Keeps, per KV head, the entries at `indices` [n_kv_heads, n_keep] (storage order) and frees the
+  // rest. Layouts that share entries across heads (low-rank latents) need identical rows.
+  virtual void retain(const at::Tensor& indices) = 0;
+
+  // Number of entries held by each KV head: [n_kv_heads] int64.
+  virtual at::Tensor lengths() const = 0;
+  virtual CacheFootprint footprint() const = 0;
+};
+
+}  // namespace kvc

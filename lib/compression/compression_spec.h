@@ -1,0 +1,27 @@
+#pragma once
+// What a user asked for on the command line (--press, --ratio, --budget, --budgets, --lowrank,
+// --rank), turned into a CacheSetup: the one place tools combine compression families.
+#include <string>
+
+#include "eval/cache_setup.h"
+#include "model/llama_model.h"
+
+namespace kvc {
+
+struct CompressionSpec {
+  std::string press = "none";  // token eviction: NAME[:key=val,...]
+  double ratio = 0.0;          // share of the prompt's cache to remove (0 = keep all)
+  int64_t budget = 0;          // or: entries to keep per KV head (overrides ratio when > 0)
+  std::string budgets_file;    // per-layer budgets from kvc-profile
+  std::string lowrank_file;    // gates.safetensors (adaptive) or bases.safetensors (fixed rank)
+  int64_t rank = 0;            // fixed rank with a bases file
+
+  bool is_uncompressed() const { return (press == "none" || press.empty()) && lowrank_file.empty(); }
+  std::string describe() const;  // e.g. "snapkv:window=32 ratio=0.5"
+};
+
+// Validates the spec against the model (one-line kvc::Error for unknown names, impossible budgets,
+// artifacts made for another model) and builds the setup.
+CacheSetup build_cache_setup(const CompressionSpec& spec, const LlamaModel& model);
+
+}  // namespace kvc

@@ -1,0 +1,121 @@
+#include "compression/press_registry.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <mutex>
+
+#include "util/error.h"
+
+namespace kvc {
+namespace {
+
+std::vector<PressEntry>& entries() {
+  static std::vector<PressEntry> list;
+  return list;
+}
+
+void ensure_builtins() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_press({"none", "no compression (the exact cache)", [](const PressParams& p, const LlamaModel&) {
+                      KVC_CHECK(p.ratio == 0 && p.budget == 0, "--press none keeps everything; drop --ratio/--budget");
+                      return CacheSetup{};
+                    }});
+    register_builtin_presses();
+  });
+}
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+}  // namespace
+
+PressParams PressParams::parse(const std::string& text) {
+  PressParams p;
+  const auto colon = text.find(':');
+  p.name = trim(text.substr(0, colon));
+  KVC_CHECK(!p.name.empty(), "--press: empty method name (try --press none, or see --list-presses)");
+  if (colon == std::string::npos) return p;
+  std::string rest = text.substr(colon + 1);
+  size_t start = 0;
+  while (start <= rest.size()) {
+    const size_t comma = rest.find(',', start);
+    const std::string item = trim(rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (!item.empty()) {
+      const auto eq = item.find('=');
+      KVC_CHECK(eq != std::string::npos, "--press {}: expected key=value, got '{}'", p.name, item);
+      p.values[trim(item.substr(0, eq))] = trim(item.substr(eq + 1));
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return p;
+}
+
+double PressParams::get_double(const std::string& key, double fallback) const {
+  const auto it = values.find(key);
+  if (it == values.end()) return fallback;
+  try {
+    size_t used = 0;
+    const double v = std::stod(it->second, &used);
+    if (used == it->second.size()) return v;
+  } catch (const std::exception&) {
+  }
+  fail("--press {}: '{}={}' is not a number", name, key, it->second);
+}
+
+int64_t PressParams::get_int(const std::string& key, int64_t fallback) const {
+  const auto it = values.find(key);
+  if (it == values.end()) return fallback;
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(it->second, &used);
+    if (used == it->second.size()) return v;
+  } catch (const std::exception&) {
+  }
+  fail("--press {}: '{}={}' is not an integer", name, key, it->second);
+}
+
+std::string PressParams::get_string(const std::string& key, const std::string& fallback) const {
+  const auto it = values.find(key);
+  return it == values.end() ? fallback : it->second;
+}
+
+void PressParams::check_known_keys(const std::vector<std::string>& known) const {
+  for (const auto& [key, value] : values) {
+    KVC_CHECK(std::find(known.begin(), known.end(), key) != known.end(),
+              "--press {}: unknown parameter '{}' (known: {})", name, key, fmt::join(known, ", "));
+  }
+}
+
+void register_press(PressEntry entry) {
+  for (const auto& e : entries()) KVC_CHECK(e.name != entry.name, "press '{}' registered twice", entry.name);
+  entries().push_back(std::move(entry));
+}
+
+const std::vector<PressEntry>& registered_presses() {
+  ensure_builtins();
+  return entries();
+}
+
+std::vector<std::string> press_names() {
+  std::vector<std::string> names;
+  for (const auto& e : registered_presses()) names.push_back(e.name);
+  return names;
+}
+
+CacheSetup make_press_setup(const PressParams& params, const LlamaModel& model) {
+  for (const auto& e : registered_presses()) {
+    if (e.name == params.name) {
+      CacheSetup setup = e.factory(params, model);
+      if (setup.name == "none" && params.name != "none") setup.name = params.name;
+      return setup;
+    }
+  }
+  fail("--press: unknown method '{}' (known: {})", params.name, fmt::join(press_names(), ", "));
+}
+
+}  // namespace kvc

@@ -1,0 +1,47 @@
+#pragma once
+// Registry of token-eviction methods ("presses"): a name maps to a factory that builds the cache
+// setup for given parameters. Families register themselves in register_builtin_presses().
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "compression/compression_spec.h"
+
+namespace kvc {
+
+// "snapkv:window=32,kernel=5" -> name "snapkv", params {window: "32", kernel: "5"}.
+struct PressParams {
+  std::string name;
+  std::map<std::string, std::string> values;
+  double ratio = 0.0;
+  int64_t budget = 0;
+  std::string budgets_file;
+
+  static PressParams parse(const std::string& text);
+  // Typed access; throws kvc::Error naming the press and key on a malformed value.
+  double get_double(const std::string& key, double fallback) const;
+  int64_t get_int(const std::string& key, int64_t fallback) const;
+  std::string get_string(const std::string& key, const std::string& fallback) const;
+  // Errors on keys the press does not know (typos must not pass silently).
+  void check_known_keys(const std::vector<std::string>& known) const;
+};
+
+using PressFactory = std::function<CacheSetup(const PressParams&, const LlamaModel&)>;
+
+struct PressEntry {
+  std::string name;
+  std::string description;
+  PressFactory factory;
+};
+
+void register_press(PressEntry entry);
+const std::vector<PressEntry>& registered_presses();
+std::vector<std::string> press_names();
+// Throws kvc::Error listing the known names.
+CacheSetup make_press_setup(const PressParams& params, const LlamaModel& model);
+
+// Defined by the eviction family (lib/press/); called once before the first lookup.
+void register_builtin_presses();
+
+}  // namespace kvc

@@ -1,0 +1,89 @@
+#include "eval/kl_divergence.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "util/error.h"
+#include "util/progress.h"
+
+namespace kvc {
+namespace {
+
+struct ScheduledRun {
+  at::Tensor logits;  // [n - context, V]: predictions of tokens context..n-1
+  CacheFootprint after_prefill;
+};
+
+ScheduledRun run_schedule(const LlamaModel& model, const std::vector<int>& tokens, int64_t context, int64_t chunk,
+                          const CacheSetup& setup) {
+  KVCache cache = setup.new_cache(model);
+  auto observer = setup.new_observer();
+  ForwardOptions prefill;
+  prefill.all_logits = false;
+  prefill.observer = observer.get();
+  std::vector<at::Tensor> rows;
+  rows.push_back(model.forward(std::vector<int>(tokens.begin(), tokens.begin() + context), cache, prefill));
+  ScheduledRun run;
+  run.after_prefill = cache.footprint();
+  ForwardOptions step;
+  step.observer = observer.get();
+  const auto n = static_cast<int64_t>(tokens.size());
+  for (int64_t i = context; i < n - 1; i += chunk) {
+    const int64_t len = std::min(chunk, n - 1 - i);
+    rows.push_back(model.forward(std::vector<int>(tokens.begin() + i, tokens.begin() + i + len), cache, step));
+  }
+  run.logits = at::cat(rows, 0);
+  return run;
+}
+
+}  // namespace
+
+KlResult evaluate_kl(const LlamaModel& model, const std::vector<int>& ids, const KlOptions& options,
+                     const CacheSetup& compressed, bool show_progress) {
+  KVC_CHECK(options.context_fraction > 0 && options.context_fraction < 1,
+            "--context-fraction must be in (0, 1), got {}", options.context_fraction);
+  KVC_CHECK(options.chunk >= 1, "--chunk must be >= 1, got {}", options.chunk);
+  KVC_CHECK(options.plan.window <= model.config().max_position_embeddings,
+            "--window {} exceeds the model's context of {} tokens", options.plan.window,
+            model.config().max_position_embeddings);
+  const CacheSetup exact;
+  const auto windows = plan_windows(static_cast<int64_t>(ids.size()), options.plan);
+  const auto start = std::chrono::steady_clock::now();
+  KlResult r;
+  double kl_sum = 0, nll_ref = 0, nll_cmp = 0;
+  int64_t agree = 0;
+  Progress progress("kl", static_cast<int64_t>(windows.size()), "windows", show_progress);
+  for (const auto& [begin, end] : windows) {
+    const int64_t n = end - begin;
+    const auto context = static_cast<int64_t>(std::llround(options.context_fraction * static_cast<double>(n)));
+    if (context < 1 || context >= n) continue;
+    const std::vector<int> tokens(ids.begin() + begin, ids.begin() + end);
+    const ScheduledRun ref = run_schedule(model, tokens, context, options.chunk, exact);
+    const ScheduledRun cmp = run_schedule(model, tokens, context, options.chunk, compressed);
+    const at::Tensor logp_ref = at::log_softmax(ref.logits.to(at::kDouble), -1);
+    const at::Tensor logp_cmp = at::log_softmax(cmp.logits.to(at::kDouble), -1);
+    const at::Tensor kl = (logp_ref.exp() * (logp_ref - logp_cmp)).sum(-1);  // [n - context]
+    kl_sum += kl.sum().item<double>();
+    r.max_kl = std::max(r.max_kl, kl.max().item<double>());
+    agree += logp_ref.argmax(-1).eq(logp_cmp.argmax(-1)).sum().item<int64_t>();
+    const std::vector<int> targets(tokens.begin() + context, tokens.end());
+    nll_ref += total_nll(ref.logits, targets);
+    nll_cmp += total_nll(cmp.logits, targets);
+    r.tokens_scored += n - context;
+    r.reference_kv_bytes += ref.after_prefill.payload_bytes;
+    r.compressed_kv_bytes += cmp.after_prefill.payload_bytes;
+    ++r.windows;
+    progress.advance();
+  }
+  progress.finish();
+  KVC_CHECK(r.tokens_scored > 0, "no tokens to score: windows are too short for --context-fraction");
+  const auto scored = static_cast<double>(r.tokens_scored);
+  r.mean_kl = kl_sum / scored;
+  r.top1_agreement = static_cast<double>(agree) / scored;
+  r.ppl_reference = std::exp(nll_ref / scored);
+  r.ppl_compressed = std::exp(nll_cmp / scored);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace kvc

@@ -1,0 +1,55 @@
+#include "eval/perplexity.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "util/error.h"
+#include "util/progress.h"
+
+namespace kvc {
+
+std::vector<std::pair<int64_t, int64_t>> plan_windows(int64_t num_tokens, const WindowPlan& plan) {
+  KVC_CHECK(plan.window >= 2, "--window must be at least 2 tokens, got {}", plan.window);
+  KVC_CHECK(plan.max_windows >= 0, "--max-windows must be >= 0 (0 = all), got {}", plan.max_windows);
+  std::vector<std::pair<int64_t, int64_t>> windows;
+  for (int64_t begin = 0; begin < num_tokens; begin += plan.window) {
+    if (plan.max_windows > 0 && static_cast<int64_t>(windows.size()) == plan.max_windows) break;
+    windows.emplace_back(begin, std::min(num_tokens, begin + plan.window));
+  }
+  return windows;
+}
+
+double total_nll(const at::Tensor& logits, const std::vector<int>& targets) {
+  const at::Tensor logp = at::log_softmax(logits.to(at::kDouble), -1);
+  const at::Tensor idx = at::tensor(std::vector<int64_t>(targets.begin(), targets.end()), at::kLong).unsqueeze(1);
+  return -logp.gather(1, idx.to(logp.device())).sum().item<double>();
+}
+
+PerplexityResult evaluate_perplexity(const LlamaModel& model, const std::vector<int>& ids, const WindowPlan& plan,
+                                     bool show_progress) {
+  KVC_CHECK(plan.window <= model.config().max_position_embeddings,
+            "--window {} exceeds the model's context of {} tokens", plan.window,
+            model.config().max_position_embeddings);
+  const auto windows = plan_windows(static_cast<int64_t>(ids.size()), plan);
+  const auto start = std::chrono::steady_clock::now();
+  PerplexityResult r;
+  Progress progress("ppl", static_cast<int64_t>(windows.size()), "windows", show_progress);
+  for (const auto& [begin, end] : windows) {
+    if (end - begin < 2) continue;  // a one-token window has nothing to score
+    const std::vector<int> tokens(ids.begin() + begin, ids.begin() + end);
+    KVCache cache = model.new_cache();
+    const at::Tensor logits = model.forward(tokens, cache);  // [n, V]
+    const std::vector<int> targets(tokens.begin() + 1, tokens.end());
+    r.total_nll += total_nll(logits.narrow(0, 0, end - begin - 1), targets);
+    r.tokens_scored += end - begin - 1;
+    ++r.windows;
+    progress.advance();
+  }
+  progress.finish();
+  KVC_CHECK(r.tokens_scored > 0, "no tokens to score: the text is shorter than two tokens");
+  r.ppl = std::exp(r.total_nll / static_cast<double>(r.tokens_scored));
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace kvc

@@ -1,0 +1,87 @@
+// SafetensorsWriter: lays tensors out contiguously and writes the file atomically.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+#include "util/error.h"
+
+namespace kvc::st {
+
+using nlohmann::json;
+
+void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data,
+                            size_t nbytes) {
+  KVC_CHECK(name != "__metadata__", "SafetensorsWriter: '__metadata__' is reserved, not a tensor name");
+  KVC_CHECK(tensors_.count(name) == 0, "SafetensorsWriter: tensor '{}' added twice", name);
+  const std::optional<uint64_t> expected = checked_nbytes(dtype, shape);
+  KVC_CHECK(expected.has_value(), "SafetensorsWriter: tensor '{}' has a negative or oversized shape [{}]", name,
+            fmt::join(shape, ", "));
+  KVC_CHECK(data != nullptr || nbytes == 0, "SafetensorsWriter: tensor '{}' has {} bytes at a null pointer", name,
+            nbytes);
+  KVC_CHECK(nbytes == *expected, "SafetensorsWriter: tensor '{}' got {} bytes but shape [{}] of {} needs {}", name,
+            nbytes, fmt::join(shape, ", "), dtype_name(dtype), *expected);
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  tensors_[name] = Pending{dtype, std::move(shape), std::vector<uint8_t>(bytes, bytes + nbytes)};
+}
+
+void SafetensorsWriter::set_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
+
+void SafetensorsWriter::write(const std::string& path) const {
+  // Larger dtypes first keeps every tensor aligned to its own element size without padding holes,
+  // which the reference reader would reject.
+  std::vector<const std::pair<const std::string, Pending>*> order;
+  for (const auto& entry : tensors_) order.push_back(&entry);
+  std::stable_sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
+    return dtype_size(a->second.dtype) > dtype_size(b->second.dtype);
+  });
+
+  json header = json::object();
+  if (!metadata_.empty()) header["__metadata__"] = metadata_;
+  uint64_t offset = 0;
+  for (const auto* entry : order) {
+    const Pending& tensor = entry->second;
+    header[entry->first] = {{"dtype", dtype_name(tensor.dtype)},
+                            {"shape", tensor.shape},
+                            {"data_offsets", {offset, offset + tensor.bytes.size()}}};
+    offset += tensor.bytes.size();
+  }
+  std::string header_text;
+  try {
+    header_text = header.dump();
+  } catch (const json::type_error&) {
+    fail("cannot write '{}': a tensor name or metadata string is not valid UTF-8", path);
+  }
+  header_text.append((8 - header_text.size() % 8) % 8, ' ');
+  KVC_CHECK(header_text.size() <= kMaxHeaderBytes, "cannot write '{}': header of {} bytes exceeds the {} byte limit",
+            path, header_text.size(), kMaxHeaderBytes);
+
+  uint8_t length_prefix[8];
+  for (int i = 0; i < 8; ++i) length_prefix[i] = static_cast<uint8_t>(header_text.size() >> (8 * i));
+
+  // Streamed rather than via write_file_atomic so the tensors are not copied into one more string.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  FILE* out = std::fopen(tmp.c_str(), "wb");
+  KVC_CHECK(out != nullptr, "cannot write '{}': {}", tmp, std::strerror(errno));
+  bool ok = std::fwrite(length_prefix, 1, sizeof length_prefix, out) == sizeof length_prefix &&
+            std::fwrite(header_text.data(), 1, header_text.size(), out) == header_text.size();
+  for (const auto* entry : order) {
+    const std::vector<uint8_t>& bytes = entry->second.bytes;
+    ok = ok && (bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), out) == bytes.size());
+  }
+  ok = ok && std::fflush(out) == 0 && ::fsync(fileno(out)) == 0;
+  ok = std::fclose(out) == 0 && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int saved_errno = errno;
+    std::remove(tmp.c_str());
+    fail("cannot write '{}': {}", path, std::strerror(saved_errno));
+  }
+}
+
+}  // namespace kvc::st

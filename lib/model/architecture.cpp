@@ -1,0 +1,36 @@
+#include "model/architecture.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "util/error.h"
+
+namespace kvc {
+namespace {
+
+const std::vector<ArchitectureTraits>& table() {
+  static const std::vector<ArchitectureTraits> traits = {
+      {"llama", "LlamaForCausalLM", false, false, false},
+      {"mistral", "MistralForCausalLM", false, true, false},
+      {"qwen2", "Qwen2ForCausalLM", true, false, true},
+  };
+  return traits;
+}
+
+}  // namespace
+
+const ArchitectureTraits& architecture_for(const std::string& model_type, const std::string& source_name) {
+  for (const auto& t : table()) {
+    if (t.model_type == model_type) return t;
+  }
+  fail("{}: unsupported model_type '{}' (supported: {})", source_name, model_type,
+       fmt::join(supported_model_types(), ", "));
+}
+
+std::vector<std::string> supported_model_types() {
+  std::vector<std::string> names;
+  for (const auto& t : table()) names.push_back(t.model_type);
+  return names;
+}
+
+}  // namespace kvc

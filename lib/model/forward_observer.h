@@ -1,0 +1,32 @@
+#pragma once
+// A hook into the forward pass, layer by layer: how compression methods see attention statistics at
+// prefill and act on a layer's cache right after it was filled (before the next layer runs).
+#include <ATen/ATen.h>
+
+#include "cache/kv_cache.h"
+
+namespace kvc {
+
+// What the layer just computed for the new tokens.
+struct LayerStep {
+  int64_t layer = 0;
+  at::Tensor keys;       // pre-RoPE [n_kv, T, d]
+  at::Tensor values;     // [n_kv, T, d]
+  at::Tensor queries;    // rotated [n_heads, T, d]
+  at::Tensor positions;  // [T]
+  AttentionStats stats;  // what probe() asked for
+};
+
+class ForwardObserver {
+ public:
+  virtual ~ForwardObserver() = default;
+  virtual AttentionProbe probe(int64_t layer) const { return {}; }
+  virtual void after_attention(const LayerStep& step, KVCache& cache) = 0;
+};
+
+struct ForwardOptions {
+  bool all_logits = true;               // false: logits of the last token only
+  ForwardObserver* observer = nullptr;  // not owned
+};
+
+}  // namespace kvc

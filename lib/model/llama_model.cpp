@@ -1,0 +1,200 @@
+#include "model/llama_model.h"
+
+#include <fmt/ranges.h>
+
+#include "cache/dense_layer_cache.h"
+#include "io/safetensors.h"
+#include "model/tensor_bridge.h"
+#include "util/error.h"
+#include "util/files.h"
+
+namespace kvc {
+namespace {
+
+at::ScalarType parse_dtype_option(const std::string& dtype, const std::string& stored, bool cuda) {
+  const std::string d = dtype == "auto" ? (cuda ? stored : "float32") : dtype;
+  if (d == "float32") return at::kFloat;
+  if (d == "float16") return at::kHalf;
+  if (d == "bfloat16") return at::kBFloat16;
+  if (d == "float64") return at::kDouble;  // for exactness checks against float64 references
+  fail("unknown dtype '{}' (expected auto, float32, float64, float16 or bfloat16)", d);
+}
+
+at::Device parse_device(const std::string& device) {
+  if (device == "cpu") return at::kCPU;
+  if (device == "cuda") {
+    KVC_CHECK(at::hasCUDA(), "--device cuda: this build of LibTorch has no CUDA support or no GPU is visible");
+    return at::Device(at::kCUDA, 0);
+  }
+  fail("unknown device '{}' (expected cpu or cuda)", device);
+}
+
+// Loads one tensor and checks its shape against what the config implies.
+struct WeightLoader {
+  const st::Checkpoint& checkpoint;
+  std::string dir;
+  at::ScalarType dtype;
+  at::Device device;
+
+  at::Tensor get(const std::string& name, std::vector<int64_t> shape) const {
+    KVC_CHECK(checkpoint.contains(name), "{}: missing tensor '{}' (is this a {}-style checkpoint?)", dir, name,
+              "Hugging Face Llama");
+    const auto& info = checkpoint.info(name);
+    KVC_CHECK(info.shape == shape, "{}: tensor '{}' has shape [{}], but config.json implies [{}]", dir, name,
+              fmt::join(info.shape, ", "), fmt::join(shape, ", "));
+    return load_tensor(checkpoint, name, dtype, device);
+  }
+};
+
+// One-row inputs (decoding) use matrix-vector products: sgemm repacks the whole weight matrix on
+// every call, which costs several times more than streaming it once.
+at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias = {}) {
+  if (x.size(0) != 1) return at::linear(x, weight, bias);
+  const at::Tensor row = x[0];
+  return (bias.defined() ? at::addmv(bias, weight, row) : at::mv(weight, row)).unsqueeze(0);
+}
+
+}  // namespace
+
+std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadOptions& options) {
+  KVC_CHECK(is_directory(dir), "model folder not found: '{}'", dir);
+  std::shared_ptr<LlamaModel> model(new LlamaModel());
+  model->dir_ = dir;
+  model->config_ = ModelConfig::from_file(dir + "/config.json");
+  const ModelConfig& c = model->config_;
+  model->device_ = parse_device(options.device);
+  model->dtype_ = parse_dtype_option(options.dtype, c.torch_dtype == "float16" || c.torch_dtype == "bfloat16"
+                                                       ? c.torch_dtype : "float32",
+                                     model->device_.is_cuda());
+  KVC_CHECK(model->device_.is_cuda() || model->dtype_ == at::kFloat || model->dtype_ == at::kDouble,
+            "--dtype: CPU runs in float32 (or float64); half-precision weights are upcast at load");
+
+  const st::Checkpoint checkpoint = st::Checkpoint::open_dir(dir);
+  const WeightLoader w{checkpoint, dir, model->dtype_, model->device_};
+  const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.kv_dim(), inter = c.intermediate_size;
+  model->embed_ = w.get("model.embed_tokens.weight", {c.vocab_size, h});
+  model->final_norm_ = w.get("model.norm.weight", {h});
+  if (c.tie_word_embeddings || !checkpoint.contains("lm_head.weight")) {
+    KVC_CHECK(c.tie_word_embeddings, "{}: missing tensor 'lm_head.weight' and tie_word_embeddings is false", dir);
+    model->lm_head_ = model->embed_;
+  } else {
+    model->lm_head_ = w.get("lm_head.weight", {c.vocab_size, h});
+  }
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const std::string p = fmt::format("model.layers.{}.", i);
+    LayerWeights l;
+    l.attn_norm = w.get(p + "input_layernorm.weight", {h});
+    // Stacking q/k/v (and gate/up) turns three matrix-vector products into one per decode step.
+    l.qkv = at::cat({w.get(p + "self_attn.q_proj.weight", {q, h}), w.get(p + "self_attn.k_proj.weight", {kv, h}),
+                     w.get(p + "self_attn.v_proj.weight", {kv, h})});
+    if (c.qkv_bias) {
+      l.qkv_bias = at::cat({w.get(p + "self_attn.q_proj.bias", {q}), w.get(p + "self_attn.k_proj.bias", {kv}),
+                            w.get(p + "self_attn.v_proj.bias", {kv})});
+    }
+    l.o_proj = w.get(p + "self_attn.o_proj.weight", {h, q}).contiguous();
+    l.mlp_norm = w.get(p + "post_attention_layernorm.weight", {h});
+    l.gate_up = at::cat({w.get(p + "mlp.gate_proj.weight", {inter, h}), w.get(p + "mlp.up_proj.weight", {inter, h})});
+    l.down = w.get(p + "mlp.down_proj.weight", {h, inter}).contiguous();
+    model->layers_.push_back(std::move(l));
+  }
+  model->rope_ = std::make_shared<Rope>(c, model->device_);
+  return model;
+}
+
+int64_t LlamaModel::parameter_count() const {
+  int64_t n = embed_.numel() + final_norm_.numel() + (lm_head_.is_same(embed_) ? 0 : lm_head_.numel());
+  for (const auto& l : layers_) {
+    n += l.attn_norm.numel() + l.qkv.numel() + (l.qkv_bias.defined() ? l.qkv_bias.numel() : 0) + l.o_proj.numel() +
+         l.mlp_norm.numel() + l.gate_up.numel() + l.down.numel();
+  }
+  return n;
+}
+
+int64_t LlamaModel::weight_bytes() const {
+  // A decode step reads every weight once except the embedding table (one row).
+  const int64_t elem = static_cast<int64_t>(c10::elementSize(dtype_));
+  return (parameter_count() - (lm_head_.is_same(embed_) ? 0 : embed_.numel())) * elem;
+}
+
+LayerCacheFactory LlamaModel::dense_layer_factory() const {
+  const AttentionShape shape{config_.num_heads, config_.num_kv_heads, config_.head_dim, config_.sliding_window};
+  const auto options = at::TensorOptions().dtype(dtype_).device(device_);
+  auto rope = rope_;
+  return [shape, options, rope](int64_t) { return std::make_unique<DenseLayerCache>(shape, rope, options); };
+}
+
+KVCache LlamaModel::new_cache(const LayerCacheFactory& factory) const {
+  std::vector<std::unique_ptr<LayerCache>> layers;
+  for (int64_t i = 0; i < config_.num_layers; ++i) layers.push_back(factory(i));
+  return KVCache(std::move(layers));
+}
+
+KVCache LlamaModel::new_cache() const { return new_cache(dense_layer_factory()); }
+
+at::Tensor LlamaModel::rms_norm(const at::Tensor& x, const at::Tensor& weight) const {
+  // As Hugging Face: normalise in float32, cast back, then scale.
+  const at::Tensor xf = x.scalar_type() == at::kDouble ? x : x.to(at::kFloat);
+  const at::Tensor normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + config_.rms_norm_eps);
+  return weight * normed.to(x.scalar_type());
+}
+
+at::Tensor LlamaModel::attention_block(int64_t layer, const at::Tensor& x, const at::Tensor& positions,
+                                       KVCache& cache, const ForwardOptions& options) const {
+  const LayerWeights& l = layers_[static_cast<size_t>(layer)];
+  const ModelConfig& c = config_;
+  const int64_t T = x.size(0), d = c.head_dim, q_dim = c.num_heads * d, kv_dim = c.kv_dim();
+  const at::Tensor qkv = project(rms_norm(x, l.attn_norm), l.qkv, l.qkv_bias);  // [T, q+2kv]
+  const at::Tensor q = qkv.narrow(1, 0, q_dim).view({T, c.num_heads, d}).transpose(0, 1);
+  const at::Tensor k = qkv.narrow(1, q_dim, kv_dim).view({T, c.num_kv_heads, d}).transpose(0, 1);
+  const at::Tensor v = qkv.narrow(1, q_dim + kv_dim, kv_dim).view({T, c.num_kv_heads, d}).transpose(0, 1);
+  const at::Tensor q_rot = rope_->apply(q, positions).contiguous();
+
+  LayerCache& lc = cache.layer(layer);
+  lc.append(k, v, positions);
+  LayerStep step;
+  const AttentionProbe probe = options.observer ? options.observer->probe(layer) : AttentionProbe{};
+  const at::Tensor attn = lc.attend(q_rot, positions, probe, &step.stats);  // [H, T, d]
+  if (options.observer) {
+    step.layer = layer;
+    step.keys = k;
+    step.values = v;
+    step.queries = q_rot;
+    step.positions = positions;
+    options.observer->after_attention(step, cache);
+  }
+  return project(attn.transpose(0, 1).reshape({T, q_dim}), l.o_proj);
+}
+
+at::Tensor LlamaModel::mlp_block(int64_t layer, const at::Tensor& x) const {
+  const LayerWeights& l = layers_[static_cast<size_t>(layer)];
+  const int64_t inter = config_.intermediate_size;
+  const at::Tensor gate_up = project(rms_norm(x, l.mlp_norm), l.gate_up);
+  const at::Tensor act = at::silu(gate_up.narrow(1, 0, inter)) * gate_up.narrow(1, inter, inter);
+  return project(act, l.down);
+}
+
+at::Tensor LlamaModel::forward(const std::vector<int>& tokens, KVCache& cache, const ForwardOptions& options) const {
+  KVC_CHECK(!tokens.empty(), "forward: no tokens to run");
+  KVC_CHECK(cache.num_layers() == config_.num_layers, "forward: cache has {} layers, model has {}",
+            cache.num_layers(), config_.num_layers);
+  const auto T = static_cast<int64_t>(tokens.size());
+  std::vector<int64_t> ids(tokens.begin(), tokens.end());
+  for (int64_t id : ids) {
+    KVC_CHECK(id >= 0 && id < config_.vocab_size, "token id {} is outside the model's vocabulary (size {})", id,
+              config_.vocab_size);
+  }
+  const at::Tensor id_tensor = at::tensor(ids, at::TensorOptions().dtype(at::kLong)).to(device_);
+  const at::Tensor positions = at::arange(cache.next_position(), cache.next_position() + T,
+                                          at::TensorOptions().dtype(at::kLong));
+  at::Tensor x = embed_.index_select(0, id_tensor);
+  for (int64_t i = 0; i < config_.num_layers; ++i) {
+    x = x + attention_block(i, x, positions, cache, options);
+    x = x + mlp_block(i, x);
+  }
+  cache.advance(T);
+  if (!options.all_logits) x = x.narrow(0, T - 1, 1);
+  const at::Tensor logits = project(rms_norm(x, final_norm_), lm_head_);
+  return logits.scalar_type() == at::kDouble ? logits : logits.to(at::kFloat);
+}
+
+}  // namespace kvc

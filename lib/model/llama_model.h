@@ -1,0 +1,65 @@
+#pragma once
+// A Llama-family decoder (Llama, Mistral, Qwen2 via the architecture table) over LibTorch. Weights
+// are fp32 on CPU (fp16/bf16 upcast); on CUDA they keep their stored dtype.
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/kv_cache.h"
+#include "model/forward_observer.h"
+#include "model/model_config.h"
+#include "model/rope.h"
+
+namespace kvc {
+
+struct LayerWeights {
+  at::Tensor attn_norm, qkv, qkv_bias, o_proj;  // qkv: q, k, v projections stacked [q+2kv, hidden]
+  at::Tensor mlp_norm, gate_up, down;           // gate_up: gate and up stacked [2I, hidden]
+};
+
+struct LoadOptions {
+  std::string device = "cpu";  // cpu | cuda
+  std::string dtype = "auto";  // auto (fp32 on CPU, stored dtype on CUDA) | float32 | float64 | float16 | bfloat16
+};
+
+class LlamaModel {
+ public:
+  // Loads config.json and (sharded) safetensors from `dir`; validates every tensor's shape.
+  static std::shared_ptr<LlamaModel> load(const std::string& dir, const LoadOptions& options = {});
+
+  const ModelConfig& config() const { return config_; }
+  const std::string& dir() const { return dir_; }
+  at::Device device() const { return device_; }
+  at::ScalarType dtype() const { return dtype_; }
+  std::shared_ptr<const Rope> rope() const { return rope_; }
+  int64_t parameter_count() const;
+  int64_t weight_bytes() const;  // bytes one decode step must read
+
+  // The uncompressed cache.
+  KVCache new_cache() const;
+  LayerCacheFactory dense_layer_factory() const;
+  KVCache new_cache(const LayerCacheFactory& factory) const;
+
+  // Runs `tokens` at the positions after those already in `cache`, appending their entries.
+  // Returns float32 logits [T, vocab] (or [1, vocab] when options.all_logits is false).
+  at::Tensor forward(const std::vector<int>& tokens, KVCache& cache, const ForwardOptions& options = {}) const;
+
+ private:
+  LlamaModel() = default;
+  at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight) const;
+  at::Tensor attention_block(int64_t layer, const at::Tensor& x, const at::Tensor& positions, KVCache& cache,
+                             const ForwardOptions& options) const;
+  at::Tensor mlp_block(int64_t layer, const at::Tensor& x) const;
+
+  ModelConfig config_;
+  std::string dir_;
+  at::Device device_ = at::kCPU;
+  at::ScalarType dtype_ = at::kFloat;
+  std::shared_ptr<const Rope> rope_;
+  at::Tensor embed_, final_norm_, lm_head_;
+  std::vector<LayerWeights> layers_;
+};
+
+}  // namespace kvc

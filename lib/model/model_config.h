@@ -1,0 +1,51 @@
+#pragma once
+// Hugging Face config.json -> the one model description the runtime understands. Architectures differ
+// only in a few traits (see architecture.h), never in copies of the forward pass.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/architecture.h"
+
+namespace kvc {
+
+struct RopeScaling {
+  std::string type = "default";  // default | linear | llama3
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position_embeddings = 8192;
+};
+
+struct ModelConfig {
+  std::string model_type;
+  ArchitectureTraits traits;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t vocab_size = 0;
+  int64_t max_position_embeddings = 0;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  bool tie_word_embeddings = false;
+  bool qkv_bias = false;
+  int64_t sliding_window = 0;  // 0: full attention
+  int bos_token_id = 1;
+  std::vector<int> eos_token_ids{2};
+  std::string torch_dtype = "float32";
+  std::string config_hash;  // hash of config.json, recorded in every artifact made for this model
+
+  int64_t kv_dim() const { return num_kv_heads * head_dim; }
+  int64_t group_size() const { return num_heads / num_kv_heads; }
+  bool is_eos(int id) const;
+
+  // Parses and validates; throws kvc::Error naming the file and the missing or bad field.
+  static ModelConfig from_file(const std::string& config_path);
+  static ModelConfig from_json_text(const std::string& text, const std::string& source_name);
+};
+
+}  // namespace kvc

@@ -1,0 +1,33 @@
+#pragma once
+// Rotary position embedding exactly as Hugging Face applies it (rotate_half convention). Angles are
+// computed in float64 and rounded once, so positions near the context limit stay accurate.
+#include <ATen/ATen.h>
+
+#include "model/model_config.h"
+
+namespace kvc {
+
+class Rope {
+ public:
+  Rope(const ModelConfig& config, at::Device device);
+
+  // x: [heads, T, head_dim]; positions: [T] int64 (or [heads, T]). Returns the rotated tensor.
+  at::Tensor apply(const at::Tensor& x, const at::Tensor& positions) const;
+  // Inverse rotation (rotate by -angle): recovers pre-RoPE keys from stored rotated ones.
+  at::Tensor unapply(const at::Tensor& x, const at::Tensor& positions) const;
+  const at::Tensor& inv_freq() const { return inv_freq_; }
+
+ private:
+  at::Tensor rotate(const at::Tensor& x, const at::Tensor& positions, bool inverse) const;
+  void ensure_table(int64_t max_position) const;
+  at::Tensor inv_freq_;  // float64 [head_dim/2], after rope_scaling
+  at::Device device_;
+  int64_t head_dim_;
+  mutable at::Tensor cos_, sin_;  // [table_len, head_dim] in compute dtype
+  mutable int64_t table_len_ = 0;
+};
+
+// inv_freq per Hugging Face's rope-init functions (default, linear, llama3), in float64.
+at::Tensor rope_inverse_frequencies(const ModelConfig& config);
+
+}  // namespace kvc

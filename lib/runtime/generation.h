@@ -1,0 +1,48 @@
+#pragma once
+// Prefill + token-by-token decoding with timing and memory accounting.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cache/kv_cache.h"
+#include "model/llama_model.h"
+#include "runtime/sampler.h"
+
+namespace kvc {
+
+struct GenerationRequest {
+  std::vector<int> prompt;
+  int64_t max_new_tokens = 128;
+  SamplingParams sampling;
+  bool stop_at_eos = true;
+  // Decoding past the trained context is allowed only when the cache is bounded (eviction).
+  bool allow_past_context = false;
+};
+
+struct GenerationStats {
+  int64_t prompt_tokens = 0;
+  int64_t generated_tokens = 0;
+  double prefill_seconds = 0;
+  double decode_seconds = 0;
+  CacheFootprint kv_after_prefill;
+  CacheFootprint kv_final;
+  int64_t kv_peak_resident_bytes = 0;
+  int64_t peak_rss_bytes = 0;
+  double prefill_tokens_per_second() const { return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0; }
+  double decode_tokens_per_second() const {
+    return decode_seconds > 0 && generated_tokens > 1 ? (generated_tokens - 1) / decode_seconds : 0;
+  }
+};
+
+struct GenerationResult {
+  std::vector<int> tokens;
+  std::string stop_reason;  // eos | max_new_tokens | context | interrupted
+  GenerationStats stats;
+};
+
+// Calls on_token for each new token as soon as it is chosen (for streaming). `observer`, if given,
+// sees every forward call (prefill and decode) — how compression methods act on the cache.
+GenerationResult generate(const LlamaModel& model, KVCache& cache, const GenerationRequest& request,
+                          const std::function<void(int)>& on_token = {}, ForwardObserver* observer = nullptr);
+
+}  // namespace kvc

@@ -1,0 +1,55 @@
+#include "util/progress.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+namespace kvc {
+
+Progress::Progress(std::string label, int64_t total, std::string unit, bool enabled)
+    : label_(std::move(label)), unit_(std::move(unit)), total_(std::max<int64_t>(total, 1)),
+      enabled_(enabled), tty_(::isatty(STDERR_FILENO) != 0),
+      start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
+
+Progress::~Progress() { finish(); }
+
+void Progress::advance(int64_t n) { set(done_ + n); }
+
+void Progress::set(int64_t done) {
+  done_ = std::min(done, total_);
+  const auto now = std::chrono::steady_clock::now();
+  const double since = std::chrono::duration<double>(now - last_draw_).count();
+  if (since >= (tty_ ? 0.1 : 5.0)) {
+    last_draw_ = now;
+    draw(false);
+  }
+}
+
+void Progress::finish() {
+  if (finished_) return;
+  finished_ = true;
+  draw(true);
+}
+
+void Progress::draw(bool final_line) {
+  if (!enabled_) return;
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double rate = elapsed > 0 ? static_cast<double>(done_) / elapsed : 0.0;
+  const double eta = rate > 0 ? static_cast<double>(total_ - done_) / rate : 0.0;
+  constexpr int kWidth = 24;
+  const int filled = static_cast<int>(kWidth * static_cast<double>(done_) / static_cast<double>(total_));
+  std::string bar(static_cast<size_t>(filled), '=');
+  if (filled < kWidth) bar += '>' + std::string(static_cast<size_t>(kWidth - filled - 1), ' ');
+  std::string line = fmt::format("{} [{}] {}/{} {:.1f} {}/s {} {:.0f}s", label_, bar, done_, total_, rate,
+                                 unit_, final_line ? "in" : "ETA", final_line ? elapsed : eta);
+  if (tty_) {
+    std::fprintf(stderr, "\r\033[K%s%s", line.c_str(), final_line ? "\n" : "");
+  } else {
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+  std::fflush(stderr);
+}
+
+}  // namespace kvc

@@ -1,0 +1,217 @@
+// The tools as a user runs them: reference reproduction through the command line, and bad input
+// that must end in one clear line on stderr and a non-zero exit — never a crash.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <cstring>
+
+#include "io/safetensors.h"
+#include "support/paths.h"
+#include "support/run_command.h"
+
+namespace kvc {
+namespace {
+
+using test::bin;
+using test::run_command;
+
+const std::string kStories = test::model_dir("stories260K");
+
+// A copy of stories260K that a test may damage.
+std::string copy_of_stories() {
+  const std::string dir = test::make_temp_dir("kvc-model");
+  EXPECT_EQ(std::system(("cp " + kStories + "/* " + dir + "/").c_str()), 0);
+  return dir;
+}
+
+std::string generate_cmd(const std::string& model_dir, const std::string& extra = "-p 'Once upon a time' -n 4") {
+  return bin("kvc-generate") + " -m " + model_dir + " " + extra;
+}
+
+// One line, prefixed with the tool's name, naming the problem; exit code 1; nothing on stdout that
+// looks like output.
+void expect_clean_error(const test::CommandResult& r, const std::string& needle) {
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(r.exit_code, 128) << "killed by a signal: " << r.err;
+  ASSERT_FALSE(r.err.empty());
+  const std::string first = r.err.substr(0, r.err.find('\n'));
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "more than one line: " << r.err;
+  EXPECT_NE(first.find(": error: "), std::string::npos) << first;
+  EXPECT_NE(first.find(needle), std::string::npos) << "expected '" << needle << "' in: " << first;
+}
+
+std::string safetensors_bytes(const std::string& header, const std::string& data) {
+  std::string out(8, '\0');
+  const uint64_t n = header.size();
+  std::memcpy(out.data(), &n, 8);
+  return out + header + data;
+}
+
+TEST(CliReference, GreedyGenerationReproducesReferenceIds) {
+  auto file = st::SafetensorsFile::open(test::reference_dir("stories260K") + "/reference.safetensors");
+  const auto ref = nlohmann::json::parse(test::slurp(test::reference_dir("stories260K") + "/reference.json"));
+  const std::string dir = test::make_temp_dir("kvc-greedy");
+  test::write_bytes(dir + "/prompt.txt", ref["greedy_prompt_text"].get<std::string>());
+  const auto r = run_command(generate_cmd(kStories, "--prompt-file " + dir + "/prompt.txt -n 40 --temperature 0 "
+                                                    "--ignore-eos --stats-json " + dir + "/stats.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto stats = nlohmann::json::parse(test::slurp(dir + "/stats.json"));
+  const auto& info = file->info("greedy_continuation_ids");
+  std::vector<int> expected;
+  for (int64_t i = 0; i < info.numel(); ++i) {
+    int64_t v;
+    std::memcpy(&v, file->data("greedy_continuation_ids") + 8 * i, 8);
+    expected.push_back(static_cast<int>(v));
+  }
+  EXPECT_EQ(stats["generated_ids"].get<std::vector<int>>(), expected);
+  EXPECT_NE(r.out.find(ref["greedy_text"].get<std::string>()), std::string::npos) << r.out;
+  EXPECT_GT(stats["kv_resident_bytes"].get<int64_t>(), 0);
+  EXPECT_GT(stats["decode_tokens_per_second"].get<double>(), 0);
+}
+
+TEST(CliReference, EvalPerplexityJsonMatchesReference) {
+  const auto ref = nlohmann::json::parse(test::slurp(test::reference_dir("stories260K") + "/reference.json"));
+  const auto& wiki = ref["perplexity"]["wiki.test.raw"];
+  const auto r = run_command(bin("kvc-eval") + " ppl -t 1 -m " + kStories + " --file " +
+                             test::data_file("wikitext2/wiki.test.raw") + " --window 256 --max-windows 40 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto out = nlohmann::json::parse(r.out);
+  EXPECT_EQ(out["tokens_scored"].get<int64_t>(), wiki["tokens_scored"].get<int64_t>());
+  EXPECT_NEAR(out["ppl"].get<double>() / wiki["ppl"].get<double>(), 1.0, 1e-4);
+  EXPECT_EQ(out["metadata"]["model_config_hash"].get<std::string>().size(), 16u);
+}
+
+TEST(CliReference, KlOfTheUncompressedCacheIsZero) {
+  const auto r = run_command(bin("kvc-eval") + " kl -t 1 -m " + kStories + " --file " +
+                             test::data_file("tinystories/tinystories_excerpt_30k.txt") +
+                             " --window 128 --max-windows 3 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto out = nlohmann::json::parse(r.out);
+  EXPECT_EQ(out["kl"].get<double>(), 0.0);
+  EXPECT_EQ(out["top1_agreement"].get<double>(), 1.0);
+  EXPECT_EQ(out["tokens_scored"].get<int64_t>(), 3 * 64);
+  EXPECT_EQ(out["compression_ratio"].get<double>(), 0.0);
+}
+
+TEST(CliErrors, MissingModelFolder) {
+  expect_clean_error(run_command(generate_cmd("/nonexistent/model")), "model folder not found");
+}
+
+TEST(CliErrors, MissingWeights) {
+  const std::string dir = copy_of_stories();
+  std::remove((dir + "/model.safetensors").c_str());
+  expect_clean_error(run_command(generate_cmd(dir)), "model.safetensors");
+}
+
+TEST(CliErrors, TruncatedSafetensors) {
+  const std::string dir = copy_of_stories();
+  const std::string bytes = test::slurp(dir + "/model.safetensors");
+  test::write_bytes(dir + "/model.safetensors", bytes.substr(0, bytes.size() / 2));
+  expect_clean_error(run_command(generate_cmd(dir)), "beyond the data section");
+}
+
+TEST(CliErrors, HeaderLengthBeyondFile) {
+  const std::string dir = copy_of_stories();
+  std::string bytes(8, '\0');
+  const uint64_t n = 1000000;
+  std::memcpy(bytes.data(), &n, 8);
+  test::write_bytes(dir + "/model.safetensors", bytes + "{}");
+  expect_clean_error(run_command(generate_cmd(dir)), "header length");
+}
+
+TEST(CliErrors, OverlappingOffsets) {
+  const std::string dir = copy_of_stories();
+  test::write_bytes(dir + "/model.safetensors",
+                    safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                      R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                                      std::string(12, '\0')));
+  expect_clean_error(run_command(generate_cmd(dir)), "overlap");
+}
+
+TEST(CliErrors, OffsetsOutOfRange) {
+  const std::string dir = copy_of_stories();
+  test::write_bytes(dir + "/model.safetensors",
+                    safetensors_bytes(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", std::string(8, '\0')));
+  expect_clean_error(run_command(generate_cmd(dir)), "beyond the data section");
+}
+
+TEST(CliErrors, DtypeShapeMismatch) {
+  const std::string dir = copy_of_stories();
+  test::write_bytes(dir + "/model.safetensors",
+                    safetensors_bytes(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0')));
+  expect_clean_error(run_command(generate_cmd(dir)), "'a'");
+}
+
+TEST(CliErrors, TensorShapeDisagreesWithConfig) {
+  const std::string dir = copy_of_stories();
+  std::string config = test::slurp(dir + "/config.json");
+  config.replace(config.find("\"intermediate_size\": 172"), 24, "\"intermediate_size\": 170");
+  test::write_bytes(dir + "/config.json", config);
+  expect_clean_error(run_command(generate_cmd(dir)), "config.json implies");
+}
+
+TEST(CliErrors, ConfigMissingRequiredField) {
+  const std::string dir = copy_of_stories();
+  auto config = nlohmann::json::parse(test::slurp(dir + "/config.json"));
+  config.erase("hidden_size");
+  test::write_bytes(dir + "/config.json", config.dump());
+  expect_clean_error(run_command(generate_cmd(dir)), "missing required field 'hidden_size'");
+}
+
+TEST(CliErrors, ConfigNotJson) {
+  const std::string dir = copy_of_stories();
+  test::write_bytes(dir + "/config.json", "{ not json");
+  expect_clean_error(run_command(generate_cmd(dir)), "not valid JSON");
+}
+
+TEST(CliErrors, UnknownArchitecture) {
+  const std::string dir = copy_of_stories();
+  auto config = nlohmann::json::parse(test::slurp(dir + "/config.json"));
+  config["model_type"] = "gpt2";
+  test::write_bytes(dir + "/config.json", config.dump());
+  expect_clean_error(run_command(generate_cmd(dir)), "unsupported model_type 'gpt2'");
+}
+
+TEST(CliErrors, TokenizerIsNotSentencePiece) {
+  const std::string dir = copy_of_stories();
+  test::write_bytes(dir + "/tokenizer.model", "this is not a protobuf");
+  expect_clean_error(run_command(generate_cmd(dir)), "not a SentencePiece model");
+}
+
+TEST(CliErrors, PromptLongerThanContext) {
+  std::string prompt;
+  for (int i = 0; i < 600; ++i) prompt += "the cat sat. ";
+  const std::string dir = test::make_temp_dir("kvc-long");
+  test::write_bytes(dir + "/prompt.txt", prompt);
+  expect_clean_error(run_command(generate_cmd(kStories, "--prompt-file " + dir + "/prompt.txt")),
+                     "the model's context is 512");
+}
+
+TEST(CliErrors, BadFlagValues) {
+  expect_clean_error(run_command(generate_cmd(kStories, "-p hi --temperature -1")), "--temperature");
+  expect_clean_error(run_command(generate_cmd(kStories, "-p hi --top-p 0")), "--top-p");
+  expect_clean_error(run_command(generate_cmd(kStories, "-p hi --device tpu")), "unknown device 'tpu'");
+  expect_clean_error(run_command(bin("kvc-eval") + " ppl -m " + kStories + " --file /nonexistent.txt"),
+                     "file not found");
+  expect_clean_error(run_command(bin("kvc-eval") + " ppl -m " + kStories + " --window 1 --file " +
+                                 test::data_file("tinystories/tinystories_excerpt_30k.txt")),
+                     "--window");
+  const auto usage = run_command(bin("kvc-generate") + " --no-such-flag");
+  EXPECT_EQ(usage.exit_code, 2);
+  const auto no_subcommand = run_command(bin("kvc-eval"));
+  EXPECT_NE(no_subcommand.exit_code, 0);
+}
+
+TEST(CliHelp, EveryToolHasHelpWithExamples) {
+  for (const std::string tool : {"kvc-generate", "kvc-eval", "kvc-bench", "kvc-make-checkpoint"}) {
+    const auto r = run_command(bin(tool) + " --help");
+    EXPECT_EQ(r.exit_code, 0) << tool;
+    EXPECT_NE(r.out.find("--"), std::string::npos) << tool;
+  }
+  EXPECT_NE(run_command(bin("kvc-generate") + " --help").out.find("Examples"), std::string::npos);
+  EXPECT_NE(run_command(bin("kvc-eval") + " ppl --help").out.find("Example"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvc

@@ -1,0 +1,130 @@
+// Architecture variants against a brute-force float64 forward (tests/support/naive_llama): grouped-
+// query attention, Qwen2 q/k/v biases, Mistral sliding windows, RoPE scaling, tied embeddings,
+// sharded checkpoints and half-precision storage.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include "io/safetensors.h"
+#include "model/llama_model.h"
+#include "model/random_checkpoint.h"
+#include "support/naive_llama.h"
+#include "support/run_command.h"
+
+namespace kvc {
+namespace {
+
+CheckpointShape tiny_shape(const std::string& model_type) {
+  CheckpointShape s;
+  s.model_type = model_type;
+  s.hidden_size = 32;
+  s.intermediate_size = 48;
+  s.num_layers = 2;
+  s.num_heads = 4;
+  s.num_kv_heads = 2;
+  s.head_dim = 8;
+  s.vocab_size = 50;
+  s.max_position_embeddings = 64;
+  return s;
+}
+
+std::string write_tiny(const CheckpointShape& shape, int64_t max_shard_bytes = 0) {
+  const std::string dir = test::make_temp_dir("kvc-arch");
+  RandomCheckpointOptions options;
+  options.seed = 7;
+  options.init_std = 0.3;  // large enough that attention is far from uniform
+  options.norm_noise = 0.2;
+  options.max_shard_bytes = max_shard_bytes;
+  write_random_checkpoint(shape, dir, options);
+  return dir;
+}
+
+const std::vector<int> kTokens = {1, 5, 9, 14, 3, 27, 33, 8, 41, 2, 17, 49, 6, 22, 30, 11};
+
+double max_diff_to_naive(const std::string& dir) {
+  at::set_num_threads(1);
+  auto model = LlamaModel::load(dir);
+  KVCache cache = model->new_cache();
+  const at::Tensor logits = model->forward(kTokens, cache).to(at::kDouble);
+  const auto naive = test::naive_llama_logits(dir, kTokens);
+  double worst = 0;
+  for (size_t t = 0; t < naive.size(); ++t)
+    for (size_t v = 0; v < naive[t].size(); ++v)
+      worst = std::max(worst, std::abs(logits[static_cast<int64_t>(t)][static_cast<int64_t>(v)].item<double>() - naive[t][v]));
+  return worst;
+}
+
+TEST(Architectures, LlamaWithGroupedQueryAttention) { EXPECT_LT(max_diff_to_naive(write_tiny(tiny_shape("llama"))), 1e-4); }
+
+TEST(Architectures, Qwen2UsesQkvBiases) {
+  const std::string dir = write_tiny(tiny_shape("qwen2"));
+  EXPECT_TRUE(st::SafetensorsFile::open(dir + "/model.safetensors")->contains("model.layers.0.self_attn.q_proj.bias"));
+  EXPECT_LT(max_diff_to_naive(dir), 1e-4);
+}
+
+TEST(Architectures, MistralSlidingWindowMasksOldTokens) {
+  CheckpointShape shape = tiny_shape("mistral");
+  shape.sliding_window = 4;
+  const std::string windowed = write_tiny(shape);
+  EXPECT_LT(max_diff_to_naive(windowed), 1e-4);
+  // The window must matter: the same weights without it give different late logits.
+  shape.model_type = "llama";
+  shape.sliding_window = 0;
+  const std::string full = write_tiny(shape);
+  at::set_num_threads(1);
+  KVCache c1 = LlamaModel::load(windowed)->new_cache(), c2 = LlamaModel::load(full)->new_cache();
+  const at::Tensor a = LlamaModel::load(windowed)->forward(kTokens, c1);
+  const at::Tensor b = LlamaModel::load(full)->forward(kTokens, c2);
+  EXPECT_LT((a[2] - b[2]).abs().max().item<double>(), 1e-6);  // inside the window: identical
+  EXPECT_GT((a[15] - b[15]).abs().max().item<double>(), 1e-3);
+}
+
+TEST(Architectures, LinearRopeScaling) {
+  CheckpointShape shape = tiny_shape("llama");
+  shape.rope_scaling = {{"rope_type", "linear"}, {"factor", 4.0}};
+  EXPECT_LT(max_diff_to_naive(write_tiny(shape)), 1e-4);
+}
+
+TEST(Architectures, Llama3RopeScaling) {
+  CheckpointShape shape = tiny_shape("llama");
+  shape.head_dim = 16;
+  shape.rope_theta = 500000.0;
+  // A short original context puts the head's frequencies in all three bands (kept, blended, scaled).
+  shape.rope_scaling = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+                        {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 64}};
+  EXPECT_LT(max_diff_to_naive(write_tiny(shape)), 1e-4);
+}
+
+TEST(Architectures, TiedEmbeddings) {
+  CheckpointShape shape = tiny_shape("llama");
+  shape.tie_word_embeddings = true;
+  const std::string dir = write_tiny(shape);
+  EXPECT_FALSE(st::SafetensorsFile::open(dir + "/model.safetensors")->contains("lm_head.weight"));
+  EXPECT_LT(max_diff_to_naive(dir), 1e-4);
+}
+
+TEST(Architectures, ShardedCheckpointGivesTheSameLogits) {
+  const CheckpointShape shape = tiny_shape("llama");
+  const std::string single = write_tiny(shape);
+  const std::string sharded = write_tiny(shape, /*max_shard_bytes=*/20000);
+  ASSERT_TRUE(test::slurp(sharded + "/model.safetensors.index.json").find("model-00001-of-") != std::string::npos);
+  at::set_num_threads(1);
+  KVCache c1 = LlamaModel::load(single)->new_cache(), c2 = LlamaModel::load(sharded)->new_cache();
+  const at::Tensor a = LlamaModel::load(single)->forward(kTokens, c1);
+  const at::Tensor b = LlamaModel::load(sharded)->forward(kTokens, c2);
+  EXPECT_TRUE(at::equal(a, b));
+}
+
+TEST(Architectures, HalfPrecisionCheckpointIsUpcastOnCpu) {
+  CheckpointShape shape = tiny_shape("llama");
+  shape.dtype = "bfloat16";
+  const std::string dir = write_tiny(shape);
+  EXPECT_EQ(st::SafetensorsFile::open(dir + "/model.safetensors")->info("model.norm.weight").dtype, st::DType::BF16);
+  auto model = LlamaModel::load(dir);
+  EXPECT_EQ(model->dtype(), at::kFloat);
+  KVCache cache = model->new_cache();
+  EXPECT_TRUE(model->forward(kTokens, cache).isfinite().all().item<bool>());
+}
+
+}  // namespace
+}  // namespace kvc
