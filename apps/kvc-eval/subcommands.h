@@ -8,5 +8,9 @@ namespace kvc::eval_app {
 
 void add_ppl_command(CLI::App& app, std::function<int()>& action);
 void add_kl_command(CLI::App& app, std::function<int()>& action);
+void add_needle_command(CLI::App& app, std::function<int()>& action);
+void add_tasks_command(CLI::App& app, std::function<int()>& action);
+void add_longbench_command(CLI::App& app, std::function<int()>& action);
+void add_sweep_command(CLI::App& app, std::function<int()>& action);
 
 }  // namespace kvc::eval_app

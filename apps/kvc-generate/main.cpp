@@ -7,6 +7,7 @@
 
 #include "compression_options.h"
 #include "model_options.h"
+#include "retrieval_options.h"
 #include "runtime/generation.h"
 #include "tool_main.h"
 #include "util/files.h"
@@ -20,11 +21,14 @@ Examples:
   kvc-generate -m ../shared/models/stories260K -p "Once upon a time" -n 60
   echo "Lily went to the park" | kvc-generate -m ../shared/models/stories260K --temperature 0.8 --seed 7
   kvc-generate -m ../shared/models/stories260K --prompt-file prompt.txt -n 40 --stats-json stats.json
+  kvc-generate -m ../shared/models/stories260K -p "Once upon a time" --press h2o --budget 64 -n 10000 --ignore-eos -q
+  kvc-generate -m ../shared/models/stories260K -f prompt.txt --press snapkv --ratio 0.5 --budgets profile.safetensors
 )";
 
 struct GenerateOptions {
   kvc::cli::ModelOptions model;
   kvc::cli::CompressionOptions compression;
+  kvc::cli::RetrievalOptions retrieval;
   std::string prompt, prompt_file, stats_json;
   int64_t max_new_tokens = 128;
   kvc::SamplingParams sampling;
@@ -63,12 +67,13 @@ nlohmann::json stats_json(const GenerateOptions& o, const std::vector<int>& prom
           {"kv_payload_bytes", s.kv_final.payload_bytes},
           {"kv_peak_resident_bytes", s.kv_peak_resident_bytes},
           {"kv_entries", s.kv_final.entries},
+          {"kv_after_prefill_resident_bytes", s.kv_after_prefill.resident_bytes},
           {"peak_rss_bytes", s.peak_rss_bytes},
           {"prompt_ids", prompt},
           {"generated_ids", r.tokens}};
 }
 
-int run(const GenerateOptions& o) {
+int run(GenerateOptions& o) {
   const std::string text = read_prompt(o);
   auto model = o.model.load_model();
   const kvc::Tokenizer tokenizer = o.model.load_tokenizer();
@@ -83,7 +88,14 @@ int run(const GenerateOptions& o) {
   request.sampling = o.sampling;
   request.stop_at_eos = !o.ignore_eos;
 
-  const kvc::CacheSetup setup = kvc::build_cache_setup(o.compression.spec, *model);
+  kvc::CacheSetup setup = kvc::build_cache_setup(o.compression.spec, *model);
+  // A bounded cache (eviction while decoding) keeps memory flat, so it may run past the context.
+  request.allow_past_context = setup.bounded;
+  if (o.retrieval.enabled()) {  // KV cache on storage: RAM stays bounded, so it may run past the context too
+    KVC_CHECK(!setup.factory && !setup.make_observer, "--retrieval cannot be combined with --press or --lowrank");
+    setup.factory = o.retrieval.factory(*model);
+    request.allow_past_context = true;
+  }
   kvc::KVCache cache = setup.new_cache(*model);
   auto observer = setup.new_observer();
   kvc::StreamDecoder stream(tokenizer);
@@ -103,6 +115,7 @@ int run(const GenerateOptions& o) {
                kTool, static_cast<long long>(s.prompt_tokens), s.prefill_tokens_per_second(),
                static_cast<long long>(s.generated_tokens), s.decode_tokens_per_second(),
                s.kv_final.resident_bytes / 1024.0, result.stop_reason.c_str());
+  if (o.retrieval.enabled()) std::fprintf(stderr, "%s: %s\n", kTool, o.retrieval.summary().c_str());
   if (result.stop_reason == "context") {
     std::fprintf(stderr, "%s: warning: stopped at the model's context of %lld tokens\n", kTool,
                  static_cast<long long>(model->config().max_position_embeddings));
@@ -118,6 +131,7 @@ int main(int argc, char** argv) {
   app.footer(kExamples);
   GenerateOptions o;
   o.compression.add_to(app);
+  o.retrieval.add_to(app);
   o.model.add_to(app);
   app.add_option("-p,--prompt", o.prompt, "Prompt text (default: read --prompt-file, else stdin)");
   app.add_option("-f,--prompt-file", o.prompt_file, "File holding the prompt");

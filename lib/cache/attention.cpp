@@ -34,15 +34,23 @@ at::Tensor grouped_attention(const AttentionShape& shape, const at::Tensor& quer
     if (window > 0) stats->window_probs = at::empty({H, window, S}, queries.options().dtype(at::kFloat));
   }
 
+  // Causal prefill over entries stored in position order: a query block sees only a prefix of the
+  // entries, so later ones are skipped instead of computed and masked (half the work at long context).
+  const bool sorted = T > 1 && S > 1 && !want_stats &&
+                      (k_pos.narrow(1, 1, S - 1) >= k_pos.narrow(1, 0, S - 1)).all().item<bool>();
+
   const int64_t block = std::max<int64_t>(1, std::min<int64_t>(T, kMaxScoreElements / std::max<int64_t>(1, H * S)));
   for (int64_t t0 = 0; t0 < T; t0 += block) {
     const int64_t tb = std::min(block, T - t0);
+    const int64_t visible =
+        sorted ? (k_pos <= q_pos.narrow(0, t0, tb).max()).sum(1).max().item<int64_t>() : S;
     const at::Tensor q_block = q_grouped.narrow(2, t0, tb).reshape({KV, G * tb, d});
-    at::Tensor scores = at::bmm(q_block, keys_t).mul_(scale).view({KV, G, tb, S});
+    at::Tensor scores = at::bmm(q_block, keys_t.narrow(2, 0, visible)).mul_(scale).view({KV, G, tb, visible});
     if (needs_mask) {
       const at::Tensor qp = q_pos.narrow(0, t0, tb).view({1, tb, 1});
-      at::Tensor masked = k_pos.unsqueeze(1) > qp;  // [KV, tb, S]
-      if (shape.sliding_window > 0) masked.logical_or_(k_pos.unsqueeze(1) <= qp - shape.sliding_window);
+      const at::Tensor kp = k_pos.narrow(1, 0, visible).unsqueeze(1);
+      at::Tensor masked = kp > qp;  // [KV, tb, visible]
+      if (shape.sliding_window > 0) masked.logical_or_(kp <= qp - shape.sliding_window);
       scores.masked_fill_(masked.unsqueeze(1), -std::numeric_limits<float>::infinity());
     }
     const at::Tensor probs = at::softmax(scores, -1, scores.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
@@ -56,7 +64,8 @@ at::Tensor grouped_attention(const AttentionShape& shape, const at::Tensor& quer
       }
     }
     const at::Tensor p = probs.scalar_type() == values.scalar_type() ? probs : probs.to(values.scalar_type());
-    out.narrow(2, t0, tb).copy_(at::bmm(p.view({KV, G * tb, S}), values).view({KV, G, tb, d}));
+    out.narrow(2, t0, tb).copy_(
+        at::bmm(p.view({KV, G * tb, visible}), values.narrow(1, 0, visible)).view({KV, G, tb, d}));
   }
   return out.view({H, T, d});
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "compression/press_registry.h"
+#include "lowrank/lowrank_setup.h"
 #include "util/error.h"
 
 namespace kvc {
@@ -25,7 +26,12 @@ CacheSetup build_cache_setup(const CompressionSpec& spec, const LlamaModel& mode
   params.budget = spec.budget;
   params.budgets_file = spec.budgets_file;
   CacheSetup setup = make_press_setup(params, model);
-  KVC_CHECK(spec.lowrank_file.empty(), "--lowrank: low-rank caches are not available in this build yet");
+  // Low-rank storage composes with eviction: the press keeps its observer and calls retain() on it.
+  if (!spec.lowrank_file.empty()) {
+    setup.factory = lowrank::make_lowrank_factory(lowrank::parse_lowrank_spec(spec.lowrank_file, spec.rank), model);
+  } else {
+    KVC_CHECK(spec.rank == 0, "--rank needs --lowrank bases.safetensors (from kvc-calibrate)");
+  }
   setup.name = spec.describe();
   return setup;
 }

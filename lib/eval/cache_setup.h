@@ -15,6 +15,7 @@ struct CacheSetup {
   std::string name = "none";
   LayerCacheFactory factory;                                         // empty: the model's dense cache
   std::function<std::unique_ptr<ForwardObserver>()> make_observer;  // empty: no observer; one per sequence
+  bool bounded = false;  // the observer evicts while decoding: the cache stays within a fixed size
 
   KVCache new_cache(const LlamaModel& model) const { return factory ? model.new_cache(factory) : model.new_cache(); }
   std::unique_ptr<ForwardObserver> new_observer() const { return make_observer ? make_observer() : nullptr; }

@@ -23,6 +23,13 @@ struct ShimApi {
   decltype(&kvc_spm_id_to_piece) id_to_piece = nullptr;
 };
 
+// AddressSanitizer refuses RTLD_DEEPBIND; sanitizer builds link the shim's protobuf normally.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int kDeepBind = 0;
+#else
+constexpr int kDeepBind = RTLD_DEEPBIND;
+#endif
+
 std::string executable_dir() {
   char buf[PATH_MAX];
   const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
@@ -45,7 +52,7 @@ const ShimApi& shim() {
   static std::string load_error;
   std::call_once(once, [] {
     const std::string path = find_shim();
-    void* lib = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    void* lib = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | kDeepBind);
     if (lib == nullptr) {
       load_error = fmt::format("cannot open the tokenizer library '{}': {} (set KVC_SPM_SHIM to its path)", path,
                                ::dlerror());

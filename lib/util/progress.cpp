@@ -42,8 +42,11 @@ void Progress::draw(bool final_line) {
   const int filled = static_cast<int>(kWidth * static_cast<double>(done_) / static_cast<double>(total_));
   std::string bar(static_cast<size_t>(filled), '=');
   if (filled < kWidth) bar += '>' + std::string(static_cast<size_t>(kWidth - filled - 1), ' ');
-  std::string line = fmt::format("{} [{}] {}/{} {:.1f} {}/s {} {:.0f}s", label_, bar, done_, total_, rate,
-                                 unit_, final_line ? "in" : "ETA", final_line ? elapsed : eta);
+  // Slow items (a whole sweep cell) read better as seconds per item than as 0.0 items per second.
+  const std::string speed = rate >= 1.0 || rate == 0.0 ? fmt::format("{:.1f} {}/s", rate, unit_)
+                                                         : fmt::format("{:.1f} s/{}", 1.0 / rate, unit_);
+  std::string line = fmt::format("{} [{}] {}/{} {} {} {:.0f}s", label_, bar, done_, total_, speed,
+                                 final_line ? "in" : "ETA", final_line ? elapsed : eta);
   if (tty_) {
     std::fprintf(stderr, "\r\033[K%s%s", line.c_str(), final_line ? "\n" : "");
   } else {

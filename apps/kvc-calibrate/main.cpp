@@ -1,0 +1,80 @@
+// kvc-calibrate: PCA bases of pre-RoPE keys and values per layer, for the low-rank KV cache.
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+
+#include "lowrank/calibration.h"
+#include "model_options.h"
+#include "tool_main.h"
+#include "util/files.h"
+#include "util/hash.h"
+
+int main(int argc, char** argv) {
+  constexpr const char* kTool = "kvc-calibrate";
+  CLI::App app{"Calibrate per-layer PCA bases of the KV cache (input to kvc-train and --lowrank --rank).", kTool};
+  app.footer(R"(
+Per layer, the pre-RoPE keys and (separately) values of every token, all KV heads concatenated
+(d_kv = n_kv_heads * head_dim), are accumulated into a float64 second-moment matrix E[x xᵀ] and
+eigendecomposed; eigenvectors are stored sorted by descending eigenvalue. The statistics are NOT
+mean-centred: the cache reconstructs x from its leading coefficients with no mean added back, and
+the uncentred second moment is what minimises that truncation error.
+
+Examples:
+  kvc-calibrate -m ../shared/models/stories260K --data ../shared/data/tinystories/tinystories_excerpt_30k.txt \
+      --tokens 50000 --output bases.safetensors
+  kvc-eval kl -m ../shared/models/stories260K --file text.txt --lowrank bases.safetensors --rank 8
+)");
+  kvc::cli::ModelOptions model_options;
+  model_options.add_to(app);
+  std::vector<std::string> data;
+  std::string output;
+  kvc::lowrank::CalibrationOptions options;
+  bool json = false;
+  app.add_option("--data", data, "Calibration text files (UTF-8)")->required()->expected(1, -1);
+  app.add_option("--tokens", options.tokens, "Use at most this many tokens")->capture_default_str();
+  app.add_option("--seq-len", options.seq_len, "Window length (each window starts from an empty cache)")
+      ->capture_default_str();
+  app.add_option("-o,--output", output, "Where to write bases.safetensors")->required();
+  app.add_flag("--json", json, "Print one JSON summary object on stdout");
+  if (int code = kvc::cli::parse_or_exit(app, argc, argv, kTool); code >= 0) return code;
+  return kvc::cli::run_tool(kTool, [&] {
+    auto model = model_options.load_model();
+    const kvc::Tokenizer tokenizer = model_options.load_tokenizer();
+    std::vector<int> ids;
+    for (const auto& path : data) {
+      KVC_CHECK(kvc::file_exists(path), "--data: file not found: '{}'", path);
+      ids.push_back(model->config().bos_token_id);
+      const auto body = tokenizer.encode(kvc::read_text_file(path));
+      ids.insert(ids.end(), body.begin(), body.end());
+    }
+    options.show_progress = !json;
+    const auto result = kvc::lowrank::calibrate(*model, ids, options);
+    kvc::lowrank::Artifact a = kvc::lowrank::bases_artifact(result);
+    a.metadata["data_hash"] = kvc::hash_files(data);
+    a.metadata["seq_len"] = std::to_string(options.seq_len);
+    kvc::lowrank::write_artifact(output, a, model->config());
+
+    const int64_t d = model->config().kv_dim();
+    const int64_t ks[3] = {std::max<int64_t>(1, d / 4), std::max<int64_t>(1, d / 2), std::max<int64_t>(1, 3 * d / 4)};
+    nlohmann::json layers = nlohmann::json::array();
+    if (!json) std::printf("explained variance (uncentred) at 25/50/75%% of d_kv = %lld:\n", static_cast<long long>(d));
+    for (size_t l = 0; l < result.keys.size(); ++l) {
+      nlohmann::json row = {{"layer", l}};
+      for (const auto& [name, basis] : {std::pair<const char*, const kvc::lowrank::EigenBasis&>{"k", result.keys[l]},
+                                        std::pair<const char*, const kvc::lowrank::EigenBasis&>{"v", result.values[l]}}) {
+        std::vector<double> e;
+        for (int64_t k : ks) e.push_back(basis.explained(k));
+        row[name] = e;
+        if (!json) std::printf("  layer %zu %s: %.4f %.4f %.4f\n", l, name, e[0], e[1], e[2]);
+      }
+      layers.push_back(row);
+    }
+    const nlohmann::json out = {{"output", output},          {"tokens", result.tokens},
+                                {"kv_dim", d},               {"ranks_at_25_50_75", {ks[0], ks[1], ks[2]}},
+                                {"explained", layers},       {"model_config_hash", model->config().config_hash},
+                                {"data_hash", a.metadata["data_hash"]}, {"mean_centred", false}};
+    if (json) std::printf("%s\n", out.dump().c_str());
+    else std::printf("wrote %s (%lld tokens)\n", output.c_str(), static_cast<long long>(result.tokens));
+    return 0;
+  });
+}

@@ -1,0 +1,109 @@
+#include "harness_options.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "eval_common.h"
+#include "util/hash.h"
+
+namespace kvc::eval_app {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    const size_t comma = std::min(text.find(',', begin), text.size());
+    std::string item = text.substr(begin, comma - begin);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) out.push_back(item);
+    begin = comma + 1;
+  }
+  return out;
+}
+
+std::vector<int64_t> parse_int_list(const std::string& text, const std::string& flag) {
+  std::vector<int64_t> out;
+  for (const auto& item : split_list(text)) {
+    size_t used = 0;
+    int64_t v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    KVC_CHECK(used == item.size() && v > 0, "{}: '{}' is not a positive integer (expected e.g. 256,512)", flag, item);
+    out.push_back(v);
+  }
+  KVC_CHECK(!out.empty(), "{}: empty list", flag);
+  return out;
+}
+
+std::vector<double> parse_double_list(const std::string& text, const std::string& flag) {
+  std::vector<double> out;
+  for (const auto& item : split_list(text)) {
+    size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    KVC_CHECK(used == item.size(), "{}: '{}' is not a number (expected e.g. 0,0.5,1)", flag, item);
+    out.push_back(v);
+  }
+  KVC_CHECK(!out.empty(), "{}: empty list", flag);
+  return out;
+}
+
+std::vector<std::string> haystack_files(const std::string& path) {
+  KVC_CHECK(file_exists(path) || is_directory(path), "--haystack: '{}' not found (pass a text file or a folder of .txt)",
+            path);
+  if (!is_directory(path)) return {path};
+  std::vector<std::string> files;
+  if (DIR* dir = ::opendir(path.c_str())) {
+    while (const dirent* e = ::readdir(dir)) {
+      const std::string name = e->d_name;
+      if (name.size() > 4 && name.compare(name.size() - 4, 4, ".txt") == 0) files.push_back(path + "/" + name);
+    }
+    ::closedir(dir);
+  }
+  std::sort(files.begin(), files.end());
+  KVC_CHECK(!files.empty(), "--haystack: folder '{}' has no .txt files", path);
+  return files;
+}
+
+void ensure_out_dir(const std::string& dir) {
+  KVC_CHECK(!dir.empty(), "--out: empty folder name");
+  std::string partial;
+  for (size_t i = 0; i <= dir.size(); ++i) {
+    if (i == dir.size() || dir[i] == '/') {
+      partial = dir.substr(0, i);
+      if (!partial.empty() && !is_directory(partial)) {
+        KVC_CHECK(::mkdir(partial.c_str(), 0755) == 0 || errno == EEXIST, "--out: cannot create '{}': {}", partial,
+                  std::strerror(errno));
+      }
+    }
+  }
+  KVC_CHECK(is_directory(dir), "--out: '{}' is not a folder", dir);
+}
+
+nlohmann::json harness_metadata(const cli::ModelOptions& model_options, const LlamaModel& model,
+                                const std::vector<std::string>& data_files, const std::string& method,
+                                const HarnessOptions& harness, double wall_seconds) {
+  nlohmann::json m = run_metadata(model_options, model, "");
+  m["data"] = data_files.size() == 1 ? nlohmann::json(data_files.front()) : nlohmann::json(data_files);
+  m["data_hash"] = data_files.empty() ? "" : hash_files(data_files);
+  m["method"] = method;
+  m["query_mode"] = harness.query;
+  m["truncate"] = harness.truncate;
+  m["seed"] = harness.seed;
+  m["wall_seconds"] = wall_seconds;
+  return m;
+}
+
+}  // namespace kvc::eval_app

@@ -1,0 +1,53 @@
+#pragma once
+// Flags shared by the task subcommands (needle, tasks, longbench, sweep): query mode, truncation,
+// haystack, seed; and helpers to parse comma lists and write the result folder.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "harness/task_eval.h"
+#include "model_options.h"
+
+namespace kvc::eval_app {
+
+struct HarnessOptions {
+  std::string query = "aware";
+  std::string truncate = "refuse";
+  uint64_t seed = 0;
+
+  void add_to(CLI::App& app) {
+    app.add_option("--query", query,
+                   "aware: question prefilled with the context (compression sees it); agnostic: context "
+                   "prefilled and compressed first, question fed after")
+        ->capture_default_str();
+    app.add_option("--truncate", truncate,
+                   "Prompt longer than the model's context: middle (cut the middle of the context, with a "
+                   "warning, as LongBench) or refuse (error)")
+        ->capture_default_str();
+    app.add_option("--seed", seed, "Seed of the generated samples")->capture_default_str();
+  }
+  EvalContext context(const LlamaModel& model, const Tokenizer& tokenizer) const {
+    return EvalContext{model, tokenizer, parse_query_mode(query), parse_truncation(truncate)};
+  }
+};
+
+// The haystack files: a file, or every *.txt in a folder (sorted); kvc::Error naming --haystack if none.
+std::vector<std::string> haystack_files(const std::string& path);
+
+// "256,512" -> {256, 512}; kvc::Error naming `flag` on a malformed item.
+std::vector<int64_t> parse_int_list(const std::string& text, const std::string& flag);
+std::vector<double> parse_double_list(const std::string& text, const std::string& flag);
+std::vector<std::string> split_list(const std::string& text);
+
+// Creates the output folder (and parents) if needed; kvc::Error naming --out when it cannot.
+void ensure_out_dir(const std::string& dir);
+
+// Run metadata (eval_common.h) with the data entry replaced by several files and their combined hash,
+// plus the method, its parameters and the harness settings.
+nlohmann::json harness_metadata(const cli::ModelOptions& model_options, const LlamaModel& model,
+                                const std::vector<std::string>& data_files, const std::string& method,
+                                const HarnessOptions& harness, double wall_seconds);
+
+}  // namespace kvc::eval_app

@@ -1,0 +1,174 @@
+// kvc-profile: profiles a model's attention over text and writes profile.safetensors (per-layer
+// variance/entropy, retention shares of the layer-adaptive methods, per-layer budgets for given
+// ratios), profile.csv and heatmap PNGs. `kvc-generate --budgets profile.safetensors` applies them.
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include "io/safetensors.h"
+#include "model/tensor_bridge.h"
+#include "model_options.h"
+#include "press/attention_profile.h"
+#include "tool_main.h"
+#include "util/files.h"
+#include "util/hash.h"
+
+namespace {
+
+constexpr const char* kTool = "kvc-profile";
+constexpr const char* kExamples = R"(
+Examples:
+  kvc-profile -m ../shared/models/stories260K --data ../shared/data/tinystories/tinystories_excerpt_30k.txt -o prof
+  kvc-profile -m ../shared/models/kvc-tiny-lm --data essay.txt --context 512 --windows 8 --ratios 0.5,0.9 -o prof --json
+  kvc-generate -m ../shared/models/stories260K -p "Once upon a time" --press snapkv --ratio 0.5 --budgets prof/profile.safetensors
+)";
+
+struct Options {
+  kvc::cli::ModelOptions model;
+  std::string data, out_dir;
+  kvc::ProfileOptions profile;
+  bool json = false, no_plot = false;
+};
+
+std::string csv(const kvc::AttentionProfile& p, const std::vector<double>& ratios) {
+  std::ostringstream s;
+  s << "layer,attention_variance,attention_entropy,d2o_weight";
+  for (double r : ratios) s << ",kvcompose_keep@" << r << ",dynamickv_keep@" << r << ",budget_share@" << r;
+  s << "\n";
+  for (int64_t l = 0; l < p.layer_variance.numel(); ++l) {
+    s << l << "," << p.layer_variance[l].item<double>() << "," << p.layer_entropy[l].item<double>() << ","
+      << p.d2o_layer_weights[l].item<double>();
+    for (size_t r = 0; r < ratios.size(); ++r) {
+      const auto ri = static_cast<int64_t>(r);
+      s << "," << p.kvcompose_retention[ri][l].item<double>() << "," << p.dynamickv_retention[ri][l].item<double>()
+        << "," << p.layer_budget_shares[ri][l].item<double>();
+    }
+    s << "\n";
+  }
+  return s.str();
+}
+
+// A matrix as gnuplot "matrix" data: one row per line.
+std::string matrix_text(const at::Tensor& m) {
+  std::ostringstream s;
+  const at::Tensor c = m.to(at::kDouble).contiguous();
+  for (int64_t i = 0; i < c.size(0); ++i) {
+    for (int64_t j = 0; j < c.size(1); ++j) s << (j ? " " : "") << c[i][j].item<double>();
+    s << "\n";
+  }
+  return s.str();
+}
+
+// Writes the data and a gnuplot script; runs gnuplot when it is installed. Returns the PNGs made.
+std::vector<std::string> plot(const Options& o, const kvc::AttentionProfile& p) {
+  namespace fs = std::filesystem;
+  const std::string dir = o.out_dir;
+  kvc::write_file_atomic(dir + "/retention_matrix.txt", matrix_text(p.kvcompose_retention.t()));
+  kvc::write_file_atomic(dir + "/cumulative_matrix.txt", matrix_text(p.cumulative_attention.clamp_min(1e-6).log10()));
+  std::ostringstream ratios;
+  for (size_t i = 0; i < o.profile.ratios.size(); ++i) ratios << (i ? ", " : "") << "\"" << o.profile.ratios[i] << "\" " << i;
+  std::ostringstream gp;
+  gp << "set terminal pngcairo size 900,500 noenhanced\nset view map\nunset key\nset autoscale fix\n"
+     << "set output '" << dir << "/heatmap_layers_ratio.png'\n"
+     << "set title 'KVCompose: share of each layer kept, by ratio'\nset xlabel 'compression ratio'\n"
+     << "set ylabel 'layer'\nset xtics (" << ratios.str() << ")\n"
+     << "plot '" << dir << "/retention_matrix.txt' matrix with image\n"
+     << "set output '" << dir << "/heatmap_layers_tokens.png'\nset xtics auto\n"
+     << "set title 'log10 cumulative attention received (mean over heads and windows)'\n"
+     << "set xlabel 'token position'\nset ylabel 'layer'\n"
+     << "plot '" << dir << "/cumulative_matrix.txt' matrix with image\n";
+  kvc::write_file_atomic(dir + "/heatmap.gp", gp.str());
+  if (o.no_plot) return {};
+  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) {
+    std::fprintf(stderr, "%s: warning: gnuplot not found; run 'gnuplot %s/heatmap.gp' to draw the heatmaps\n", kTool,
+                 dir.c_str());
+    return {};
+  }
+  const std::string cmd = "gnuplot '" + dir + "/heatmap.gp' 2>&1";
+  KVC_CHECK(std::system(cmd.c_str()) == 0, "gnuplot failed on {}/heatmap.gp", dir);
+  return {dir + "/heatmap_layers_ratio.png", dir + "/heatmap_layers_tokens.png"};
+}
+
+int run(const Options& o) {
+  KVC_CHECK(!o.data.empty(), "--data is required (profiling text)");
+  KVC_CHECK(!o.out_dir.empty(), "--out is required (folder for profile.safetensors, profile.csv, heatmaps)");
+  for (double r : o.profile.ratios) KVC_CHECK(r > 0 && r < 1, "--ratios: each ratio must be in (0, 1), got {}", r);
+  auto model = o.model.load_model();
+  const kvc::Tokenizer tokenizer = o.model.load_tokenizer();
+  std::vector<int> ids{model->config().bos_token_id};
+  const auto body = tokenizer.encode(kvc::read_text_file(o.data));
+  ids.insert(ids.end(), body.begin(), body.end());
+  std::filesystem::create_directories(o.out_dir);
+
+  const kvc::AttentionProfile p = kvc::profile_attention(*model, ids, o.profile);
+
+  kvc::st::SafetensorsWriter w;
+  kvc::add_tensor(w, "layer_variance", p.layer_variance);
+  kvc::add_tensor(w, "layer_entropy", p.layer_entropy);
+  kvc::add_tensor(w, "d2o_layer_weights", p.d2o_layer_weights);
+  kvc::add_tensor(w, "ratios", p.ratios);
+  kvc::add_tensor(w, "kvcompose_retention", p.kvcompose_retention);
+  kvc::add_tensor(w, "kvcompose_head_retention", p.kvcompose_head_retention);
+  kvc::add_tensor(w, "dynamickv_retention", p.dynamickv_retention);
+  kvc::add_tensor(w, "layer_budget_shares", p.layer_budget_shares);
+  kvc::add_tensor(w, "cumulative_attention", p.cumulative_attention);
+  w.set_metadata("tool", kTool);
+  w.set_metadata("version", KVC_VERSION);
+  w.set_metadata("commit", KVC_GIT_COMMIT);
+  w.set_metadata("model", o.model.model_dir);
+  w.set_metadata("config_hash", model->config().config_hash);
+  w.set_metadata("data", o.data);
+  w.set_metadata("data_hash", kvc::hash_file(o.data));
+  w.set_metadata("context", std::to_string(p.context));
+  w.set_metadata("windows", std::to_string(p.windows));
+  w.set_metadata("task_window", std::to_string(o.profile.task_window));
+  w.set_metadata("budget_method", "kvcompose");
+  const std::string st_path = o.out_dir + "/profile.safetensors";
+  w.write(st_path);
+  kvc::write_file_atomic(o.out_dir + "/profile.csv", csv(p, o.profile.ratios));
+  const auto pngs = plot(o, p);
+
+  if (o.json) {
+    nlohmann::json j{{"tool", kTool}, {"version", KVC_VERSION}, {"commit", KVC_GIT_COMMIT},
+                     {"model", o.model.model_dir}, {"model_config_hash", model->config().config_hash},
+                     {"data", o.data}, {"data_hash", kvc::hash_file(o.data)}, {"windows", p.windows},
+                     {"context", p.context}, {"threads", at::get_num_threads()}, {"ratios", o.profile.ratios},
+                     {"profile", st_path}, {"csv", o.out_dir + "/profile.csv"}, {"heatmaps", pngs}};
+    std::vector<double> var, ent;
+    for (int64_t l = 0; l < p.layer_variance.numel(); ++l) {
+      var.push_back(p.layer_variance[l].item<double>());
+      ent.push_back(p.layer_entropy[l].item<double>());
+    }
+    j["layer_variance"] = var;
+    j["layer_entropy"] = ent;
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("%s", csv(p, o.profile.ratios).c_str());
+    std::fprintf(stderr, "%s: wrote %s, %s/profile.csv%s\n", kTool, st_path.c_str(), o.out_dir.c_str(),
+                 pngs.empty() ? "" : " and heatmaps");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Profile a model's attention and write per-layer budgets for --budgets.", kTool};
+  app.footer(kExamples);
+  Options o;
+  o.model.add_to(app);
+  app.add_option("-d,--data", o.data, "Profiling text file (or task samples as text)");
+  app.add_option("-o,--out", o.out_dir, "Output folder");
+  app.add_option("--context", o.profile.context, "Tokens per profiling window")->capture_default_str();
+  app.add_option("--windows", o.profile.windows, "Number of windows")->capture_default_str();
+  app.add_option("--task-window", o.profile.task_window, "Last tokens of a window used as task tokens")
+      ->capture_default_str();
+  app.add_option("--ratios", o.profile.ratios, "Compression ratios to compute budgets for")->delimiter(',');
+  app.add_flag("--json", o.json, "Print a JSON summary instead of the CSV");
+  app.add_flag("--no-plot", o.no_plot, "Skip running gnuplot (the script is still written)");
+  if (int code = kvc::cli::parse_or_exit(app, argc, argv, kTool); code >= 0) return code;
+  return kvc::cli::run_tool(kTool, [&] { return run(o); });
+}

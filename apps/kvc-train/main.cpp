@@ -1,0 +1,128 @@
+// kvc-train: learn the token-wise rank gates of the low-rank KV cache (model frozen).
+// Subcommand `inspect` shows per-token/per-layer ranks of a sentence and times decoding against the
+// full cache (see inspect.cpp).
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+
+#include "inspect.h"
+#include "lowrank/gate_training.h"
+#include "model_options.h"
+#include "tool_main.h"
+#include "util/files.h"
+#include "util/hash.h"
+
+namespace {
+
+struct TrainCli {
+  kvc::cli::ModelOptions model;
+  std::string bases, output;
+  std::vector<std::string> data;
+  double heldout_share = 0.1;
+  bool json = false;
+  kvc::lowrank::TrainOptions o;
+};
+
+void add_train_options(CLI::App& app, TrainCli& t) {
+  t.model.add_to(app);
+  app.add_option("--bases", t.bases, "PCA bases from kvc-calibrate (bases.safetensors)");
+  app.add_option("--data", t.data, "Training text files; the last --heldout share is held out")->expected(1, -1);
+  app.add_option("-o,--output", t.output, "Where to write gates.safetensors");
+  app.add_option("--alpha", t.o.alpha, "Weight of R² in the loss (larger: smaller cache)")->capture_default_str();
+  app.add_option("--tau", t.o.tau, "Hard-mask threshold used at inference")->capture_default_str();
+  app.add_option("--steps", t.o.steps, "Optimizer steps")->capture_default_str();
+  app.add_option("--seq-len", t.o.seq_len, "Tokens per training window")->capture_default_str();
+  app.add_option("--batch", t.o.batch, "Windows per step")->capture_default_str();
+  app.add_option("--lr", t.o.lr, "Peak learning rate of the gates (AdamW, warmup + cosine)")->capture_default_str();
+  app.add_option("--basis-lr-scale", t.o.basis_lr_scale, "Learning rate of U relative to --lr")->capture_default_str();
+  app.add_option("--weight-decay", t.o.weight_decay, "AdamW weight decay of the gates")->capture_default_str();
+  app.add_option("--warmup", t.o.warmup, "Linear warmup steps")->capture_default_str();
+  app.add_option("--clip", t.o.clip, "Max global gradient norm")->capture_default_str();
+  app.add_option("--init-bias", t.o.init_bias, "Initial gate bias ramp (larger: start nearer full rank)")
+      ->capture_default_str();
+  app.add_option("--eval-every", t.o.eval_every, "Held-out CE and retain rate every N steps")->capture_default_str();
+  app.add_option("--eval-windows", t.o.eval_windows, "Held-out windows per evaluation")->capture_default_str();
+  app.add_option("--heldout", t.heldout_share, "Share of the data held out for evaluation")->capture_default_str();
+  app.add_option("--seed", t.o.seed, "Seed of the training-window sequence")->capture_default_str();
+  app.add_option("--checkpoint", t.o.checkpoint, "Checkpoint file (written atomically; with --resume, read)");
+  app.add_option("--checkpoint-every", t.o.checkpoint_every, "Checkpoint every N steps")->capture_default_str();
+  app.add_flag("--resume", t.o.resume, "Continue from --checkpoint (same flags required)");
+  app.add_option("--stop-after", t.o.stop_after, "Stop at this step with a checkpoint, as an interruption would");
+  app.add_flag("--json", t.json, "Print one JSON object on stdout");
+}
+
+int run_train(TrainCli& t) {
+  KVC_CHECK(!t.bases.empty(), "--bases is required (run kvc-calibrate first)");
+  KVC_CHECK(!t.data.empty(), "--data is required (training text)");
+  KVC_CHECK(!t.output.empty() || t.o.stop_after > 0, "--output is required (where gates.safetensors goes)");
+  KVC_CHECK(t.heldout_share > 0 && t.heldout_share < 1, "--heldout must be in (0, 1), got {}", t.heldout_share);
+  auto model = t.model.load_model();
+  const auto bases = kvc::lowrank::load_artifact(t.bases, model->config());
+  KVC_CHECK(!bases.is_gates(), "--bases: '{}' holds gates; pass the bases file from kvc-calibrate", t.bases);
+  const kvc::Tokenizer tok = t.model.load_tokenizer();
+  std::vector<int> ids;
+  for (const auto& path : t.data) {
+    KVC_CHECK(kvc::file_exists(path), "--data: file not found: '{}'", path);
+    ids.push_back(model->config().bos_token_id);
+    const auto body = tok.encode(kvc::read_text_file(path));
+    ids.insert(ids.end(), body.begin(), body.end());
+  }
+  const auto split = static_cast<size_t>(static_cast<double>(ids.size()) * (1.0 - t.heldout_share));
+  const std::vector<int> train(ids.begin(), ids.begin() + split), heldout(ids.begin() + split, ids.end());
+  t.o.show_progress = !t.json;
+  nlohmann::json evals = nlohmann::json::array();
+  const auto res = kvc::lowrank::train_gates(*model, bases, train, heldout, t.o, [&](const kvc::lowrank::EvalPoint& e) {
+    evals.push_back({{"step", e.step}, {"train_loss", e.train_loss}, {"heldout_ce", e.heldout_ce},
+                     {"heldout_ce_exact_cache", e.heldout_ce_full}, {"retain_soft", e.soft_retain},
+                     {"retain_hard", e.hard_retain}, {"tokens_per_second", e.tokens_per_second}});
+    if (!t.json) {
+      std::fprintf(stderr, "\nstep %lld: loss %.4f | held-out CE %.4f (exact cache %.4f), R soft %.3f, hard %.3f | %.0f tok/s\n",
+                   static_cast<long long>(e.step), e.train_loss, e.heldout_ce, e.heldout_ce_full, e.soft_retain,
+                   e.hard_retain, e.tokens_per_second);
+    }
+  });
+  nlohmann::json out = {{"steps_done", res.steps_done}, {"finished", res.finished}, {"tokens", res.tokens_seen},
+                        {"evals", evals}, {"checkpoint", t.o.checkpoint}};
+  if (res.finished && !t.output.empty()) {
+    kvc::lowrank::Artifact gates = res.gates;
+    gates.metadata["bases_hash"] = kvc::hash_file(t.bases);
+    gates.metadata["data_hash"] = kvc::hash_files(t.data);
+    kvc::lowrank::write_artifact(t.output, gates, model->config());
+    out["output"] = t.output;
+    out["final_ce"] = std::stod(gates.metadata["final_ce"]);
+    out["final_retain_rate"] = std::stod(gates.metadata["final_retain_rate"]);
+  }
+  if (t.json) std::printf("%s\n", out.dump().c_str());
+  else if (res.finished) std::printf("wrote %s after %lld steps\n", t.output.c_str(), static_cast<long long>(res.steps_done));
+  else std::printf("stopped at step %lld; continue with --resume --checkpoint %s\n",
+                   static_cast<long long>(res.steps_done), t.o.checkpoint.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  constexpr const char* kTool = "kvc-train";
+  CLI::App app{"Train the token-wise rank gates of the low-rank KV cache (model weights frozen).", kTool};
+  app.footer(R"(
+Loss = cross-entropy + alpha * R^2, R the mean soft mask over dimensions, tokens, layers and K/V.
+Training windows are a function of (--seed, step), so an interrupted run continued with --resume
+(same flags) reaches the same gates as an uninterrupted one. Ctrl-C stops at the next step with a
+checkpoint.
+
+Examples:
+  kvc-train -m ../shared/models/stories260K --bases bases.safetensors \
+      --data ../shared/data/tinystories/tinystories_excerpt_30k.txt --alpha 2 --steps 300 --seq-len 128 \
+      --checkpoint train.ckpt --output gates.safetensors
+  kvc-train ... --resume --checkpoint train.ckpt     # after an interruption
+  kvc-train inspect -m ../shared/models/stories260K --lowrank gates.safetensors --text "Once upon a time"
+  kvc-eval kl -m ../shared/models/stories260K --file text.txt --lowrank gates.safetensors
+)");
+  app.require_subcommand(0, 1);
+  TrainCli t;
+  add_train_options(app, t);
+  std::function<int()> action = [&] { return run_train(t); };
+  kvc::train_app::add_inspect_command(app, action);
+  if (int code = kvc::cli::parse_or_exit(app, argc, argv, kTool); code >= 0) return code;
+  return kvc::cli::run_tool(kTool, action);
+}

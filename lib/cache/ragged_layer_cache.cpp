@@ -1,0 +1,109 @@
+#include "cache/ragged_layer_cache.h"
+
+#include "util/error.h"
+
+namespace kvc {
+
+RaggedLayerCache::RaggedLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options)
+    : shape_(shape), rope_(std::move(rope)), options_(options) {
+  std::vector<at::Tensor> k, v, p;
+  for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
+    k.push_back(at::empty({0, shape_.head_dim}, options_));
+    v.push_back(at::empty({0, shape_.head_dim}, options_));
+    p.push_back(at::empty({0}, options_.dtype(at::kLong)));
+  }
+  assign(k, v, p);
+}
+
+void RaggedLayerCache::assign(const std::vector<at::Tensor>& rotated_keys, const std::vector<at::Tensor>& values,
+                              const std::vector<at::Tensor>& positions) {
+  const auto n = static_cast<size_t>(shape_.num_kv_heads);
+  KVC_CHECK(rotated_keys.size() == n && values.size() == n && positions.size() == n,
+            "ragged cache: expected {} heads", n);
+  offsets_.assign(n + 1, 0);
+  for (size_t h = 0; h < n; ++h) offsets_[h + 1] = offsets_[h] + rotated_keys[h].size(0);
+  // at::cat allocates exactly-sized buffers; the previous ones are released with their last view.
+  keys_ = at::cat(rotated_keys, 0).to(options_).contiguous();
+  values_ = at::cat(values, 0).to(options_).contiguous();
+  positions_ = at::cat(positions, 0).to(keys_.device(), at::kLong).contiguous();
+  indptr_ = at::tensor(offsets_, at::TensorOptions().dtype(at::kLong));
+}
+
+void RaggedLayerCache::append(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& positions) {
+  const at::Tensor rotated = rope_->apply(keys, positions);
+  const at::Tensor pos = positions.to(keys_.device(), at::kLong);
+  std::vector<at::Tensor> k, v, p;
+  for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
+    k.push_back(at::cat({head_keys(h), rotated[h]}, 0));
+    v.push_back(at::cat({head_values(h), values[h]}, 0));
+    p.push_back(at::cat({head_positions(h), pos}, 0));
+  }
+  assign(k, v, p);
+}
+
+at::Tensor RaggedLayerCache::attend(const at::Tensor& queries, const at::Tensor& q_positions,
+                                    const AttentionProbe& probe, AttentionStats* stats) {
+  const int64_t KV = shape_.num_kv_heads, G = shape_.num_heads / KV, T = queries.size(1);
+  AttentionShape one = shape_;
+  one.num_heads = G;
+  one.num_kv_heads = 1;
+  const bool want = stats != nullptr && probe.any();
+  int64_t max_len = 0;
+  for (int64_t h = 0; h < KV; ++h) max_len = std::max(max_len, length(h));
+  const int64_t window = want ? std::min(probe.window, T) : 0;
+  if (want && probe.column_sums) stats->column_sums = at::zeros({shape_.num_heads, max_len}, at::kFloat);
+  if (want && window > 0) stats->window_probs = at::zeros({shape_.num_heads, window, max_len}, at::kFloat);
+  std::vector<at::Tensor> outs;
+  for (int64_t h = 0; h < KV; ++h) {
+    AttentionStats s;
+    outs.push_back(grouped_attention(one, queries.narrow(0, h * G, G), q_positions, head_keys(h).unsqueeze(0),
+                                     head_values(h).unsqueeze(0), head_positions(h).unsqueeze(0), probe,
+                                     want ? &s : nullptr));
+    if (want && probe.column_sums) stats->column_sums.narrow(0, h * G, G).narrow(1, 0, length(h)).copy_(s.column_sums);
+    if (want && window > 0) {
+      stats->window_probs.narrow(0, h * G, G).narrow(2, 0, length(h)).copy_(s.window_probs);
+    }
+  }
+  return at::cat(outs, 0);
+}
+
+void RaggedLayerCache::retain(const at::Tensor& indices) {
+  KVC_CHECK(indices.dim() == 2 && indices.size(0) == shape_.num_kv_heads, "retain: expected indices [{}, n]",
+            shape_.num_kv_heads);
+  std::vector<at::Tensor> per_head;
+  for (int64_t h = 0; h < shape_.num_kv_heads; ++h) per_head.push_back(indices[h]);
+  retain_ragged(per_head);
+}
+
+void RaggedLayerCache::retain_ragged(const std::vector<at::Tensor>& per_head) {
+  KVC_CHECK(static_cast<int64_t>(per_head.size()) == shape_.num_kv_heads, "retain: expected {} heads",
+            shape_.num_kv_heads);
+  std::vector<at::Tensor> k, v, p;
+  for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
+    const at::Tensor idx = per_head[static_cast<size_t>(h)].to(keys_.device(), at::kLong);
+    if (idx.numel() > 0) {
+      KVC_CHECK(idx.min().item<int64_t>() >= 0 && idx.max().item<int64_t>() < length(h),
+                "retain: index out of range for head {} of {} entries", h, length(h));
+    }
+    k.push_back(head_keys(h).index_select(0, idx));
+    v.push_back(head_values(h).index_select(0, idx));
+    p.push_back(head_positions(h).index_select(0, idx));
+  }
+  assign(k, v, p);
+}
+
+at::Tensor RaggedLayerCache::lengths() const {
+  return (indptr_.narrow(0, 1, shape_.num_kv_heads) - indptr_.narrow(0, 0, shape_.num_kv_heads)).clone();
+}
+
+CacheFootprint RaggedLayerCache::footprint() const {
+  const int64_t elem = static_cast<int64_t>(keys_.element_size());
+  CacheFootprint f;
+  f.entries = keys_.size(0);
+  f.payload_bytes = f.entries * 2 * shape_.head_dim * elem;
+  f.resident_bytes = f.payload_bytes + f.entries * static_cast<int64_t>(sizeof(int64_t)) +
+                     static_cast<int64_t>(offsets_.size() * sizeof(int64_t));
+  return f;
+}
+
+}  // namespace kvc

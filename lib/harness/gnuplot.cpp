@@ -1,0 +1,137 @@
+#include "harness/gnuplot.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "util/error.h"
+#include "util/files.h"
+
+namespace kvc {
+namespace {
+
+std::string stem(const std::string& png_path) {
+  const size_t dot = png_path.rfind(".png");
+  return dot == std::string::npos ? png_path : png_path.substr(0, dot);
+}
+
+// gnuplot single-quoted strings: only the quote itself needs doubling.
+std::string quoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string base_name(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string folder_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
+}
+
+std::string shell_quoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+bool run_gnuplot(const std::string& script_path, const std::string& png_path) {
+  if (!gnuplot_available()) {
+    std::fprintf(stderr, "warning: gnuplot not found (apt-get install gnuplot-nox); wrote %s without rendering %s\n",
+                 script_path.c_str(), png_path.c_str());
+    return false;
+  }
+  // The script names its files relative to its own folder, so it can be re-run from there.
+  const std::string cmd =
+      "cd " + shell_quoted(folder_of(script_path)) + " && gnuplot " + shell_quoted(base_name(script_path)) + " 2>&1";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  std::string log;
+  char buf[512];
+  while (pipe && std::fgets(buf, sizeof buf, pipe)) log += buf;
+  const int status = pipe ? ::pclose(pipe) : -1;
+  if (status != 0 || !file_exists(png_path)) {
+    std::fprintf(stderr, "warning: gnuplot failed on %s: %s\n", script_path.c_str(), log.c_str());
+    return false;
+  }
+  return true;
+}
+
+// pngcairo draws antialiased text; the plain png terminal is the fallback in minimal builds.
+std::string terminal(int width, int height) {
+  return fmt::format(
+      "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {{ set terminal pngcairo size {0},{1} font 'sans,10' noenhanced }} "
+      "else {{ set terminal png size {0},{1} noenhanced }}\n",
+      width, height);
+}
+
+}  // namespace
+
+bool gnuplot_available() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
+
+bool plot_lines(const std::string& png_path, const std::string& title, const std::string& xlabel,
+                const std::string& ylabel, const std::vector<PlotSeries>& series) {
+  const std::string base = stem(png_path);
+  std::string data;
+  for (const auto& s : series) {
+    data += "# " + s.name + "\n";
+    for (const auto& [x, y] : s.points) data += fmt::format("{} {}\n", x, y);
+    data += "\n\n";  // gnuplot data blocks are separated by two blank lines (index i)
+  }
+  write_file_atomic(base + ".dat", data);
+  std::string gp = terminal(800, 500);
+  gp += "set output " + quoted(base_name(png_path)) + "\n";
+  gp += "set title " + quoted(title) + " noenhanced\n";
+  gp += "set xlabel " + quoted(xlabel) + " noenhanced\nset ylabel " + quoted(ylabel) + " noenhanced\n";
+  gp += "set key outside right noenhanced\nset grid\nset xrange [-0.02:1]\n";
+  if (series.empty()) {
+    gp += "set label 'no data' at graph 0.5,0.5 center\nplot NaN notitle\n";
+  } else {
+    gp += "plot ";
+    for (size_t i = 0; i < series.size(); ++i) {
+      gp += fmt::format("{}{} index {} using 1:2 with linespoints pt 7 lw 2 title {}", i ? ", \\\n     " : "",
+                        quoted(base_name(base) + ".dat"), i, quoted(series[i].name));
+    }
+    gp += "\n";
+  }
+  write_file_atomic(base + ".gp", gp);
+  return run_gnuplot(base + ".gp", png_path);
+}
+
+bool plot_heatmap(const std::string& png_path, const std::string& title, const std::string& xlabel,
+                  const std::string& ylabel, const std::vector<std::string>& column_labels,
+                  const std::vector<std::string>& row_labels, const std::vector<std::vector<double>>& values) {
+  KVC_CHECK(values.size() == row_labels.size(), "heatmap: {} rows but {} labels", values.size(), row_labels.size());
+  const std::string base = stem(png_path);
+  // "x y value" triples on the integer grid; row 0 drawn at the top.
+  std::string data;
+  const size_t rows = values.size();
+  for (size_t r = 0; r < rows; ++r) {
+    KVC_CHECK(values[r].size() == column_labels.size(), "heatmap: row {} has {} values for {} columns", r,
+              values[r].size(), column_labels.size());
+    for (size_t c = 0; c < column_labels.size(); ++c) data += fmt::format("{} {} {}\n", c, rows - 1 - r, values[r][c]);
+    data += "\n";
+  }
+  write_file_atomic(base + ".dat", data);
+  std::string gp = terminal(100 + 110 * static_cast<int>(column_labels.size()) + 160,
+                            120 + 60 * static_cast<int>(rows));
+  gp += "set output " + quoted(base_name(png_path)) + "\n";
+  gp += "set title " + quoted(title) + " noenhanced\n";
+  gp += "set xlabel " + quoted(xlabel) + " noenhanced\nset ylabel " + quoted(ylabel) + " noenhanced\n";
+  gp += "set cbrange [0:1]\nset cblabel 'accuracy'\nset palette defined (0 '#b2182b', 0.5 '#fddbc7', 1 '#2166ac')\n";
+  gp += fmt::format("set xrange [-0.5:{}]\nset yrange [-0.5:{}]\n", column_labels.size() - 0.5, rows - 0.5);
+  gp += "set xtics (";
+  for (size_t c = 0; c < column_labels.size(); ++c) gp += fmt::format("{}{} {}", c ? ", " : "", quoted(column_labels[c]), c);
+  gp += ")\nset ytics (";
+  for (size_t r = 0; r < rows; ++r) gp += fmt::format("{}{} {}", r ? ", " : "", quoted(row_labels[r]), rows - 1 - r);
+  gp += ")\nset tics scale 0\nunset key\n";
+  gp += fmt::format("plot {0} using 1:2:3 with image, {0} using 1:2:(sprintf('%.2f', $3)) with labels font ',10'\n",
+                    quoted(base_name(base) + ".dat"));
+  write_file_atomic(base + ".gp", gp);
+  return run_gnuplot(base + ".gp", png_path);
+}
+
+}  // namespace kvc

@@ -1,0 +1,36 @@
+#pragma once
+// A resumable result file: one JSON object per line, one line per finished cell. Each append writes a
+// complete line and fsyncs it, so a run killed at any moment leaves every finished cell readable; at
+// most the line being written is torn, and open() drops it (with a warning) so that the run resumes
+// from the last complete cell.
+#include <nlohmann/json.hpp>
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace kvc {
+
+class ResultStore {
+ public:
+  // Opens `path` (created if missing, with its folder's existence checked) and loads its records; each
+  // must hold the string field `key_field`. A last line that is torn (no newline, or not JSON) is cut
+  // off the file with a warning on stderr; a malformed line elsewhere is a kvc::Error "path:line: ...".
+  ResultStore(std::string path, std::string key_field = "cell");
+
+  const std::string& path() const { return path_; }
+  bool has(const std::string& key) const { return keys_.count(key) > 0; }
+  const std::vector<nlohmann::json>& records() const { return records_; }
+  size_t dropped_torn_lines() const { return dropped_; }
+
+  // Appends `record` (which must hold key_field) as one line, flushed and fsync'd before returning.
+  void append(const nlohmann::json& record);
+
+ private:
+  std::string path_, key_field_;
+  std::vector<nlohmann::json> records_;
+  std::set<std::string> keys_;
+  size_t dropped_ = 0;
+};
+
+}  // namespace kvc

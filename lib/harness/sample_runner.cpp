@@ -1,0 +1,121 @@
+#include "harness/sample_runner.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "util/error.h"
+
+namespace kvc {
+
+QueryMode parse_query_mode(const std::string& text) {
+  if (text == "aware") return QueryMode::Aware;
+  if (text == "agnostic") return QueryMode::Agnostic;
+  fail("--query: unknown mode '{}' (use aware or agnostic)", text);
+}
+
+std::string query_mode_name(QueryMode mode) { return mode == QueryMode::Aware ? "aware" : "agnostic"; }
+
+Truncation parse_truncation(const std::string& text) {
+  if (text == "middle") return Truncation::Middle;
+  if (text == "refuse") return Truncation::Refuse;
+  fail("--truncate: unknown policy '{}' (use middle or refuse)", text);
+}
+
+std::vector<int> truncate_middle(const std::vector<int>& ids, size_t keep) {
+  if (ids.size() <= keep) return ids;
+  const size_t head = (keep + 1) / 2, tail = keep / 2;
+  std::vector<int> out(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(head));
+  out.insert(out.end(), ids.end() - static_cast<std::ptrdiff_t>(tail), ids.end());
+  return out;
+}
+
+PromptTokens tokenize_prompt(const Tokenizer& tokenizer, const LlamaModel& model, const std::string& context_part,
+                             const std::string& question_part, int64_t max_new_tokens, Truncation truncation,
+                             const std::string& sample_id) {
+  PromptTokens p;
+  p.context.push_back(model.config().bos_token_id);
+  const std::vector<int> body = tokenizer.encode(context_part);
+  p.context.insert(p.context.end(), body.begin(), body.end());
+  p.question = tokenizer.encode(question_part);
+  const int64_t limit = model.config().max_position_embeddings;
+  const int64_t needed = p.size() + max_new_tokens;
+  if (needed <= limit) return p;
+  KVC_CHECK(truncation == Truncation::Middle,
+            "sample '{}': prompt of {} tokens + {} new tokens exceeds the model's context of {} "
+            "(use --truncate middle to cut the middle of the context, or shorter inputs)",
+            sample_id, p.size(), max_new_tokens, limit);
+  const int64_t room = limit - max_new_tokens - static_cast<int64_t>(p.question.size());
+  KVC_CHECK(room >= 2, "sample '{}': the question alone ({} tokens) + {} new tokens does not fit the context of {}",
+            sample_id, p.question.size(), max_new_tokens, limit);
+  p.dropped = static_cast<int64_t>(p.context.size()) - room;
+  p.context = truncate_middle(p.context, static_cast<size_t>(room));
+  std::fprintf(stderr, "warning: sample '%s': %lld context tokens cut from the middle to fit the context of %lld\n",
+               sample_id.c_str(), static_cast<long long>(p.dropped), static_cast<long long>(limit));
+  return p;
+}
+
+namespace {
+
+int greedy(const at::Tensor& logits) { return static_cast<int>(logits[0].argmax().item<int64_t>()); }
+
+// Payload bytes of the dense cache for `tokens` positions: keys and values, every layer and KV head.
+int64_t dense_payload_bytes(const LlamaModel& model, int64_t tokens) {
+  const ModelConfig& c = model.config();
+  return tokens * c.num_layers * c.num_kv_heads * 2 * c.head_dim * static_cast<int64_t>(at::elementSize(model.dtype()));
+}
+
+bool ends_answer_line(const std::string& text) {
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  return first != std::string::npos && text.find('\n', first) != std::string::npos;
+}
+
+}  // namespace
+
+SampleOutput run_sample(const LlamaModel& model, const Tokenizer& tokenizer, const CacheSetup& setup,
+                        const PromptTokens& prompt, QueryMode mode, const DecodeOptions& decode) {
+  KVC_CHECK(!prompt.context.empty(), "empty prompt");
+  const auto start = std::chrono::steady_clock::now();
+  const ModelConfig& c = model.config();
+  KVCache cache = setup.new_cache(model);
+  std::unique_ptr<ForwardObserver> observer = setup.new_observer();
+  const ForwardOptions options{false, observer.get()};
+
+  at::Tensor logits;
+  if (mode == QueryMode::Aware || prompt.question.empty()) {
+    std::vector<int> all = prompt.context;
+    all.insert(all.end(), prompt.question.begin(), prompt.question.end());
+    logits = model.forward(all, cache, options);
+  } else {
+    model.forward(prompt.context, cache, options);  // compression acts here
+    logits = model.forward(prompt.question, cache, options);
+  }
+  SampleOutput out;
+  out.prompt_tokens = prompt.size();
+  out.kv_payload_bytes = cache.footprint().payload_bytes;
+  out.full_kv_bytes = dense_payload_bytes(model, prompt.size());
+
+  out.stop_reason = "max_new_tokens";
+  for (int64_t i = 0; i < decode.max_new_tokens; ++i) {
+    const int next = greedy(logits);
+    if (c.is_eos(next)) {
+      out.stop_reason = "eos";
+      break;
+    }
+    out.tokens.push_back(next);
+    if (decode.stop_at_newline && ends_answer_line(tokenizer.decode(out.tokens))) {
+      out.stop_reason = "newline";
+      break;
+    }
+    if (i + 1 == decode.max_new_tokens) break;
+    if (cache.next_position() >= c.max_position_embeddings) {
+      out.stop_reason = "context";
+      break;
+    }
+    logits = model.forward({next}, cache, options);
+  }
+  out.prediction = tokenizer.decode(out.tokens);
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+}  // namespace kvc

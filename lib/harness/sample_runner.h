@@ -1,0 +1,67 @@
+#pragma once
+// Running one evaluation sample through a model with a CacheSetup, in the two protocols of the
+// compression literature:
+//   query-aware    — context and question are prefilled together, so compression sees the question;
+//   query-agnostic — the context is prefilled alone (compression acts there), then the question is fed
+//                    as a second forward pass, so the kept entries cannot depend on the question.
+// Both then decode greedily. One observer sees every forward pass of the sample, as in generate(): a
+// press compresses at its first (prefill) forward and, if bounded, keeps evicting while tokens follow.
+#include <string>
+#include <vector>
+
+#include "eval/cache_setup.h"
+#include "model/llama_model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvc {
+
+enum class QueryMode { Aware, Agnostic };
+// "aware" | "agnostic"; throws kvc::Error naming the flag otherwise.
+QueryMode parse_query_mode(const std::string& text);
+std::string query_mode_name(QueryMode mode);
+
+enum class Truncation { Middle, Refuse };
+// "middle" | "refuse"; throws kvc::Error naming the flag otherwise.
+Truncation parse_truncation(const std::string& text);
+
+// Token ids of a prompt split at the end of its context part. The context part starts with BOS.
+struct PromptTokens {
+  std::vector<int> context;
+  std::vector<int> question;
+  int64_t dropped = 0;  // context tokens removed from the middle to fit the model's limit
+  int64_t size() const { return static_cast<int64_t>(context.size() + question.size()); }
+};
+
+// [BOS] + encode(context_part) and encode(question_part), encoded separately so that both query modes
+// feed the very same tokens. When they and `max_new_tokens` exceed the model's context, Truncation::Middle
+// keeps the first and last halves of the context tokens (LongBench's rule, applied to the context so the
+// question survives) and warns once on stderr; Refuse throws a kvc::Error naming `sample_id` and --truncate.
+PromptTokens tokenize_prompt(const Tokenizer& tokenizer, const LlamaModel& model, const std::string& context_part,
+                             const std::string& question_part, int64_t max_new_tokens, Truncation truncation,
+                             const std::string& sample_id);
+
+// Keeps the first ceil(keep/2) and last floor(keep/2) ids.
+std::vector<int> truncate_middle(const std::vector<int>& ids, size_t keep);
+
+struct SampleOutput {
+  std::string prediction;
+  std::vector<int> tokens;
+  int64_t prompt_tokens = 0;
+  int64_t kv_payload_bytes = 0;  // cache payload after the prompt (context + question) was fed
+  int64_t full_kv_bytes = 0;     // what the uncompressed dense cache would hold for the same tokens
+  double seconds = 0;
+  std::string stop_reason;  // eos | newline | max_new_tokens | context
+  double compression_ratio() const {
+    return full_kv_bytes > 0 ? 1.0 - static_cast<double>(kv_payload_bytes) / full_kv_bytes : 0.0;
+  }
+};
+
+struct DecodeOptions {
+  int64_t max_new_tokens = 16;
+  bool stop_at_newline = true;  // stop once the answer has text and a line break follows it
+};
+
+SampleOutput run_sample(const LlamaModel& model, const Tokenizer& tokenizer, const CacheSetup& setup,
+                        const PromptTokens& prompt, QueryMode mode, const DecodeOptions& decode);
+
+}  // namespace kvc

@@ -1,0 +1,116 @@
+#include "harness/sweep_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <map>
+
+#include "harness/gnuplot.h"
+#include "util/files.h"
+
+namespace kvc {
+namespace {
+
+std::vector<std::string> unique_in_order(const std::vector<nlohmann::json>& records, const std::string& field,
+                                         const std::string& task = "") {
+  std::vector<std::string> out;
+  for (const auto& r : records) {
+    if (!task.empty() && r["task"] != task) continue;
+    const std::string v = r[field].get<std::string>();
+    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+  }
+  return out;
+}
+
+std::vector<double> ratios_of(const std::vector<nlohmann::json>& records, const std::string& task) {
+  std::vector<double> out;
+  for (const auto& r : records)
+    if (r["task"] == task) out.push_back(r["ratio"].get<double>());
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+const nlohmann::json* find(const std::vector<nlohmann::json>& records, const std::string& task,
+                           const std::string& method, double ratio) {
+  for (const auto& r : records)
+    if (r["task"] == task && r["method"] == method && std::abs(r["ratio"].get<double>() - ratio) < 1e-9) return &r;
+  return nullptr;
+}
+
+std::string file_safe(const std::string& s) {
+  std::string out;
+  for (char c : s) out += std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ? c : '_';
+  return out;
+}
+
+}  // namespace
+
+Table sweep_table(const std::vector<nlohmann::json>& records) {
+  Table t{{"task", "method", "ratio", "score", "metric", "higher_is_better", "measured_compression", "seconds"}, {}};
+  for (const auto& r : records) {
+    const auto& res = r["result"];
+    t.rows.push_back({r["task"], r["method"], format_number(r["ratio"].get<double>(), 4),
+                      format_number(res["score"].get<double>(), 6), res["metric"],
+                      res["higher_is_better"].get<bool>() ? "yes" : "no",
+                      format_number(res.value("compression_ratio", 0.0), 4),
+                      format_number(r["metadata"].value("wall_seconds", 0.0), 2)});
+  }
+  return t;
+}
+
+std::string sweep_markdown(const std::vector<nlohmann::json>& records) {
+  std::string out;
+  for (const auto& task : unique_in_order(records, "task")) {
+    const std::vector<double> ratios = ratios_of(records, task);
+    const nlohmann::json* any = find(records, task, unique_in_order(records, "method", task).front(), ratios.front());
+    const auto& res = (*any)["result"];
+    out += fmt::format("### {}: {} ({} is better)\n\n", task, res["metric"].get<std::string>(),
+                       res["higher_is_better"].get<bool>() ? "higher" : "lower");
+    Table t;
+    t.columns.push_back("method \\ ratio");
+    for (double r : ratios) t.columns.push_back(format_number(r, 4));
+    const nlohmann::json* baseline = find(records, task, "none", 0.0);
+    for (const auto& method : unique_in_order(records, "method", task)) {
+      std::vector<std::string> row{method};
+      for (double r : ratios) {
+        const nlohmann::json* cell = find(records, task, method, r);
+        if (!cell && r == 0.0) cell = baseline;  // every method starts from the uncompressed cache
+        row.push_back(cell ? format_number((*cell)["result"]["score"].get<double>(), 4) : "");
+      }
+      t.rows.push_back(row);
+    }
+    out += to_markdown(t) + "\n";
+  }
+  return out;
+}
+
+std::vector<std::string> write_sweep_report(const std::string& dir, const std::vector<nlohmann::json>& records) {
+  write_file_atomic(dir + "/results.csv", to_csv(sweep_table(records)));
+  write_file_atomic(dir + "/results.md", "# Sweep results\n\n" + sweep_markdown(records));
+  std::vector<std::string> pngs;
+  for (const auto& task : unique_in_order(records, "task")) {
+    const nlohmann::json* baseline = find(records, task, "none", 0.0);
+    std::vector<PlotSeries> series;
+    std::string metric = "score";
+    for (const auto& method : unique_in_order(records, "method", task)) {
+      PlotSeries s{method, {}};
+      if (baseline && method != "none") s.points.push_back({0.0, (*baseline)["result"]["score"].get<double>()});
+      for (double r : ratios_of(records, task))
+        if (const nlohmann::json* cell = find(records, task, method, r)) {
+          s.points.push_back({r, (*cell)["result"]["score"].get<double>()});
+          metric = (*cell)["result"]["metric"].get<std::string>();
+        }
+      series.push_back(s);
+    }
+    const std::string png = dir + "/score_vs_ratio_" + file_safe(task) + ".png";
+    if (plot_lines(png, fmt::format("{}: {} vs compression ratio", task, metric), "compression ratio (share removed)",
+                   metric, series))
+      pngs.push_back(png);
+  }
+  return pngs;
+}
+
+}  // namespace kvc

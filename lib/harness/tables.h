@@ -1,0 +1,20 @@
+#pragma once
+// Result tables as CSV (for tools) and Markdown (for READMEs).
+#include <string>
+#include <vector>
+
+namespace kvc {
+
+struct Table {
+  std::vector<std::string> columns;
+  std::vector<std::vector<std::string>> rows;
+};
+
+// RFC 4180: fields with a comma, quote or line break are quoted, quotes doubled.
+std::string to_csv(const Table& table);
+// A GitHub pipe table; '|' inside cells is escaped.
+std::string to_markdown(const Table& table);
+// Fixed-precision number without trailing noise ("0.95", "12.3457").
+std::string format_number(double value, int precision = 4);
+
+}  // namespace kvc

@@ -1,0 +1,84 @@
+#pragma once
+// Scoring samples with a CacheSetup: needle cells (exact match of the number) and generated/loaded task
+// samples (their metric). Lengths given to the generators are *prompt* lengths: BOS + context +
+// question (+ answer prefix) fit in `length` tokens, so a length of 1000 runs on a 1024-token model.
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "harness/sample_runner.h"
+#include "tasks/needle.h"
+
+namespace kvc {
+
+struct EvalContext {
+  const LlamaModel& model;
+  const Tokenizer& tokenizer;
+  QueryMode mode = QueryMode::Aware;
+  Truncation truncation = Truncation::Refuse;
+};
+
+struct SampleRecord {
+  std::string id;
+  std::string prediction;
+  std::vector<std::string> answers;
+  double score = 0;
+  int64_t prompt_tokens = 0;
+  int64_t dropped_tokens = 0;
+  double compression_ratio = 0;
+  double seconds = 0;
+  nlohmann::json to_json() const;
+};
+
+// Needle answers are numbers: correct when the first run of digits in the prediction is exactly the
+// number ("40721." and " 40721 is" are right; "4072", "407219" and "1 40721" are wrong).
+bool needle_answer_correct(const std::string& prediction, const std::string& number);
+
+// A per-sample seed from the run seed and the sample's coordinates, so that adding a length or depth
+// to a grid leaves the other cells' samples unchanged.
+uint64_t sample_seed(uint64_t run_seed, const std::string& coordinates);
+
+struct NeedleGridOptions {
+  NeedleSpec spec;
+  std::string haystack;  // filler text (see load_haystack)
+  std::vector<int64_t> lengths{256, 512};
+  std::vector<double> depths{0.0, 0.25, 0.5, 0.75, 1.0};
+  int samples = 3;
+  uint64_t seed = 0;
+  int64_t max_new_tokens = 8;
+};
+
+struct NeedleCell {
+  int64_t length = 0;
+  double depth = 0;
+  std::vector<SampleRecord> samples;
+  double accuracy() const;
+  nlohmann::json to_json() const;
+};
+
+// One cell of the grid: options.samples needles at `depth` in a prompt of `length` tokens. Throws
+// kvc::Error naming --lengths when length + max_new_tokens exceeds the model's context.
+NeedleCell run_needle_cell(const EvalContext& ctx, const CacheSetup& setup, const NeedleGridOptions& options,
+                           int64_t length, double depth);
+
+// A generated sample fit to a prompt of `length` tokens: make(context_tokens) is called with the budget
+// left after BOS and the question, once more if the question's size moved.
+TaskSample fit_sample(const EvalContext& ctx, int64_t length, const std::function<TaskSample(size_t)>& make);
+
+// Runs and scores one sample whose prompt is context_part + question_part; `score` maps the prediction
+// to [0, 1].
+SampleRecord evaluate_sample(const EvalContext& ctx, const CacheSetup& setup, const std::string& id,
+                             const std::string& context_part, const std::string& question_part,
+                             const std::vector<std::string>& answers, const DecodeOptions& decode,
+                             const std::function<double(const std::string&)>& score);
+
+// `samples` synthetic samples of the named RULER-style task at a prompt length, scored with their metric.
+std::vector<SampleRecord> run_synthetic_cell(const EvalContext& ctx, const CacheSetup& setup, const std::string& task,
+                                             int64_t length, int samples, uint64_t seed, const std::string& haystack,
+                                             const DecodeOptions& decode);
+
+double mean_score(const std::vector<SampleRecord>& records);
+
+}  // namespace kvc

@@ -1,0 +1,82 @@
+#include "lowrank/calibration.h"
+
+#include <algorithm>
+
+#include "util/error.h"
+#include "util/interrupt.h"
+#include "util/progress.h"
+
+namespace kvc::lowrank {
+namespace {
+
+// Sees each layer's new pre-RoPE keys and values right after its attention.
+class StateCollector : public ForwardObserver {
+ public:
+  StateCollector(std::vector<SecondMoment>& k, std::vector<SecondMoment>& v) : k_(k), v_(v) {}
+  void after_attention(const LayerStep& step, KVCache&) override {
+    const int64_t T = step.keys.size(1);
+    k_[step.layer].add(step.keys.transpose(0, 1).reshape({T, -1}));
+    v_[step.layer].add(step.values.transpose(0, 1).reshape({T, -1}));
+  }
+
+ private:
+  std::vector<SecondMoment>& k_;
+  std::vector<SecondMoment>& v_;
+};
+
+}  // namespace
+
+CalibrationResult calibrate(const LlamaModel& model, const std::vector<int>& ids, const CalibrationOptions& options) {
+  const ModelConfig& c = model.config();
+  KVC_CHECK(options.seq_len >= 2 && options.seq_len <= c.max_position_embeddings,
+            "--seq-len must be in 2..{} (the model's context), got {}", c.max_position_embeddings, options.seq_len);
+  KVC_CHECK(options.tokens > 0, "--tokens must be > 0, got {}", options.tokens);
+  const int64_t total = std::min<int64_t>(options.tokens, static_cast<int64_t>(ids.size()));
+  KVC_CHECK(total >= 2, "--data: calibration text has only {} tokens", ids.size());
+  // One accumulator each (copies of one would share a tensor).
+  std::vector<SecondMoment> k, v;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    k.emplace_back(c.kv_dim());
+    v.emplace_back(c.kv_dim());
+  }
+  StateCollector collector(k, v);
+  ForwardOptions fo;
+  fo.all_logits = false;
+  fo.observer = &collector;
+  Progress progress("calibrate", total, "tok", options.show_progress);
+  at::NoGradGuard no_grad;
+  for (int64_t t0 = 0; t0 < total && !interrupted(); t0 += options.seq_len) {
+    const int64_t n = std::min(options.seq_len, total - t0);
+    std::vector<int> window(ids.begin() + t0, ids.begin() + t0 + n);
+    KVCache cache = model.new_cache();
+    model.forward(window, cache, fo);
+    progress.advance(n);
+  }
+  progress.finish();
+  KVC_CHECK(!interrupted(), "calibration interrupted; nothing written");
+  CalibrationResult r;
+  r.tokens = k[0].count();
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    r.keys.push_back(eigen_basis(k[l].matrix()));
+    r.values.push_back(eigen_basis(v[l].matrix()));
+  }
+  return r;
+}
+
+Artifact bases_artifact(const CalibrationResult& result) {
+  Artifact a;
+  a.kind = kBasesKind;
+  for (size_t l = 0; l < result.keys.size(); ++l) {
+    LayerBasis b;
+    b.key.U = result.keys[l].eigenvectors.to(at::kFloat);
+    b.key.eigenvalues = result.keys[l].eigenvalues;
+    b.value.U = result.values[l].eigenvectors.to(at::kFloat);
+    b.value.eigenvalues = result.values[l].eigenvalues;
+    a.layers.push_back(b);
+  }
+  a.metadata["tokens"] = std::to_string(result.tokens);
+  a.metadata["mean_centred"] = "false";
+  return a;
+}
+
+}  // namespace kvc::lowrank

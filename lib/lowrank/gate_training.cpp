@@ -1,0 +1,316 @@
+// The only translation unit that needs LibTorch's autograd/optim front end (slow to compile).
+#include "lowrank/gate_training.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "cache/attention.h"
+#include "lowrank/rank_gate.h"
+#include "util/error.h"
+#include "util/hash.h"
+#include "util/interrupt.h"
+#include "util/progress.h"
+
+namespace kvc::lowrank {
+namespace {
+
+struct GateParams {
+  torch::Tensor U, W, b;
+};
+
+// Soft masks seen in one forward pass, for R (differentiable) and the hard retain rate at τ.
+struct MaskLog {
+  std::vector<torch::Tensor> soft_means;
+  double hard_sum = 0, hard_count = 0;
+  torch::Tensor retain() const { return torch::stack(soft_means).mean(); }
+};
+
+// Differentiable stand-in for the variable-rank cache: the same projection and gate, with the soft
+// mask instead of the hard cut. Tensors are collected in lists and concatenated (no in-place writes),
+// so autograd reaches U, W and b through the frozen model.
+class SoftMaskLayerCache : public LayerCache {
+ public:
+  SoftMaskLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, const GateParams& k, const GateParams& v,
+                     double tau, MaskLog* log)
+      : shape_(shape), rope_(std::move(rope)), k_(k), v_(v), tau_(tau), log_(log) {
+    k_inv_ = torch::linalg_inv(k.U);
+    v_inv_ = torch::linalg_inv(v.U);
+  }
+
+  void append(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& positions) override {
+    const int64_t T = keys.size(1), KV = shape_.num_kv_heads, d = shape_.head_dim;
+    keys_.push_back(rope_->apply(project(keys, k_, k_inv_).view({T, KV, d}).transpose(0, 1), positions));
+    values_.push_back(project(values, v_, v_inv_).view({T, KV, d}).transpose(0, 1));
+    positions_.push_back(positions);
+  }
+
+  at::Tensor attend(const at::Tensor& queries, const at::Tensor& q_positions, const AttentionProbe&,
+                    AttentionStats*) override {
+    const int64_t H = shape_.num_heads, KV = shape_.num_kv_heads, G = H / KV, d = shape_.head_dim;
+    const int64_t T = queries.size(1);
+    const torch::Tensor K = torch::cat(keys_, 1), V = torch::cat(values_, 1), kp = torch::cat(positions_);
+    const int64_t S = K.size(1);
+    torch::Tensor scores = torch::matmul(queries.reshape({KV, G * T, d}), K.transpose(1, 2)) / std::sqrt(double(d));
+    torch::Tensor masked = kp.view({1, S}) > q_positions.view({T, 1});
+    if (shape_.sliding_window > 0) masked = masked.logical_or(kp.view({1, S}) <= q_positions.view({T, 1}) - shape_.sliding_window);
+    scores = scores.view({KV, G, T, S}).masked_fill(masked.view({1, 1, T, S}), -INFINITY);
+    const torch::Tensor probs = torch::softmax(scores, -1).view({KV, G * T, S});
+    return torch::matmul(probs, V).view({H, T, d});
+  }
+
+  void retain(const at::Tensor&) override { fail("training cache: eviction is not part of gate training"); }
+  at::Tensor lengths() const override {
+    int64_t n = 0;
+    for (const auto& p : positions_) n += p.numel();
+    return at::full({shape_.num_kv_heads}, n, at::TensorOptions().dtype(at::kLong));
+  }
+  CacheFootprint footprint() const override { return {}; }
+
+ private:
+  torch::Tensor project(const torch::Tensor& x, const GateParams& g, const torch::Tensor& inv) {
+    const int64_t T = x.size(1);
+    const torch::Tensor coeffs = torch::matmul(x.transpose(0, 1).reshape({T, -1}), g.U);
+    const torch::Tensor m = soft_mask(coeffs, g.W, g.b);
+    log_->soft_means.push_back(m.mean());
+    log_->hard_sum += (m.detach() > tau_).sum().item<double>();
+    log_->hard_count += static_cast<double>(m.numel());
+    return torch::matmul(coeffs * m, inv);
+  }
+
+  AttentionShape shape_;
+  std::shared_ptr<const Rope> rope_;
+  GateParams k_, v_;
+  torch::Tensor k_inv_, v_inv_;
+  double tau_;
+  MaskLog* log_;
+  std::vector<torch::Tensor> keys_, values_, positions_;
+};
+
+struct Forward {
+  torch::Tensor ce, retain;
+  double hard_retain = 0;
+};
+
+Forward run_window(const LlamaModel& model, const std::vector<GateParams>& k, const std::vector<GateParams>& v,
+                   const std::vector<int>& window, double tau) {
+  const ModelConfig& c = model.config();
+  const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, c.sliding_window};
+  MaskLog log;
+  std::vector<std::unique_ptr<LayerCache>> layers;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    layers.push_back(std::make_unique<SoftMaskLayerCache>(shape, model.rope(), k[l], v[l], tau, &log));
+  }
+  KVCache cache(std::move(layers));
+  const torch::Tensor logits = model.forward(window, cache);
+  const int64_t T = static_cast<int64_t>(window.size());
+  const std::vector<int64_t> next(window.begin() + 1, window.end());
+  const torch::Tensor targets = torch::tensor(next, torch::kLong).to(logits.device());
+  return {torch::cross_entropy_loss(logits.narrow(0, 0, T - 1), targets), log.retain(),
+          log.hard_sum / std::max(1.0, log.hard_count)};
+}
+
+double exact_ce(const LlamaModel& model, const std::vector<int>& window) {
+  KVCache cache = model.new_cache();
+  const torch::Tensor logits = model.forward(window, cache);
+  const std::vector<int64_t> next(window.begin() + 1, window.end());
+  return torch::cross_entropy_loss(logits.narrow(0, 0, logits.size(0) - 1), torch::tensor(next, torch::kLong))
+      .item<double>();
+}
+
+// Window start for (step, slot): a pure function of the seed, so resuming needs no RNG state.
+int64_t window_start(uint64_t seed, int64_t step, int64_t slot, int64_t n_starts) {
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(step) * 7919ULL + static_cast<uint64_t>(slot));
+  return static_cast<int64_t>(rng() % static_cast<uint64_t>(n_starts));
+}
+
+double lr_at(const TrainOptions& o, int64_t step) {
+  if (step < o.warmup) return o.lr * static_cast<double>(step + 1) / static_cast<double>(o.warmup);
+  const double t = static_cast<double>(step - o.warmup) / static_cast<double>(std::max<int64_t>(1, o.steps - o.warmup));
+  return o.lr * 0.5 * (1.0 + std::cos(M_PI * std::min(1.0, t)));
+}
+
+std::string signature(const LlamaModel& model, const TrainOptions& o) {
+  return hash_string(fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", model.config().config_hash, o.alpha, o.tau,
+                                 o.lr, o.basis_lr_scale, o.weight_decay, o.clip, o.steps, o.warmup, o.seq_len, o.batch,
+                                 o.seed, o.init_bias));
+}
+
+}  // namespace
+
+TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const std::vector<int>& train_ids,
+                        const std::vector<int>& heldout_ids, const TrainOptions& o,
+                        const std::function<void(const EvalPoint&)>& on_eval) {
+  const ModelConfig& c = model.config();
+  const int64_t L = c.num_layers, d = c.kv_dim();
+  KVC_CHECK(o.steps > 0 && o.batch > 0, "--steps and --batch must be > 0");
+  KVC_CHECK(o.seq_len >= 2 && o.seq_len <= c.max_position_embeddings, "--seq-len must be in 2..{}, got {}",
+            c.max_position_embeddings, o.seq_len);
+  KVC_CHECK(o.tau > 0 && o.tau < 1, "--tau must be in (0, 1), got {}", o.tau);
+  KVC_CHECK(o.alpha >= 0, "--alpha must be >= 0, got {}", o.alpha);
+  KVC_CHECK(static_cast<int64_t>(train_ids.size()) > o.seq_len, "--data: {} training tokens, need more than --seq-len {}",
+            train_ids.size(), o.seq_len);
+  KVC_CHECK(static_cast<int64_t>(heldout_ids.size()) >= o.seq_len, "held-out text has {} tokens, need --seq-len {}",
+            heldout_ids.size(), o.seq_len);
+  KVC_CHECK(!o.resume || !o.checkpoint.empty(), "--resume needs --checkpoint FILE");
+  const auto fopts = torch::TensorOptions().dtype(model.dtype()).device(model.device());
+
+  // Parameters: U from the PCA basis; W = 0 and a bias ramp towards late cut-offs (start near full rank).
+  std::vector<GateParams> k(L), v(L);
+  std::vector<torch::Tensor> basis_params, gate_params;
+  const torch::Tensor ramp = torch::linspace(0, o.init_bias, d, fopts);
+  for (int64_t l = 0; l < L; ++l) {
+    for (auto [g, p] : {std::make_pair(&k[l], &bases.layers[l].key), std::make_pair(&v[l], &bases.layers[l].value)}) {
+      g->U = p->U.to(fopts).clone().set_requires_grad(true);
+      g->W = torch::zeros({d, d}, fopts).set_requires_grad(true);
+      g->b = ramp.clone().set_requires_grad(true);
+      basis_params.push_back(g->U);
+      gate_params.push_back(g->W);
+      gate_params.push_back(g->b);
+    }
+  }
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(gate_params, std::make_unique<torch::optim::AdamWOptions>(
+                                       torch::optim::AdamWOptions(o.lr).weight_decay(o.weight_decay)));
+  groups.emplace_back(basis_params, std::make_unique<torch::optim::AdamWOptions>(
+                                        torch::optim::AdamWOptions(o.lr * o.basis_lr_scale).weight_decay(0.0)));
+  torch::optim::AdamW optimizer(std::move(groups));
+  std::vector<torch::Tensor> all_params = gate_params;
+  all_params.insert(all_params.end(), basis_params.begin(), basis_params.end());
+
+  const std::string sig = signature(model, o);
+  int64_t step = 0;
+  if (o.resume) {
+    torch::serialize::InputArchive ar;
+    try {
+      ar.load_from(o.checkpoint);
+    } catch (const c10::Error&) {
+      fail("--resume: cannot read checkpoint '{}'", o.checkpoint);
+    }
+    c10::IValue s;
+    ar.read("signature", s);
+    KVC_CHECK(s.isString() && s.toStringRef() == sig,
+              "--resume: '{}' was written with other settings or another model; resume with the same flags",
+              o.checkpoint);
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < all_params.size(); ++i) {
+      torch::Tensor t;
+      ar.read("p" + std::to_string(i), t);
+      all_params[i].copy_(t);
+    }
+    torch::Tensor t;
+    ar.read("step", t);
+    step = t.item<int64_t>();
+    torch::serialize::InputArchive opt_ar;
+    ar.read("optimizer", opt_ar);
+    optimizer.load(opt_ar);
+  }
+  const auto save_checkpoint = [&] {
+    if (o.checkpoint.empty()) return;
+    torch::serialize::OutputArchive ar;
+    ar.write("signature", c10::IValue(sig));
+    for (size_t i = 0; i < all_params.size(); ++i) ar.write("p" + std::to_string(i), all_params[i].detach());
+    ar.write("step", torch::tensor(step));
+    torch::serialize::OutputArchive opt_ar;
+    optimizer.save(opt_ar);
+    ar.write("optimizer", opt_ar);
+    // Written beside the target and renamed: an interruption never leaves half a checkpoint.
+    const std::string tmp = o.checkpoint + ".tmp";
+    ar.save_to(tmp);
+    KVC_CHECK(std::rename(tmp.c_str(), o.checkpoint.c_str()) == 0, "--checkpoint: cannot write '{}'", o.checkpoint);
+  };
+
+  // Held-out windows and their exact-cache cross-entropy (the floor the gates are compared with).
+  std::vector<std::vector<int>> heldout;
+  for (int64_t i = 0; i < o.eval_windows && (i + 1) * o.seq_len <= static_cast<int64_t>(heldout_ids.size()); ++i) {
+    heldout.emplace_back(heldout_ids.begin() + i * o.seq_len, heldout_ids.begin() + (i + 1) * o.seq_len);
+  }
+  double ce_full = 0;
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& w : heldout) ce_full += exact_ce(model, w) / static_cast<double>(heldout.size());
+  }
+
+  TrainResult result;
+  double last_loss = 0;
+  const auto evaluate = [&] {
+    torch::NoGradGuard no_grad;
+    EvalPoint e;
+    e.step = step;
+    e.train_loss = last_loss;
+    e.heldout_ce_full = ce_full;
+    for (const auto& w : heldout) {
+      const Forward f = run_window(model, k, v, w, o.tau);
+      e.heldout_ce += f.ce.item<double>() / static_cast<double>(heldout.size());
+      e.soft_retain += f.retain.item<double>() / static_cast<double>(heldout.size());
+      e.hard_retain += f.hard_retain / static_cast<double>(heldout.size());
+    }
+    return e;
+  };
+
+  const int64_t n_starts = static_cast<int64_t>(train_ids.size()) - o.seq_len + 1;
+  const int64_t end_step = o.stop_after > 0 ? std::min(o.steps, o.stop_after) : o.steps;
+  Progress progress("train", std::max<int64_t>(0, end_step - step) * o.batch * o.seq_len, "tok", o.show_progress);
+  const auto t_start = std::chrono::steady_clock::now();
+  int64_t run_tokens = 0;
+  while (step < end_step && !interrupted()) {
+    const double lr = lr_at(o, step);
+    static_cast<torch::optim::AdamWOptions&>(optimizer.param_groups()[0].options()).lr(lr);
+    static_cast<torch::optim::AdamWOptions&>(optimizer.param_groups()[1].options()).lr(lr * o.basis_lr_scale);
+    optimizer.zero_grad();
+    double loss_sum = 0;
+    for (int64_t b = 0; b < o.batch; ++b) {
+      const int64_t s0 = window_start(o.seed, step, b, n_starts);
+      const std::vector<int> window(train_ids.begin() + s0, train_ids.begin() + s0 + o.seq_len);
+      const Forward f = run_window(model, k, v, window, o.tau);
+      const torch::Tensor loss = (f.ce + o.alpha * f.retain * f.retain) / static_cast<double>(o.batch);
+      loss.backward();
+      loss_sum += loss.item<double>();
+    }
+    torch::nn::utils::clip_grad_norm_(all_params, o.clip);
+    optimizer.step();
+    ++step;
+    last_loss = loss_sum;
+    run_tokens += o.batch * o.seq_len;
+    progress.advance(o.batch * o.seq_len);
+    if ((o.eval_every > 0 && step % o.eval_every == 0) || step == o.steps) {
+      EvalPoint e = evaluate();
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+      e.tokens_per_second = secs > 0 ? static_cast<double>(run_tokens) / secs : 0;
+      result.evals.push_back(e);
+      if (on_eval) on_eval(e);
+    }
+    if (o.checkpoint_every > 0 && step % o.checkpoint_every == 0) save_checkpoint();
+  }
+  progress.finish();
+  result.steps_done = step;
+  result.tokens_seen = step * o.batch * o.seq_len;
+  result.finished = step >= o.steps;
+  if (!result.finished) save_checkpoint();
+
+  Artifact& a = result.gates;
+  a.kind = kGatesKind;
+  a.tau = o.tau;
+  for (int64_t l = 0; l < L; ++l) {
+    a.layers.push_back({{k[l].U.detach().cpu().clone(), k[l].W.detach().cpu().clone(), k[l].b.detach().cpu().clone(), {}},
+                        {v[l].U.detach().cpu().clone(), v[l].W.detach().cpu().clone(), v[l].b.detach().cpu().clone(), {}}});
+  }
+  const EvalPoint last = result.evals.empty() ? evaluate() : result.evals.back();
+  a.metadata = {{"alpha", fmt::format("{}", o.alpha)},
+                {"steps", std::to_string(step)},
+                {"tokens", std::to_string(result.tokens_seen)},
+                {"seq_len", std::to_string(o.seq_len)},
+                {"batch", std::to_string(o.batch)},
+                {"lr", fmt::format("{}", o.lr)},
+                {"seed", std::to_string(o.seed)},
+                {"final_ce", fmt::format("{:.6f}", last.heldout_ce)},
+                {"final_ce_exact_cache", fmt::format("{:.6f}", last.heldout_ce_full)},
+                {"final_retain_rate_soft", fmt::format("{:.6f}", last.soft_retain)},
+                {"final_retain_rate", fmt::format("{:.6f}", last.hard_retain)}};
+  return result;
+}
+
+}  // namespace kvc::lowrank

@@ -1,0 +1,55 @@
+#pragma once
+// Training the token-wise rank gates (and the basis U) with the model frozen: the forward pass runs
+// through a differentiable layer cache that applies the soft mask, x̂ = (x U ⊙ m) U^{-1}, and the loss
+// is cross-entropy + α·R² with R the mean soft mask. Checkpoints hold parameters, optimizer state and
+// the step; data windows are a pure function of (seed, step), so a resumed run repeats the same run.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "lowrank/lowrank_artifacts.h"
+#include "model/llama_model.h"
+
+namespace kvc::lowrank {
+
+struct TrainOptions {
+  double alpha = 1.0;       // weight of R² in the loss
+  double tau = 0.1;         // hard-mask threshold recorded for inference (and used for the hard R)
+  double lr = 5e-3;         // peak learning rate of the gates (W, b)
+  double basis_lr_scale = 0.1;  // U learns at lr * this
+  double weight_decay = 0.0;
+  double clip = 1.0;        // max global gradient norm
+  int64_t steps = 200;
+  int64_t warmup = 10;
+  int64_t seq_len = 128;
+  int64_t batch = 2;        // windows per step
+  int64_t eval_every = 50;
+  int64_t eval_windows = 4;
+  int64_t checkpoint_every = 25;
+  int64_t stop_after = 0;   // > 0: stop (checkpointed) once this step is reached, as if interrupted
+  uint64_t seed = 0;
+  double init_bias = 6.0;   // gate bias ramp: larger starts with higher ranks
+  std::string checkpoint;   // path; empty: no checkpoints
+  bool resume = false;
+  bool show_progress = true;
+};
+
+struct EvalPoint {
+  int64_t step = 0;
+  double train_loss = 0, heldout_ce = 0, heldout_ce_full = 0, soft_retain = 0, hard_retain = 0;
+  double tokens_per_second = 0;
+};
+
+struct TrainResult {
+  Artifact gates;  // ready to write
+  std::vector<EvalPoint> evals;
+  int64_t steps_done = 0, tokens_seen = 0;
+  bool finished = false;  // false: stopped early (interrupt or stop_after), checkpoint written
+};
+
+// `train_ids` windows are sampled for training; `heldout_ids` gives the evaluation windows.
+TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const std::vector<int>& train_ids,
+                        const std::vector<int>& heldout_ids, const TrainOptions& options,
+                        const std::function<void(const EvalPoint&)>& on_eval = {});
+
+}  // namespace kvc::lowrank

@@ -1,0 +1,106 @@
+#include "lowrank/lowrank_artifacts.h"
+
+#include <fmt/format.h>
+
+#include "io/safetensors.h"
+#include "model/tensor_bridge.h"
+#include "util/error.h"
+#include "util/files.h"
+
+namespace kvc::lowrank {
+namespace {
+
+std::string tensor_name(int64_t layer, const char* which, const char* what) {
+  return fmt::format("layers.{}.{}.{}", layer, which, what);
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+at::Tensor read_checked(const std::shared_ptr<st::SafetensorsFile>& file, const std::string& name,
+                        const std::vector<int64_t>& shape, at::ScalarType dtype) {
+  KVC_CHECK(file->contains(name), "{}: missing tensor '{}' (not a complete low-rank artifact)", file->path(), name);
+  const auto& info = file->info(name);
+  KVC_CHECK(info.shape == shape, "{}: tensor '{}' has shape {}, but this model needs {} (artifact for another model?)",
+            file->path(), name, shape_text(info.shape), shape_text(shape));
+  return load_tensor(file, name).to(dtype).contiguous();
+}
+
+Projection read_projection(const std::shared_ptr<st::SafetensorsFile>& file, int64_t layer, const char* which,
+                           int64_t d, bool gates) {
+  Projection p;
+  p.U = read_checked(file, tensor_name(layer, which, "U"), {d, d}, at::kFloat);
+  if (gates) {
+    p.W = read_checked(file, tensor_name(layer, which, "W"), {d, d}, at::kFloat);
+    p.b = read_checked(file, tensor_name(layer, which, "b"), {d}, at::kFloat);
+  } else {
+    p.eigenvalues = read_checked(file, tensor_name(layer, which, "eigenvalues"), {d}, at::kDouble);
+  }
+  KVC_CHECK(at::isfinite(p.U).all().item<bool>(), "{}: layer {} {} basis has non-finite values", file->path(), layer,
+            which);
+  return p;
+}
+
+}  // namespace
+
+Artifact load_artifact(const std::string& path, const ModelConfig& config) {
+  KVC_CHECK(file_exists(path), "--lowrank: file not found: '{}'", path);
+  const auto file = st::SafetensorsFile::open(path);
+  const auto& meta = file->metadata();
+  const auto get = [&](const std::string& key) {
+    auto it = meta.find(key);
+    return it == meta.end() ? std::string() : it->second;
+  };
+  Artifact a;
+  a.path = path;
+  a.kind = get("kind");
+  a.metadata = meta;
+  KVC_CHECK(a.kind == kBasesKind || a.kind == kGatesKind,
+            "{}: not a low-rank artifact (expected bases from kvc-calibrate or gates from kvc-train)", path);
+  KVC_CHECK(get("model_config_hash") == config.config_hash,
+            "{}: made for another model (config hash {} != {}); run kvc-calibrate/kvc-train for this model", path,
+            get("model_config_hash"), config.config_hash);
+  const int64_t d = config.kv_dim();
+  KVC_CHECK(get("num_layers") == std::to_string(config.num_layers) && get("kv_dim") == std::to_string(d),
+            "{}: shapes do not match the model ({} layers, d_kv {} in the file; the model has {} and {})", path,
+            get("num_layers"), get("kv_dim"), config.num_layers, d);
+  if (a.is_gates()) {
+    try {
+      a.tau = std::stod(get("tau"));
+    } catch (const std::exception&) {
+      fail("{}: metadata 'tau' is missing or not a number", path);
+    }
+  }
+  for (int64_t l = 0; l < config.num_layers; ++l) {
+    a.layers.push_back({read_projection(file, l, "k", d, a.is_gates()), read_projection(file, l, "v", d, a.is_gates())});
+  }
+  return a;
+}
+
+void write_artifact(const std::string& path, const Artifact& artifact, const ModelConfig& config) {
+  st::SafetensorsWriter w;
+  for (const auto& [k, v] : artifact.metadata) w.set_metadata(k, v);
+  w.set_metadata("kind", artifact.kind);
+  w.set_metadata("model_config_hash", config.config_hash);
+  w.set_metadata("num_layers", std::to_string(config.num_layers));
+  w.set_metadata("kv_dim", std::to_string(config.kv_dim()));
+  if (artifact.is_gates()) w.set_metadata("tau", fmt::format("{}", artifact.tau));
+  for (size_t l = 0; l < artifact.layers.size(); ++l) {
+    const auto li = static_cast<int64_t>(l);
+    for (const auto& [which, p] : {std::pair<const char*, const Projection&>{"k", artifact.layers[l].key},
+                                   std::pair<const char*, const Projection&>{"v", artifact.layers[l].value}}) {
+      add_tensor(w, tensor_name(li, which, "U"), p.U.detach().to(at::kFloat));
+      if (p.has_gate()) {
+        add_tensor(w, tensor_name(li, which, "W"), p.W.detach().to(at::kFloat));
+        add_tensor(w, tensor_name(li, which, "b"), p.b.detach().to(at::kFloat));
+      }
+      if (p.eigenvalues.defined()) add_tensor(w, tensor_name(li, which, "eigenvalues"), p.eigenvalues.to(at::kDouble));
+    }
+  }
+  w.write(path);
+}
+
+}  // namespace kvc::lowrank

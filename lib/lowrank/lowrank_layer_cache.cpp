@@ -1,0 +1,253 @@
+#include "lowrank/lowrank_layer_cache.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "lowrank/rank_gate.h"
+#include "util/error.h"
+
+namespace kvc::lowrank {
+namespace {
+
+// Tokens whose keys are rebuilt at once: bounds the transient full-width keys to a block.
+constexpr int64_t kKeyBlock = 1024;
+// Upper bound on score-matrix elements per query block, as in grouped_attention.
+constexpr int64_t kMaxScoreElements = int64_t{16} << 20;
+
+at::Tensor to_tensor(const std::vector<int64_t>& v, at::Device device) {
+  return at::tensor(v, at::TensorOptions().dtype(at::kLong)).to(device);
+}
+
+}  // namespace
+
+at::Tensor RankedProjection::ranks(const at::Tensor& coeffs) const {
+  if (!W.defined()) return at::full({coeffs.size(0)}, fixed_rank, at::TensorOptions().dtype(at::kLong));
+  return hard_ranks(coeffs, W, b, tau).cpu();
+}
+
+at::Tensor LowRankLayerCache::Store::ranks() const {
+  std::vector<int64_t> r(offsets.size() - 1);
+  for (size_t t = 0; t + 1 < offsets.size(); ++t) r[t] = offsets[t + 1] - offsets[t];
+  return at::tensor(r, at::TensorOptions().dtype(at::kLong));
+}
+
+void LowRankLayerCache::Store::push(const at::Tensor& padded, const std::vector<int64_t>& ranks,
+                                    const at::TensorOptions& o) {
+  const int64_t T = padded.size(0), d = padded.size(1);
+  const int64_t r0 = ranks.empty() ? 0 : ranks[0];
+  const bool same = std::all_of(ranks.begin(), ranks.end(), [&](int64_t r) { return r == r0; });
+  at::Tensor flat;
+  if (same) {
+    flat = padded.narrow(1, 0, r0).reshape({-1});
+  } else {
+    // Row-major selection of each row's prefix is exactly the CSR layout.
+    const at::Tensor r = to_tensor(ranks, padded.device());
+    flat = padded.masked_select(at::arange(d, r.options()).unsqueeze(0) < r.unsqueeze(1));
+  }
+  uniform_rank = (offsets.size() == 1 || uniform_rank == r0) && same ? r0 : -1;
+  const int64_t need = used() + flat.numel();
+  if (!coeffs.defined() || need > coeffs.numel()) {
+    // Geometric growth keeps decoding appends amortised O(1); the first append sizes exactly.
+    const int64_t cap = used() == 0 ? need : std::max(need, coeffs.numel() + coeffs.numel() / 2 + 64);
+    at::Tensor grown = at::empty({cap}, o);
+    if (used() > 0) grown.narrow(0, 0, used()).copy_(coeffs.narrow(0, 0, used()));
+    coeffs = grown;
+  }
+  coeffs.narrow(0, used(), flat.numel()).copy_(flat);
+  for (int64_t t = 0; t < T; ++t) offsets.push_back(offsets.back() + ranks[static_cast<size_t>(t)]);
+}
+
+at::Tensor LowRankLayerCache::Store::padded(int64_t s0, int64_t s1, int64_t* max_rank) const {
+  const int64_t n = s1 - s0, begin = offsets[s0], count = offsets[s1] - begin;
+  if (uniform_rank >= 0) {
+    *max_rank = uniform_rank;
+    return coeffs.narrow(0, begin, count).view({n, uniform_rank});
+  }
+  int64_t rmax = 0;
+  for (int64_t t = s0; t < s1; ++t) rmax = std::max(rmax, rank(t));
+  // Destination of every stored coefficient in the padded [n, rmax] matrix.
+  std::vector<int64_t> dest(static_cast<size_t>(count));
+  size_t k = 0;
+  for (int64_t t = s0; t < s1; ++t) {
+    for (int64_t j = 0; j < rank(t); ++j) dest[k++] = (t - s0) * rmax + j;
+  }
+  at::Tensor out = at::zeros({n * rmax}, coeffs.options());
+  out.index_copy_(0, to_tensor(dest, coeffs.device()), coeffs.narrow(0, begin, count));
+  *max_rank = rmax;
+  return out.view({n, rmax});
+}
+
+void LowRankLayerCache::Store::keep(const std::vector<int64_t>& tokens, const at::TensorOptions& o) {
+  std::vector<int64_t> src, new_offsets{0};
+  int64_t r0 = -2;
+  bool same = true;
+  for (int64_t t : tokens) {
+    for (int64_t j = offsets[t]; j < offsets[t + 1]; ++j) src.push_back(j);
+    new_offsets.push_back(new_offsets.back() + rank(t));
+    if (r0 == -2) r0 = rank(t);
+    same = same && rank(t) == r0;
+  }
+  // An exactly-sized buffer: the old one is released.
+  coeffs = src.empty() ? at::empty({0}, o) : coeffs.index_select(0, to_tensor(src, coeffs.device())).clone();
+  offsets = std::move(new_offsets);
+  uniform_rank = same && r0 >= 0 ? r0 : (tokens.empty() ? uniform_rank : -1);
+}
+
+LowRankLayerCache::LowRankLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options,
+                                     std::shared_ptr<const RankedProjection> key,
+                                     std::shared_ptr<const RankedProjection> value)
+    : shape_(shape), rope_(std::move(rope)), options_(options), key_proj_(std::move(key)), value_proj_(std::move(value)) {
+  positions_ = at::empty({0}, options_.dtype(at::kLong));
+}
+
+void LowRankLayerCache::append(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& positions) {
+  const int64_t T = keys.size(1), dkv = shape_.num_kv_heads * shape_.head_dim;
+  for (auto [store, proj, x] : {std::make_tuple(&key_, key_proj_.get(), &keys),
+                                std::make_tuple(&value_, value_proj_.get(), &values)}) {
+    // [n_kv, T, d] -> [T, n_kv * d]: all heads of a token form one latent vector.
+    const at::Tensor coeffs = x->transpose(0, 1).reshape({T, dkv}).to(options_.dtype()).matmul(proj->U);
+    const at::Tensor r = proj->ranks(coeffs).contiguous();
+    const std::vector<int64_t> ranks(r.data_ptr<int64_t>(), r.data_ptr<int64_t>() + T);
+    store->push(coeffs, ranks, options_);
+  }
+  if (length_ + T > positions_.numel()) {
+    at::Tensor grown = at::empty({std::max(length_ + T, positions_.numel() * 3 / 2 + 16)}, positions_.options());
+    grown.narrow(0, 0, length_).copy_(positions_.narrow(0, 0, length_));
+    positions_ = grown;
+  }
+  positions_.narrow(0, length_, T).copy_(positions);
+  length_ += T;
+  max_position_ = std::max(max_position_, positions.max().item<int64_t>());
+}
+
+at::Tensor LowRankLayerCache::rotated_key_block(int64_t s0, int64_t s1) const {
+  int64_t r = 0;
+  const at::Tensor coeffs = key_.padded(s0, s1, &r);
+  const int64_t n = s1 - s0, KV = shape_.num_kv_heads, d = shape_.head_dim;
+  const at::Tensor x = r == 0 ? at::zeros({n, KV * d}, options_) : coeffs.matmul(key_proj_->U_inv.narrow(0, 0, r));
+  return rope_->apply(x.view({n, KV, d}).transpose(0, 1), positions_.narrow(0, s0, n));
+}
+
+at::Tensor LowRankLayerCache::attend(const at::Tensor& queries, const at::Tensor& q_positions,
+                                     const AttentionProbe& probe, AttentionStats* stats) {
+  const int64_t H = shape_.num_heads, KV = shape_.num_kv_heads, G = H / KV, d = shape_.head_dim, dkv = KV * d;
+  const int64_t T = queries.size(1), S = length_;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const at::Tensor q_grouped = queries.to(options_.dtype()).view({KV, G, T, d});
+  const at::Tensor q_pos = q_positions.to(positions_.device());
+  const at::Tensor k_pos = positions();
+  const bool want_stats = stats != nullptr && probe.any();
+  const int64_t window = want_stats ? std::min(probe.window, T) : 0;
+  if (want_stats) {
+    if (probe.column_sums) stats->column_sums = at::zeros({H, S}, options_.dtype(at::kFloat));
+    if (window > 0) stats->window_probs = at::empty({H, window, S}, options_.dtype(at::kFloat));
+  }
+  // Per KV head g, the slice of U_v^{-1} that maps the shared latent to that head's value.
+  const at::Tensor uinv_v = value_proj_->U_inv.view({dkv, KV, d}).permute({1, 0, 2});  // [KV, dkv, d]
+  const int64_t rv_all = value_.max_rank();
+
+  // Keys rebuilt once per call when the whole context fits a block, else per query block.
+  std::vector<at::Tensor> key_blocks;
+  const auto key_block = [&](int64_t b) {
+    if (static_cast<int64_t>(key_blocks.size()) > b) return key_blocks[b];
+    return rotated_key_block(b * kKeyBlock, std::min(S, (b + 1) * kKeyBlock));
+  };
+  const int64_t n_blocks = (S + kKeyBlock - 1) / kKeyBlock;
+  if (n_blocks == 1) key_blocks.push_back(key_block(0));
+
+  at::Tensor out = at::empty({KV, G, T, d}, options_);
+  const int64_t block = std::max<int64_t>(1, std::min<int64_t>(T, kMaxScoreElements / std::max<int64_t>(1, H * S)));
+  for (int64_t t0 = 0; t0 < T; t0 += block) {
+    const int64_t tb = std::min(block, T - t0);
+    const at::Tensor q_block = q_grouped.narrow(2, t0, tb).reshape({KV, G * tb, d});
+    std::vector<at::Tensor> parts;
+    for (int64_t b = 0; b < n_blocks; ++b) parts.push_back(at::bmm(q_block, key_block(b).transpose(1, 2)));
+    at::Tensor scores = (parts.size() == 1 ? parts[0] : at::cat(parts, 2)).mul_(scale).view({KV, G, tb, S});
+    const at::Tensor qp = q_pos.narrow(0, t0, tb).view({tb, 1});
+    // Decoding past every cached entry without a window needs no mask (as in grouped_attention).
+    if (T > 1 || shape_.sliding_window > 0 || max_position_ > q_pos.min().item<int64_t>()) {
+      at::Tensor masked = k_pos.unsqueeze(0) > qp;  // [tb, S]
+      if (shape_.sliding_window > 0) masked.logical_or_(k_pos.unsqueeze(0) <= qp - shape_.sliding_window);
+      scores.masked_fill_(masked.view({1, 1, tb, S}), -std::numeric_limits<double>::infinity());
+    }
+    const at::Tensor probs = at::softmax(scores, -1);
+    if (want_stats) {
+      if (probe.column_sums) stats->column_sums.add_(probs.sum(2).view({H, S}).to(at::kFloat));
+      const int64_t w0 = std::max(t0, T - window), w1 = t0 + tb;
+      if (window > 0 && w0 < w1) {
+        stats->window_probs.narrow(1, w0 - (T - window), w1 - w0)
+            .copy_(probs.narrow(2, w0 - t0, w1 - w0).reshape({H, w1 - w0, S}).to(at::kFloat));
+      }
+    }
+    // Values: Σ_t a_t x̂_t in the spectral space (only the leading rv_all dims can be non-zero) ...
+    const at::Tensor p = probs.view({KV, G * tb, S});
+    at::Tensor z = at::zeros({KV, G * tb, rv_all}, options_);
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const int64_t s0 = b * kKeyBlock, s1 = std::min(S, s0 + kKeyBlock);
+      int64_t r = 0;
+      const at::Tensor coeffs = value_.padded(s0, s1, &r);
+      if (r > 0) z.narrow(2, 0, r).add_(at::matmul(p.narrow(2, s0, s1 - s0), coeffs));
+    }
+    // ... then projected once per KV head.
+    out.narrow(2, t0, tb).copy_(at::bmm(z, uinv_v.narrow(1, 0, rv_all)).view({KV, G, tb, d}));
+  }
+  return out.view({H, T, d}).to(queries.scalar_type());
+}
+
+void LowRankLayerCache::retain(const at::Tensor& indices) {
+  KVC_CHECK(indices.dim() == 2 && indices.size(0) == shape_.num_kv_heads,
+            "retain: expected indices of shape [{}, n], got {} dims", shape_.num_kv_heads, indices.dim());
+  const at::Tensor idx = indices.to(at::kCPU, at::kLong).contiguous();
+  KVC_CHECK(idx.size(1) == 0 || at::equal(idx, idx[0].unsqueeze(0).expand_as(idx)),
+            "--lowrank: this press keeps different tokens per KV head, but the low-rank latent is shared by all "
+            "heads; use one token set per layer, e.g. --press snapkv:heads=shared");
+  std::vector<int64_t> tokens(idx.size(1));
+  for (int64_t i = 0; i < idx.size(1); ++i) {
+    tokens[i] = idx[0][i].item<int64_t>();
+    KVC_CHECK(tokens[i] >= 0 && tokens[i] < length_, "retain: index {} out of range for a cache of {} entries",
+              tokens[i], length_);
+  }
+  key_.keep(tokens, options_);
+  value_.keep(tokens, options_);
+  positions_ = positions().index_select(0, to_tensor(tokens, positions_.device())).clone();
+  length_ = static_cast<int64_t>(tokens.size());
+  max_position_ = length_ > 0 ? positions().max().item<int64_t>() : -1;
+}
+
+at::Tensor LowRankLayerCache::lengths() const {
+  return at::full({shape_.num_kv_heads}, length_, at::TensorOptions().dtype(at::kLong));
+}
+
+CacheFootprint LowRankLayerCache::footprint() const {
+  const auto elem = static_cast<int64_t>(c10::elementSize(options_.dtype().toScalarType()));
+  const auto cap = [](const Store& s) { return s.coeffs.defined() ? s.coeffs.numel() : 0; };
+  CacheFootprint f;
+  f.entries = length_ * shape_.num_kv_heads;
+  f.payload_bytes = (key_.used() + value_.used()) * elem;
+  f.resident_bytes = (cap(key_) + cap(value_)) * elem +
+                     static_cast<int64_t>(key_.offsets.size() + value_.offsets.size()) * 8 + positions_.numel() * 8;
+  return f;
+}
+
+double LowRankLayerCache::retain_rate() const {
+  if (length_ == 0) return 0.0;
+  return static_cast<double>(key_.used() + value_.used()) /
+         (2.0 * static_cast<double>(length_ * shape_.num_kv_heads * shape_.head_dim));
+}
+
+at::Tensor LowRankLayerCache::reconstructed_keys() const {
+  int64_t r = 0;
+  const at::Tensor c = key_.padded(0, length_, &r);
+  const at::Tensor x = c.matmul(key_proj_->U_inv.narrow(0, 0, r));
+  return x.view({length_, shape_.num_kv_heads, shape_.head_dim}).transpose(0, 1);
+}
+
+at::Tensor LowRankLayerCache::reconstructed_values() const {
+  int64_t r = 0;
+  const at::Tensor c = value_.padded(0, length_, &r);
+  const at::Tensor x = c.matmul(value_proj_->U_inv.narrow(0, 0, r));
+  return x.view({length_, shape_.num_kv_heads, shape_.head_dim}).transpose(0, 1);
+}
+
+}  // namespace kvc::lowrank

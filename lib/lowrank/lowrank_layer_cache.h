@@ -1,0 +1,84 @@
+#pragma once
+// The variable-rank layer cache. For each token, its pre-RoPE key (and, separately, value) with all
+// KV heads concatenated is projected into the spectral basis, x̃ = x U, and only the leading r_t
+// coefficients are stored: r_t from the learned gate (adaptive) or a constant (fixed-rank baseline).
+// Coefficients live in one flat buffer per K/V with per-token offsets (CSR), so memory really shrinks
+// with the rank. Attention: keys are rebuilt per block of tokens (x̂[:r] U^{-1}[:r,:] -> heads -> RoPE
+// at the token's position); values are summed in the spectral space and projected once per KV head,
+// Σ_t a_t x̂_t U^{-1} = (Σ_t a_t x̂_t) U^{-1}. The latent is shared by all KV heads, so retain() only
+// accepts the same tokens for every head (global per-layer eviction, e.g. SnapKV aggregated over heads).
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "cache/attention.h"
+#include "cache/layer_cache.h"
+#include "model/rope.h"
+
+namespace kvc::lowrank {
+
+// One of K/V for one layer, already on the cache's device and dtype.
+struct RankedProjection {
+  at::Tensor U, U_inv;  // [d_kv, d_kv]
+  at::Tensor W, b;      // the gate; undefined for a fixed rank
+  int64_t fixed_rank = 0;
+  double tau = 0.1;
+  // Ranks [T] int64 for coefficients [T, d_kv].
+  at::Tensor ranks(const at::Tensor& coeffs) const;
+};
+
+class LowRankLayerCache : public LayerCache {
+ public:
+  LowRankLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options,
+                    std::shared_ptr<const RankedProjection> key, std::shared_ptr<const RankedProjection> value);
+
+  void append(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& positions) override;
+  at::Tensor attend(const at::Tensor& queries, const at::Tensor& q_positions, const AttentionProbe& probe,
+                    AttentionStats* stats) override;
+  void retain(const at::Tensor& indices) override;
+  at::Tensor lengths() const override;
+  CacheFootprint footprint() const override;
+
+  int64_t size() const { return length_; }
+  // Kept coefficients per token [size] int64, and their mean share of d_kv over K and V.
+  at::Tensor key_ranks() const { return key_.ranks(); }
+  at::Tensor value_ranks() const { return value_.ranks(); }
+  double retain_rate() const;
+  at::Tensor positions() const { return positions_.narrow(0, 0, length_); }
+  // Rebuilt pre-RoPE keys / values [n_kv, size, d] (for tests and inspection, not used by attention).
+  at::Tensor reconstructed_keys() const;
+  at::Tensor reconstructed_values() const;
+
+ private:
+  // Flat coefficients of one of K/V with per-token offsets.
+  struct Store {
+    at::Tensor coeffs;                 // [capacity]
+    std::vector<int64_t> offsets{0};   // token t's coefficients: [offsets[t], offsets[t+1])
+    int64_t uniform_rank = -1;         // every token has this rank (fast path), or -1
+    int64_t used() const { return offsets.back(); }
+    int64_t rank(int64_t t) const { return offsets[t + 1] - offsets[t]; }
+    int64_t max_rank() const {
+      int64_t m = 0;
+      for (size_t t = 0; t + 1 < offsets.size(); ++t) m = std::max(m, offsets[t + 1] - offsets[t]);
+      return m;
+    }
+    at::Tensor ranks() const;
+    void push(const at::Tensor& coeffs_padded, const std::vector<int64_t>& ranks, const at::TensorOptions& o);
+    // Tokens [s0, s1) as a zero-padded [s1 - s0, max rank] matrix.
+    at::Tensor padded(int64_t s0, int64_t s1, int64_t* max_rank) const;
+    void keep(const std::vector<int64_t>& tokens, const at::TensorOptions& o);
+  };
+
+  at::Tensor rotated_key_block(int64_t s0, int64_t s1) const;  // [n_kv, s1 - s0, d]
+
+  AttentionShape shape_;
+  std::shared_ptr<const Rope> rope_;
+  at::TensorOptions options_;
+  std::shared_ptr<const RankedProjection> key_proj_, value_proj_;
+  Store key_, value_;
+  at::Tensor positions_;  // [capacity] int64
+  int64_t length_ = 0;
+  int64_t max_position_ = -1;  // of the cached entries (decoding after all of them needs no mask)
+};
+
+}  // namespace kvc::lowrank

@@ -1,0 +1,106 @@
+#include "lowrank/lowrank_setup.h"
+
+#include <sstream>
+
+#include "lowrank/lowrank_artifacts.h"
+#include "lowrank/lowrank_layer_cache.h"
+#include "util/error.h"
+
+namespace kvc::lowrank {
+namespace {
+
+int64_t parse_int(const std::string& s, const std::string& what) {
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(s, &used);
+    if (used == s.size()) return v;
+  } catch (const std::exception&) {
+  }
+  fail("--lowrank: {} must be an integer, got '{}'", what, s);
+}
+
+std::shared_ptr<RankedProjection> to_device(const Projection& p, const at::TensorOptions& o, int64_t rank, double tau) {
+  auto r = std::make_shared<RankedProjection>();
+  // Inverse in float64: a trained U is no longer orthogonal, and its inverse must be accurate.
+  r->U_inv = at::linalg_inv(p.U.to(at::kDouble)).to(o);
+  r->U = p.U.to(o);
+  if (rank == 0) {
+    r->W = p.W.to(o);
+    r->b = p.b.to(o);
+  }
+  r->fixed_rank = rank;
+  r->tau = tau;
+  return r;
+}
+
+}  // namespace
+
+LowRankSpec parse_lowrank_spec(const std::string& text, int64_t rank) {
+  LowRankSpec spec;
+  spec.path = text;
+  const size_t colon = text.rfind(':');
+  if (colon != std::string::npos && text.find('=', colon) != std::string::npos) {
+    spec.path = text.substr(0, colon);
+    std::stringstream items(text.substr(colon + 1));
+    std::string item;
+    while (std::getline(items, item, ',')) {
+      const size_t eq = item.find('=');
+      KVC_CHECK(eq != std::string::npos, "--lowrank: expected key=value after ':', got '{}'", item);
+      const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+      if (key == "tau") {
+        try {
+          spec.tau = std::stod(value);
+        } catch (const std::exception&) {
+          fail("--lowrank: tau must be a number, got '{}'", value);
+        }
+        KVC_CHECK(spec.tau > 0 && spec.tau < 1, "--lowrank: tau must be in (0, 1), got {}", spec.tau);
+      } else if (key == "ranks") {
+        std::stringstream rs(value);
+        std::string r;
+        while (std::getline(rs, r, '/')) spec.ranks.push_back(parse_int(r, "each of ranks=a/b/..."));
+      } else {
+        fail("--lowrank: unknown option '{}' (known: tau, ranks)", key);
+      }
+    }
+  }
+  KVC_CHECK(rank >= 0, "--rank must be >= 0, got {}", rank);
+  KVC_CHECK(rank == 0 || spec.ranks.empty(), "--lowrank: give either --rank or ':ranks=', not both");
+  if (rank > 0) spec.ranks = {rank};
+  return spec;
+}
+
+LayerCacheFactory make_lowrank_factory(const LowRankSpec& spec, const LlamaModel& model) {
+  const ModelConfig& c = model.config();
+  const Artifact a = load_artifact(spec.path, c);
+  const int64_t L = c.num_layers, dkv = c.kv_dim();
+  std::vector<int64_t> ranks(static_cast<size_t>(L), 0);
+  if (a.is_gates()) {
+    KVC_CHECK(spec.ranks.empty(), "--rank: '{}' holds trained gates (adaptive rank); a fixed rank needs a bases file "
+              "from kvc-calibrate", spec.path);
+  } else {
+    KVC_CHECK(!spec.ranks.empty(), "--lowrank: '{}' is a bases file; give the fixed rank with --rank r (or "
+              "'{}:ranks=r0/r1/...'), or pass gates from kvc-train", spec.path, spec.path);
+    KVC_CHECK(spec.tau < 0, "--lowrank: tau applies to gates, and '{}' is a bases file", spec.path);
+    KVC_CHECK(spec.ranks.size() == 1 || static_cast<int64_t>(spec.ranks.size()) == L,
+              "--lowrank: ranks= lists {} values, the model has {} layers", spec.ranks.size(), L);
+    for (int64_t l = 0; l < L; ++l) {
+      ranks[l] = spec.ranks.size() == 1 ? spec.ranks[0] : spec.ranks[l];
+      KVC_CHECK(ranks[l] >= 1 && ranks[l] <= dkv, "--rank: {} is outside 1..{} (d_kv = n_kv_heads * head_dim)",
+                ranks[l], dkv);
+    }
+  }
+  const double tau = spec.tau > 0 ? spec.tau : a.tau;
+  const auto options = at::TensorOptions().dtype(model.dtype()).device(model.device());
+  std::vector<std::shared_ptr<const RankedProjection>> keys, values;
+  for (int64_t l = 0; l < L; ++l) {
+    keys.push_back(to_device(a.layers[l].key, options, ranks[l], tau));
+    values.push_back(to_device(a.layers[l].value, options, ranks[l], tau));
+  }
+  const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, c.sliding_window};
+  auto rope = model.rope();
+  return [=](int64_t layer) {
+    return std::make_unique<LowRankLayerCache>(shape, rope, options, keys[layer], values[layer]);
+  };
+}
+
+}  // namespace kvc::lowrank

@@ -1,0 +1,27 @@
+#pragma once
+// --lowrank / --rank -> a layer-cache factory for the variable-rank cache.
+//   --lowrank gates.safetensors            adaptive rank, τ as trained
+//   --lowrank gates.safetensors:tau=0.3    adaptive rank at another threshold (larger τ: smaller cache)
+//   --lowrank bases.safetensors --rank 8   fixed rank 8 for every token and layer (PCA truncation)
+//   --lowrank bases.safetensors:ranks=4/8/8/12/16   fixed rank per layer
+#include <string>
+#include <vector>
+
+#include "cache/kv_cache.h"
+#include "model/llama_model.h"
+
+namespace kvc::lowrank {
+
+struct LowRankSpec {
+  std::string path;
+  double tau = -1;           // < 0: the artifact's
+  std::vector<int64_t> ranks;  // per layer (fixed rank), from ":ranks=" or --rank
+};
+
+// Parses "FILE[:key=val,...]" together with --rank; kvc::Error on unknown keys or bad values.
+LowRankSpec parse_lowrank_spec(const std::string& text, int64_t rank);
+
+// Loads and validates the artifact and returns a factory of LowRankLayerCache for `model`.
+LayerCacheFactory make_lowrank_factory(const LowRankSpec& spec, const LlamaModel& model);
+
+}  // namespace kvc::lowrank

@@ -1,0 +1,26 @@
+// Ada-KV style head budgets (Feng et al. 2024) around any scorer: each layer's budget (budget × KV
+// heads entries) goes to the top-scored entries across all its heads, so heads keep different
+// numbers of entries (stored CSR-style). Usage: ada:base=snapkv,window=16 (other keys go to the base).
+#include "press/press.h"
+
+namespace kvc {
+
+void register_ada() {
+  register_method("ada", "per-head budgets: top entries across a layer's heads, around base= (default snapkv)",
+                  [](const PressParams& p) {
+                    PressParams base = p;
+                    base.name = p.get_string("base", "snapkv");
+                    base.values.erase("base");
+                    KVC_CHECK(base.name != "ada", "--press ada: base cannot be ada");
+                    PressConfig c = build_method_config(base);
+                    KVC_CHECK(c.allocation == Allocation::Uniform,
+                              "--press ada: base={} has its own allocator; use a uniform scorer (snapkv, h2o, tova, "
+                              "knorm, random, streaming_llm)", base.name);
+                    c.allocation = Allocation::AdaHeads;
+                    c.bounded = false;  // per-head lengths differ after prefill; decoding is not bounded
+                    c.merge = false;
+                    return c;
+                  });
+}
+
+}  // namespace kvc

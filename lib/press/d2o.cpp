@@ -1,0 +1,80 @@
+// D2O (Wan et al. 2024), discriminative operations at two levels:
+//  - layers: the variance of each layer's cumulative-attention sequence sets its budget through an
+//    inverse-variance softmax (PressObserver::finish_prefill);
+//  - tokens: sinks + a recent window + the top cumulative-attention tokens (important:recent 3:1);
+//    each evicted token is merged into its most similar kept token (cosine of keys) when the
+//    similarity clears an EMA threshold (β = 0.7, started at the mean of the per-token maxima),
+//    weighted by similarity with the kept token's own weight highest (e^1); else it is dropped.
+// Works during decoding: one eviction (and possibly one merge) per step once over budget.
+#include <cmath>
+
+#include "cache/dense_layer_cache.h"
+#include "press/press.h"
+
+namespace kvc {
+namespace {
+
+class D2OScorer : public Scorer {
+ public:
+  D2OScorer(int64_t sinks, double recent) : sinks_(sinks), recent_(recent) {}
+  AttentionProbe probe() const override { return {true, 0}; }
+  at::Tensor score(const ScoreInput& in) const override {
+    return protect_ends(in.cumulative, sinks_, std::llround(recent_ * in.budget));
+  }
+
+ private:
+  int64_t sinks_;
+  double recent_;
+};
+
+}  // namespace
+
+void d2o_merge(DenseLayerCache& cache, const at::Tensor& keep, double beta, double& threshold) {
+  const at::Tensor keys = cache.keys(), values = cache.values(), positions = cache.positions();
+  const int64_t kv = keys.size(0), s = keys.size(1), d = keys.size(2), k = keep.size(1), e = s - k;
+  if (e <= 0) return;
+  at::Tensor evicted_mask = at::ones({kv, s}, at::kBool);
+  evicted_mask.scatter_(1, keep, false);
+  const at::Tensor evict = at::arange(s, at::kLong).expand({kv, s}).masked_select(evicted_mask).view({kv, e});
+  const auto rows = [&](const at::Tensor& t, const at::Tensor& idx) {
+    return t.gather(1, idx.unsqueeze(-1).expand({kv, idx.size(1), d}));
+  };
+  const at::Tensor kk = rows(keys, keep), ke = rows(keys, evict), vk = rows(values, keep), ve = rows(values, evict);
+  const auto unit = [](const at::Tensor& x) { return x / x.norm(2, -1, true).clamp_min(1e-12); };
+  const at::Tensor sim = at::bmm(unit(ke), unit(kk).transpose(1, 2));  // [kv, e, k] cosine
+  const auto best = sim.max(-1);
+  const at::Tensor best_sim = std::get<0>(best), target = std::get<1>(best);
+  const double mean_best = best_sim.mean().item<double>();
+  threshold = threshold < 0 ? mean_best : beta * threshold + (1 - beta) * mean_best;
+  // Weights exp(similarity); the kept token has similarity 1 with itself, so e^1 is the largest.
+  const at::Tensor w = best_sim.exp() * (best_sim >= threshold).to(best_sim.scalar_type());  // [kv, e]
+  const double own = std::exp(1.0);
+  const at::Tensor idx3 = target.unsqueeze(-1).expand({kv, e, d});
+  const at::Tensor den = at::full({kv, k}, own, w.options()).scatter_add(1, target, w).unsqueeze(-1);
+  const at::Tensor new_k = (kk * own).scatter_add(1, idx3, ke * w.unsqueeze(-1)) / den;
+  const at::Tensor new_v = (vk * own).scatter_add(1, idx3, ve * w.unsqueeze(-1)) / den;
+  cache.assign(new_k, new_v, positions.gather(1, keep));
+}
+
+void register_d2o() {
+  register_method("d2o", "inverse-variance layer budgets; sinks+recent+heavy tokens; merges evicted (bounded)",
+                  [](const PressParams& p) {
+                    p.check_known_keys({"sinks", "recent", "beta", "tau", "agg", "heads"});
+                    PressConfig c;
+                    const int64_t sinks = p.get_int("sinks", 4);
+                    const double recent = p.get_double("recent", 0.25);
+                    KVC_CHECK(sinks >= 0, "--press d2o: sinks must be >= 0");
+                    KVC_CHECK(recent >= 0 && recent <= 1, "--press d2o: recent is a share of the budget in [0, 1]");
+                    c.scorer = std::make_shared<D2OScorer>(sinks, recent);
+                    c.allocation = Allocation::D2O;
+                    c.bounded = true;
+                    c.cumulative = true;
+                    c.merge = true;
+                    c.d2o_beta = p.get_double("beta", 0.7);
+                    c.d2o_tau = p.get_double("tau", 1.0);
+                    KVC_CHECK(c.d2o_beta >= 0 && c.d2o_beta <= 1, "--press d2o: beta must be in [0, 1]");
+                    return c;
+                  });
+}
+
+}  // namespace kvc

@@ -1,0 +1,128 @@
+#pragma once
+// The press framework (kvpress style): a method is a *scorer* (importance of each cached entry, per
+// layer × KV head) + a *selector* (keep the top entries under a budget; protected entries — sinks,
+// recent window — carry scores above kProtected so they always win) + an optional *allocator* (how
+// the total budget is split across layers or heads) + an optional *merger* (D2O). PressObserver runs
+// them inside the forward pass: at prefill (the first forward call of a sequence) it compresses each
+// layer, and for bounded methods it evicts on every later call once a layer is over its budget.
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compression/press_registry.h"
+#include "model/forward_observer.h"
+#include "util/error.h"
+
+namespace kvc {
+
+// Scores at or above this mark protected entries (sinks, window); ties among them go to the higher.
+constexpr double kProtected = 1e12;
+
+enum class HeadAgg { Mean, Max };
+
+// What a scorer sees. At prefill, the layer's cache holds exactly the prompt (storage order = prompt
+// order); during decoding, the observer's tracked positions/cumulative scores mirror storage order.
+struct ScoreInput {
+  int64_t layer = 0;
+  bool prefill = true;
+  const LayerStep* step = nullptr;  // keys pre-RoPE [n_kv, T, d], stats as probe() asked
+  at::Tensor positions;             // [n_kv, S] int64 of the cached entries
+  at::Tensor cumulative;            // [n_kv, S] float64 Σ attention received so far (if tracked)
+  at::Tensor current;               // [n_kv, S] float64 attention of the newest query (if tracked)
+  int64_t budget = 0;               // entries this layer will keep per head
+  int64_t num_heads = 0, num_kv_heads = 0;
+  HeadAgg agg = HeadAgg::Mean;
+};
+
+class Scorer {
+ public:
+  virtual ~Scorer() = default;
+  // What the scorer needs from prefill attention (prompt_len is unknown here; window is clamped).
+  virtual AttentionProbe probe() const { return {}; }
+  // Importance [n_kv, S] float64, higher = keep; protected entries >= kProtected.
+  virtual at::Tensor score(const ScoreInput& in) const = 0;
+};
+
+// How the total budget (budget × layers × KV heads) is split.
+enum class Allocation {
+  Uniform,                 // every layer and head the same budget
+  Pyramid,                 // PyramidKV: decreasing linearly with depth
+  DynamicKV,               // task-aware layer budgets updated every m layers
+  KVCompose,               // composite tokens pooled over all layers
+  KVComposeUnstructured,   // per (layer, head) budgets from the pooled per-head scores
+  D2O,                     // inverse-variance softmax over layers
+  AdaHeads,                // per layer, top entries across all heads (per-head variable lengths)
+};
+
+struct PressConfig {
+  std::string name;
+  std::shared_ptr<const Scorer> scorer;
+  Allocation allocation = Allocation::Uniform;
+  bool bounded = false;     // evict during decoding too (H2O, TOVA, StreamingLLM, D2O)
+  bool cumulative = false;  // track Σ attention per entry across calls (H2O, D2O)
+  bool current = false;     // track the newest query's attention (TOVA)
+  bool merge = false;       // D2O: merge evicted entries into similar kept ones
+  HeadAgg agg = HeadAgg::Mean;
+  bool shared_heads = false;  // one selection per layer for all heads (identical retain rows)
+  double ratio = 0;
+  int64_t budget = 0;
+  std::vector<double> layer_shares;  // from --budgets: share of the total per layer (sums to 1)
+  // Method parameters of the allocators.
+  double pyramid_beta = 20;
+  int64_t window = 0;  // DynamicKV: ws
+  int64_t dyn_interval = 1;
+  double dyn_rmax = 2.0;
+  double d2o_tau = 1.0;
+  double d2o_beta = 0.7;
+};
+
+// Aggregates per-query-head scores [n_heads, ...] onto KV heads [n_kv, ...].
+at::Tensor aggregate_heads(const at::Tensor& per_query_head, int64_t num_kv_heads, HeadAgg agg);
+// 1-D average pooling along the last dim with an odd kernel ("same" length).
+at::Tensor pool1d(const at::Tensor& scores, int64_t kernel);
+// Copy of importance [n_kv, S] (storage order is chronological) with the first `sinks` and the last
+// `recent` entries of each head protected.
+at::Tensor protect_ends(const at::Tensor& importance, int64_t sinks, int64_t recent);
+// Integer split of `total` proportional to `weights`, each within [lo, hi], summing exactly to total
+// when feasible (largest remainder, clamps redistributed).
+std::vector<int64_t> distribute(const std::vector<double>& weights, int64_t total, const std::vector<int64_t>& lo,
+                                const std::vector<int64_t>& hi);
+// Indices (sorted ascending, storage order) of the top `keep` entries per row of scores [n, S].
+at::Tensor top_indices(const at::Tensor& scores, int64_t keep);
+
+// Parses the parameters every press accepts (agg=mean|max, heads=shared|per) into config.
+void parse_common(const PressParams& p, PressConfig& config);
+std::vector<std::string> common_keys();
+// Per-layer shares from a kvc-profile file for params.ratio; refuses files made for another model.
+std::vector<double> load_layer_shares(const std::string& path, double ratio, const LlamaModel& model);
+
+// The CacheSetup for a configured press (an observer per sequence; bounded when it evicts while decoding).
+CacheSetup make_setup(PressConfig config, const PressParams& p, const LlamaModel& model);
+
+// A method file registers a builder (params -> config); wrappers (ada) build their base through it.
+using ConfigBuilder = std::function<PressConfig(const PressParams&)>;
+void register_method(const std::string& name, const std::string& description, ConfigBuilder build);
+PressConfig build_method_config(const PressParams& p);
+
+// Registration helpers, one per method file.
+void register_streaming_llm();
+void register_h2o();
+void register_tova();
+void register_snapkv();
+void register_pyramidkv();
+void register_knorm();
+void register_random();
+void register_dynamickv();
+void register_d2o();
+void register_kvcompose();
+void register_ada();
+
+// Shared scorers other presses reuse (SnapKV's window attention; H2O's cumulative attention).
+std::shared_ptr<const Scorer> make_snapkv_scorer(int64_t window, int64_t kernel);
+// D2O's merge of evicted entries (defined in d2o.cpp); threshold is the layer's EMA state (<0 unset).
+void d2o_merge(class DenseLayerCache& cache, const at::Tensor& keep, double beta, double& threshold);
+
+}  // namespace kvc

@@ -1,0 +1,318 @@
+#include "press/press_observer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "cache/dense_layer_cache.h"
+#include "cache/ragged_layer_cache.h"
+#include "util/error.h"
+
+namespace kvc {
+namespace {
+
+bool deferred(Allocation a) {
+  return a == Allocation::KVCompose || a == Allocation::KVComposeUnstructured || a == Allocation::D2O;
+}
+
+std::vector<double> to_vector(const at::Tensor& t) {
+  const at::Tensor c = t.to(at::kDouble).contiguous();
+  return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+}
+
+}  // namespace
+
+PressObserver::PressObserver(std::shared_ptr<const PressConfig> config, ModelShape shape)
+    : config_(std::move(config)), shape_(std::move(shape)) {
+  const auto L = static_cast<size_t>(shape_.num_layers);
+  bound_.assign(L, 0);
+  positions_.resize(L);
+  cumulative_.resize(L);
+  current_.resize(L);
+  pending_.resize(L);
+  thresholds_.assign(L, -1.0);
+}
+
+AttentionProbe PressObserver::probe(int64_t layer) const {
+  AttentionProbe p;
+  if (!prefill_done_) {
+    p = config_->scorer->probe();
+    if (config_->cumulative || config_->allocation == Allocation::D2O) p.column_sums = true;
+  } else if (!config_->bounded || (config_->ratio <= 0 && config_->budget <= 0)) {
+    return p;
+  } else {
+    p.column_sums = config_->cumulative;
+  }
+  if (config_->current) p.window = std::max<int64_t>(p.window, 1);
+  return p;
+}
+
+ScoreInput PressObserver::input(int64_t layer, bool prefill, const LayerStep* step) const {
+  ScoreInput in;
+  in.layer = layer;
+  in.prefill = prefill;
+  in.step = step;
+  const auto l = static_cast<size_t>(layer);
+  in.positions = positions_[l];
+  in.cumulative = cumulative_[l];
+  in.current = current_[l];
+  in.budget = bound_[l];
+  in.num_heads = shape_.attention.num_heads;
+  in.num_kv_heads = shape_.attention.num_kv_heads;
+  in.agg = config_->agg;
+  return in;
+}
+
+void PressObserver::after_attention(const LayerStep& step, KVCache& cache) {
+  if (!prefill_done_) {
+    prefill_layer(step, cache);
+    if (step.layer + 1 == shape_.num_layers) {
+      finish_prefill(cache);
+      prefill_done_ = true;
+    }
+  } else if (config_->bounded && (config_->ratio > 0 || config_->budget > 0)) {
+    decode_layer(step, cache);  // no ratio and no budget: keep everything, also while decoding
+  }
+}
+
+void PressObserver::prefill_layer(const LayerStep& step, KVCache& cache) {
+  KVC_CHECK(cache.next_position() == 0, "--press {}: compression starts with an empty cache (one observer per sequence)",
+            config_->name);
+  const int64_t l = step.layer, L = shape_.num_layers, KV = shape_.attention.num_kv_heads;
+  const int64_t S = step.keys.size(1);
+  const auto li = static_cast<size_t>(l);
+  if (l == 0) {
+    prompt_len_ = S;
+    const int64_t b = config_->budget > 0 ? config_->budget
+                                          : static_cast<int64_t>(std::llround((1.0 - config_->ratio) * S));
+    budget_ = std::max<int64_t>(b, 1);
+    const std::vector<int64_t> lo(static_cast<size_t>(L), 1), hi(static_cast<size_t>(L), S);
+    if (budget_ >= S) {
+      // The prompt fits: nothing to evict yet; a bounded press holds every layer to the budget later.
+      bound_.assign(static_cast<size_t>(L), budget_);
+    } else if (!config_->layer_shares.empty()) {
+      bound_ = distribute(config_->layer_shares, budget_ * L, lo, hi);
+    } else if (config_->allocation == Allocation::Pyramid) {
+      // PyramidKV: the non-window budget falls linearly from 2a − a/β (first layer) to a/β (last).
+      const int64_t w = std::min(config_->window, budget_);
+      const double a = static_cast<double>(budget_ - w), mn = a / config_->pyramid_beta, mx = 2 * a - mn;
+      std::vector<double> weights;
+      for (int64_t i = 0; i < L; ++i) weights.push_back(L > 1 ? mx - i * (mx - mn) / (L - 1) : a);
+      const std::vector<int64_t> zero(static_cast<size_t>(L), 0), room(static_cast<size_t>(L), S - w);
+      bound_ = distribute(weights, (budget_ - w) * L, zero, room);
+      for (auto& x : bound_) x += w;
+    } else {
+      bound_.assign(static_cast<size_t>(L), budget_);
+    }
+  }
+  positions_[li] = step.positions.to(at::kLong).unsqueeze(0).expand({KV, S}).contiguous();
+  if (step.stats.column_sums.defined()) {
+    cumulative_[li] = aggregate_heads(step.stats.column_sums, KV, config_->agg);
+  }
+  if (config_->current && step.stats.window_probs.defined()) {
+    const at::Tensor w = step.stats.window_probs;
+    current_[li] = aggregate_heads(w.select(1, w.size(1) - 1), KV, config_->agg);
+  }
+  if (budget_ >= S) {
+    // A bounded cache will hold budget_ entries: reserve them now, so it never grows past that.
+    if (config_->bounded) {
+      if (auto* dense = dynamic_cast<DenseLayerCache*>(&cache.layer(l))) dense->reserve(budget_);
+    }
+    return;
+  }
+  if (!config_->layer_shares.empty() || !deferred(config_->allocation)) {
+    const at::Tensor importance = config_->scorer->score(input(l, true, &step));
+    if (!config_->layer_shares.empty() || config_->allocation == Allocation::Uniform ||
+        config_->allocation == Allocation::Pyramid) {
+      compress(l, importance, bound_[li], cache);
+    } else if (config_->allocation == Allocation::AdaHeads) {
+      // Ada-KV: the layer's budget goes to the best entries across all its heads.
+      const int64_t total = budget_ * KV;
+      if (total < KV * S) {
+        const at::Tensor flat = importance.reshape({-1});
+        const at::Tensor chosen = std::get<1>(flat.topk(total));
+        const at::Tensor counts = at::bincount(chosen.div(S, "floor"), {}, KV);
+        std::vector<int64_t> keep;
+        for (int64_t h = 0; h < KV; ++h) keep.push_back(counts[h].item<int64_t>());
+        compress_per_head(l, importance, keep, cache);
+      }
+    } else if (config_->allocation == Allocation::DynamicKV) {
+      // Each layer first keeps up to its maximum budget B_l = (wt − ws) × r_max, plus the window.
+      const int64_t ws = std::min(config_->window, budget_);
+      const int64_t bmax = std::min<int64_t>(S - ws, std::llround((budget_ - ws) * config_->dyn_rmax));
+      const at::Tensor kept = compress(l, importance, bmax + ws, cache);
+      pending_[li] = importance.gather(1, kept);
+      bound_[li] = kept.size(1);
+      if ((l + 1) % config_->dyn_interval == 0 || l + 1 == L) dynamickv_update(l, cache);
+    }
+  } else if (config_->allocation != Allocation::D2O) {
+    pending_[li] = config_->scorer->score(input(l, true, &step));  // KVCompose: needs every layer first
+  }
+}
+
+void PressObserver::dynamickv_update(int64_t layer, KVCache& cache) {
+  // Pool the (non-window) scores of the layers seen so far, take the global top-k, count per layer.
+  const int64_t seen = layer + 1, KV = shape_.attention.num_kv_heads;
+  const int64_t ws = std::min(config_->window, budget_), a = budget_ - ws;
+  std::vector<at::Tensor> pooled;
+  std::vector<int64_t> sizes;
+  for (int64_t i = 0; i < seen; ++i) {
+    const at::Tensor s = pending_[static_cast<size_t>(i)];
+    const at::Tensor free = s.masked_select(s < kProtected);
+    pooled.push_back(free);
+    sizes.push_back(free.numel());
+  }
+  const at::Tensor all = at::cat(pooled);
+  const int64_t k = std::min<int64_t>(a * seen * KV, all.numel());
+  if (k <= 0) return;
+  const at::Tensor chosen = std::get<1>(all.topk(k));
+  at::Tensor layer_of = at::empty({all.numel()}, at::kLong);
+  int64_t off = 0;
+  for (int64_t i = 0; i < seen; ++i) {
+    layer_of.narrow(0, off, sizes[static_cast<size_t>(i)]).fill_(i);
+    off += sizes[static_cast<size_t>(i)];
+  }
+  const std::vector<double> counts = to_vector(at::bincount(layer_of.index_select(0, chosen), {}, seen));
+  const double max_count = *std::max_element(counts.begin(), counts.end());
+  const int64_t bmax = std::llround(a * config_->dyn_rmax);
+  std::vector<double> weights;
+  std::vector<int64_t> lo, hi;
+  for (int64_t i = 0; i < seen; ++i) {
+    weights.push_back(max_count > 0 ? bmax * counts[static_cast<size_t>(i)] / max_count : 0.0);
+    lo.push_back(0);
+    hi.push_back(bound_[static_cast<size_t>(i)] - std::min(ws, bound_[static_cast<size_t>(i)]));
+  }
+  // Renormalised so the layers seen so far hold (wt − ws) × seen between them, then shrunk in place.
+  const std::vector<int64_t> budgets = distribute(weights, a * seen, lo, hi);
+  for (int64_t i = 0; i < seen; ++i) {
+    const auto ii = static_cast<size_t>(i);
+    const int64_t keep = budgets[ii] + std::min(ws, bound_[ii]);
+    const at::Tensor kept = compress(i, pending_[ii], keep, cache);
+    pending_[ii] = pending_[ii].gather(1, kept);
+    bound_[ii] = keep;
+  }
+}
+
+void PressObserver::finish_prefill(KVCache& cache) {
+  if (budget_ >= prompt_len_ || !config_->layer_shares.empty() || !deferred(config_->allocation)) return;
+  const int64_t L = shape_.num_layers, KV = shape_.attention.num_kv_heads, S = prompt_len_;
+  const int64_t total = budget_ * L;
+  if (config_->allocation == Allocation::D2O) {
+    // D2O layer level: variance of each layer's cumulative-attention sequence; an inverse-variance
+    // softmax gives denser (low-variance) layers more of the total.
+    std::vector<double> inv;
+    for (int64_t l = 0; l < L; ++l) {
+      const double var = cumulative_[static_cast<size_t>(l)].mean(0).var().item<double>();
+      inv.push_back(1.0 / std::max(var, 1e-12));
+    }
+    const double mean_inv = std::accumulate(inv.begin(), inv.end(), 0.0) / L;
+    std::vector<double> w;
+    double mx = -std::numeric_limits<double>::infinity();
+    for (double v : inv) mx = std::max(mx, config_->d2o_tau * v / mean_inv);
+    for (double v : inv) w.push_back(std::exp(config_->d2o_tau * v / mean_inv - mx));
+    bound_ = distribute(w, total, std::vector<int64_t>(static_cast<size_t>(L), 1),
+                        std::vector<int64_t>(static_cast<size_t>(L), S));
+    for (int64_t l = 0; l < L; ++l) {
+      const at::Tensor importance = config_->scorer->score(input(l, true, nullptr));
+      compress(l, importance, bound_[static_cast<size_t>(l)], cache);
+    }
+    return;
+  }
+  if (config_->allocation == Allocation::KVCompose) {
+    // Composite token k of a layer = every head's k-th best entry; its score is the mean over heads.
+    std::vector<at::Tensor> composite;
+    for (int64_t l = 0; l < L; ++l) {
+      composite.push_back(std::get<0>(pending_[static_cast<size_t>(l)].sort(-1, /*descending=*/true)).mean(0));
+    }
+    const at::Tensor all = at::cat(composite);  // [L × S], layer-major
+    const at::Tensor chosen = std::get<1>(all.topk(std::min(total, all.numel())));
+    const std::vector<double> counts = to_vector(at::bincount(chosen.div(S, "floor"), {}, L));
+    for (int64_t l = 0; l < L; ++l) {
+      bound_[static_cast<size_t>(l)] = static_cast<int64_t>(counts[static_cast<size_t>(l)]);
+      compress(l, pending_[static_cast<size_t>(l)], bound_[static_cast<size_t>(l)], cache);
+    }
+  } else {  // unstructured: per (layer, head) budgets from the pooled per-head scores
+    std::vector<at::Tensor> flat;
+    for (int64_t l = 0; l < L; ++l) flat.push_back(pending_[static_cast<size_t>(l)].reshape({-1}));
+    const at::Tensor all = at::cat(flat);  // [L × KV × S]
+    const at::Tensor chosen = std::get<1>(all.topk(std::min(total * KV, all.numel())));
+    const std::vector<double> counts = to_vector(at::bincount(chosen.div(S, "floor"), {}, L * KV));
+    for (int64_t l = 0; l < L; ++l) {
+      std::vector<int64_t> keep;
+      for (int64_t h = 0; h < KV; ++h) keep.push_back(static_cast<int64_t>(counts[static_cast<size_t>(l * KV + h)]));
+      compress_per_head(l, pending_[static_cast<size_t>(l)], keep, cache);
+    }
+  }
+  for (auto& p : pending_) p = at::Tensor();
+}
+
+void PressObserver::decode_layer(const LayerStep& step, KVCache& cache) {
+  const int64_t l = step.layer, KV = shape_.attention.num_kv_heads, T = step.keys.size(1);
+  const auto li = static_cast<size_t>(l);
+  positions_[li] = at::cat({positions_[li], step.positions.to(at::kLong).unsqueeze(0).expand({KV, T})}, 1);
+  const int64_t S = positions_[li].size(1);
+  if (config_->cumulative) {
+    const at::Tensor now = aggregate_heads(step.stats.column_sums, KV, config_->agg).narrow(1, 0, S);
+    cumulative_[li] = at::cat({cumulative_[li], at::zeros({KV, T}, at::kDouble)}, 1) + now;
+  }
+  if (config_->current) {
+    const at::Tensor w = step.stats.window_probs;
+    current_[li] = aggregate_heads(w.select(1, w.size(1) - 1), KV, config_->agg).narrow(1, 0, S);
+  }
+  if (S <= bound_[li]) return;
+  compress(l, config_->scorer->score(input(l, false, &step)), bound_[li], cache);
+}
+
+at::Tensor PressObserver::compress(int64_t layer, const at::Tensor& importance, int64_t keep, KVCache& cache) {
+  const auto li = static_cast<size_t>(layer);
+  const int64_t KV = shape_.attention.num_kv_heads, S = importance.size(1);
+  if (keep >= S) return at::arange(S, at::kLong).unsqueeze(0).expand({KV, S}).contiguous();
+  at::Tensor kept = config_->shared_heads
+                        ? top_indices(importance.mean(0, /*keepdim=*/true), keep).expand({KV, keep}).contiguous()
+                        : top_indices(importance, keep);
+  LayerCache& lc = cache.layer(layer);
+  auto* dense = dynamic_cast<DenseLayerCache*>(&lc);
+  if (config_->merge && dense != nullptr) {
+    d2o_merge(*dense, kept, config_->d2o_beta, thresholds_[li]);
+  } else {
+    lc.retain(kept);
+  }
+  if (positions_[li].defined()) positions_[li] = positions_[li].gather(1, kept);
+  if (cumulative_[li].defined()) cumulative_[li] = cumulative_[li].gather(1, kept);
+  if (current_[li].defined()) current_[li] = current_[li].gather(1, kept);
+  return kept;
+}
+
+void PressObserver::compress_per_head(int64_t layer, const at::Tensor& importance, const std::vector<int64_t>& keep,
+                                      KVCache& cache) {
+  const int64_t KV = shape_.attention.num_kv_heads, S = importance.size(1);
+  const auto li = static_cast<size_t>(layer);
+  bound_[li] = *std::max_element(keep.begin(), keep.end());
+  if (std::all_of(keep.begin(), keep.end(), [&](int64_t k) { return k >= S; })) return;
+  std::vector<at::Tensor> idx;
+  for (int64_t h = 0; h < KV; ++h) idx.push_back(top_indices(importance[h], keep[static_cast<size_t>(h)]));
+  LayerCache& lc = cache.layer(layer);
+  if (auto* ragged = dynamic_cast<RaggedLayerCache*>(&lc)) {
+    ragged->retain_ragged(idx);
+  } else if (auto* dense = dynamic_cast<DenseLayerCache*>(&lc)) {
+    // Per-head lengths differ: move the layer into the CSR layout, holding only what is kept.
+    std::vector<at::Tensor> k, v, p;
+    for (int64_t h = 0; h < KV; ++h) {
+      const at::Tensor i = idx[static_cast<size_t>(h)].to(dense->keys().device());
+      k.push_back(dense->keys()[h].index_select(0, i));
+      v.push_back(dense->values()[h].index_select(0, i));
+      p.push_back(dense->positions()[h].index_select(0, i));
+    }
+    auto replacement = std::make_unique<RaggedLayerCache>(shape_.attention, shape_.rope, shape_.options);
+    replacement->assign(k, v, p);
+    cache.replace_layer(layer, std::move(replacement));
+  } else {
+    fail("--press {}: per-head budgets need a dense or ragged cache layout; use heads=shared with this cache",
+         config_->name);
+  }
+  // Per-head lengths differ: this press does not evict while decoding, so tracking stops here.
+  positions_[li] = cumulative_[li] = current_[li] = at::Tensor();
+}
+
+}  // namespace kvc

@@ -1,0 +1,51 @@
+#pragma once
+// PressObserver: runs a configured press inside the forward pass (see press.h).
+#include <memory>
+#include <vector>
+
+#include "cache/attention.h"
+#include "model/rope.h"
+#include "press/press.h"
+
+namespace kvc {
+
+struct ModelShape {
+  AttentionShape attention;
+  int64_t num_layers = 0;
+  std::shared_ptr<const Rope> rope;
+  at::TensorOptions options;
+};
+
+class PressObserver : public ForwardObserver {
+ public:
+  PressObserver(std::shared_ptr<const PressConfig> config, ModelShape shape);
+
+  AttentionProbe probe(int64_t layer) const override;
+  void after_attention(const LayerStep& step, KVCache& cache) override;
+
+  // Per-layer entries per head the cache is held to after prefill (for tests and reports).
+  const std::vector<int64_t>& layer_budgets() const { return bound_; }
+
+ private:
+  void prefill_layer(const LayerStep& step, KVCache& cache);
+  void finish_prefill(KVCache& cache);
+  void decode_layer(const LayerStep& step, KVCache& cache);
+  // Keeps the top `keep` entries per head by `importance`; returns the kept indices [n_kv, keep].
+  at::Tensor compress(int64_t layer, const at::Tensor& importance, int64_t keep, KVCache& cache);
+  void compress_per_head(int64_t layer, const at::Tensor& importance, const std::vector<int64_t>& keep, KVCache& cache);
+  void dynamickv_update(int64_t layer, KVCache& cache);
+  ScoreInput input(int64_t layer, bool prefill, const LayerStep* step) const;
+
+  std::shared_ptr<const PressConfig> config_;
+  ModelShape shape_;
+  bool prefill_done_ = false;
+  int64_t prompt_len_ = 0, budget_ = 0;
+  std::vector<int64_t> bound_;                 // entries per head each layer keeps
+  std::vector<at::Tensor> positions_;          // [n_kv, S] per layer, mirrors storage order
+  std::vector<at::Tensor> cumulative_;         // [n_kv, S] float64
+  std::vector<at::Tensor> current_;            // [n_kv, S] float64
+  std::vector<at::Tensor> pending_;            // deferred importance (KVCompose, DynamicKV)
+  std::vector<double> thresholds_;             // D2O EMA merge threshold per layer (<0: unset)
+};
+
+}  // namespace kvc

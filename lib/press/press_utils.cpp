@@ -1,0 +1,106 @@
+// Selection and budget helpers shared by every press.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "press/press.h"
+#include "util/error.h"
+
+namespace kvc {
+
+at::Tensor aggregate_heads(const at::Tensor& per_query_head, int64_t num_kv_heads, HeadAgg agg) {
+  const int64_t h = per_query_head.size(0);
+  std::vector<int64_t> shape{num_kv_heads, h / num_kv_heads};
+  for (int64_t i = 1; i < per_query_head.dim(); ++i) shape.push_back(per_query_head.size(i));
+  const at::Tensor grouped = per_query_head.to(at::kDouble).reshape(shape);
+  return agg == HeadAgg::Max ? std::get<0>(grouped.max(1)) : grouped.mean(1);
+}
+
+at::Tensor pool1d(const at::Tensor& scores, int64_t kernel) {
+  if (kernel <= 1 || scores.size(-1) == 0) return scores;
+  const at::Tensor x = scores.reshape({-1, 1, scores.size(-1)});
+  // count_include_pad=false: edges average over the entries that exist.
+  return at::avg_pool1d(x, {kernel}, {1}, {kernel / 2}, false, false).reshape(scores.sizes());
+}
+
+at::Tensor protect_ends(const at::Tensor& importance, int64_t sinks, int64_t recent) {
+  at::Tensor out = importance.to(at::kDouble).clone();
+  const int64_t s = out.size(1);
+  // Protected entries rank by recency among themselves (sinks highest), so a budget smaller than
+  // sinks + window still keeps the sinks and then the most recent.
+  const at::Tensor rank = at::arange(s, out.options());
+  const int64_t r = std::min(recent, s), k = std::min(sinks, s);
+  if (r > 0) out.narrow(1, s - r, r).copy_((rank.narrow(0, s - r, r) + kProtected).expand({out.size(0), r}));
+  if (k > 0) out.narrow(1, 0, k).fill_(2 * kProtected);
+  return out;
+}
+
+std::vector<int64_t> distribute(const std::vector<double>& weights, int64_t total, const std::vector<int64_t>& lo,
+                                const std::vector<int64_t>& hi) {
+  const size_t n = weights.size();
+  std::vector<int64_t> out(lo);
+  std::vector<bool> fixed(n, false);
+  int64_t left = total - std::accumulate(lo.begin(), lo.end(), int64_t{0});
+  // Water-filling: spread what is left proportionally over unclamped items; clamp and repeat.
+  for (size_t round = 0; round <= n && left > 0; ++round) {
+    double wsum = 0;
+    for (size_t i = 0; i < n; ++i) if (!fixed[i]) wsum += std::max(weights[i], 0.0);
+    const bool uniform = wsum <= 0;  // no positive weight left: spread evenly
+    if (uniform) for (size_t i = 0; i < n; ++i) if (!fixed[i]) wsum += 1;
+    if (wsum <= 0) break;
+    std::vector<double> share(n, 0);
+    bool clamped = false;
+    for (size_t i = 0; i < n; ++i) {
+      if (fixed[i]) continue;
+      const double w = uniform ? 1.0 : std::max(weights[i], 0.0);
+      share[i] = left * w / wsum;
+      if (out[i] + share[i] >= hi[i]) clamped = true;
+    }
+    if (clamped) {
+      for (size_t i = 0; i < n; ++i) {
+        if (!fixed[i] && out[i] + share[i] >= hi[i]) {
+          left -= hi[i] - out[i];
+          out[i] = hi[i];
+          fixed[i] = true;
+        }
+      }
+      continue;
+    }
+    // Largest remainder rounding.
+    std::vector<size_t> order;
+    int64_t given = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (fixed[i]) continue;
+      const auto whole = static_cast<int64_t>(std::floor(share[i]));
+      out[i] += whole;
+      given += whole;
+      order.push_back(i);
+    }
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return share[a] - std::floor(share[a]) > share[b] - std::floor(share[b]);
+    });
+    left -= given;
+    for (size_t j = 0; left > 0 && j < order.size(); ++j) {
+      if (out[order[j]] < hi[order[j]]) {
+        ++out[order[j]];
+        --left;
+      }
+    }
+    break;
+  }
+  // Anything still left (all weights zero on the open items) goes wherever there is room.
+  for (size_t i = 0; left > 0 && i < n; ++i) {
+    const int64_t add = std::min(left, hi[i] - out[i]);
+    out[i] += add;
+    left -= add;
+  }
+  return out;
+}
+
+at::Tensor top_indices(const at::Tensor& scores, int64_t keep) {
+  keep = std::min(keep, scores.size(-1));
+  const at::Tensor idx = std::get<1>(scores.topk(keep, -1, /*largest=*/true, /*sorted=*/false));
+  return std::get<0>(idx.sort(-1));
+}
+
+}  // namespace kvc

@@ -1,0 +1,93 @@
+#include "retrieval/index_file.h"
+
+#include <cstring>
+
+#include "io/safetensors.h"
+#include "util/error.h"
+#include "util/files.h"
+
+namespace kvc::retrieval {
+
+void write_index(const std::string& path, RetrievalShared& shared, const std::vector<RetrievalLayerCache*>& layers,
+                 const std::string& model_dir) {
+  PageStore& store = *shared.store;
+  const int64_t d = store.dim();
+  std::vector<float> centroids, variances, thresholds;
+  std::vector<int64_t> clusters, entry_map, extents;
+  int64_t kv = 0;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const auto& heads = layers[l]->heads();
+    kv = static_cast<int64_t>(heads.size());
+    for (size_t h = 0; h < heads.size(); ++h) {
+      thresholds.push_back(static_cast<float>(heads[h].threshold()));
+      for (const Cluster& c : heads[h].clusters()) {
+        for (double m : c.stats.mean) centroids.push_back(static_cast<float>(m));
+        variances.push_back(static_cast<float>(c.stats.variance()));
+        clusters.insert(clusters.end(), {c.uid, static_cast<int64_t>(l), static_cast<int64_t>(h), c.stats.n});
+        EntryBlock members = store.read({c.uid}).front();
+        members.append(c.delayed);
+        for (int64_t pos : members.positions)
+          entry_map.insert(entry_map.end(), {static_cast<int64_t>(l), static_cast<int64_t>(h), pos, c.uid});
+      }
+    }
+  }
+  const StoreManifest m = store.commit();
+  for (const ExtentRecord& e : m.extents) {
+    int64_t digest;
+    std::memcpy(&digest, &e.digest, 8);
+    extents.insert(extents.end(), {e.uid, e.run_first_page, e.full_pages, e.tail_page, e.tail_count, digest});
+  }
+  const int64_t U = static_cast<int64_t>(variances.size());
+  st::SafetensorsWriter w;
+  w.add("centroids", st::DType::F32, {U, d}, centroids.data(), centroids.size() * 4);
+  w.add("variances", st::DType::F32, {U}, variances.data(), variances.size() * 4);
+  w.add("clusters", st::DType::I64, {U, 4}, clusters.data(), clusters.size() * 8);
+  w.add("entry_cluster", st::DType::I64, {static_cast<int64_t>(entry_map.size() / 4), 4}, entry_map.data(),
+        entry_map.size() * 8);
+  w.add("extents", st::DType::I64, {static_cast<int64_t>(m.extents.size()), 6}, extents.data(), extents.size() * 8);
+  w.add("thresholds", st::DType::F32, {static_cast<int64_t>(layers.size()), kv}, thresholds.data(),
+        thresholds.size() * 4);
+  w.set_metadata("format", "kvc-cluster-index");
+  w.set_metadata("store", store.path());
+  w.set_metadata("generation", std::to_string(m.generation));
+  w.set_metadata("head_dim", std::to_string(d));
+  w.set_metadata("page_bytes", std::to_string(m.page_bytes));
+  w.set_metadata("file_pages", std::to_string(m.file_pages));
+  w.set_metadata("strategy", shared.config.name());
+  w.set_metadata("model", model_dir);
+  w.write(path);
+}
+
+LoadedIndex read_index(const std::string& path) {
+  KVC_CHECK(file_exists(path),
+            "index '{}' not found: the store has no commit record (build it with kvc-cluster build; a run killed "
+            "before its commit leaves the store incomplete)",
+            path);
+  const auto file = st::SafetensorsFile::open(path);
+  const auto& meta = file->metadata();
+  KVC_CHECK(meta.count("format") && meta.at("format") == "kvc-cluster-index",
+            "'{}' is not a kvc-cluster index (no format=kvc-cluster-index metadata)", path);
+  LoadedIndex out;
+  out.store_path = meta.at("store");
+  out.manifest.generation = std::stoull(meta.at("generation"));
+  out.manifest.dim = std::stoll(meta.at("head_dim"));
+  out.manifest.page_bytes = std::stoll(meta.at("page_bytes"));
+  out.manifest.file_pages = std::stoll(meta.at("file_pages"));
+  const auto& ext = file->info("extents");
+  const auto* e = reinterpret_cast<const int64_t*>(file->data("extents"));
+  for (int64_t i = 0; i < ext.shape[0]; ++i, e += 6) {
+    ExtentRecord r{e[0], e[1], e[2], e[3], e[4], 0};
+    std::memcpy(&r.digest, &e[5], 8);
+    out.manifest.extents.push_back(r);
+  }
+  const auto& th = file->info("thresholds");
+  const auto* t = reinterpret_cast<const float*>(file->data("thresholds"));
+  out.thresholds.assign(static_cast<size_t>(th.shape[0]), std::vector<double>(static_cast<size_t>(th.shape[1])));
+  for (int64_t l = 0; l < th.shape[0]; ++l)
+    for (int64_t h = 0; h < th.shape[1]; ++h) out.thresholds[l][h] = t[l * th.shape[1] + h];
+  out.clusters = file->info("clusters").shape[0];
+  out.entries = file->info("entry_cluster").shape[0];
+  return out;
+}
+
+}  // namespace kvc::retrieval

@@ -1,0 +1,142 @@
+#pragma once
+// The on-storage half of the clustered cache: one file of 4 KiB pages. Each page belongs to one
+// cluster and holds whole records (rotated key, value, position) behind a header with the cluster
+// id, record count and a CRC32, so a torn or foreign page is always detected on read.
+//
+// Layout. Clusters live in pools of contiguous pages, so a cluster is one sequential read.
+//  - dual-head: two clusters share a pool, one growing up from its start, one down from its end,
+//    so appends move no data until they meet; then the grower moves to a new pool.
+//  - naive: each cluster sits in an extent of exactly its size; growing by a page moves it to the
+//    end of the file (the contiguous baseline the dual-head pools are measured against).
+// Appends go to a page-aligned RAM write buffer (the cluster's tail page) and reach storage as whole
+// pages, so there is no read-modify-write of partial pages.
+//
+// I/O is pread/pwrite on page-aligned buffers with O_DIRECT when the file system allows it, else
+// buffered with posix_fadvise(DONTNEED) after each read, so measured reads hit the device, not RAM.
+//
+// Crash safety: commit() writes the tail pages, fdatasyncs, and returns a manifest (page runs and a
+// digest of page CRCs per cluster) that the caller stores atomically in the index file: the commit
+// record. verify() re-reads a committed store against its manifest and throws on any torn page,
+// generation mismatch (a later, interrupted run rewrote the file) or missing data.
+// Thread-safe: each public operation holds the store's mutex.
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "retrieval/entry_block.h"
+
+namespace kvc::retrieval {
+
+enum class Layout { kDualHead, kNaive };
+
+struct IoCounters {
+  int64_t read_bytes = 0, read_ops = 0, read_run_max = 0;  // retrieval reads (after coalescing)
+  int64_t written_bytes = 0, write_ops = 0;                // all page writes
+  int64_t moved_bytes = 0;                                 // bytes relocated because a cluster had no room
+  int64_t update_read_bytes = 0;                           // reads made for updates (relocation)
+  double read_seconds = 0, write_seconds = 0;
+  IoCounters minus(const IoCounters& o) const;
+};
+
+struct ExtentRecord {
+  int64_t uid = 0, run_first_page = 0, full_pages = 0, tail_page = -1, tail_count = 0;
+  uint64_t digest = 0;
+};
+
+struct StoreManifest {
+  uint64_t generation = 0;
+  int64_t dim = 0, page_bytes = 0, file_pages = 0;
+  std::vector<ExtentRecord> extents;
+};
+
+class PageStore {
+ public:
+  static constexpr int64_t kPageBytes = 4096;
+  static constexpr int64_t kHeaderBytes = 16;
+
+  // Creates (truncates) `path`.
+  PageStore(const std::string& path, int64_t dim, Layout layout, bool direct_io = true);
+  ~PageStore();
+  PageStore(const PageStore&) = delete;
+  PageStore& operator=(const PageStore&) = delete;
+
+  int64_t dim() const { return dim_; }
+  int64_t record_bytes() const { return 8 * dim_ + 8; }
+  int64_t per_page() const { return (kPageBytes - kHeaderBytes) / record_bytes(); }
+  bool direct() const { return direct_; }
+  Layout layout() const { return layout_; }
+  const std::string& path() const { return path_; }
+  int64_t file_pages() const { return next_page_; }
+  // Pool size for new dual-head pools (the builder sets it to twice the largest initial cluster).
+  void set_pool_pages(int64_t pages) { pool_pages_ = std::max<int64_t>(pages, 2); }
+
+  // New cluster holding `records`; with a partner (dual-head) it takes the free end of its pool.
+  int64_t create(const EntryBlock& records, int64_t partner = -1);
+  void append(int64_t uid, const float* key, const float* value, int64_t position);
+  // Replaces the cluster's content (a split's staying child), in place when it fits.
+  void rewrite(int64_t uid, const EntryBlock& records);
+  void drop(int64_t uid);
+  int64_t entries(int64_t uid) const;
+  bool contains(int64_t uid) const;
+
+  // Reads whole clusters, sorted by offset; runs at most `gap_pages` apart become one read.
+  std::vector<EntryBlock> read(const std::vector<int64_t>& uids, int64_t gap_pages = 0);
+
+  StoreManifest commit();
+  static void verify(const std::string& path, const StoreManifest& manifest);
+  // Sequential read bandwidth of the file (bytes/s), in 1 MiB reads with the same I/O mode.
+  double sequential_read_bandwidth(int64_t min_total_bytes = int64_t{64} << 20);
+
+  IoCounters counters() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return io_;
+  }
+
+ private:
+  struct Extent {
+    int64_t pool = -1;
+    bool back = false;
+    int64_t full_pages = 0;
+    EntryBlock tail;
+    std::vector<uint32_t> page_crc;  // of the full pages, for the commit digest
+    bool live = false;
+  };
+  struct Pool {
+    int64_t first_page = 0, capacity = 0;
+    int64_t front = -1, back = -1;
+  };
+
+  // Pages a cluster occupies: its full pages plus the page its RAM tail will be written to.
+  int64_t slots(const Extent& e) const { return e.full_pages + (e.tail.empty() ? 0 : 1); }
+  bool is_live(int64_t uid) const;
+  int64_t slot_page(const Extent& e, int64_t slot) const;
+  int64_t free_slots(const Pool& p) const;
+  int64_t new_pool(int64_t capacity);
+  void place(int64_t uid, int64_t pages_needed, int64_t partner);
+  void relocate(int64_t uid, int64_t pages_needed);
+  void write_page(int64_t page, int64_t uid, const EntryBlock& block, int64_t begin, int64_t count, uint32_t* crc_out);
+  void write_records(int64_t uid, const EntryBlock& records);
+  void pread_pages(int64_t first_page, int64_t pages, uint8_t* buffer, bool for_update);
+
+  mutable std::mutex mutex_;  // every public operation: the I/O thread reads while the decode thread appends
+  std::string path_;
+  int64_t dim_;
+  Layout layout_;
+  bool direct_ = false;
+  int fd_ = -1;
+  uint64_t generation_ = 0;
+  int64_t next_page_ = 1;  // page 0: file header
+  int64_t pool_pages_ = 8;
+  int64_t open_pool_ = -1;  // the newest pool with a free back end
+  std::vector<Extent> extents_;
+  std::vector<Pool> pools_;
+  IoCounters io_;
+  uint8_t* page_buffer_ = nullptr;
+  int64_t pages_written_ = 0, crash_after_pages_ = -1;
+};
+
+uint32_t crc32(const void* data, size_t size, uint32_t crc = 0);
+
+}  // namespace kvc::retrieval

@@ -1,0 +1,295 @@
+#include "retrieval/retrieval_layer_cache.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <future>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "util/error.h"
+
+namespace kvc::retrieval {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+at::Tensor block_tensor(std::vector<float>& data, int64_t n, int64_t d) {
+  return at::from_blob(data.data(), {1, n, d}, at::kFloat);
+}
+
+}  // namespace
+
+std::shared_ptr<RetrievalShared> make_retrieval_shared(const RetrievalConfig& config, int64_t head_dim,
+                                                       const std::string& store_path, bool measure) {
+  auto shared = std::make_shared<RetrievalShared>();
+  shared->config = config;
+  // Without clusters the entries are pages in position order: the naive, append-only layout.
+  const Layout layout = config.strategy == Strategy::kNone ? Layout::kNaive : config.layout;
+  shared->store = std::make_unique<PageStore>(store_path, head_dim, layout, config.direct_io);
+  shared->cache = std::make_unique<ClusterCache>(config.cache_kb * 1024, config.cache_policy,
+                                                 shared->store->record_bytes());
+  shared->measure = measure;
+  if (config.async_io) shared->io = std::make_unique<IoThread>();
+  return shared;
+}
+
+LayerCacheFactory retrieval_layer_factory(const AttentionShape& shape, std::shared_ptr<const Rope> rope,
+                                          std::shared_ptr<RetrievalShared> shared) {
+  return [=](int64_t layer) -> std::unique_ptr<LayerCache> {
+    return std::make_unique<RetrievalLayerCache>(shape, rope, shared, layer);
+  };
+}
+
+RetrievalLayerCache::RetrievalLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope,
+                                         std::shared_ptr<RetrievalShared> shared, int64_t layer)
+    : shape_(shape), rope_(std::move(rope)), shared_(std::move(shared)), layer_(layer) {
+  for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
+    heads_.emplace_back(shared_.get(), shape_.head_dim);
+    HeadState s;
+    s.all = s.staging = s.sinks = s.recent = EntryBlock(shape_.head_dim);
+    state_.push_back(std::move(s));
+  }
+}
+
+void RetrievalLayerCache::append(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& positions) {
+  const int64_t T = keys.size(1), d = shape_.head_dim;
+  const at::Tensor k = rope_->apply(keys, positions).to(at::kCPU, at::kFloat).contiguous();
+  const at::Tensor v = values.to(at::kCPU, at::kFloat).contiguous();
+  const at::Tensor p = positions.to(at::kCPU, at::kLong).contiguous();
+  const RetrievalConfig& cfg = shared_->config;
+  if (layer_ == 0 && T == 1) {
+    shared_->step += 1;
+    shared_->cache->set_step(shared_->step);
+  }
+  for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
+    HeadState& s = state_[h];
+    for (int64_t t = 0; t < T; ++t) {
+      const float* kp = k.data_ptr<float>() + (h * T + t) * d;
+      const float* vp = v.data_ptr<float>() + (h * T + t) * d;
+      const int64_t pos = p.data_ptr<int64_t>()[t];
+      if (shared_->measure || cfg.strategy == Strategy::kNone) s.all.push(kp, vp, pos);
+      if (!heads_[h].built()) s.staging.push(kp, vp, pos);
+      else heads_[h].add(kp, vp, pos);
+      if (s.sinks.size() < cfg.sinks) s.sinks.push(kp, vp, pos);
+      s.recent.push(kp, vp, pos);
+    }
+    // Keep the last `recent` entries (trimmed in batches so the copy is amortised).
+    if (s.recent.size() > 2 * cfg.recent + 16) {
+      EntryBlock r(d);
+      for (int64_t i = s.recent.size() - cfg.recent; i < s.recent.size(); ++i) r.push_from(s.recent, i);
+      s.recent = std::move(r);
+    }
+    if (cfg.strategy == Strategy::kNone && heads_[h].built()) write_chunks(h);
+  }
+  length_ += T;
+}
+
+void RetrievalLayerCache::write_chunks(int64_t h) {
+  HeadState& s = state_[h];
+  const int64_t pp = shared_->store->per_page();
+  while (s.all.size() - s.chunked >= pp) {
+    EntryBlock page(shape_.head_dim);
+    for (int64_t i = s.chunked; i < s.chunked + pp; ++i) page.push_from(s.all, i);
+    s.chunk_uids.push_back(shared_->store->create(page));
+    s.chunked += pp;
+  }
+}
+
+EntryBlock RetrievalLayerCache::all_entries(int64_t h) {
+  HeadState& s = state_[h];
+  if (!heads_[h].built()) return s.staging;
+  if (shared_->config.strategy == Strategy::kNone) return s.all;
+  std::vector<int64_t> uids;
+  for (const auto& c : heads_[h].clusters()) uids.push_back(c.uid);
+  EntryBlock out(shape_.head_dim);
+  for (auto& b : shared_->store->read(uids, shared_->config.gap_pages)) out.append(b);
+  for (const auto& c : heads_[h].clusters()) out.append(c.delayed);
+  out.append(heads_[h].pending());
+  return out;
+}
+
+at::Tensor RetrievalLayerCache::attend_subset(const at::Tensor& q, const at::Tensor& q_pos,
+                                              const EntryBlock& subset_in) const {
+  EntryBlock subset = subset_in;
+  const int64_t n = subset.size(), d = shape_.head_dim;
+  const at::Tensor keys = block_tensor(subset.keys, n, d);
+  const at::Tensor values = block_tensor(subset.values, n, d);
+  const at::Tensor pos = at::from_blob(subset.positions.data(), {1, n}, at::kLong);
+  AttentionShape one{q.size(0), 1, d, shape_.sliding_window};
+  return grouped_attention(one, q, q_pos, keys.to(q.scalar_type()), values.to(q.scalar_type()), pos, {}, nullptr)
+      .clone();
+}
+
+at::Tensor RetrievalLayerCache::attend_exact(const at::Tensor& queries, const at::Tensor& q_positions) {
+  const int64_t G = shape_.num_heads / shape_.num_kv_heads, T = queries.size(1), d = shape_.head_dim;
+  at::Tensor out = at::empty_like(queries);
+  const at::Tensor qf = queries.to(at::kCPU, at::kFloat).contiguous();
+  for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
+    const at::Tensor q = queries.narrow(0, h * G, G);
+    out.narrow(0, h * G, G).copy_(attend_subset(q, q_positions, all_entries(h)));
+    if (!heads_[h].built()) {
+      // Prefill done: cluster the prompt; its queries [T, G, d] give the co-retrieval order.
+      const at::Tensor qg = qf.narrow(0, h * G, G).permute({1, 0, 2}).contiguous();
+      heads_[h].build(state_[h].staging, qg.data_ptr<float>(), T, G);
+      if (shared_->config.strategy == Strategy::kNone) write_chunks(h);
+      state_[h].staging = EntryBlock(d);
+    }
+  }
+  return out;
+}
+
+void RetrievalLayerCache::measure_recall(int64_t h, const at::Tensor& q, const std::vector<int64_t>& positions) {
+  HeadState& s = state_[h];
+  const int64_t n = s.all.size(), d = shape_.head_dim;
+  const at::Tensor keys = at::from_blob(s.all.keys.data(), {n, d}, at::kFloat);
+  const at::Tensor probs = at::softmax(at::matmul(q.to(at::kFloat), keys.t()) / std::sqrt(static_cast<double>(d)), -1);
+  std::vector<int64_t> idx;
+  for (int64_t pos : positions) {
+    auto it = std::lower_bound(s.all.positions.begin(), s.all.positions.end(), pos);
+    if (it != s.all.positions.end() && *it == pos) idx.push_back(it - s.all.positions.begin());
+  }
+  const at::Tensor sel = at::from_blob(idx.data(), {static_cast<int64_t>(idx.size())}, at::kLong).clone();
+  const double recall = probs.index_select(1, sel).sum(1).mean().item<double>();
+  shared_->recall_sum += recall;
+  shared_->recall_count += 1;
+}
+
+at::Tensor RetrievalLayerCache::attend(const at::Tensor& queries, const at::Tensor& q_positions,
+                                       const AttentionProbe& probe, AttentionStats* stats) {
+  const auto t0 = Clock::now();
+  const int64_t T = queries.size(1);
+  bool any_built = false;
+  for (const auto& hd : heads_) any_built = any_built || hd.built();
+  if (T > 1 || !any_built) {
+    at::Tensor out = attend_exact(queries, q_positions);
+    return out;
+  }
+  const RetrievalConfig& cfg = shared_->config;
+  const int64_t G = shape_.num_heads / shape_.num_kv_heads, d = shape_.head_dim;
+  const at::Tensor qf = queries.to(at::kCPU, at::kFloat).contiguous();
+  at::Tensor out = at::empty_like(queries);
+
+  // 1. Choose per head; 2. read every head's misses in one batch (runs coalesce across heads).
+  std::vector<std::vector<int64_t>> chosen(static_cast<size_t>(shape_.num_kv_heads));
+  std::vector<std::vector<int64_t>> misses(static_cast<size_t>(shape_.num_kv_heads));
+  std::unordered_map<int64_t, EntryBlock> fetched;
+  for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
+    const float* q = qf.data_ptr<float>() + h * G * d;
+    if (cfg.strategy == Strategy::kNone) {
+      HeadState& s = state_[h];
+      const int64_t budget = cfg.budget > 0 ? cfg.budget : cfg.topk * cfg.cluster_size;
+      std::vector<std::pair<double, int64_t>> scored;
+      for (int64_t i = 0; i < s.chunked; ++i) {
+        double sc = 0;
+        for (int64_t g = 0; g < G; ++g)
+          for (int64_t t = 0; t < d; ++t) sc += q[g * d + t] * s.all.keys[i * d + t];
+        scored.emplace_back(-sc, i);
+      }
+      const size_t top = std::min<size_t>(static_cast<size_t>(budget), scored.size());
+      std::partial_sort(scored.begin(), scored.begin() + top, scored.end());
+      for (size_t i = 0; i < top; ++i) chosen[h].push_back(scored[i].second);
+      std::sort(chosen[h].begin(), chosen[h].end());
+      int64_t last_chunk = -1;
+      for (int64_t i : chosen[h]) {
+        const int64_t c = i / shared_->store->per_page();
+        if (c == last_chunk) continue;
+        last_chunk = c;
+        if (const EntryBlock* hit = shared_->cache->get(s.chunk_uids[c])) fetched.emplace(s.chunk_uids[c], *hit);
+        else misses[h].push_back(s.chunk_uids[c]);
+      }
+      continue;
+    }
+    chosen[h] = heads_[h].select(q, G);
+    heads_[h].set_active(chosen[h]);
+    for (int64_t j : chosen[h]) {
+      const int64_t uid = heads_[h].clusters()[j].uid;
+      // Hits are copied now: later inserts in this step may evict them.
+      if (const EntryBlock* hit = shared_->cache->get(uid)) fetched.emplace(uid, *hit);
+      else misses[h].push_back(uid);
+    }
+  }
+  // 2. Reads per head, on the I/O thread when there is one: head h+1 loads while head h computes.
+  PageStore* store = shared_->store.get();
+  std::vector<std::future<std::vector<EntryBlock>>> reads(static_cast<size_t>(shape_.num_kv_heads));
+  if (shared_->io) {
+    for (int64_t h = 0; h < shape_.num_kv_heads; ++h)
+      if (!misses[h].empty())
+        reads[h] = shared_->io->submit([store, uids = misses[h], gap = cfg.gap_pages] { return store->read(uids, gap); });
+  }
+  double io_wait = 0;
+
+  // 3. Per head: sinks + recent + retrieved, deduplicated by position; exact attention over them.
+  for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
+    HeadState& s = state_[h];
+    if (!misses[h].empty()) {
+      const auto w0 = Clock::now();
+      std::vector<EntryBlock> loaded = shared_->io ? reads[h].get() : store->read(misses[h], cfg.gap_pages);
+      io_wait += std::chrono::duration<double>(Clock::now() - w0).count();
+      for (size_t i = 0; i < misses[h].size(); ++i) {
+        shared_->cache->put(misses[h][i], loaded[i], false);
+        fetched[misses[h][i]] = std::move(loaded[i]);
+      }
+    }
+    EntryBlock subset(d);
+    std::unordered_set<int64_t> seen;
+    const auto add_block = [&](const EntryBlock& b, int64_t from) {
+      for (int64_t i = from; i < b.size(); ++i)
+        if (seen.insert(b.positions[i]).second) subset.push_from(b, i);
+    };
+    add_block(s.sinks, 0);
+    add_block(s.recent, std::max<int64_t>(0, s.recent.size() - cfg.recent));
+    if (cfg.strategy == Strategy::kNone) {
+      // The chosen entries as read back from their pages (page c holds entries c*pp .. c*pp+pp-1).
+      const int64_t pp = shared_->store->per_page();
+      for (int64_t i : chosen[h]) {
+        const EntryBlock& page = fetched.at(s.chunk_uids[i / pp]);
+        if (seen.insert(page.positions[i % pp]).second) subset.push_from(page, i % pp);
+      }
+      add_block(s.all, s.chunked);  // the unwritten last page is still in RAM
+    } else {
+      for (int64_t j : chosen[h]) {
+        const int64_t uid = heads_[h].clusters()[j].uid;
+        add_block(heads_[h].take_loaded(j, fetched.at(uid)), 0);
+      }
+      add_block(heads_[h].pending(), 0);
+    }
+    shared_->retrieved_entries += subset.size();
+    const at::Tensor q = queries.narrow(0, h * G, G);
+    out.narrow(0, h * G, G).copy_(attend_subset(q, q_positions, subset));
+    if (shared_->measure) measure_recall(h, qf.narrow(0, h * G, G).view({G, d}), subset.positions);
+  }
+  const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+  shared_->compute_seconds += elapsed - io_wait;
+  shared_->io_wait_seconds += io_wait;
+  return out;
+}
+
+void RetrievalLayerCache::retain(const at::Tensor& indices) {
+  fail("the retrieval cache keeps every entry on storage; it cannot be combined with eviction (--press)");
+}
+
+at::Tensor RetrievalLayerCache::lengths() const {
+  return at::full({shape_.num_kv_heads}, length_, at::TensorOptions().dtype(at::kLong));
+}
+
+CacheFootprint RetrievalLayerCache::footprint() const {
+  CacheFootprint f;
+  const int64_t rec = shared_->store->record_bytes();
+  f.entries = length_ * shape_.num_kv_heads;
+  f.payload_bytes = f.entries * 8 * shape_.head_dim;
+  // What is really in RAM: sinks, recent window, buffers, centroids (the shared cluster cache is
+  // counted once, by layer 0).
+  int64_t resident = 0;
+  for (size_t h = 0; h < state_.size(); ++h) {
+    const auto& s = state_[h];
+    resident += (s.sinks.size() + s.recent.size() + s.staging.size() + s.all.size()) * rec;
+    resident += heads_[h].pending().size() * rec;
+    for (const auto& c : heads_[h].clusters()) resident += c.delayed.size() * rec + 8 * shape_.head_dim + 24;
+  }
+  if (layer_ == 0) resident += shared_->cache->used_bytes();
+  f.resident_bytes = resident;
+  return f;
+}
+
+}  // namespace kvc::retrieval

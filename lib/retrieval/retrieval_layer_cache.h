@@ -1,0 +1,60 @@
+#pragma once
+// The KV cache of one layer kept on storage as clusters (see head_index.h, page_store.h): only the
+// sink tokens, a recent window, the clusters' summaries and the strategies' RAM buffers stay in
+// memory. Prefill (T > 1) attends exactly over the prompt, then clusters it; a decode step (T = 1)
+// scores the query against the centroids, reads the top-k clusters (through the RAM cache) and runs
+// exact attention over sinks + recent + retrieved entries only.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/attention.h"
+#include "cache/kv_cache.h"
+#include "model/rope.h"
+#include "retrieval/head_index.h"
+
+namespace kvc::retrieval {
+
+class RetrievalLayerCache : public LayerCache {
+ public:
+  RetrievalLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, std::shared_ptr<RetrievalShared> shared,
+                      int64_t layer);
+
+  void append(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& positions) override;
+  at::Tensor attend(const at::Tensor& queries, const at::Tensor& q_positions, const AttentionProbe& probe,
+                    AttentionStats* stats) override;
+  void retain(const at::Tensor& indices) override;
+  at::Tensor lengths() const override;
+  CacheFootprint footprint() const override;
+
+  const std::vector<HeadIndex>& heads() const { return heads_; }
+  std::vector<HeadIndex>& heads() { return heads_; }
+
+ private:
+  struct HeadState {
+    EntryBlock all, staging, sinks, recent;
+    std::vector<int64_t> chunk_uids;  // none: the store's pages in position order
+    int64_t chunked = 0;              // none: entries of `all` already written as pages
+  };
+  at::Tensor attend_exact(const at::Tensor& queries, const at::Tensor& q_positions);
+  EntryBlock all_entries(int64_t h);
+  void write_chunks(int64_t h);
+  at::Tensor attend_subset(const at::Tensor& q, const at::Tensor& q_pos, const EntryBlock& subset) const;
+  void measure_recall(int64_t h, const at::Tensor& q, const std::vector<int64_t>& positions);
+
+  AttentionShape shape_;
+  std::shared_ptr<const Rope> rope_;
+  std::shared_ptr<RetrievalShared> shared_;
+  int64_t layer_;
+  int64_t length_ = 0;
+  std::vector<HeadIndex> heads_;
+  std::vector<HeadState> state_;
+};
+
+// The shared state for one model's cache: creates the store file at `store_path`.
+std::shared_ptr<RetrievalShared> make_retrieval_shared(const RetrievalConfig& config, int64_t head_dim,
+                                                       const std::string& store_path, bool measure);
+LayerCacheFactory retrieval_layer_factory(const AttentionShape& shape, std::shared_ptr<const Rope> rope,
+                                          std::shared_ptr<RetrievalShared> shared);
+
+}  // namespace kvc::retrieval

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# CPU benchmark of a 134M-parameter random-weight Llama (Llama-2 tokenizer) at 512, 2K and 8K context,
+# against this machine's measured memory bandwidth and GEMM peak. Writes data/results/bench/cpu.json.
+# Run it on an otherwise idle machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=build/bin
+CKPT="${KVC_BENCH_CKPT:-/tmp/kvc-llama-125m}"
+[ -f "$CKPT/model.safetensors" ] || "$BIN/kvc-make-checkpoint" --preset llama-125m \
+  --tokenizer ../shared/models/llama2-tokenizer.model -o "$CKPT"
+mkdir -p data/results/bench
+"$BIN/kvc-bench" -m "$CKPT" --contexts 512,2048,8192 --decode-tokens 32 --json data/results/bench/cpu.json \
+  | tee data/results/bench/cpu.txt

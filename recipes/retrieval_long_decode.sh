@@ -1,0 +1,69 @@
+#!/bin/sh
+# Clustered KV retrieval on kvc-tiny-lm (issue 6): a 64-token prompt decoded for thousands of tokens
+# with the exact cache, while adaptive, static, local and no-clustering retrieval are measured side by
+# side; then the ablations (B_max sweep, dual-head vs naive layout, cluster-aligned vs LRU cache).
+# Results (steps.csv, summary.json, summary.md, PNGs) go under data/results/retrieval/.
+# Usage: recipes/retrieval_long_decode.sh [BUILD_DIR] [OUT_DIR] [STEPS] [ABLATION_STEPS] [PARTS]
+#   (run from the repository root; PARTS: any of "main ablations crash", default all three)
+set -eu
+BUILD=${1:-build}
+OUT=${2:-data/results/retrieval}
+STEPS=${3:-2000}
+ABLATION_STEPS=${4:-400}
+PARTS=${5:-"main ablations crash"}
+has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+MODEL=../shared/models/kvc-tiny-lm
+PROMPT=../shared/data/pg_essays/addiction.txt
+CLUSTER="$BUILD/bin/kvc-cluster"
+# Every strategy reads the same entry budget per KV head and step (clusters in score order until
+# BUDGET entries; none: the exact top BUDGET entries), so recall is compared at equal reads.
+BUDGET=${BUDGET:-128}
+mkdir -p "$OUT"
+
+# Per-head thresholds τ_h calibrated on the prompt and stored in the index; replays read them back.
+if has main; then
+"$CLUSTER" build -m $MODEL -f $PROMPT --prompt-tokens 64 -s adaptive --store "$OUT/calibration.kvs" \
+  --index "$OUT/calibration.safetensors" --json > "$OUT/calibration.json"
+"$CLUSTER" verify --index "$OUT/calibration.safetensors"
+
+# 1. The four strategies in one run (same tokens, same prompt clusters).
+"$CLUSTER" replay -m $MODEL -f $PROMPT --prompt-tokens 64 -n "$STEPS" --index "$OUT/calibration.safetensors" \
+  -s adaptive:budget=$BUDGET,label=adaptive -s static:budget=$BUDGET,label=static \
+  -s local:budget=$BUDGET,label=local -s none:budget=$BUDGET,label=none --out-dir "$OUT/long_decode" --plot
+fi
+if has ablations; then
+
+# 2. Delayed-split buffer sweep: B_max 0..32, bytes transferred.
+"$CLUSTER" replay -m $MODEL -f $PROMPT --prompt-tokens 64 -n "$ABLATION_STEPS" --index "$OUT/calibration.safetensors" \
+  -s adaptive:budget=$BUDGET,bmax=0,label=bmax0 -s adaptive:budget=$BUDGET,bmax=4,label=bmax4 \
+  -s adaptive:budget=$BUDGET,bmax=8,label=bmax8 -s adaptive:budget=$BUDGET,bmax=16,label=bmax16 \
+  -s adaptive:budget=$BUDGET,bmax=32,label=bmax32 --out-dir "$OUT/bmax_sweep" --plot
+
+# 3. Layout: dual-head pools vs naive contiguous extents (data moved by updates).
+"$CLUSTER" replay -m $MODEL -f $PROMPT --prompt-tokens 64 -n "$ABLATION_STEPS" --index "$OUT/calibration.safetensors" \
+  -s adaptive:budget=$BUDGET,layout=dual,label=adaptive-dual -s adaptive:budget=$BUDGET,layout=naive,label=adaptive-naive \
+  -s static:budget=$BUDGET,layout=dual,label=static-dual -s static:budget=$BUDGET,layout=naive,label=static-naive --out-dir "$OUT/layout" --plot
+
+# 4. RAM cache policy at a cache of 64 and 256 KiB: cluster-aligned vs LRU (hit rate).
+"$CLUSTER" replay -m $MODEL -f $PROMPT --prompt-tokens 64 -n "$ABLATION_STEPS" --index "$OUT/calibration.safetensors" \
+  -s adaptive:budget=$BUDGET,cache=aligned,cache_kb=64,label=aligned-64K \
+  -s adaptive:budget=$BUDGET,cache=lru,cache_kb=64,label=lru-64K \
+  -s adaptive:budget=$BUDGET,cache=aligned,cache_kb=256,label=aligned-256K \
+  -s adaptive:budget=$BUDGET,cache=lru,cache_kb=256,label=lru-256K \
+  --out-dir "$OUT/cache" --plot
+fi
+
+# 5. Crash safety: a rebuild killed (SIGKILL) half-way through its 3rd page write; verify must refuse.
+if has crash; then
+{
+  KVC_STORE_CRASH_AFTER_PAGES=2 "$CLUSTER" build -m $MODEL -f $PROMPT --prompt-tokens 64 -s adaptive \
+    --store "$OUT/calibration.kvs" --index "$OUT/crashed.safetensors" || echo "build exited with status $?"
+  "$CLUSTER" verify --index "$OUT/calibration.safetensors" || echo "verify exited with status $?"
+  "$CLUSTER" build -m $MODEL -f $PROMPT --prompt-tokens 64 -s adaptive --store "$OUT/calibration.kvs" \
+    --index "$OUT/calibration.safetensors"
+  "$CLUSTER" verify --index "$OUT/calibration.safetensors"
+} > "$OUT/crash_safety.txt" 2>&1
+fi
+
+# The replay stores are scratch (the index keeps only what the replays read: thresholds).
+rm -f "$OUT"/*/store-*.kvs

@@ -1,0 +1,12 @@
+#!/bin/sh
+# Every registered method × the default ratios on kvc-tiny-lm: KL on held-out text, the needle at 512
+# and 1000 tokens, and single-needle RULER. Resumable: re-run after Ctrl-C to finish.
+# Usage: recipes/sweep_tiny_lm.sh [BUILD_DIR] [OUT_DIR] [QUERY_MODE]   (run from the repository root)
+set -eu
+BUILD=${1:-build}
+OUT=${2:-results/sweep-tiny-lm}
+QUERY=${3:-agnostic}
+"$BUILD/bin/kvc-eval" sweep -m ../shared/models/kvc-tiny-lm --methods all --ratios 0.25,0.5,0.75,0.9 \
+  --tasks kl,needle,niah_single --file ../shared/data/wikitext2/wiki.test.raw --window 1024 --max-windows 4 \
+  --haystack ../shared/data/pg_essays --needle-lengths 512,1000 --needle-depths 0,0.25,0.5,0.75,1 --samples 2 \
+  --task-lengths 512 --query "$QUERY" --out "$OUT"

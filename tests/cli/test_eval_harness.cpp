@@ -1,0 +1,195 @@
+// kvc-eval's harness subcommands as a user runs them: a sweep stopped part-way and resumed, the
+// needle grid files, and bad input (malformed JSONL, over-long prompts, unknown task names).
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "support/paths.h"
+#include "support/run_command.h"
+
+namespace kvc {
+namespace {
+
+using test::bin;
+using test::run_command;
+
+const std::string kStories = test::model_dir("stories260K");
+const std::string kText = test::data_file("tinystories/tinystories_excerpt_30k.txt");
+
+std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(test::slurp(path));
+  std::string line;
+  while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line));  // throws on a corrupt line
+  return out;
+}
+
+void expect_clean_error(const test::CommandResult& r, const std::string& needle) {
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(r.exit_code, 128) << "killed by a signal: " << r.err;
+  ASSERT_FALSE(r.err.empty());
+  const std::string last = r.err.substr(r.err.rfind('\n', r.err.size() - 2) + 1);
+  EXPECT_NE(last.find("kvc-eval: error: "), std::string::npos) << r.err;
+  EXPECT_NE(last.find(needle), std::string::npos) << "expected '" << needle << "' in: " << r.err;
+}
+
+std::string sweep_cmd(const std::string& out, const std::string& extra = "") {
+  return bin("kvc-eval") + " sweep -m " + kStories + " -t 1 --methods none --tasks ppl,kl,needle,niah_single --file " +
+         kText + " --window 64 --max-windows 2 --haystack " + kText +
+         " --needle-lengths 128 --needle-depths 0,1 --samples 1 --task-lengths 256 --max-new-tokens 12 --out " + out +
+         " --json " + extra;
+}
+
+TEST(EvalSweep, StoppedRunResumesWithoutRecomputingFinishedCells) {
+  const std::string out = test::make_temp_dir("kvc-sweep");
+  auto r = run_command(sweep_cmd(out, "--max-cells 2"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto summary = nlohmann::json::parse(r.out);
+  EXPECT_EQ(summary["cells"], 4);
+  EXPECT_EQ(summary["ran"], 2);
+  EXPECT_FALSE(summary["complete"].get<bool>());
+  const auto first = read_jsonl(out + "/results.jsonl");
+  ASSERT_EQ(first.size(), 2u);
+  const std::string first_bytes = test::slurp(out + "/results.jsonl");
+
+  // A run killed while writing leaves a torn last line; the resume drops it with a warning.
+  { std::ofstream(out + "/results.jsonl", std::ios::app) << "{\"cell\":\"needle|none|0\",\"res"; }
+  r = run_command(sweep_cmd(out));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("torn last line"), std::string::npos) << r.err;
+  summary = nlohmann::json::parse(r.out);
+  EXPECT_EQ(summary["ran"], 2);
+  EXPECT_EQ(summary["reused"], 2);
+  EXPECT_TRUE(summary["complete"].get<bool>());
+  const auto all = read_jsonl(out + "/results.jsonl");
+  ASSERT_EQ(all.size(), 4u);
+  // Finished cells were not recomputed: their lines (with timestamps and wall times) are byte-identical.
+  EXPECT_EQ(test::slurp(out + "/results.jsonl").substr(0, first_bytes.size()), first_bytes);
+  std::set<std::string> keys;
+  for (const auto& rec : all) {
+    keys.insert(rec["cell"].get<std::string>());
+    EXPECT_EQ(rec["ratio"], 0.0);
+    for (const char* field : {"commit", "model", "model_config_hash", "data_hash", "seed", "threads", "device",
+                              "wall_seconds", "peak_rss_bytes", "method"})
+      EXPECT_TRUE(rec["metadata"].contains(field)) << field;
+    const double score = rec["result"]["score"];
+    if (rec["task"] == "kl") EXPECT_EQ(score, 0.0);  // the uncompressed cache is the exact model
+    if (rec["task"] == "needle" || rec["task"] == "niah_single") {
+      EXPECT_GE(score, 0.0);
+      EXPECT_LE(score, 1.0);
+    }
+  }
+  EXPECT_EQ(keys.size(), 4u);
+
+  // A third run has nothing left to do.
+  r = run_command(sweep_cmd(out));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["ran"], 0);
+  EXPECT_EQ(read_jsonl(out + "/results.jsonl").size(), 4u);
+  EXPECT_NE(test::slurp(out + "/results.md").find("### kl"), std::string::npos);
+  EXPECT_NE(test::slurp(out + "/results.csv").find("task,method,ratio,score"), std::string::npos);
+
+  // Cells made under other settings are never mixed in.
+  expect_clean_error(run_command(sweep_cmd(out, "--seed 5")), "other settings");
+}
+
+TEST(EvalSweep, CtrlCStopsAfterTheCurrentCellWithValidFiles) {
+  const std::string out = test::make_temp_dir("kvc-sweep-int");
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string cmd = sweep_cmd(out) + " >/dev/null 2>" + out + "/err";
+    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Interrupt as soon as the first cell is on disk.
+  for (int i = 0; i < 600 && test::slurp(out + "/results.jsonl").empty(); ++i) ::usleep(50000);
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal";
+  const size_t done = read_jsonl(out + "/results.jsonl").size();
+  EXPECT_GE(done, 1u);
+  if (done < 4) EXPECT_EQ(WEXITSTATUS(status), 130) << test::slurp(out + "/err");
+  const auto r = run_command(sweep_cmd(out));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["ran"].get<size_t>(), 4 - done);
+  EXPECT_EQ(read_jsonl(out + "/results.jsonl").size(), 4u);
+}
+
+TEST(EvalNeedle, WritesGridJsonTablesAndHeatmap) {
+  const std::string out = test::make_temp_dir("kvc-needle-cli");
+  const auto r = run_command(bin("kvc-eval") + " needle -m " + kStories + " -t 1 --haystack " + kText +
+                             " --lengths 96,160 --depths 0,0.5,1 --samples 1 --templates passkey --out " + out +
+                             " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["accuracy_grid"].size(), 3u);
+  EXPECT_EQ(j["cells"].size(), 6u);
+  EXPECT_GE(j["accuracy"].get<double>(), 0.0);
+  EXPECT_LE(j["accuracy"].get<double>(), 1.0);
+  EXPECT_TRUE(j["metadata"].contains("data_hash"));
+  EXPECT_EQ(nlohmann::json::parse(test::slurp(out + "/needle_grid.json"))["cells"].size(), 6u);
+  EXPECT_EQ(read_jsonl(out + "/cells.jsonl").size(), 6u);
+  EXPECT_NE(test::slurp(out + "/needle_grid.csv").find("depth \\ length,96,160"), std::string::npos);
+  if (std::system("command -v gnuplot >/dev/null") == 0)
+    EXPECT_EQ(test::slurp(out + "/needle_heatmap.png").substr(1, 3), "PNG");
+}
+
+TEST(EvalBadInput, UnknownTaskNames) {
+  expect_clean_error(run_command(bin("kvc-eval") + " sweep -m " + kStories + " --tasks kl,nedle --out /tmp/x"),
+                     "unknown task 'nedle'");
+  expect_clean_error(run_command(bin("kvc-eval") + " tasks -m " + kStories + " --tasks niah_singel"),
+                     "unknown task 'niah_singel'");
+  expect_clean_error(run_command(bin("kvc-eval") + " sweep -m " + kStories + " --methods bogus --out /tmp/x"),
+                     "unknown method 'bogus'");
+  expect_clean_error(run_command(bin("kvc-eval") + " longbench -m " + kStories + " --dataset nope --data /dev/null"),
+                     "nope");
+}
+
+std::string longbench_file(const std::string& dir, int context_words) {
+  std::string ctx;
+  for (int i = 0; i < context_words; ++i) ctx += "Tom has a red ball. ";
+  const std::string path = dir + "/qa.jsonl";
+  const nlohmann::json good = {{"context", ctx}, {"input", "What does Tom have?"}, {"answers", {"a red ball"}},
+                               {"_id", "s1"}};
+  test::write_bytes(path, good.dump() + "\n{\"context\": \"x\", \"input\": \n" + good.dump() + "\n");
+  return path;
+}
+
+TEST(EvalBadInput, MalformedJsonlLinesSkipOrStopByFlag) {
+  const std::string path = longbench_file(test::make_temp_dir("kvc-lb"), 10);
+  const std::string base = bin("kvc-eval") + " longbench -m " + kStories + " -t 1 --dataset hotpotqa --data " + path +
+                           " --max-new-tokens 4 --json";
+  expect_clean_error(run_command(base + " --on-bad-line stop"), path + ":2");
+  const auto r = run_command(base + " --on-bad-line skip");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find(path + ":2"), std::string::npos) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["samples_scored"], 2);
+  EXPECT_EQ(j["skipped_lines"], 1);
+  EXPECT_TRUE(j["metadata"].contains("data_hash"));
+}
+
+TEST(EvalBadInput, OverLongContextRefusedOrTruncatedByFlag) {
+  const std::string path = longbench_file(test::make_temp_dir("kvc-lb-long"), 200);  // ~1000+ tokens > 512
+  const std::string base = bin("kvc-eval") + " longbench -m " + kStories + " -t 1 --dataset hotpotqa --data " + path +
+                           " --on-bad-line skip --max-new-tokens 4 --json";
+  expect_clean_error(run_command(base + " --truncate refuse"), "--truncate middle");
+  const auto r = run_command(base + " --truncate middle");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("cut from the middle"), std::string::npos) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["truncated_samples"], 2);
+  EXPECT_LE(j["samples"][0]["prompt_tokens"].get<int>() + 4, 512);
+}
+
+}  // namespace
+}  // namespace kvc

@@ -1,0 +1,118 @@
+// kvc-calibrate / kvc-train / --lowrank as a user runs them: calibrate, evaluate at full rank (KL 0),
+// interrupted + resumed training equals an uninterrupted run, foreign artifacts refused in one line.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstring>
+
+#include "io/safetensors.h"
+#include "support/paths.h"
+#include "support/run_command.h"
+
+namespace kvc {
+namespace {
+
+using test::bin;
+using test::run_command;
+
+void expect_clean_error(const test::CommandResult& r, const std::string& needle) {
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(r.exit_code, 128) << "killed by a signal: " << r.err;
+  ASSERT_FALSE(r.err.empty());
+  const std::string first = r.err.substr(0, r.err.find('\n'));
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "more than one line: " << r.err;
+  EXPECT_NE(first.find(needle), std::string::npos) << "expected '" << needle << "' in: " << first;
+}
+
+const std::string kModel = test::model_dir("stories260K");
+const std::string kText = test::data_file("tinystories/tinystories_excerpt_30k.txt");
+
+class LowRankCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = test::make_temp_dir("lowrank_cli");
+    const auto r = run_command(bin("kvc-calibrate") + " -m " + kModel + " --data " + kText +
+                               " --tokens 2000 --seq-len 128 --json -t 1 -o " + dir_ + "/bases.safetensors");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    summary_ = nlohmann::json::parse(r.out);
+  }
+  static std::string train_cmd(const std::string& extra) {
+    return bin("kvc-train") + " -m " + kModel + " --bases " + dir_ + "/bases.safetensors --data " + kText +
+           " --alpha 2 --steps 4 --warmup 1 --seq-len 32 --batch 1 --eval-every 0 --eval-windows 1 -t 1 --json "
+           "--checkpoint-every 1 " + extra;
+  }
+  static inline std::string dir_;
+  static inline nlohmann::json summary_;
+};
+
+TEST_F(LowRankCli, CalibrationReportsExplainedVarianceAndFullRankIsExact) {
+  EXPECT_EQ(summary_["kv_dim"], 32);
+  EXPECT_EQ(summary_["mean_centred"], false);
+  for (const auto& l : summary_["explained"]) {
+    const auto k = l["k"].get<std::vector<double>>();
+    EXPECT_LE(k[0], k[1]);
+    EXPECT_LE(k[1], k[2]);
+    EXPECT_LE(k[2], 1.0 + 1e-9);
+  }
+  const auto r = run_command(bin("kvc-eval") + " kl -m " + kModel + " --file " + kText +
+                             " --window 64 --max-windows 2 --json -t 1 --lowrank " + dir_ + "/bases.safetensors --rank 32");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_LT(j["kl"].get<double>(), 1e-6);  // an orthonormal basis at full rank loses nothing
+  const auto half = run_command(bin("kvc-eval") + " kl -m " + kModel + " --file " + kText +
+                                " --window 64 --max-windows 2 --json -t 1 --lowrank " + dir_ + "/bases.safetensors --rank 16");
+  ASSERT_EQ(half.exit_code, 0) << half.err;
+  EXPECT_NEAR(nlohmann::json::parse(half.out)["compression_ratio"].get<double>(), 0.5, 1e-9);
+}
+
+TEST_F(LowRankCli, ResumedTrainingEqualsUninterrupted) {
+  const auto full = run_command(train_cmd("--checkpoint " + dir_ + "/a.ckpt -o " + dir_ + "/a.safetensors"));
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+  const auto part = run_command(train_cmd("--checkpoint " + dir_ + "/b.ckpt --stop-after 2"));
+  ASSERT_EQ(part.exit_code, 0) << part.err;
+  EXPECT_EQ(nlohmann::json::parse(part.out)["finished"], false);
+  const auto rest = run_command(train_cmd("--checkpoint " + dir_ + "/b.ckpt --resume -o " + dir_ + "/b.safetensors"));
+  ASSERT_EQ(rest.exit_code, 0) << rest.err;
+  const auto a = st::SafetensorsFile::open(dir_ + "/a.safetensors");
+  const auto b = st::SafetensorsFile::open(dir_ + "/b.safetensors");
+  ASSERT_EQ(a->names(), b->names());
+  double max_diff = 0, moved = 0;
+  for (const auto& name : a->names()) {
+    const auto n = a->info(name).numel();
+    const auto* x = reinterpret_cast<const float*>(a->data(name));
+    const auto* y = reinterpret_cast<const float*>(b->data(name));
+    for (int64_t i = 0; i < n; ++i) max_diff = std::max(max_diff, std::abs(double(x[i]) - y[i]));
+    if (name.find(".W") != std::string::npos) for (int64_t i = 0; i < n; ++i) moved += std::abs(x[i]);
+  }
+  EXPECT_LT(max_diff, 1e-5);
+  EXPECT_GT(moved, 0.0) << "training did not change the gates";
+  EXPECT_EQ(a->metadata().at("steps"), "4");
+  // Resuming with other settings is refused.
+  expect_clean_error(run_command(train_cmd("--checkpoint " + dir_ + "/b.ckpt --resume --lr 0.1 -o /dev/null")),
+                     "other settings");
+  // The gates drive the adaptive cache.
+  const auto eval = run_command(bin("kvc-eval") + " kl -m " + kModel + " --file " + kText +
+                                " --window 64 --max-windows 1 --json -t 1 --lowrank " + dir_ + "/a.safetensors");
+  ASSERT_EQ(eval.exit_code, 0) << eval.err;
+  EXPECT_GT(nlohmann::json::parse(eval.out)["compression_ratio"].get<double>(), 0.0);
+}
+
+TEST_F(LowRankCli, ForeignOrIncompleteArtifactsAreRefused) {
+  expect_clean_error(run_command(bin("kvc-eval") + " kl -m " + test::model_dir("kvc-tiny-lm") + " --file " + kText +
+                                 " --window 64 --max-windows 1 --lowrank " + dir_ + "/bases.safetensors --rank 4"),
+                     "another model");
+  expect_clean_error(run_command(bin("kvc-eval") + " kl -m " + kModel + " --file " + kText +
+                                 " --window 64 --max-windows 1 --lowrank " + dir_ + "/bases.safetensors"),
+                     "--rank");
+  expect_clean_error(run_command(bin("kvc-eval") + " kl -m " + kModel + " --file " + kText + " --rank 4"), "--lowrank");
+  expect_clean_error(run_command(bin("kvc-eval") + " kl -m " + kModel + " --file " + kText +
+                                 " --lowrank " + dir_ + "/bases.safetensors --rank 33"),
+                     "outside 1..32");
+  expect_clean_error(run_command(bin("kvc-train") + " -m " + kModel + " --bases " + kModel +
+                                 "/model.safetensors --data " + kText + " -o /dev/null"),
+                     "not a low-rank artifact");
+}
+
+}  // namespace
+}  // namespace kvc

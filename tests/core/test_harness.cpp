@@ -1,0 +1,247 @@
+// The evaluation harness in-process: the two query protocols, prompt truncation, the needle scorer,
+// the resumable result store, sweep planning and reports, and needle retrieval on real models.
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <algorithm>
+#include <fstream>
+#include <map>
+
+#include "harness/gnuplot.h"
+#include "harness/needle_report.h"
+#include "harness/result_store.h"
+#include "harness/sweep_plan.h"
+#include "harness/sweep_report.h"
+#include "harness/task_eval.h"
+#include "support/paths.h"
+#include "support/run_command.h"
+#include "tasks/haystack.h"
+#include "util/error.h"
+#include "util/files.h"
+
+namespace kvc {
+namespace {
+
+struct Loaded {
+  std::shared_ptr<LlamaModel> model;
+  Tokenizer tokenizer;
+};
+
+Loaded& load(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<Loaded>> cache;
+  auto& slot = cache[name];
+  if (!slot) {
+    at::set_num_threads(2);
+    const std::string dir = test::model_dir(name);
+    slot = std::make_unique<Loaded>(Loaded{LlamaModel::load(dir), Tokenizer::load(dir + "/tokenizer.model")});
+  }
+  return *slot;
+}
+
+TEST(Harness, TruncateMiddleKeepsHeadAndTail) {
+  const std::vector<int> ids{1, 2, 3, 4, 5, 6, 7};
+  EXPECT_EQ(truncate_middle(ids, 4), (std::vector<int>{1, 2, 6, 7}));
+  EXPECT_EQ(truncate_middle(ids, 3), (std::vector<int>{1, 2, 7}));
+  EXPECT_EQ(truncate_middle(ids, 9), ids);
+}
+
+TEST(Harness, NeedleAnswerNeedsTheExactFirstNumber) {
+  EXPECT_TRUE(needle_answer_correct(" 40721.", "40721"));
+  EXPECT_TRUE(needle_answer_correct(" 40721 is the", "40721"));
+  EXPECT_FALSE(needle_answer_correct(" 4072", "40721"));
+  EXPECT_FALSE(needle_answer_correct(" 407219", "40721"));
+  EXPECT_FALSE(needle_answer_correct(" 1 40721", "40721"));
+  EXPECT_FALSE(needle_answer_correct(" the ship", "40721"));
+}
+
+TEST(Harness, SampleSeedDependsOnCoordinatesOnly) {
+  EXPECT_EQ(sample_seed(3, "needle:256:0.5:0"), sample_seed(3, "needle:256:0.5:0"));
+  EXPECT_NE(sample_seed(3, "needle:256:0.5:0"), sample_seed(3, "needle:256:0.5:1"));
+  EXPECT_NE(sample_seed(3, "needle:256:0.5:0"), sample_seed(4, "needle:256:0.5:0"));
+}
+
+TEST(ResultStore, ResumesAndDropsATornLastLine) {
+  const std::string path = test::make_temp_dir("kvc-store") + "/r.jsonl";
+  {
+    ResultStore s(path);
+    EXPECT_TRUE(s.records().empty());
+    s.append({{"cell", "a"}, {"v", 1}});
+    s.append({{"cell", "b"}, {"v", 2}});
+  }
+  const std::string good = read_text_file(path);
+  EXPECT_EQ(std::count(good.begin(), good.end(), '\n'), 2);
+  // A run killed mid-write leaves half a line.
+  { std::ofstream(path, std::ios::app) << "{\"cell\": \"c\", \"v\""; }
+  {
+    ResultStore s(path);
+    EXPECT_EQ(s.records().size(), 2u);
+    EXPECT_TRUE(s.has("a") && s.has("b") && !s.has("c"));
+    EXPECT_EQ(s.dropped_torn_lines(), 1u);
+    EXPECT_EQ(read_text_file(path), good);  // the torn bytes are gone, so appends start on a fresh line
+    s.append({{"cell", "c"}, {"v", 3}});
+  }
+  ResultStore again(path);
+  EXPECT_EQ(again.records().size(), 3u);
+  EXPECT_EQ(again.records()[2]["v"], 3);
+  EXPECT_EQ(again.dropped_torn_lines(), 0u);
+}
+
+TEST(ResultStore, CorruptMiddleLineIsAnErrorWithFileAndLine) {
+  const std::string path = test::make_temp_dir("kvc-store") + "/r.jsonl";
+  test::write_bytes(path, "{\"cell\":\"a\"}\nnot json\n{\"cell\":\"b\"}\n");
+  try {
+    ResultStore s(path);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ":2:"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SweepPlan, MethodsTimesRatiosPlusOneBaselinePerTask) {
+  const std::vector<std::string> registered{"none", "snapkv", "h2o"};
+  const auto methods = resolve_methods({"none,snapkv:window=32,kernel=5,h2o"}, registered);
+  EXPECT_EQ(methods, (std::vector<std::string>{"none", "snapkv:window=32,kernel=5", "h2o"}));
+  EXPECT_EQ(resolve_methods({"all"}, registered), registered);
+  EXPECT_THROW(resolve_methods({"snapkv,bogus"}, registered), Error);
+  const auto cells = plan_sweep({"kl", "needle"}, methods, {0.25, 0.5, 0});
+  ASSERT_EQ(cells.size(), 2u * (1 + 2 * 2));
+  EXPECT_EQ(cells[0].key(), "kl|none|0");
+  EXPECT_EQ(cells[1].key(), "kl|snapkv:window=32,kernel=5|0.25");
+  EXPECT_EQ(cells[5].key(), "needle|none|0");
+  EXPECT_THROW(plan_sweep({"kl"}, methods, {1.0}), Error);
+  EXPECT_THROW(check_task_names({"kl", "nedle"}, {"kl", "needle"}), Error);
+}
+
+nlohmann::json fake_record(const std::string& task, const std::string& method, double ratio, double score) {
+  return {{"cell", task + method + std::to_string(ratio)}, {"task", task}, {"method", method}, {"ratio", ratio},
+          {"result", {{"score", score}, {"metric", "accuracy"}, {"higher_is_better", true}, {"compression_ratio", ratio}}},
+          {"metadata", {{"wall_seconds", 1.5}}}};
+}
+
+TEST(SweepReport, PivotTableAndPlots) {
+  const std::vector<nlohmann::json> records{fake_record("needle", "none", 0, 1.0), fake_record("needle", "fake", 0.5, 0.75),
+                                            fake_record("needle", "fake", 0.9, 0.25)};
+  const std::string md = sweep_markdown(records);
+  EXPECT_NE(md.find("| method \\ ratio | 0 | 0.5 | 0.9 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| none | 1 |  |  |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| fake | 1 | 0.75 | 0.25 |"), std::string::npos) << md;  // starts at the baseline
+  const std::string csv = to_csv(sweep_table(records));
+  EXPECT_NE(csv.find("needle,fake,0.9,0.25,accuracy,yes,0.9,1.5\n"), std::string::npos) << csv;
+  const std::string dir = test::make_temp_dir("kvc-report");
+  const auto pngs = write_sweep_report(dir, records);
+  if (gnuplot_available()) {
+    ASSERT_EQ(pngs.size(), 1u);
+    EXPECT_EQ(read_text_file(pngs[0]).substr(1, 3), "PNG");
+  }
+}
+
+TEST(Tables, CsvQuotingAndMarkdownEscaping) {
+  const Table t{{"a", "b"}, {{"x,y", "say \"hi\""}, {"p|q", "1"}}};
+  EXPECT_EQ(to_csv(t), "a,b\n\"x,y\",\"say \"\"hi\"\"\"\np|q,1\n");
+  EXPECT_EQ(to_markdown(t), "| a | b |\n|---|---|\n| x,y | say \"hi\" |\n| p\\|q | 1 |\n");
+  EXPECT_EQ(format_number(0.5000), "0.5");
+  EXPECT_EQ(format_number(2.0), "2");
+}
+
+TEST(Harness, PromptTruncationRefusesOrCutsTheMiddleOfTheContext) {
+  Loaded& m = load("stories260K");
+  std::string context;
+  for (int i = 0; i < 300; ++i) context += "Tom saw a big dog. ";
+  const std::string question = "\nWhat did Tom see?";
+  EXPECT_THROW(tokenize_prompt(m.tokenizer, *m.model, context, question, 8, Truncation::Refuse, "s1"), Error);
+  const PromptTokens p = tokenize_prompt(m.tokenizer, *m.model, context, question, 8, Truncation::Middle, "s1");
+  const int64_t limit = m.model->config().max_position_embeddings;
+  EXPECT_EQ(p.size() + 8, limit);
+  EXPECT_GT(p.dropped, 0);
+  EXPECT_EQ(p.context.front(), m.model->config().bos_token_id);
+  EXPECT_EQ(p.question, m.tokenizer.encode(question));  // the question survives whole
+  std::vector<int> full{m.model->config().bos_token_id};
+  const auto body = m.tokenizer.encode(context);
+  full.insert(full.end(), body.begin(), body.end());
+  EXPECT_EQ(p.context.back(), full.back());  // the tail of the context is kept
+}
+
+// With no compression the two protocols feed the same tokens into the same cache, so their greedy
+// answers must agree; the agnostic prefill + question logits must also match one full forward.
+TEST(Harness, QueryAwareAndAgnosticAgreeWithoutCompression) {
+  Loaded& m = load("stories260K");
+  const std::string haystack = read_text_file(test::data_file("tinystories/tinystories_excerpt_30k.txt")).substr(0, 20000);
+  EvalContext aware{*m.model, m.tokenizer, QueryMode::Aware, Truncation::Refuse};
+  EvalContext agnostic{*m.model, m.tokenizer, QueryMode::Agnostic, Truncation::Refuse};
+  NeedleGridOptions grid;
+  grid.spec = passkey_needle_spec();
+  grid.haystack = haystack;
+  grid.samples = 2;
+  const CacheSetup none;
+  for (double depth : {0.0, 1.0}) {
+    const NeedleCell a = run_needle_cell(aware, none, grid, 200, depth);
+    const NeedleCell b = run_needle_cell(agnostic, none, grid, 200, depth);
+    ASSERT_EQ(a.samples.size(), 2u);
+    for (size_t i = 0; i < a.samples.size(); ++i) {
+      EXPECT_EQ(a.samples[i].prediction, b.samples[i].prediction);
+      EXPECT_EQ(a.samples[i].score, b.samples[i].score);
+      EXPECT_LE(a.samples[i].prompt_tokens, 200);
+      EXPECT_DOUBLE_EQ(a.samples[i].compression_ratio, 0.0);
+    }
+  }
+  const auto ctx_ids = m.tokenizer.encode(haystack.substr(0, 600));
+  const auto q_ids = m.tokenizer.encode("\nWhat is the pass key? The pass key is");
+  std::vector<int> all = ctx_ids;
+  all.insert(all.end(), q_ids.begin(), q_ids.end());
+  KVCache one = m.model->new_cache(), two = m.model->new_cache();
+  const at::Tensor full = m.model->forward(all, one, {false, nullptr});
+  m.model->forward(ctx_ids, two, {false, nullptr});
+  const at::Tensor split = m.model->forward(q_ids, two, {false, nullptr});
+  EXPECT_LT((full - split).abs().max().item<float>(), 1e-4);
+}
+
+TEST(Harness, NeedleGridRunsEndToEndOnStories260K) {
+  Loaded& m = load("stories260K");
+  EvalContext ctx{*m.model, m.tokenizer, QueryMode::Aware, Truncation::Refuse};
+  NeedleGridOptions opt;
+  opt.haystack = read_text_file(test::data_file("tinystories/tinystories_excerpt_30k.txt")).substr(0, 8000);
+  opt.lengths = {128, 256};
+  opt.depths = {0.0, 1.0};
+  opt.samples = 1;
+  NeedleGrid grid{opt.lengths, opt.depths, {}};
+  for (auto l : opt.lengths)
+    for (double d : opt.depths) grid.cells.push_back(run_needle_cell(ctx, CacheSetup{}, opt, l, d));
+  EXPECT_GE(grid.overall_accuracy(), 0.0);
+  EXPECT_LE(grid.overall_accuracy(), 1.0);
+  EXPECT_EQ(grid.sample_count(), 4);
+  const std::string dir = test::make_temp_dir("kvc-needle");
+  const std::string png = write_needle_report(dir, "stories260K", grid, {{"model", "stories260K"}});
+  const auto j = nlohmann::json::parse(read_text_file(dir + "/needle_grid.json"));
+  EXPECT_EQ(j["accuracy_grid"].size(), 2u);     // depths
+  EXPECT_EQ(j["accuracy_grid"][0].size(), 2u);  // lengths
+  EXPECT_EQ(j["cells"].size(), 4u);
+  if (gnuplot_available()) EXPECT_EQ(read_text_file(png).substr(1, 3), "PNG");
+}
+
+// kvc-tiny-lm was trained on this needle form and retrieves it ~95% of the time at 512 tokens.
+TEST(Harness, TinyLmRetrievesNeedlesAt512Tokens) {
+  if (!file_exists(test::model_dir("kvc-tiny-lm") + "/config.json")) GTEST_SKIP() << "kvc-tiny-lm not present";
+  Loaded& m = load("kvc-tiny-lm");
+  EvalContext ctx{*m.model, m.tokenizer, QueryMode::Aware, Truncation::Refuse};
+  NeedleGridOptions opt;
+  opt.haystack = load_haystack({test::data_file("pg_essays/avg.txt"), test::data_file("pg_essays/boss.txt")});
+  opt.samples = 2;
+  opt.seed = 7;
+  int correct = 0, total = 0;
+  for (double depth : {0.1, 0.3, 0.5, 0.7, 0.9}) {
+    const NeedleCell cell = run_needle_cell(ctx, CacheSetup{}, opt, 512, depth);
+    for (const auto& s : cell.samples) {
+      correct += s.score > 0.5;
+      ++total;
+      EXPECT_LE(s.prompt_tokens, 512);
+      EXPECT_GE(s.prompt_tokens, 440);  // the budget is used (up to a sentence of slack)
+    }
+  }
+  EXPECT_EQ(total, 10);
+  EXPECT_GE(correct, 6) << correct << "/" << total;  // >= 60%
+  std::printf("kvc-tiny-lm needle at 512 tokens: %d/%d correct\n", correct, total);
+}
+
+}  // namespace
+}  // namespace kvc

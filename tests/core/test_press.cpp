@@ -1,0 +1,399 @@
+// The shared battery every registered press runs through, plus checks of the pieces (selection,
+// allocation, the CSR cache, bounded decoding) against independent expectations.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "cache/dense_layer_cache.h"
+#include "cache/ragged_layer_cache.h"
+#include "compression/compression_spec.h"
+#include "compression/press_registry.h"
+#include "io/safetensors.h"
+#include "model/llama_model.h"
+#include "model/tensor_bridge.h"
+#include "press/press.h"
+#include "runtime/generation.h"
+#include "support/paths.h"
+#include "support/run_command.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+namespace kvc {
+namespace {
+
+const LlamaModel& model() {
+  static auto m = LlamaModel::load(test::model_dir("stories260K"));
+  return *m;
+}
+
+// A natural-text prompt (real attention patterns), BOS first.
+std::vector<int> prompt(int64_t n) {
+  static const std::vector<int> ids = [] {
+    const Tokenizer tok = Tokenizer::load(test::model_dir("stories260K") + "/tokenizer.model");
+    std::vector<int> out{model().config().bos_token_id};
+    const auto body = tok.encode(test::slurp(test::data_file("tinystories/tinystories_excerpt_30k.txt")).substr(0, 6000));
+    out.insert(out.end(), body.begin(), body.end());
+    return out;
+  }();
+  return std::vector<int>(ids.begin(), ids.begin() + n);
+}
+
+std::vector<std::string> presses() {
+  std::vector<std::string> names;
+  for (const auto& n : press_names()) {
+    if (n != "none") names.push_back(n);
+  }
+  return names;
+}
+
+CacheSetup setup_for(const std::string& press, double ratio, int64_t budget = 0) {
+  CompressionSpec spec;
+  spec.press = press;
+  spec.ratio = ratio;
+  spec.budget = budget;
+  return build_cache_setup(spec, model());
+}
+
+// Per-head positions of a layer, whatever its layout.
+std::vector<at::Tensor> head_positions(const LayerCache& layer) {
+  std::vector<at::Tensor> out;
+  if (const auto* d = dynamic_cast<const DenseLayerCache*>(&layer)) {
+    for (int64_t h = 0; h < d->positions().size(0); ++h) out.push_back(d->positions()[h].clone());
+  } else if (const auto* r = dynamic_cast<const RaggedLayerCache*>(&layer)) {
+    for (int64_t h = 0; h + 1 < r->indptr().numel(); ++h) out.push_back(r->head_positions(h).clone());
+  }
+  return out;
+}
+
+at::Tensor head_keys(const LayerCache& layer, int64_t h) {
+  if (const auto* d = dynamic_cast<const DenseLayerCache*>(&layer)) return d->keys()[h];
+  return dynamic_cast<const RaggedLayerCache&>(layer).head_keys(h);
+}
+
+struct PressRun {
+  std::vector<at::Tensor> logits;  // prefill last row, then each decode step
+  KVCache cache;
+  CacheFootprint after_prefill;
+};
+
+// Prefill `ids`, then decode `steps` tokens of the text that follows (teacher forcing, so that every
+// run sees the same tokens and their distributions are comparable).
+PressRun run(const CacheSetup& setup, const std::vector<int>& ids, int64_t steps) {
+  const std::vector<int> text = prompt(static_cast<int64_t>(ids.size()) + steps);
+  PressRun r{{}, setup.new_cache(model()), {}};
+  auto observer = setup.new_observer();
+  ForwardOptions o;
+  o.all_logits = false;
+  o.observer = observer.get();
+  r.logits.push_back(model().forward(ids, r.cache, o));
+  r.after_prefill = r.cache.footprint();
+  for (int64_t i = 0; i < steps; ++i) {
+    r.logits.push_back(model().forward({text[ids.size() + static_cast<size_t>(i)]}, r.cache, o));
+  }
+  return r;
+}
+
+constexpr int64_t kPrompt = 160;
+
+TEST(PressBattery, RegistryHasEveryMethod) {
+  const auto names = presses();
+  for (const char* want : {"streaming_llm", "h2o", "tova", "snapkv", "pyramidkv", "knorm", "random", "dynamickv", "d2o",
+                           "kvcompose", "kvcompose_unstructured", "ada"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+  }
+}
+
+TEST(PressBattery, BudgetRespectedExactlyAndMemoryReduced) {
+  const auto& c = model().config();
+  const PressRun full = run(CacheSetup{}, prompt(kPrompt), 0);
+  for (const auto& name : presses()) {
+    for (double ratio : {0.25, 0.5, 0.75}) {
+      SCOPED_TRACE(name + " ratio " + std::to_string(ratio));
+      const PressRun r = run(setup_for(name, ratio), prompt(kPrompt), 0);
+      const int64_t budget = std::llround((1 - ratio) * kPrompt);
+      // Allocators move budget between layers and heads but never change the total.
+      EXPECT_EQ(r.after_prefill.entries, budget * c.num_layers * c.num_kv_heads);
+      // Bytes measured by the caches: payload is exactly what is kept, and resident memory shrank.
+      EXPECT_EQ(r.after_prefill.payload_bytes, r.after_prefill.entries * 2 * c.head_dim * 4);
+      EXPECT_LE(r.after_prefill.resident_bytes,
+                static_cast<int64_t>(full.after_prefill.resident_bytes * (1 - ratio)) + 64 * c.num_layers);
+    }
+  }
+}
+
+TEST(PressBattery, PositionsPreservedAndKeysUntouched) {
+  const PressRun full = run(CacheSetup{}, prompt(kPrompt), 0);
+  for (const auto& name : presses()) {
+    SCOPED_TRACE(name);
+    const PressRun r = run(setup_for(name, 0.5), prompt(kPrompt), 0);
+    for (int64_t l = 0; l < model().config().num_layers; ++l) {
+      const auto heads = head_positions(r.cache.layer(l));
+      ASSERT_EQ(static_cast<int64_t>(heads.size()), model().config().num_kv_heads);
+      for (int64_t h = 0; h < static_cast<int64_t>(heads.size()); ++h) {
+        const at::Tensor p = heads[static_cast<size_t>(h)];
+        // Kept entries keep their own positions, in order, without duplicates.
+        if (p.numel() > 1) EXPECT_TRUE((p.narrow(0, 1, p.numel() - 1) > p.narrow(0, 0, p.numel() - 1)).all().item<bool>());
+        if (p.numel() > 0) EXPECT_TRUE(p.min().item<int64_t>() >= 0 && p.max().item<int64_t>() < kPrompt);
+        // ...and the exact rotated key of that position (D2O merges, so its keys are blends).
+        if (name != "d2o") {
+          const at::Tensor expected = head_keys(full.cache.layer(l), h).index_select(0, p);
+          EXPECT_TRUE(head_keys(r.cache.layer(l), h).equal(expected)) << "layer " << l << " head " << h;
+        }
+      }
+    }
+  }
+}
+
+TEST(PressBattery, FullBudgetGivesIdenticalLogits) {
+  const PressRun full = run(CacheSetup{}, prompt(kPrompt), 6);
+  for (const auto& name : presses()) {
+    SCOPED_TRACE(name);
+    // Both "no ratio" and a budget equal to the prompt keep everything: the press must be a no-op.
+    for (const int64_t budget : {int64_t{0}, kPrompt}) {
+      const CacheSetup setup = setup_for(name, 0.0, budget);
+      const PressRun r = run(setup, prompt(kPrompt), 6);
+      ASSERT_EQ(r.logits.size(), full.logits.size());
+      // A bounded press held to the prompt length evicts from the second decode step on (its cache
+      // then stops growing); until then, and always for the others, logits are bit-identical.
+      const size_t exact = setup.bounded ? 2 : r.logits.size();
+      for (size_t i = 0; i < exact; ++i) EXPECT_TRUE(r.logits[i].equal(full.logits[i])) << "step " << i;
+      EXPECT_EQ(setup.bounded, budget > 0 && (name == "h2o" || name == "tova" || name == "streaming_llm" || name == "d2o"));
+    }
+  }
+}
+
+TEST(PressBattery, DecodingContinuesAfterCompression) {
+  const auto& c = model().config();
+  const PressRun full = run(CacheSetup{}, prompt(kPrompt), 8);
+  for (const auto& name : presses()) {
+    SCOPED_TRACE(name);
+    const CacheSetup setup = setup_for(name, 0.5);
+    const PressRun r = run(setup, prompt(kPrompt), 8);
+    EXPECT_EQ(r.cache.next_position(), kPrompt + 8);
+    const int64_t per_step = c.num_layers * c.num_kv_heads;
+    // Bounded presses hold the prefill size; the others grow by one entry per head per step.
+    EXPECT_EQ(r.cache.footprint().entries, r.after_prefill.entries + (setup.bounded ? 0 : 8 * per_step));
+    for (const auto& l : r.logits) EXPECT_TRUE(at::isfinite(l).all().item<bool>());
+    // Keeping half of a natural-text prompt should still predict something like the full model:
+    // a weak but real check that positions and rotations are right (a broken RoPE gives garbage).
+    int agree = 0;
+    double kl = 0;
+    for (size_t i = 0; i < r.logits.size(); ++i) {
+      const at::Tensor p = at::softmax(full.logits[i][0], -1), q = at::log_softmax(r.logits[i][0], -1);
+      agree += full.logits[i][0].argmax().item<int64_t>() == r.logits[i][0].argmax().item<int64_t>();
+      kl += (p * (p.log() - q)).sum().item<double>() / static_cast<double>(r.logits.size());
+    }
+    // Thresholds a broken cache fails by far (mean KL ~10 nats, no agreement), loose enough for knorm
+    // and random, the weakest methods here, on a 260K-parameter model.
+    EXPECT_LT(kl, 2.0);
+    EXPECT_GE(agree, 4);
+    std::printf("  %-24s mean KL %.3f, top-1 agreement %d/%zu\n", name.c_str(), kl, agree, r.logits.size());
+  }
+}
+
+TEST(PressBattery, DeterministicWithSeed) {
+  for (const auto& name : presses()) {
+    SCOPED_TRACE(name);
+    const PressRun a = run(setup_for(name, 0.5), prompt(kPrompt), 4), b = run(setup_for(name, 0.5), prompt(kPrompt), 4);
+    for (size_t i = 0; i < a.logits.size(); ++i) EXPECT_TRUE(a.logits[i].equal(b.logits[i]));
+    for (int64_t l = 0; l < model().config().num_layers; ++l) {
+      const auto pa = head_positions(a.cache.layer(l)), pb = head_positions(b.cache.layer(l));
+      for (size_t h = 0; h < pa.size(); ++h) EXPECT_TRUE(pa[h].equal(pb[h]));
+    }
+  }
+  const PressRun s1 = run(setup_for("random:seed=1", 0.5), prompt(kPrompt), 0);
+  const PressRun s2 = run(setup_for("random:seed=2", 0.5), prompt(kPrompt), 0);
+  EXPECT_FALSE(head_positions(s1.cache.layer(0))[0].equal(head_positions(s2.cache.layer(0))[0]));
+}
+
+TEST(PressMethods, StreamingLlmKeepsSinksAndRecentWindow) {
+  const int64_t budget = 40;
+  const PressRun r = run(setup_for("streaming_llm:sinks=4", 0, budget), prompt(kPrompt), 10);
+  // Brute force: positions 0..3, then the most recent budget − 4 of the 170 tokens seen.
+  std::vector<int64_t> expected{0, 1, 2, 3};
+  // run() makes 10 decode calls after the prompt: 170 tokens have passed through the cache.
+  for (int64_t p = kPrompt + 10 - (budget - 4); p < kPrompt + 10; ++p) expected.push_back(p);
+  for (int64_t l = 0; l < model().config().num_layers; ++l) {
+    for (const auto& p : head_positions(r.cache.layer(l))) {
+      EXPECT_EQ(std::vector<int64_t>(p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + p.numel()), expected);
+    }
+  }
+}
+
+TEST(PressMethods, SnapKVAlwaysKeepsTheWindow) {
+  const PressRun r = run(setup_for("snapkv:window=16,kernel=5", 0, 24), prompt(kPrompt), 0);
+  for (int64_t l = 0; l < model().config().num_layers; ++l) {
+    for (const auto& p : head_positions(r.cache.layer(l))) {
+      ASSERT_EQ(p.numel(), 24);
+      EXPECT_TRUE(p.narrow(0, 8, 16).equal(at::arange(kPrompt - 16, kPrompt, at::kLong)));
+    }
+  }
+}
+
+TEST(PressMethods, SharedHeadsGiveIdenticalRows) {
+  const PressRun r = run(setup_for("snapkv:heads=shared", 0.5), prompt(kPrompt), 0);
+  for (int64_t l = 0; l < model().config().num_layers; ++l) {
+    const auto p = head_positions(r.cache.layer(l));
+    for (const auto& h : p) EXPECT_TRUE(h.equal(p[0]));
+  }
+  EXPECT_THROW(setup_for("ada:heads=shared", 0.5), Error);
+}
+
+TEST(PressMethods, LayerAdaptiveBudgetsDiffer) {
+  for (const char* name : {"pyramidkv", "kvcompose", "dynamickv", "d2o"}) {
+    SCOPED_TRACE(name);
+    const PressRun r = run(setup_for(name, 0.5), prompt(kPrompt), 0);
+    std::set<int64_t> sizes;
+    for (int64_t l = 0; l < model().config().num_layers; ++l) sizes.insert(r.cache.layer(l).lengths()[0].item<int64_t>());
+    EXPECT_GT(sizes.size(), 1u);
+  }
+  // PyramidKV: non-increasing with depth.
+  const PressRun p = run(setup_for("pyramidkv", 0.5), prompt(kPrompt), 0);
+  for (int64_t l = 1; l < model().config().num_layers; ++l) {
+    EXPECT_LE(p.cache.layer(l).lengths()[0].item<int64_t>(), p.cache.layer(l - 1).lengths()[0].item<int64_t>());
+  }
+}
+
+TEST(PressMethods, HeadAdaptiveUsesCsrStorage) {
+  for (const char* name : {"ada", "ada:base=h2o", "kvcompose_unstructured"}) {
+    SCOPED_TRACE(name);
+    const PressRun r = run(setup_for(name, 0.5), prompt(kPrompt), 3);
+    bool ragged = false, varied = false;
+    for (int64_t l = 0; l < model().config().num_layers; ++l) {
+      if (const auto* rc = dynamic_cast<const RaggedLayerCache*>(&r.cache.layer(l))) {
+        ragged = true;
+        const at::Tensor len = rc->lengths();
+        varied |= len.max().item<int64_t>() != len.min().item<int64_t>();
+        EXPECT_EQ(rc->indptr()[-1].item<int64_t>(), len.sum().item<int64_t>());
+      }
+    }
+    EXPECT_TRUE(ragged);
+    EXPECT_TRUE(varied);
+  }
+}
+
+TEST(RaggedCache, AttentionMatchesDenseAndStats) {
+  const auto& c = model().config();
+  const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, 0};
+  const auto opts = at::TensorOptions().dtype(at::kFloat);
+  DenseLayerCache dense(shape, model().rope(), opts);
+  RaggedLayerCache ragged(shape, model().rope(), opts);
+  at::manual_seed(3);
+  const at::Tensor k = at::randn({c.num_kv_heads, 20, c.head_dim}), v = at::randn({c.num_kv_heads, 20, c.head_dim});
+  const at::Tensor pos = at::arange(20, at::kLong);
+  dense.append(k, v, pos);
+  ragged.append(k, v, pos);
+  const at::Tensor q = at::randn({c.num_heads, 1, c.head_dim});
+  const at::Tensor qp = at::full({1}, 20, at::kLong);
+  AttentionStats sd, sr;
+  const AttentionProbe probe{true, 1};
+  EXPECT_TRUE(dense.attend(q, qp, probe, &sd).allclose(ragged.attend(q, qp, probe, &sr), 1e-6, 1e-6));
+  EXPECT_TRUE(sd.column_sums.allclose(sr.column_sums, 1e-6, 1e-6));
+  // Per-head subsets: the ragged cache equals a brute-force softmax over each head's kept entries.
+  std::vector<at::Tensor> keep;
+  for (int64_t h = 0; h < c.num_kv_heads; ++h) keep.push_back(at::arange(0, 20, h + 1, at::kLong));
+  ragged.retain_ragged(keep);
+  const at::Tensor out = ragged.attend(q, qp, {}, nullptr);
+  const int64_t g = c.num_heads / c.num_kv_heads;
+  for (int64_t qh = 0; qh < c.num_heads; ++qh) {
+    const int64_t h = qh / g;
+    const at::Tensor kh = dense.keys()[h].index_select(0, keep[static_cast<size_t>(h)]);
+    const at::Tensor vh = dense.values()[h].index_select(0, keep[static_cast<size_t>(h)]);
+    const at::Tensor p = at::softmax(at::matmul(q[qh], kh.t()) / std::sqrt(double(c.head_dim)), -1);
+    EXPECT_TRUE(out[qh].allclose(at::matmul(p, vh), 1e-5, 1e-6)) << qh;
+  }
+  // Memory really shrinks to the kept entries.
+  int64_t kept = 0;
+  for (const auto& x : keep) kept += x.numel();
+  EXPECT_EQ(ragged.footprint().entries, kept);
+  EXPECT_EQ(ragged.footprint().payload_bytes, kept * 2 * c.head_dim * 4);
+}
+
+TEST(Allocation, DistributeIsExactAndClamped) {
+  const auto b = distribute({1, 2, 3, 4}, 100, {0, 0, 0, 0}, {100, 100, 100, 30});
+  EXPECT_EQ(std::accumulate(b.begin(), b.end(), int64_t{0}), 100);
+  EXPECT_EQ(b[3], 30);
+  EXPECT_LE(b[0], b[1]);
+  EXPECT_LE(b[1], b[2]);
+  const auto z = distribute({0, 0, 0}, 7, {1, 1, 1}, {5, 5, 5});
+  EXPECT_EQ(std::accumulate(z.begin(), z.end(), int64_t{0}), 7);
+}
+
+TEST(BoundedDecoding, ResidentBytesStayFlatPastTheContext) {
+  // 64-token prompt, budget 48 per head, 700 new tokens: past stories260K's 512-token context.
+  for (const char* name : {"h2o", "tova", "streaming_llm", "d2o"}) {
+    SCOPED_TRACE(name);
+    const CacheSetup setup = setup_for(name, 0, 48);
+    ASSERT_TRUE(setup.bounded);
+    KVCache cache = setup.new_cache(model());
+    auto observer = setup.new_observer();
+    GenerationRequest req;
+    req.prompt = prompt(64);
+    req.max_new_tokens = 700;
+    req.stop_at_eos = false;
+    req.allow_past_context = setup.bounded;
+    std::set<int64_t> resident;
+    const auto result = generate(model(), cache, req, [&](int) { resident.insert(cache.footprint().resident_bytes); },
+                                 observer.get());
+    EXPECT_EQ(result.stats.generated_tokens, 700);
+    EXPECT_EQ(resident.size(), 1u);  // one value for the whole generation
+    EXPECT_EQ(result.stats.kv_final.entries, 48 * model().config().num_layers * model().config().num_kv_heads);
+    EXPECT_EQ(result.stats.kv_peak_resident_bytes, result.stats.kv_after_prefill.resident_bytes);
+  }
+}
+
+TEST(PressErrors, BadParametersAreOneLineErrors) {
+  const auto message = [](const std::string& press) {
+    try {
+      setup_for(press, 0.5);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("snapkv:windw=8").find("unknown parameter 'windw'"), std::string::npos);
+  EXPECT_NE(message("h2o:agg=median").find("agg must be mean or max"), std::string::npos);
+  EXPECT_NE(message("snapkv:kernel=4").find("kernel must be odd"), std::string::npos);
+  EXPECT_NE(message("ada:base=pyramidkv").find("own allocator"), std::string::npos);
+  EXPECT_NE(message("nosuch").find("unknown method"), std::string::npos);
+}
+
+TEST(PressErrors, BudgetsFileForAnotherModelIsRefused) {
+  const std::string dir = test::make_temp_dir("press_budgets");
+  st::SafetensorsWriter w;
+  const int64_t L = model().config().num_layers;
+  add_tensor(w, "ratios", at::tensor({0.5}, at::kDouble));
+  add_tensor(w, "layer_budget_shares", at::full({1, L}, 1.0 / L, at::kDouble));
+  w.set_metadata("config_hash", "0000000000000000");
+  w.write(dir + "/foreign.safetensors");
+  CompressionSpec spec;
+  spec.press = "snapkv";
+  spec.ratio = 0.5;
+  spec.budgets_file = dir + "/foreign.safetensors";
+  try {
+    build_cache_setup(spec, model());
+    FAIL() << "accepted a foreign budgets file";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("made for another model"), std::string::npos) << e.what();
+  }
+  // The same file with this model's hash is used: per-layer budgets follow the shares exactly.
+  st::SafetensorsWriter ok;
+  std::vector<double> shares(static_cast<size_t>(L), 0.0);
+  shares[0] = 0.5;
+  for (int64_t l = 1; l < L; ++l) shares[static_cast<size_t>(l)] = 0.5 / (L - 1);
+  add_tensor(ok, "ratios", at::tensor({0.5}, at::kDouble));
+  add_tensor(ok, "layer_budget_shares", at::tensor(shares, at::kDouble).view({1, L}));
+  ok.set_metadata("config_hash", model().config().config_hash);
+  ok.write(dir + "/mine.safetensors");
+  spec.budgets_file = dir + "/mine.safetensors";
+  const PressRun r = run(build_cache_setup(spec, model()), prompt(kPrompt), 0);
+  EXPECT_EQ(r.cache.layer(0).lengths()[0].item<int64_t>(), std::min<int64_t>(kPrompt, 80 * L / 2));
+  EXPECT_EQ(r.after_prefill.entries, 80 * L * model().config().num_kv_heads);
+  spec.ratio = 0.25;
+  EXPECT_THROW(build_cache_setup(spec, model()), Error);
+}
+
+}  // namespace
+}  // namespace kvc

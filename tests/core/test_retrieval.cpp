@@ -1,0 +1,151 @@
+// The retrieval layer cache against the dense cache: with every cluster retrieved it must be exact,
+// every strategy must keep each entry in exactly one place, and with one cluster retrieved the
+// output and the measured recall must match a brute-force computation over that cluster.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "cache/dense_layer_cache.h"
+#include "model/llama_model.h"
+#include "retrieval/retrieval_layer_cache.h"
+#include "support/paths.h"
+#include "support/run_command.h"
+
+namespace kvc::retrieval {
+namespace {
+
+struct Fixture {
+  std::shared_ptr<LlamaModel> model = LlamaModel::load(test::model_dir("stories260K"));
+  AttentionShape shape{model->config().num_heads, model->config().num_kv_heads,
+                       model->config().head_dim, 0};
+};
+
+Fixture& fixture() {
+  static Fixture f;
+  return f;
+}
+
+std::shared_ptr<RetrievalShared> make_shared(const std::string& spec) {
+  return make_retrieval_shared(RetrievalConfig::parse(spec), fixture().shape.head_dim,
+                               test::make_temp_dir("kvc-ret") + "/store.kvs", true);
+}
+
+// Every entry ends up in exactly one cluster (on storage or in a RAM buffer) or the local pending list.
+void expect_each_entry_once(RetrievalLayerCache& layer, RetrievalShared& shared, int64_t entries) {
+  for (size_t h = 0; h < layer.heads().size(); ++h) {
+    std::map<int64_t, int> seen;
+    for (const auto& c : layer.heads()[h].clusters()) {
+      const std::vector<EntryBlock> read = shared.store->read({c.uid});
+      for (int64_t p : read.front().positions) seen[p] += 1;
+      for (int64_t p : c.delayed.positions) seen[p] += 1;
+      EXPECT_EQ(c.stats.n, shared.store->entries(c.uid) + c.delayed.size()) << "cluster size out of sync";
+    }
+    for (int64_t p : layer.heads()[h].pending().positions) seen[p] += 1;
+    std::string missing;
+    for (int64_t p = 0; p < entries; ++p)
+      if (!seen.count(p)) missing += std::to_string(p) + " ";
+    ASSERT_EQ(static_cast<int64_t>(seen.size()), entries) << "head " << h << ", missing: " << missing;
+    for (const auto& [p, n] : seen) ASSERT_EQ(n, 1) << "position " << p;
+  }
+}
+
+class AllRetrieved : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AllRetrieved, MatchesDenseAttention) {
+  at::manual_seed(0);
+  const auto& f = fixture();
+  const int64_t H = f.shape.num_heads, KV = f.shape.num_kv_heads, d = f.shape.head_dim, T = 40;
+  auto shared = make_shared(GetParam());
+  RetrievalLayerCache layer(f.shape, f.model->rope(), shared, 0);
+  DenseLayerCache dense(f.shape, f.model->rope(), at::TensorOptions().dtype(at::kFloat));
+  const auto step = [&](int64_t t0, int64_t n) {
+    const at::Tensor k = at::randn({KV, n, d}) * 2, v = at::randn({KV, n, d}), q = at::randn({H, n, d}) * 2;
+    const at::Tensor pos = at::arange(t0, t0 + n, at::kLong);
+    layer.append(k, v, pos);
+    dense.append(k, v, pos);
+    const at::Tensor a = layer.attend(q, pos, {}, nullptr), b = dense.attend(q, pos, {}, nullptr);
+    ASSERT_TRUE(at::allclose(a, b, 1e-4, 1e-5)) << "t0=" << t0 << " max diff " << (a - b).abs().max().item<float>();
+  };
+  step(0, T);
+  for (int64_t t = T; t < T + 60; ++t) step(t, 1);
+  EXPECT_NEAR(shared->recall_sum / shared->recall_count, 1.0, 1e-5);
+  if (shared->config.strategy != Strategy::kNone) expect_each_entry_once(layer, *shared, T + 60);
+  if (GetParam().rfind("adaptive", 0) == 0) {
+    EXPECT_GT(shared->splits, 0) << "τ = 0 must split";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, AllRetrieved,
+                         ::testing::Values("adaptive:topk=1000,tau_scale=0,bmax=3", "adaptive:topk=1000,bmax=0,cache_kb=0",
+                                           "static:topk=1000,layout=naive", "local:topk=1000,every=7",
+                                           "none:budget=100000"));
+
+TEST(Retrieval, OneClusterMatchesBruteForce) {
+  at::manual_seed(1);
+  const auto& f = fixture();
+  const int64_t H = f.shape.num_heads, KV = f.shape.num_kv_heads, d = f.shape.head_dim, G = H / KV, T = 48;
+  auto shared = make_shared("static:topk=1,sinks=0,recent=0,cache_kb=0");
+  RetrievalLayerCache layer(f.shape, f.model->rope(), shared, 0);
+  const at::Tensor k = at::randn({KV, T, d}) * 2, v = at::randn({KV, T, d});
+  layer.append(k, v, at::arange(T, at::kLong));
+  layer.attend(at::randn({H, T, d}), at::arange(T, at::kLong), {}, nullptr);
+  // Decode step: the new entry joins a cluster; then one cluster is read.
+  const at::Tensor k1 = at::randn({KV, 1, d}), v1 = at::randn({KV, 1, d}), q = at::randn({H, 1, d}) * 3;
+  const at::Tensor p1 = at::full({1}, T, at::kLong);
+  layer.append(k1, v1, p1);
+  const at::Tensor all_k = at::cat({f.model->rope()->apply(k, at::arange(T, at::kLong)), f.model->rope()->apply(k1, p1)}, 1);
+  const at::Tensor all_v = at::cat({v, v1}, 1);
+  const double recall_before = shared->recall_sum;
+  const at::Tensor out = layer.attend(q, p1, {}, nullptr);
+  double recall = 0;
+  for (int64_t h = 0; h < KV; ++h) {
+    // Brute force: the cluster whose centroid has the largest summed score over the group.
+    const auto& clusters = layer.heads()[h].clusters();
+    int64_t best = -1;
+    double best_s = 0;
+    for (size_t j = 0; j < clusters.size(); ++j) {
+      const at::Tensor c = at::tensor(std::vector<double>(clusters[j].stats.mean)).to(at::kFloat);
+      const double s = (q.narrow(0, h * G, G).view({G, d}).matmul(c)).sum().item<double>();
+      if (best < 0 || s > best_s) best = static_cast<int64_t>(j), best_s = s;
+    }
+    const EntryBlock members = shared->store->read({clusters[best].uid}).front();
+    const at::Tensor idx = at::tensor(members.positions, at::kLong);
+    const at::Tensor qh = q.narrow(0, h * G, G).view({G, d});
+    const at::Tensor p_sub = at::softmax(qh.matmul(all_k[h].index_select(0, idx).t()) / std::sqrt(double(d)), -1);
+    const at::Tensor expect = p_sub.matmul(all_v[h].index_select(0, idx));
+    EXPECT_TRUE(at::allclose(out.narrow(0, h * G, G).view({G, d}), expect, 1e-4, 1e-5)) << "head " << h;
+    const at::Tensor p_all = at::softmax(qh.matmul(all_k[h].t()) / std::sqrt(double(d)), -1);
+    recall += p_all.index_select(1, idx).sum(1).mean().item<double>() / KV;
+  }
+  EXPECT_NEAR((shared->recall_sum - recall_before) / KV, recall, 1e-5);
+  EXPECT_LT(recall, 1.0);
+}
+
+}  // namespace
+}  // namespace kvc::retrieval
+
+namespace kvc::retrieval {
+namespace {
+
+TEST(Retrieval, DelayedAndForcedSplitsKeepEveryEntryOnce) {
+  at::manual_seed(2);
+  const auto& f = fixture();
+  const int64_t H = f.shape.num_heads, KV = f.shape.num_kv_heads, d = f.shape.head_dim, T = 32;
+  // τ = 0: every new entry is over threshold; topk=1 and no cache: most clusters are not in RAM.
+  auto shared = make_shared("adaptive:topk=1,tau_scale=0,bmax=2,cache_kb=0");
+  RetrievalLayerCache layer(f.shape, f.model->rope(), shared, 0);
+  layer.append(at::randn({KV, T, d}), at::randn({KV, T, d}), at::arange(T, at::kLong));
+  layer.attend(at::randn({H, T, d}), at::arange(T, at::kLong), {}, nullptr);
+  for (int64_t t = T; t < T + 80; ++t) {
+    const at::Tensor pos = at::full({1}, t, at::kLong);
+    layer.append(at::randn({KV, 1, d}) * 2, at::randn({KV, 1, d}), pos);
+    layer.attend(at::randn({H, 1, d}), pos, {}, nullptr);
+    for (const auto& h : layer.heads()) ASSERT_LE(h.buffered(), 2) << "B_max exceeded";
+  }
+  EXPECT_GT(shared->forced_splits, 0);
+  EXPECT_GT(shared->delayed_splits, 0);
+  expect_each_entry_once(layer, *shared, T + 80);
+}
+
+}  // namespace
+}  // namespace kvc::retrieval

@@ -1,0 +1,291 @@
+// The torch-free half of clustered retrieval: k-means, incremental cluster statistics, the page
+// store (layouts, read coalescing, crash safety) and the RAM cluster cache, each against a brute-force
+// or hand-computed expectation.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+
+#include "retrieval/cluster_cache.h"
+#include "retrieval/cluster_stats.h"
+#include "retrieval/kmeans.h"
+#include "retrieval/page_store.h"
+#include "retrieval/retrieval_config.h"
+#include "support/run_command.h"
+#include "util/error.h"
+
+namespace kvc::retrieval {
+namespace {
+
+std::vector<float> random_points(int64_t n, int64_t d, uint64_t seed, float spread = 1.0f) {
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::normal_distribution<float> normal(0.0f, spread);
+  std::vector<float> x(static_cast<size_t>(n * d));
+  for (auto& v : x) v = normal(rng);
+  return x;
+}
+
+EntryBlock random_block(int64_t n, int64_t d, int64_t first_pos, uint64_t seed) {
+  EntryBlock b(d);
+  const auto k = random_points(n, d, seed), v = random_points(n, d, seed + 1);
+  for (int64_t i = 0; i < n; ++i) b.push(k.data() + i * d, v.data() + i * d, first_pos + i);
+  return b;
+}
+
+TEST(ClusterStats, IncrementalMatchesTwoPass) {
+  const int64_t n = 200, d = 5;
+  const auto x = random_points(n, d, 1, 3.0f);
+  ClusterStats inc(d);
+  for (int64_t i = 0; i < n; ++i) {
+    const double predicted = inc.variance_with(x.data() + i * d);
+    inc.add(x.data() + i * d);
+    EXPECT_NEAR(predicted, inc.variance(), 1e-12);
+    const ClusterStats ref = ClusterStats::of(x.data(), i + 1, d);
+    ASSERT_NEAR(inc.variance(), ref.variance(), 1e-9 * (1 + ref.variance()));
+    for (int64_t t = 0; t < d; ++t) ASSERT_NEAR(inc.mean[t], ref.mean[t], 1e-9);
+  }
+}
+
+TEST(KMeans, RecoversSeparatedBlobs) {
+  const int64_t d = 4, per = 30;
+  std::vector<float> x;
+  for (int c = 0; c < 3; ++c) {
+    const auto blob = random_points(per, d, 10 + c, 0.1f);
+    for (int64_t i = 0; i < per * d; ++i) x.push_back(blob[i] + (i % d == 0 ? 10.0f * c : 0.0f));
+  }
+  KMeansOptions opt;
+  opt.threads = 2;
+  const KMeansResult r = kmeans(x.data(), 3 * per, d, 3, opt);
+  ASSERT_EQ(r.k, 3);
+  for (int c = 0; c < 3; ++c)
+    for (int64_t i = 0; i < per; ++i) EXPECT_EQ(r.assign[c * per + i], r.assign[c * per]) << "blob " << c;
+  EXPECT_EQ(std::set<int32_t>(r.assign.begin(), r.assign.end()).size(), 3u);
+}
+
+TEST(KMeans, NoEmptyClustersWithDuplicatePoints) {
+  // 12 points, only 3 distinct: asking for 6 clusters must still give 6 non-empty ones.
+  std::vector<float> x;
+  for (int i = 0; i < 12; ++i) x.push_back(static_cast<float>(i % 3));
+  const KMeansResult r = kmeans(x.data(), 12, 1, 6);
+  std::vector<int> counts(6, 0);
+  for (int32_t a : r.assign) counts[a] += 1;
+  for (int c = 0; c < 6; ++c) EXPECT_GT(counts[c], 0) << "cluster " << c;
+  EXPECT_EQ(kmeans(x.data(), 12, 1, 50).k, 12);  // k clamps to n
+}
+
+std::string temp_file(const std::string& name) { return test::make_temp_dir("kvc-store") + "/" + name; }
+
+void expect_same(const EntryBlock& a, const EntryBlock& b) {
+  ASSERT_EQ(a.size(), b.size());
+  std::map<int64_t, int64_t> where;
+  for (int64_t i = 0; i < b.size(); ++i) where[b.positions[i]] = i;
+  for (int64_t i = 0; i < a.size(); ++i) {
+    ASSERT_TRUE(where.count(a.positions[i])) << "position " << a.positions[i];
+    const int64_t j = where[a.positions[i]];
+    for (int64_t t = 0; t < a.dim; ++t) {
+      ASSERT_EQ(a.key(i)[t], b.key(j)[t]);
+      ASSERT_EQ(a.value(i)[t], b.value(j)[t]);
+    }
+  }
+}
+
+class StoreLayouts : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(StoreLayouts, ReadsBackEverythingWritten) {
+  const int64_t d = 8;
+  PageStore store(temp_file("s.kvs"), d, GetParam());
+  const int64_t pp = store.per_page();  // 56 records of 72 bytes
+  std::vector<EntryBlock> truth;
+  std::vector<int64_t> uids;
+  for (int c = 0; c < 5; ++c) {
+    truth.push_back(random_block(10 + 40 * c, d, 1000 * c, c));
+    uids.push_back(store.create(truth.back(), c % 2 == 1 ? uids.back() : -1));
+  }
+  // Appends cross page boundaries; the cluster grows past its initial room.
+  std::mt19937 rng(3);
+  for (int i = 0; i < 3 * static_cast<int>(pp); ++i) {
+    const int c = static_cast<int>(rng() % 5);
+    const EntryBlock one = random_block(1, d, 100000 + i, 100 + i);
+    truth[c].append(one);
+    store.append(uids[c], one.key(0), one.value(0), one.positions[0]);
+  }
+  const auto got = store.read(uids);
+  for (int c = 0; c < 5; ++c) {
+    SCOPED_TRACE(c);
+    expect_same(got[c], truth[c]);
+    EXPECT_EQ(store.entries(uids[c]), truth[c].size());
+  }
+  // Rewrite (a split's staying child) keeps only the given records.
+  EntryBlock half(d);
+  for (int64_t i = 0; i < truth[4].size() / 2; ++i) half.push_from(truth[4], i);
+  store.rewrite(uids[4], half);
+  expect_same(store.read({uids[4]}).front(), half);
+  EXPECT_EQ(store.counters().written_bytes % PageStore::kPageBytes, 0) << "writes are whole pages";
+}
+
+INSTANTIATE_TEST_SUITE_P(All, StoreLayouts, ::testing::Values(Layout::kDualHead, Layout::kNaive));
+
+TEST(PageStore, DualHeadPoolsAbsorbGrowthNaiveMovesData) {
+  const int64_t d = 8;
+  int64_t moved[2];
+  for (int l = 0; l < 2; ++l) {
+    PageStore store(temp_file("g.kvs"), d, l == 0 ? Layout::kDualHead : Layout::kNaive);
+    store.set_pool_pages(8);
+    const int64_t pp = store.per_page();
+    const int64_t a = store.create(random_block(pp, d, 0, 1));
+    const int64_t b = store.create(random_block(pp, d, 1000, 2), a);
+    // Two more pages each: 3 + 3 pages fit in the 8-page pool, so dual-head moves nothing.
+    for (int64_t i = 0; i < 2 * pp; ++i) {
+      const EntryBlock one = random_block(1, d, 5000 + i, 7 + i);
+      store.append(a, one.key(0), one.value(0), one.positions[0]);
+      store.append(b, one.key(0), one.value(0), one.positions[0] + 100000);
+    }
+    moved[l] = store.counters().moved_bytes;
+    EXPECT_EQ(store.entries(a), 3 * pp);
+  }
+  EXPECT_EQ(moved[0], 0);
+  // Naive: each cluster moved at its 2nd and 3rd page: (1 + 2) pages each.
+  EXPECT_EQ(moved[1], 2 * 3 * PageStore::kPageBytes);
+}
+
+TEST(PageStore, AdjacentClustersAreOneRead) {
+  const int64_t d = 8;
+  PageStore store(temp_file("r.kvs"), d, Layout::kNaive);
+  const int64_t pp = store.per_page();
+  const int64_t a = store.create(random_block(2 * pp, d, 0, 1));
+  const int64_t b = store.create(random_block(pp, d, 500, 2));
+  const int64_t c = store.create(random_block(pp, d, 900, 3));
+  store.read({c, a});  // a: pages 1-2, c: page 4; b between them
+  EXPECT_EQ(store.counters().read_ops, 2);
+  store.read({a, b, c});
+  EXPECT_EQ(store.counters().read_ops, 3) << "a, b and c are contiguous: one read";
+  EXPECT_EQ(store.counters().read_run_max, 4 * PageStore::kPageBytes);
+  store.read({a, c}, 1);  // gap of one page allowed
+  EXPECT_EQ(store.counters().read_ops, 4);
+}
+
+TEST(PageStore, CommitVerifiesAndDetectsTornPages) {
+  const std::string path = temp_file("c.kvs");
+  StoreManifest m;
+  {
+    PageStore store(path, 8, Layout::kDualHead);
+    const int64_t a = store.create(random_block(130, 8, 0, 1));
+    store.create(random_block(20, 8, 500, 2), a);
+    m = store.commit();
+  }
+  EXPECT_NO_THROW(PageStore::verify(path, m));
+  // Flip one byte inside a record of page 1: its checksum must fail.
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(PageStore::kPageBytes + 100);
+    char c;
+    f.read(&c, 1);
+    c ^= 0x40;
+    f.seekp(PageStore::kPageBytes + 100);
+    f.write(&c, 1);
+  }
+  try {
+    PageStore::verify(path, m);
+    FAIL() << "a torn page was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("torn"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PageStore, RunKilledMidWriteIsReportedIncomplete) {
+  const std::string path = temp_file("k.kvs");
+  StoreManifest m;
+  {
+    PageStore store(path, 8, Layout::kDualHead);
+    store.create(random_block(300, 8, 0, 1));
+    m = store.commit();
+  }
+  // A second run rewrites the file and is killed half-way through its third page write.
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::setenv("KVC_STORE_CRASH_AFTER_PAGES", "2", 1);
+    PageStore store(path, 8, Layout::kDualHead);
+    store.create(random_block(300, 8, 0, 9));
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the hook should have killed the writer";
+  try {
+    PageStore::verify(path, m);
+    FAIL() << "an interrupted rewrite was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("incomplete"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ClusterCache, LruEvictsLeastRecentlyUsed) {
+  const int64_t rec = 72;
+  ClusterCache cache(10 * rec, CachePolicy::kLru, rec);
+  cache.put(1, random_block(4, 8, 0, 1), false);
+  cache.put(2, random_block(4, 8, 10, 2), false);
+  ASSERT_NE(cache.get(1), nullptr);              // 1 is now more recent than 2
+  cache.put(3, random_block(2, 8, 20, 3), false);  // 10 entries: fits
+  cache.put(4, random_block(2, 8, 30, 4), false);  // 12 > 10: evict 2
+  EXPECT_TRUE(cache.resident(1));
+  EXPECT_FALSE(cache.resident(2));
+  EXPECT_TRUE(cache.resident(3) && cache.resident(4));
+  EXPECT_EQ(cache.counters().hits, 1);
+}
+
+TEST(ClusterCache, AlignedKeepsSmallAndRecentlyUpdatedClusters) {
+  const int64_t rec = 72;
+  ClusterCache cache(12 * rec, CachePolicy::kAligned, rec, 0.5, 2);
+  cache.set_step(10);
+  cache.put(1, random_block(6, 8, 0, 1), false);  // large, least recently used? no: first
+  cache.put(2, random_block(2, 8, 10, 2), false);
+  cache.put(3, random_block(2, 8, 20, 3), true);  // recently updated
+  cache.get(2);
+  cache.put(4, random_block(4, 8, 30, 4), false);  // 14 > 12: evict the largest non-recent: 1
+  EXPECT_FALSE(cache.resident(1));
+  EXPECT_TRUE(cache.resident(2) && cache.resident(3) && cache.resident(4));
+  // LRU would have evicted 1 too (oldest); make the large one the most recent instead.
+  ClusterCache lru(12 * rec, CachePolicy::kLru, rec), aligned(12 * rec, CachePolicy::kAligned, rec, 0.5, 2);
+  for (ClusterCache* c : {&lru, &aligned}) {
+    c->put(2, random_block(2, 8, 10, 2), false);
+    c->put(3, random_block(2, 8, 20, 3), false);
+    c->put(1, random_block(6, 8, 0, 1), false);
+    c->put(4, random_block(4, 8, 30, 4), false);
+  }
+  EXPECT_FALSE(lru.resident(2)) << "LRU drops the oldest small cluster";
+  EXPECT_TRUE(aligned.resident(2) && aligned.resident(3)) << "aligned drops the large one";
+  EXPECT_FALSE(aligned.resident(1));
+}
+
+TEST(RetrievalConfig, ParsesSpecsAndRejectsBadOnes) {
+  const RetrievalConfig c = RetrievalConfig::parse("adaptive:topk=2,bmax=0,layout=naive,cache=lru,tau_q=0.5");
+  EXPECT_EQ(c.strategy, Strategy::kAdaptive);
+  EXPECT_EQ(c.topk, 2);
+  EXPECT_EQ(c.bmax, 0);
+  EXPECT_EQ(c.layout, Layout::kNaive);
+  EXPECT_EQ(c.cache_policy, CachePolicy::kLru);
+  EXPECT_DOUBLE_EQ(c.tau_quantile, 0.5);
+  const auto message = [](const std::string& spec) {
+    try {
+      RetrievalConfig::parse(spec);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("bogus").find("unknown strategy 'bogus'"), std::string::npos);
+  EXPECT_NE(message("static:colour=red").find("unknown key 'colour'"), std::string::npos);
+  EXPECT_NE(message("adaptive:layout=zigzag").find("layout must be dual or naive"), std::string::npos);
+  EXPECT_NE(message("adaptive:topk=0").find("topk must be at least 1"), std::string::npos);
+  EXPECT_NE(message("adaptive:tau_q=2").find("quantile"), std::string::npos);
+  EXPECT_NE(message("local:every").find("expected key=value"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvc::retrieval
