@@ -1,10 +1,12 @@
 #include "model/llama_model.h"
 
+#include <ATen/Parallel.h>
 #include <fmt/ranges.h>
 
 #include "cache/dense_layer_cache.h"
 #include "io/safetensors.h"
 #include "model/tensor_bridge.h"
+#include "runtime/blas_threads.h"
 #include "util/error.h"
 #include "util/files.h"
 
@@ -178,6 +180,8 @@ at::Tensor LlamaModel::forward(const std::vector<int>& tokens, KVCache& cache, c
   KVC_CHECK(cache.num_layers() == config_.num_layers, "forward: cache has {} layers, model has {}",
             cache.num_layers(), config_.num_layers);
   const auto T = static_cast<int64_t>(tokens.size());
+  // OpenBLAS's own pool helps multi-row GEMMs; for matrix-vector products it only fights LibTorch's.
+  set_blas_threads(T == 1 ? 1 : at::get_num_threads());
   std::vector<int64_t> ids(tokens.begin(), tokens.end());
   for (int64_t id : ids) {
     KVC_CHECK(id >= 0 && id < config_.vocab_size, "token id {} is outside the model's vocabulary (size {})", id,
