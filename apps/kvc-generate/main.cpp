@@ -99,6 +99,7 @@ int run(GenerateOptions& o) {
   kvc::KVCache cache = setup.new_cache(*model);
   auto observer = setup.new_observer();
   kvc::StreamDecoder stream(tokenizer);
+  stream.prime(body);
   if (!o.quiet) {
     std::fputs(text.c_str(), stdout);
     std::fflush(stdout);

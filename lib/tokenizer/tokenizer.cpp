@@ -133,6 +133,13 @@ std::string Tokenizer::piece(int id) const {
 
 int Tokenizer::vocab_size() const { return shim().vocab_size(impl_->handle); }
 
+void StreamDecoder::prime(const std::vector<int>& shown_ids) {
+  constexpr size_t kWindow = 8;
+  const size_t start = shown_ids.size() > kWindow ? shown_ids.size() - kWindow : 0;
+  context_.assign(shown_ids.begin() + static_cast<std::ptrdiff_t>(start), shown_ids.end());
+  pending_.clear();
+}
+
 std::string StreamDecoder::push(int id) {
   // Decode a short window of recent ids with and without the new one and emit the difference: the
   // window keeps SentencePiece's leading-space rule and byte-fallback pieces right, in O(1) per token.

@@ -29,6 +29,8 @@ class Tokenizer {
 class StreamDecoder {
  public:
   explicit StreamDecoder(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+  // Text already shown (the prompt): without it the first piece would lose its leading space.
+  void prime(const std::vector<int>& shown_ids);
   std::string push(int id);
 
  private:

@@ -135,5 +135,17 @@ TEST(TokenizerWithTorch, StreamDecoderReassemblesTheText) {
   EXPECT_EQ(streamed, tokenizer.decode(tokenizer.encode(text)));
 }
 
+TEST(TokenizerWithTorch, PrimedStreamDecoderKeepsTheSpaceBeforeTheFirstNewPiece) {
+  const Tokenizer tokenizer = Tokenizer::load(test::model_dir("stories260K") + "/tokenizer.model");
+  const std::vector<int> prompt = tokenizer.encode("a little dog");
+  const std::vector<int> whole = tokenizer.encode("a little dog named Max");
+  ASSERT_EQ(std::vector<int>(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(prompt.size())), prompt);
+  StreamDecoder stream(tokenizer);
+  stream.prime(prompt);
+  std::string streamed;
+  for (size_t i = prompt.size(); i < whole.size(); ++i) streamed += stream.push(whole[i]);
+  EXPECT_EQ(streamed, " named Max");
+}
+
 }  // namespace
 }  // namespace kvc
