@@ -8,6 +8,7 @@
 
 #include "io/safetensors.h"
 #include "support/paths.h"
+#include "support/cli_expectations.h"
 #include "support/run_command.h"
 
 namespace kvc {
@@ -29,17 +30,7 @@ std::string generate_cmd(const std::string& model_dir, const std::string& extra 
   return bin("kvc-generate") + " -m " + model_dir + " " + extra;
 }
 
-// One line, prefixed with the tool's name, naming the problem; exit code 1; nothing on stdout that
-// looks like output.
-void expect_clean_error(const test::CommandResult& r, const std::string& needle) {
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_LT(r.exit_code, 128) << "killed by a signal: " << r.err;
-  ASSERT_FALSE(r.err.empty());
-  const std::string first = r.err.substr(0, r.err.find('\n'));
-  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "more than one line: " << r.err;
-  EXPECT_NE(first.find(": error: "), std::string::npos) << first;
-  EXPECT_NE(first.find(needle), std::string::npos) << "expected '" << needle << "' in: " << first;
-}
+using test::expect_clean_error;
 
 std::string safetensors_bytes(const std::string& header, const std::string& data) {
   std::string out(8, '\0');

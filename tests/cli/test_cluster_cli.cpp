@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/paths.h"
+#include "support/cli_expectations.h"
 #include "support/run_command.h"
 
 namespace kvc {
@@ -14,15 +15,7 @@ using test::run_command;
 
 const std::string kModel = test::model_dir("stories260K");
 
-void expect_clean_error(const test::CommandResult& r, const std::string& needle) {
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_LT(r.exit_code, 128) << "killed by a signal: " << r.err;
-  ASSERT_FALSE(r.err.empty());
-  const std::string first = r.err.substr(0, r.err.find('\n'));
-  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "more than one line: " << r.err;
-  EXPECT_NE(first.find(": error: "), std::string::npos) << first;
-  EXPECT_NE(first.find(needle), std::string::npos) << "expected '" << needle << "' in: " << first;
-}
+using test::expect_clean_error;
 
 std::string cluster(const std::string& args) { return bin("kvc-cluster") + " " + args; }
 
