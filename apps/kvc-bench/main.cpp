@@ -79,6 +79,14 @@ Example (a 134M-parameter random Llama with the Llama-2 tokenizer):
                 model_options.model_dir.c_str(), model->parameter_count() / 1e6, weight_bytes / 1e6, threads);
     std::printf("machine: copy bandwidth %.2f GB/s (read+write), read bandwidth %.2f GB/s, fp32 GEMM peak %.1f GFLOP/s\n",
                 bw.copy_bytes_per_second / 1e9, bw.read_bytes_per_second / 1e9, gemm / 1e9);
+    {
+      // Warm-up: first-touch page faults on the weights and thread-pool start-up are not throughput.
+      kvc::KVCache warm = model->new_cache();
+      kvc::ForwardOptions last_only;
+      last_only.all_logits = false;
+      model->forward(random_tokens(64, c.vocab_size, 1), warm, last_only);
+      for (int i = 0; i < 4; ++i) model->forward({3}, warm, last_only);
+    }
     std::printf("%8s | %12s | %9s | %6s | %11s | %14s | %6s | %10s\n", "context", "prefill t/s", "GFLOP/s", "%peak",
                 "decode t/s", "bound t/s", "%bound", "KV MB");
     for (int64_t n : contexts) {

@@ -3,6 +3,9 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/decode_attention.h"
+#include "kernels/prefill_attention.h"
+
 namespace kvc {
 namespace {
 
@@ -16,6 +19,16 @@ at::Tensor grouped_attention(const AttentionShape& shape, const at::Tensor& quer
                              const AttentionProbe& probe, AttentionStats* stats) {
   const int64_t H = shape.num_heads, KV = shape.num_kv_heads, G = H / KV, d = shape.head_dim;
   const int64_t T = queries.size(1), S = keys.size(1);
+  if (T == 1 && !(stats != nullptr && probe.any()) && q_positions.device().is_cpu()) {
+    const at::Tensor fast = fast_decode_attention(queries, q_positions.item<int64_t>(), keys, values, key_positions,
+                                                  shape.sliding_window);
+    if (fast.defined()) return fast;
+  }
+  if (T > 1 && !(stats != nullptr && probe.any())) {
+    const at::Tensor fast =
+        fast_prefill_attention(queries, q_positions, keys, values, key_positions, shape.sliding_window);
+    if (fast.defined()) return fast;
+  }
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const at::Tensor q_grouped = queries.view({KV, G, T, d});
   at::Tensor out = at::empty({KV, G, T, d}, queries.options());

@@ -1,0 +1,17 @@
+#pragma once
+// Attention of one decoding token over a cache's dense per-KV-head entries, fp32 on CPU: scores,
+// position mask, softmax and the weighted sum of values in two streaming passes (keys, then values),
+// parallel over KV heads. At long context decode is bound by reading the cache; the generic path
+// ran these tiny batched products single-threaded and synchronised on the positions every step.
+#include <ATen/ATen.h>
+
+namespace kvc {
+
+// queries [H, 1, d] (rotated); keys/values [KV, S, d] with contiguous rows; key_positions [KV, S]
+// int64. Entry s of a head is visible iff key_position <= q_position and, with a sliding window W > 0,
+// key_position > q_position - W. Returns [H, 1, d], or an undefined tensor when the fast path does
+// not apply (dtype, device, layout, no AVX2): the caller then uses the LibTorch path.
+at::Tensor fast_decode_attention(const at::Tensor& queries, int64_t q_position, const at::Tensor& keys,
+                                 const at::Tensor& values, const at::Tensor& key_positions, int64_t sliding_window);
+
+}  // namespace kvc

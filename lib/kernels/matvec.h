@@ -1,0 +1,14 @@
+#pragma once
+// Matrix-vector product for decoding (one token): y = W x (+ b), fp32 on CPU, streaming W once with
+// AVX2/FMA over all LibTorch threads. BLAS sgemv reached only ~10-12 GB/s on the 2-core test box,
+// far below what the memory system delivers; decode is bound by exactly this stream.
+#include <ATen/ATen.h>
+
+namespace kvc {
+
+// weight [rows, cols] contiguous fp32, x [cols] fp32, bias [rows] or undefined. Returns [rows], or
+// an undefined tensor when the fast path does not apply (other dtype/device, no AVX2): the caller
+// then uses at::mv. Each row is summed in a fixed order, so results do not depend on thread count.
+at::Tensor fast_matvec(const at::Tensor& weight, const at::Tensor& x, const at::Tensor& bias);
+
+}  // namespace kvc

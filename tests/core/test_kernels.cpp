@@ -1,0 +1,139 @@
+// The hand-written CPU kernels against brute-force float64 computations of the same quantities.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <cmath>
+#include <limits>
+
+#include "kernels/cpu_features.h"
+#include "kernels/decode_attention.h"
+#include "kernels/matvec.h"
+#include "kernels/prefill_attention.h"
+
+namespace {
+
+// queries [H, T, d], q_pos [T]; float64 softmax over the visible entries of each query.
+at::Tensor brute_force_attention(const at::Tensor& q, const at::Tensor& q_pos, const at::Tensor& k, const at::Tensor& v,
+                                 const at::Tensor& k_pos, int64_t window) {
+  const int64_t H = q.size(0), T = q.size(1), KV = k.size(0), d = k.size(2), G = H / KV;
+  at::Tensor out = at::zeros({H, T, d}, at::kDouble);
+  for (int64_t h = 0; h < H; ++h) {
+    const int64_t kv = h / G;
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t qp = q_pos[t].item<int64_t>();
+      const at::Tensor p = k_pos[kv];
+      const at::Tensor visible = (p <= qp).logical_and(window > 0 ? p > qp - window : at::ones_like(p, at::kBool));
+      at::Tensor scores = at::mv(k[kv].to(at::kDouble), q[h][t].to(at::kDouble)) / std::sqrt(static_cast<double>(d));
+      scores.masked_fill_(visible.logical_not(), -std::numeric_limits<double>::infinity());
+      out[h][t] = at::mv(v[kv].to(at::kDouble).t(), at::softmax(scores, 0));
+    }
+  }
+  return out;
+}
+
+at::Tensor brute_force_attention(const at::Tensor& q, int64_t q_pos, const at::Tensor& k, const at::Tensor& v,
+                                 const at::Tensor& k_pos, int64_t window) {
+  return brute_force_attention(q, at::tensor({q_pos}, at::kLong), k, v, k_pos, window);
+}
+
+class KernelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!kvc::cpu_has_avx2_fma()) GTEST_SKIP() << "CPU without AVX2/FMA: the kernels are not used";
+    at::manual_seed(7);
+    at::set_num_threads(2);
+  }
+};
+
+TEST_F(KernelTest, MatvecMatchesFloat64ProductForAnyShape) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {7, 13}, {64, 64}, {130, 771}, {2304, 768}, {5, 4099}}) {
+    const at::Tensor w = at::randn({rows, cols}), x = at::randn({cols}), b = at::randn({rows});
+    const at::Tensor y = kvc::fast_matvec(w, x, b);
+    ASSERT_TRUE(y.defined());
+    const at::Tensor expected = at::addmv(b.to(at::kDouble), w.to(at::kDouble), x.to(at::kDouble));
+    // fp32 accumulation over `cols` terms: error grows like sqrt(cols) * eps * |terms|.
+    EXPECT_LT((y.to(at::kDouble) - expected).abs().max().item<double>(), 1e-5 * std::sqrt(double(cols)) * 4)
+        << rows << "x" << cols;
+    EXPECT_FALSE(kvc::fast_matvec(w, x, {}).equal(y)) << "bias must be added";
+  }
+}
+
+TEST_F(KernelTest, MatvecIsIndependentOfThreadCount) {
+  const at::Tensor w = at::randn({4096, 512}), x = at::randn({512});
+  const at::Tensor two = kvc::fast_matvec(w, x, {});
+  at::set_num_threads(1);
+  EXPECT_TRUE(kvc::fast_matvec(w, x, {}).equal(two));
+}
+
+TEST_F(KernelTest, MatvecDeclinesWhatItCannotDo) {
+  EXPECT_FALSE(kvc::fast_matvec(at::randn({4, 4}, at::kDouble), at::randn({4}, at::kDouble), {}).defined());
+  EXPECT_FALSE(kvc::fast_matvec(at::randn({4, 8}).t(), at::randn({4}), {}).defined());  // not contiguous
+}
+
+struct AttentionCase {
+  int64_t heads, kv_heads, entries, head_dim, window;
+  bool shuffled_positions;
+};
+
+TEST_F(KernelTest, DecodeAttentionMatchesBruteForce) {
+  const AttentionCase cases[] = {{8, 4, 95, 8, 0, false},  {6, 2, 1000, 32, 0, true}, {12, 12, 513, 64, 0, false},
+                                 {4, 1, 7, 16, 0, false},   {8, 2, 300, 32, 64, true}, {2, 2, 1, 8, 0, false}};
+  for (const auto& c : cases) {
+    const at::Tensor q = at::randn({c.heads, 1, c.head_dim}) * 2;
+    // Keys and values inside larger buffers, as a cache with spare capacity holds them.
+    const at::Tensor k = at::randn({c.kv_heads, c.entries + 5, c.head_dim}).narrow(1, 0, c.entries);
+    const at::Tensor v = at::randn({c.kv_heads, c.entries + 5, c.head_dim}).narrow(1, 0, c.entries);
+    at::Tensor pos = at::arange(c.entries, at::kLong).unsqueeze(0).repeat({c.kv_heads, 1});
+    if (c.shuffled_positions) pos = at::stack({at::randperm(c.entries, at::kLong), at::randperm(c.entries, at::kLong)}).narrow(0, 0, c.kv_heads);
+    // A query in the middle sees only part of the entries when positions are shuffled.
+    const int64_t q_pos = c.shuffled_positions ? c.entries / 2 : c.entries - 1;
+    const at::Tensor fast = kvc::fast_decode_attention(q, q_pos, k, v, pos, c.window);
+    ASSERT_TRUE(fast.defined());
+    const at::Tensor expected = brute_force_attention(q, q_pos, k, v, pos, c.window);
+    EXPECT_LT((fast.to(at::kDouble) - expected).abs().max().item<double>(), 2e-6)
+        << c.heads << "/" << c.kv_heads << " heads, " << c.entries << " entries, d " << c.head_dim;
+  }
+}
+
+TEST_F(KernelTest, PrefillAttentionMatchesBruteForce) {
+  // Long enough prompts split into several query blocks per head; windows; unsorted positions as a
+  // compressed cache holds them.
+  const AttentionCase cases[] = {{8, 4, 95, 8, 0, false}, {6, 2, 1000, 32, 0, false}, {3, 1, 1200, 16, 0, false},
+                                 {4, 2, 700, 32, 50, false}, {4, 2, 300, 8, 0, true}, {4, 2, 300, 8, 40, true}};
+  for (const auto& c : cases) {
+    const int64_t T = std::min<int64_t>(c.entries, 200);
+    const at::Tensor q = at::randn({c.heads, T, c.head_dim}) * 2;
+    const at::Tensor k = at::randn({c.kv_heads, c.entries + 5, c.head_dim}).narrow(1, 0, c.entries);
+    const at::Tensor v = at::randn({c.kv_heads, c.entries + 5, c.head_dim}).narrow(1, 0, c.entries);
+    at::Tensor pos = at::arange(c.entries, at::kLong).unsqueeze(0).repeat({c.kv_heads, 1});
+    // Queries are the last T entries (a prefill after a cached prefix) or random positions.
+    at::Tensor q_pos = at::arange(c.entries - T, c.entries, at::kLong);
+    if (c.shuffled_positions) {
+      pos = at::stack({at::randperm(c.entries, at::kLong), at::randperm(c.entries, at::kLong)}).narrow(0, 0, c.kv_heads);
+      q_pos = std::get<0>(at::randint(c.entries, {T}, at::kLong).sort());
+    }
+    const at::Tensor fast = kvc::fast_prefill_attention(q, q_pos, k, v, pos, c.window);
+    ASSERT_TRUE(fast.defined());
+    const at::Tensor expected = brute_force_attention(q, q_pos, k, v, pos, c.window);
+    EXPECT_LT((fast.to(at::kDouble) - expected).abs().max().item<double>(), 2e-6)
+        << c.heads << "/" << c.kv_heads << " heads, " << c.entries << " entries, d " << c.head_dim << ", window "
+        << c.window;
+  }
+}
+
+TEST_F(KernelTest, DecodeAttentionWithNothingVisibleIsZero) {
+  const at::Tensor q = at::randn({2, 1, 8}), k = at::randn({1, 3, 8}), v = at::randn({1, 3, 8});
+  const at::Tensor pos = at::tensor({5, 6, 7}, at::kLong).unsqueeze(0);
+  const at::Tensor out = kvc::fast_decode_attention(q, 4, k, v, pos, 0);
+  ASSERT_TRUE(out.defined());
+  EXPECT_EQ(out.abs().max().item<float>(), 0.0f);
+}
+
+TEST_F(KernelTest, DecodeAttentionDeclinesOddHeadDims) {
+  const at::Tensor q = at::randn({2, 1, 6}), k = at::randn({1, 3, 6}), v = at::randn({1, 3, 6});
+  EXPECT_FALSE(kvc::fast_decode_attention(q, 3, k, v, at::arange(3, at::kLong).unsqueeze(0), 0).defined());
+}
+
+}  // namespace
