@@ -6,6 +6,7 @@
 #include "cache/dense_layer_cache.h"
 #include "io/safetensors.h"
 #include "kernels/matvec.h"
+#include "kernels/rms_norm.h"
 #include "model/tensor_bridge.h"
 #include "runtime/blas_threads.h"
 #include "util/error.h"
@@ -137,6 +138,7 @@ KVCache LlamaModel::new_cache(const LayerCacheFactory& factory) const {
 KVCache LlamaModel::new_cache() const { return new_cache(dense_layer_factory()); }
 
 at::Tensor LlamaModel::rms_norm(const at::Tensor& x, const at::Tensor& weight) const {
+  if (const at::Tensor y = fast_rms_norm(x, weight, config_.rms_norm_eps); y.defined()) return y;
   // As Hugging Face: normalise in float32, cast back, then scale.
   const at::Tensor xf = x.scalar_type() == at::kDouble ? x : x.to(at::kFloat);
   const at::Tensor normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + config_.rms_norm_eps);

@@ -1,6 +1,11 @@
 #include "model/rope.h"
 
+#include <ATen/Parallel.h>
+
+#include <algorithm>
 #include <cmath>
+
+#include "util/error.h"
 
 namespace kvc {
 
@@ -36,11 +41,20 @@ void Rope::ensure_table(int64_t max_position) const {
   const at::Tensor full = at::cat({angles, angles}, /*dim=*/1);  // HF duplicates the half
   cos_ = full.cos().to(device_);  // float64; cast to the activations' dtype on use
   sin_ = full.sin().to(device_);
+  cos_f32_ = cos_.to(at::kFloat);
+  sin_f32_ = sin_.to(at::kFloat);
   table_len_ = len;
 }
 
 at::Tensor Rope::rotate(const at::Tensor& x, const at::Tensor& positions, bool inverse) const {
   if (x.size(-2) == 0) return x;
+  const bool positions_fit = positions.dim() == 1 ? positions.size(0) == x.size(-2)
+                                                  : positions.dim() == 2 && x.dim() == 3 &&
+                                                        positions.size(0) == x.size(0) && positions.size(1) == x.size(1);
+  if (x.device().is_cpu() && device_.is_cpu() && x.scalar_type() == at::kFloat && x.dim() == 3 && x.stride(2) == 1 &&
+      x.size(2) == head_dim_ && positions.device().is_cpu() && positions.scalar_type() == at::kLong && positions_fit) {
+    return rotate_cpu_float(x, positions, inverse);
+  }
   ensure_table(positions.max().item<int64_t>());
   const at::Tensor flat = positions.to(device_).reshape(-1);
   std::vector<int64_t> shape = positions.sizes().vec();  // [T] or [heads, T], broadcast against x
@@ -57,6 +71,37 @@ at::Tensor Rope::rotate(const at::Tensor& x, const at::Tensor& positions, bool i
   const at::Tensor x2 = x.narrow(-1, half, half);
   const at::Tensor rotated = at::cat({-x2, x1}, -1);
   return x * cos + rotated * sin;
+}
+
+at::Tensor Rope::rotate_cpu_float(const at::Tensor& x, const at::Tensor& positions, bool inverse) const {
+  const at::Tensor pos = positions.contiguous();
+  const int64_t* p = pos.data_ptr<int64_t>();
+  const auto [min_p, max_p] = std::minmax_element(p, p + pos.numel());
+  KVC_CHECK(*min_p >= 0, "RoPE: negative position {}", *min_p);
+  ensure_table(*max_p);
+  const int64_t A = x.size(0), T = x.size(1), d = head_dim_, half = d / 2;
+  at::Tensor out = at::empty({A, T, d}, x.options());
+  const float* xp = x.data_ptr<float>();
+  const float* cos = cos_f32_.data_ptr<float>();
+  const float* sin = sin_f32_.data_ptr<float>();
+  float* op = out.data_ptr<float>();
+  const float sign = inverse ? -1.0f : 1.0f;
+  const bool per_head = pos.dim() == 2;
+  // Same operations as x * cos + rotate_half(x) * sin with float32 tables, so results are identical.
+  at::parallel_for(0, A, 1, [&](int64_t a0, int64_t a1) {
+    for (int64_t a = a0; a < a1; ++a) {
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t row = per_head ? p[a * T + t] : p[t];
+        const float* c = cos + row * d;
+        const float* s = sin + row * d;
+        const float* xr = xp + a * x.stride(0) + t * x.stride(1);
+        float* o = op + (a * T + t) * d;
+        for (int64_t i = 0; i < half; ++i) o[i] = xr[i] * c[i] + (-xr[i + half]) * (sign * s[i]);
+        for (int64_t i = half; i < d; ++i) o[i] = xr[i] * c[i] + xr[i - half] * (sign * s[i]);
+      }
+    }
+  });
+  return out;
 }
 
 at::Tensor Rope::apply(const at::Tensor& x, const at::Tensor& positions) const { return rotate(x, positions, false); }

@@ -19,11 +19,14 @@ class Rope {
 
  private:
   at::Tensor rotate(const at::Tensor& x, const at::Tensor& positions, bool inverse) const;
+  // fp32 on CPU in one pass (the decode hot path: a dozen tensor ops per call otherwise).
+  at::Tensor rotate_cpu_float(const at::Tensor& x, const at::Tensor& positions, bool inverse) const;
   void ensure_table(int64_t max_position) const;
   at::Tensor inv_freq_;  // float64 [head_dim/2], after rope_scaling
   at::Device device_;
   int64_t head_dim_;
-  mutable at::Tensor cos_, sin_;  // [table_len, head_dim] in compute dtype
+  mutable at::Tensor cos_, sin_;  // [table_len, head_dim] float64
+  mutable at::Tensor cos_f32_, sin_f32_;  // the same rounded once to float32
   mutable int64_t table_len_ = 0;
 };
 

@@ -11,6 +11,8 @@
 #include "kernels/decode_attention.h"
 #include "kernels/matvec.h"
 #include "kernels/prefill_attention.h"
+#include "kernels/rms_norm.h"
+#include "model/rope.h"
 
 namespace {
 
@@ -134,6 +136,35 @@ TEST_F(KernelTest, DecodeAttentionWithNothingVisibleIsZero) {
 TEST_F(KernelTest, DecodeAttentionDeclinesOddHeadDims) {
   const at::Tensor q = at::randn({2, 1, 6}), k = at::randn({1, 3, 6}), v = at::randn({1, 3, 6});
   EXPECT_FALSE(kvc::fast_decode_attention(q, 3, k, v, at::arange(3, at::kLong).unsqueeze(0), 0).defined());
+}
+
+TEST_F(KernelTest, RmsNormMatchesFloat64Formula) {
+  for (int64_t h : {8, 64, 768, 1001}) {
+    const at::Tensor x = at::randn({5, h}) * 3, w = at::randn({h});
+    const at::Tensor y = kvc::fast_rms_norm(x, w, 1e-5);
+    ASSERT_TRUE(y.defined());
+    const at::Tensor xd = x.to(at::kDouble);
+    const at::Tensor expected = w.to(at::kDouble) * xd * at::rsqrt(xd.pow(2).mean(-1, true) + 1e-5);
+    EXPECT_LT((y.to(at::kDouble) - expected).abs().max().item<double>(), 1e-5) << h;
+  }
+}
+
+TEST_F(KernelTest, FloatRopeMatchesFloat64RotationAndInverts) {
+  kvc::ModelConfig config;
+  config.head_dim = 32;
+  config.max_position_embeddings = 64;  // positions beyond it grow the table
+  config.rope_theta = 10000.0;
+  const kvc::Rope rope(config, at::kCPU);
+  // A strided [heads, T, d] view, as the model hands queries over; positions shared or per head.
+  const at::Tensor x = at::randn({7, 4, 32}).transpose(0, 1);
+  const at::Tensor shared = at::tensor({0, 3, 100, 5000, 9, 2, 1}, at::kLong);
+  const at::Tensor per_head = at::randint(3000, {4, 7}, at::kLong);
+  for (const at::Tensor& pos : {shared, per_head}) {
+    const at::Tensor fast = rope.apply(x, pos);
+    const at::Tensor exact = rope.apply(x.to(at::kDouble), pos);  // the generic float64 path
+    EXPECT_LT((fast.to(at::kDouble) - exact).abs().max().item<double>(), 1e-5);
+    EXPECT_LT((rope.unapply(fast, pos) - x).abs().max().item<float>(), 1e-5);
+  }
 }
 
 }  // namespace
