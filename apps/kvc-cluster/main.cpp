@@ -16,7 +16,8 @@ Examples:
   kvc-cluster build -m ../shared/models/stories260K -p "Once upon a time" --store s.kvs --index s.safetensors
   kvc-cluster verify --index s.safetensors
 Strategy specs: adaptive|static|local|none[:topk=4,csize=8,sinks=4,recent=16,bmax=16,tau_q=1,tau_scale=1,
-  every=64,budget=0,layout=dual|naive,pool=0,coorder=1,gap=0,cache=aligned|lru,cache_kb=64,direct=1,label=NAME]
+  every=64,budget=0,layout=dual|naive,pool=0,coorder=1,gap=0,cache=aligned|lru,cache_kb=64,direct=1,async=1,
+  prefetch=0,label=NAME]
 )";
 
 }  // namespace

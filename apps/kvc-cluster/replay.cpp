@@ -241,6 +241,7 @@ int run_replay(const ReplayOptions& o) {
     const auto& cc = r.shared->cache->counters();
     const double seq_bw = r.shared->store->sequential_read_bandwidth();
     const double n = std::max<int64_t>(1, done);
+    const rt::PrefetchCounters pf = r.shared->prefetch ? r.shared->prefetch->counters() : rt::PrefetchCounters{};
     out["strategies"].push_back({
         {"name", r.config.name()},
         {"strategy", rt::strategy_name(r.config.strategy)},
@@ -252,6 +253,8 @@ int run_replay(const ReplayOptions& o) {
         {"splits", r.shared->splits},
         {"forced_splits", r.shared->forced_splits},
         {"delayed_splits", r.shared->delayed_splits},
+        {"split_read_bytes", r.shared->split_read_bytes},
+        {"split_read_ops", r.shared->split_read_ops},
         {"bytes_read", io.read_bytes},
         {"update_bytes_read", io.update_read_bytes},
         {"read_ops", io.read_ops},
@@ -265,6 +268,12 @@ int run_replay(const ReplayOptions& o) {
         {"io_wait_seconds", r.shared->io_wait_seconds},
         {"compute_seconds", r.shared->compute_seconds},
         {"async_io", r.config.async_io},
+        {"prefetch", r.config.prefetch},
+        {"prefetch_issued", pf.issued},
+        {"prefetch_used", pf.used},
+        {"prefetch_stale", pf.stale},
+        {"prefetch_hit_rate", pf.issued > 0 ? double(pf.used) / pf.issued : 0.0},
+        {"prefetch_wait_seconds", pf.wait_seconds},
         {"decode_seconds", r.seconds},
         {"effective_read_bandwidth", io.read_seconds > 0 ? io.read_bytes / io.read_seconds : 0.0},
         {"sequential_read_bandwidth", seq_bw},

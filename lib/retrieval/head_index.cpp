@@ -142,6 +142,10 @@ double HeadIndex::mean_variance() const {
 EntryBlock HeadIndex::load(int64_t j) {
   const int64_t uid = clusters_[j].uid;
   if (const EntryBlock* hit = shared_->cache->get(uid)) return *hit;
+  // The store reads the cluster's full pages in one operation (its tail is in RAM).
+  const int64_t pages = shared_->store->entries(uid) / shared_->store->per_page();
+  shared_->split_read_bytes += pages * PageStore::kPageBytes;
+  shared_->split_read_ops += pages > 0;
   EntryBlock block = std::move(shared_->store->read({uid}, 0).front());
   return block;
 }

@@ -16,6 +16,7 @@
 #include "retrieval/cluster_stats.h"
 #include "retrieval/io_thread.h"
 #include "retrieval/page_store.h"
+#include "retrieval/prefetcher.h"
 #include "retrieval/retrieval_config.h"
 
 namespace kvc::retrieval {
@@ -26,9 +27,12 @@ struct RetrievalShared {
   std::unique_ptr<PageStore> store;
   std::unique_ptr<ClusterCache> cache;
   std::unique_ptr<IoThread> io;  // declared after the store: stops before the store closes
+  std::unique_ptr<Prefetcher> prefetch;  // next-layer read-ahead (config.prefetch)
+  int64_t num_layers = 0;                // layers sharing this state (the prefetcher's "next layer")
   int64_t step = 0;
   int64_t splits = 0, forced_splits = 0, delayed_splits = 0;
   int64_t split_moved_bytes = 0;  // bytes of split children written to new places
+  int64_t split_read_bytes = 0, split_read_ops = 0;  // reads made only to split an uncached cluster (in bytes_read too)
   double recall_sum = 0;
   int64_t recall_count = 0, retrieved_entries = 0;
   double compute_seconds = 0;

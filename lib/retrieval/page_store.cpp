@@ -198,6 +198,7 @@ void PageStore::write_page(int64_t page, int64_t uid, const EntryBlock& block, i
 void PageStore::write_records(int64_t uid, const EntryBlock& records) {
   Extent& e = extents_[uid];
   const int64_t pp = per_page();
+  e.version = next_version_++;
   e.full_pages = records.size() / pp;
   e.page_crc.assign(static_cast<size_t>(e.full_pages), 0);
   for (int64_t s = 0; s < e.full_pages; ++s) write_page(slot_page(e, s), uid, records, s * pp, pp, &e.page_crc[s]);
@@ -284,6 +285,7 @@ void PageStore::append(int64_t uid, const float* key, const float* value, int64_
   e.page_crc.push_back(0);
   write_page(slot_page(e, e.full_pages), uid, e.tail, 0, per_page(), &e.page_crc.back());
   e.full_pages += 1;
+  e.version = next_version_++;
   e.tail.clear();
 }
 
@@ -312,6 +314,30 @@ void PageStore::drop(int64_t uid) {
 
 std::vector<EntryBlock> PageStore::read(const std::vector<int64_t>& uids, int64_t gap_pages) {
   std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<PageImage> images = read_locked(uids, gap_pages);
+  std::vector<EntryBlock> out;
+  out.reserve(uids.size());
+  for (size_t i = 0; i < uids.size(); ++i) {
+    images[i].records.append(extents_[uids[i]].tail);
+    out.push_back(std::move(images[i].records));
+  }
+  return out;
+}
+
+std::vector<PageStore::PageImage> PageStore::read_pages(const std::vector<int64_t>& uids, int64_t gap_pages) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return read_locked(uids, gap_pages);
+}
+
+bool PageStore::complete(int64_t uid, const PageImage& image, EntryBlock* out) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!is_live(uid) || extents_[uid].version != image.version) return false;
+  *out = image.records;
+  out->append(extents_[uid].tail);
+  return true;
+}
+
+std::vector<PageStore::PageImage> PageStore::read_locked(const std::vector<int64_t>& uids, int64_t gap_pages) {
   struct Run {
     int64_t first, pages;
   };
@@ -344,7 +370,7 @@ std::vector<EntryBlock> PageStore::read(const std::vector<int64_t>& uids, int64_
       if (page >= it->first) return buffer.get() + (it->second + page - it->first) * kPageBytes;
     return nullptr;
   };
-  std::vector<EntryBlock> out;
+  std::vector<PageImage> out;
   out.reserve(uids.size());
   for (int64_t uid : uids) {
     const Extent& e = extents_[uid];
@@ -364,8 +390,7 @@ std::vector<EntryBlock> PageStore::read(const std::vector<int64_t>& uids, int64_
         block.push(reinterpret_cast<const float*>(rec), reinterpret_cast<const float*>(rec + 4 * dim_), pos);
       }
     }
-    block.append(e.tail);
-    out.push_back(std::move(block));
+    out.push_back({std::move(block), e.version});
   }
   return out;
 }

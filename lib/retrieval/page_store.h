@@ -84,6 +84,16 @@ class PageStore {
   // Reads whole clusters, sorted by offset; runs at most `gap_pages` apart become one read.
   std::vector<EntryBlock> read(const std::vector<int64_t>& uids, int64_t gap_pages = 0);
 
+  // Prefetch support: the clusters' full pages only (no RAM tail), each with the version of its
+  // pages. complete() later appends the current RAM tail if the pages are still that version, giving
+  // exactly what read() would return then; false when they changed (rewrite, split, new full page).
+  struct PageImage {
+    EntryBlock records;
+    uint64_t version = 0;
+  };
+  std::vector<PageImage> read_pages(const std::vector<int64_t>& uids, int64_t gap_pages = 0);
+  bool complete(int64_t uid, const PageImage& image, EntryBlock* out) const;
+
   StoreManifest commit();
   static void verify(const std::string& path, const StoreManifest& manifest);
   // Sequential read bandwidth of the file (bytes/s), in 1 MiB reads with the same I/O mode.
@@ -101,6 +111,7 @@ class PageStore {
     int64_t full_pages = 0;
     EntryBlock tail;
     std::vector<uint32_t> page_crc;  // of the full pages, for the commit digest
+    uint64_t version = 0;            // changes whenever the full pages (or their place) change
     bool live = false;
   };
   struct Pool {
@@ -119,6 +130,7 @@ class PageStore {
   void write_page(int64_t page, int64_t uid, const EntryBlock& block, int64_t begin, int64_t count, uint32_t* crc_out);
   void write_records(int64_t uid, const EntryBlock& records);
   void pread_pages(int64_t first_page, int64_t pages, uint8_t* buffer, bool for_update);
+  std::vector<PageImage> read_locked(const std::vector<int64_t>& uids, int64_t gap_pages);
 
   mutable std::mutex mutex_;  // every public operation: the I/O thread reads while the decode thread appends
   std::string path_;
@@ -135,6 +147,7 @@ class PageStore {
   IoCounters io_;
   uint8_t* page_buffer_ = nullptr;
   int64_t pages_written_ = 0, crash_after_pages_ = -1;
+  uint64_t next_version_ = 1;
 };
 
 uint32_t crc32(const void* data, size_t size, uint32_t crc = 0);

@@ -73,6 +73,7 @@ RetrievalConfig RetrievalConfig::parse(const std::string& spec) {
     else if (k == "threads") c.threads = static_cast<int>(to_int(spec, k, v));
     else if (k == "direct") c.direct_io = to_int(spec, k, v) != 0;
     else if (k == "async") c.async_io = to_int(spec, k, v) != 0;
+    else if (k == "prefetch") c.prefetch = to_int(spec, k, v) != 0;
     else if (k == "label") c.label = v;
     else if (k == "layout") {
       KVC_CHECK(v == "dual" || v == "naive", "--retrieval '{}': layout must be dual or naive, got '{}'", spec, v);
@@ -82,13 +83,14 @@ RetrievalConfig RetrievalConfig::parse(const std::string& spec) {
       c.cache_policy = v == "aligned" ? CachePolicy::kAligned : CachePolicy::kLru;
     } else {
       fail("--retrieval '{}': unknown key '{}' (topk csize sinks recent bmax tau_q tau_scale every budget layout pool "
-           "coorder gap cache cache_kb iters threads direct async label)",
+           "coorder gap cache cache_kb iters threads direct async prefetch label)",
            spec, k);
     }
   }
   KVC_CHECK(c.topk >= 1, "--retrieval '{}': topk must be at least 1", spec);
   KVC_CHECK(c.cluster_size >= 1, "--retrieval '{}': csize must be at least 1", spec);
   KVC_CHECK(c.local_every >= 1, "--retrieval '{}': every must be at least 1", spec);
+  KVC_CHECK(!c.prefetch || c.async_io, "--retrieval '{}': prefetch=1 reads on the I/O thread; it needs async=1", spec);
   KVC_CHECK(c.tau_quantile <= 1.0, "--retrieval '{}': tau_q is a quantile in [0, 1]", spec);
   return c;
 }

@@ -34,6 +34,7 @@ struct RetrievalConfig {
   int threads = 1;
   bool direct_io = true;
   bool async_io = true;           // reads on an I/O thread, overlapped with attention head by head
+  bool prefetch = false;          // read the next layer's predicted clusters ahead (needs async_io)
 
   static RetrievalConfig parse(const std::string& spec);
   std::string name() const;

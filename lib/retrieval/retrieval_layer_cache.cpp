@@ -31,6 +31,7 @@ std::shared_ptr<RetrievalShared> make_retrieval_shared(const RetrievalConfig& co
                                                  shared->store->record_bytes());
   shared->measure = measure;
   if (config.async_io) shared->io = std::make_unique<IoThread>();
+  if (config.prefetch) shared->prefetch = std::make_unique<Prefetcher>(shared->store.get(), shared->io.get(), config.gap_pages);
   return shared;
 }
 
@@ -44,6 +45,7 @@ LayerCacheFactory retrieval_layer_factory(const AttentionShape& shape, std::shar
 RetrievalLayerCache::RetrievalLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope,
                                          std::shared_ptr<RetrievalShared> shared, int64_t layer)
     : shape_(shape), rope_(std::move(rope)), shared_(std::move(shared)), layer_(layer) {
+  shared_->num_layers = std::max(shared_->num_layers, layer + 1);
   for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
     heads_.emplace_back(shared_.get(), shape_.head_dim);
     HeadState s;
@@ -169,6 +171,8 @@ at::Tensor RetrievalLayerCache::attend(const at::Tensor& queries, const at::Tens
   const int64_t G = shape_.num_heads / shape_.num_kv_heads, d = shape_.head_dim;
   const at::Tensor qf = queries.to(at::kCPU, at::kFloat).contiguous();
   at::Tensor out = at::empty_like(queries);
+  Prefetcher* prefetch = shared_->prefetch.get();
+  double io_wait = prefetch ? prefetch->collect(layer_) : 0.0;
 
   // 1. Choose per head; 2. read every head's misses in one batch (runs coalesce across heads).
   std::vector<std::vector<int64_t>> chosen(static_cast<size_t>(shape_.num_kv_heads));
@@ -209,6 +213,25 @@ at::Tensor RetrievalLayerCache::attend(const at::Tensor& queries, const at::Tens
       else misses[h].push_back(uid);
     }
   }
+  // Misses this layer's prefetch already holds (unchanged since) need no read; they enter the RAM
+  // cache below exactly as a demand read would. What the layer wanted is the next step's prediction.
+  const std::vector<std::vector<int64_t>> head_misses = misses;
+  std::unordered_map<int64_t, EntryBlock> prefetched;
+  if (prefetch) {
+    std::vector<int64_t> wanted;
+    for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
+      std::vector<int64_t> still;
+      for (int64_t uid : misses[h]) {
+        EntryBlock block(d);
+        if (prefetch->take(uid, &block)) prefetched.emplace(uid, std::move(block));
+        else still.push_back(uid);
+      }
+      wanted.insert(wanted.end(), misses[h].begin(), misses[h].end());
+      misses[h] = std::move(still);
+    }
+    for (const auto& [uid, block] : fetched) wanted.push_back(uid);
+    prefetch->record(layer_, std::move(wanted));
+  }
   // 2. Reads per head, on the I/O thread when there is one: head h+1 loads while head h computes.
   PageStore* store = shared_->store.get();
   std::vector<std::future<std::vector<EntryBlock>>> reads(static_cast<size_t>(shape_.num_kv_heads));
@@ -217,19 +240,22 @@ at::Tensor RetrievalLayerCache::attend(const at::Tensor& queries, const at::Tens
       if (!misses[h].empty())
         reads[h] = shared_->io->submit([store, uids = misses[h], gap = cfg.gap_pages] { return store->read(uids, gap); });
   }
-  double io_wait = 0;
 
   // 3. Per head: sinks + recent + retrieved, deduplicated by position; exact attention over them.
   for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
     HeadState& s = state_[h];
+    std::unordered_map<int64_t, EntryBlock> arrived;
     if (!misses[h].empty()) {
       const auto w0 = Clock::now();
       std::vector<EntryBlock> loaded = shared_->io ? reads[h].get() : store->read(misses[h], cfg.gap_pages);
       io_wait += std::chrono::duration<double>(Clock::now() - w0).count();
-      for (size_t i = 0; i < misses[h].size(); ++i) {
-        shared_->cache->put(misses[h][i], loaded[i], false);
-        fetched[misses[h][i]] = std::move(loaded[i]);
-      }
+      for (size_t i = 0; i < misses[h].size(); ++i) arrived.emplace(misses[h][i], std::move(loaded[i]));
+    }
+    for (int64_t uid : head_misses[h]) {  // in choice order: the cache sees what it saw without prefetch
+      auto it = arrived.find(uid);
+      EntryBlock& block = it != arrived.end() ? it->second : prefetched.at(uid);
+      shared_->cache->put(uid, block, false);
+      fetched[uid] = std::move(block);
     }
     EntryBlock subset(d);
     std::unordered_set<int64_t> seen;
@@ -259,6 +285,9 @@ at::Tensor RetrievalLayerCache::attend(const at::Tensor& queries, const at::Tens
     out.narrow(0, h * G, G).copy_(attend_subset(q, q_positions, subset));
     if (shared_->measure) measure_recall(h, qf.narrow(0, h * G, G).view({G, d}), subset.positions);
   }
+  // Read ahead for the next layer (after the last layer: layer 0 of the next step) while this
+  // layer's output projection, the MLP and the next Q/K/V projections run.
+  if (prefetch) prefetch->issue((layer_ + 1) % shared_->num_layers, *shared_->cache);
   const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
   shared_->compute_seconds += elapsed - io_wait;
   shared_->io_wait_seconds += io_wait;

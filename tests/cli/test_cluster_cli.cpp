@@ -46,6 +46,11 @@ TEST(ClusterCli, BuildVerifyAndCrash) {
   EXPECT_GE(r.exit_code, 128) << "the crash hook should kill the run";
   expect_clean_error(run_command(cluster("verify --index " + dir + "/s.safetensors")), "incomplete");
   expect_clean_error(run_command(cluster("verify --index " + dir + "/s.safetensors2")), "no commit record");
+  // Restarted, the build rewrites the store from scratch and commits again.
+  r = run_command(build);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_command(cluster("verify --index " + dir + "/s.safetensors"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 TEST(ClusterCli, ReplayJson) {
