@@ -2,10 +2,11 @@
 # KL divergence, top-1 agreement and perplexity of every eviction method on stories260K at ratios
 # 0.25/0.5/0.75/0.9 (kvc-eval kl: 8 windows of 256 tokens, first half prefilled and compressed, the
 # rest decoded token by token). Writes data/results/eviction/sweep.jsonl, sweep.csv and plots.
-# Usage: recipes/eviction_sweep.sh [BUILD_DIR] [OUT_DIR]
+# PRESSES=... re-runs only those methods: their rows are replaced, the others' kept.
+# Usage: recipes/eviction_sweep.sh [BUILD_DIR] [OUT_DIR]   (or BUILD=dir; e.g. PRESSES=d2o BUILD=build)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BIN=${1:-$ROOT/build}/bin
+BIN=${1:-${BUILD:-$ROOT/build}}/bin
 OUT=${2:-$ROOT/data/results/eviction}
 MODEL=${MODEL:-$ROOT/../shared/models/stories260K}
 DATA=${DATA:-$ROOT/../shared/data/tinystories/tinystories_excerpt_30k.txt}
@@ -13,7 +14,13 @@ THREADS=${THREADS:-1}
 PRESSES=${PRESSES:-"streaming_llm h2o tova snapkv pyramidkv knorm random dynamickv d2o kvcompose kvcompose_unstructured ada"}
 RATIOS=${RATIOS:-"0.25 0.5 0.75 0.9"}
 mkdir -p "$OUT"
-: > "$OUT/sweep.jsonl"
+touch "$OUT/sweep.jsonl"
+python3 - "$OUT/sweep.jsonl" $PRESSES <<'PY'
+import json, sys
+path, rerun = sys.argv[1], set(sys.argv[2:])
+kept = [l for l in open(path) if l.strip() and json.loads(l)["press"] not in rerun]
+open(path, "w").writelines(kept)
+PY
 for press in $PRESSES; do
   for ratio in $RATIOS; do
     echo "eviction_sweep: $press ratio=$ratio" >&2
@@ -27,6 +34,8 @@ python3 - "$OUT" <<'PY'
 import json, sys, collections
 out = sys.argv[1]
 rows = [json.loads(l) for l in open(f"{out}/sweep.jsonl")]
+order = "streaming_llm h2o tova snapkv pyramidkv knorm random dynamickv d2o kvcompose kvcompose_unstructured ada".split()
+rows.sort(key=lambda r: order.index(r['press']) if r['press'] in order else len(order))  # stable: ratios stay in order
 with open(f"{out}/sweep.csv", "w") as f:
     f.write("press,ratio,measured_ratio,mean_kl,top1_agreement,ppl_reference,ppl_compressed\n")
     for r in rows:

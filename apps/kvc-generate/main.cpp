@@ -31,6 +31,7 @@ struct GenerateOptions {
   kvc::cli::RetrievalOptions retrieval;
   std::string prompt, prompt_file, stats_json;
   int64_t max_new_tokens = 128;
+  int64_t prompt_tokens = 0;  // > 0: exactly this many prompt tokens (benchmarks at a fixed context)
   kvc::SamplingParams sampling;
   bool no_bos = false, ignore_eos = false, quiet = false;
 };
@@ -79,7 +80,12 @@ int run(GenerateOptions& o) {
   const kvc::Tokenizer tokenizer = o.model.load_tokenizer();
   std::vector<int> prompt;
   if (!o.no_bos) prompt.push_back(model->config().bos_token_id);
-  const std::vector<int> body = tokenizer.encode(text);
+  std::vector<int> body = tokenizer.encode(text);
+  if (o.prompt_tokens > 0) {
+    const auto have = static_cast<int64_t>(body.size()) + (o.no_bos ? 0 : 1);
+    KVC_CHECK(have >= o.prompt_tokens, "--prompt-tokens {}: the prompt has only {} tokens", o.prompt_tokens, have);
+    body.resize(static_cast<size_t>(o.prompt_tokens - (o.no_bos ? 0 : 1)));
+  }
   prompt.insert(prompt.end(), body.begin(), body.end());
 
   kvc::GenerationRequest request;
@@ -101,7 +107,7 @@ int run(GenerateOptions& o) {
   kvc::StreamDecoder stream(tokenizer);
   stream.prime(body);
   if (!o.quiet) {
-    std::fputs(text.c_str(), stdout);
+    std::fputs((o.prompt_tokens > 0 ? tokenizer.decode(body) : text).c_str(), stdout);
     std::fflush(stdout);
   }
   const auto result = kvc::generate(*model, cache, request, [&](int id) {
@@ -136,6 +142,9 @@ int main(int argc, char** argv) {
   o.model.add_to(app);
   app.add_option("-p,--prompt", o.prompt, "Prompt text (default: read --prompt-file, else stdin)");
   app.add_option("-f,--prompt-file", o.prompt_file, "File holding the prompt");
+  app.add_option("--prompt-tokens", o.prompt_tokens,
+                 "Keep exactly the first N prompt tokens, BOS included (error if the prompt is shorter)")
+      ->check(CLI::PositiveNumber);
   app.add_option("-n,--max-new-tokens", o.max_new_tokens, "Tokens to generate")->capture_default_str();
   app.add_option("--temperature", o.sampling.temperature, "0 = greedy")->capture_default_str();
   app.add_option("--top-p", o.sampling.top_p, "Nucleus sampling mass")->capture_default_str();

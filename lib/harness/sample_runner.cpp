@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "press/press_observer.h"
 #include "util/error.h"
 
 namespace kvc {
@@ -87,6 +88,8 @@ SampleOutput run_sample(const LlamaModel& model, const Tokenizer& tokenizer, con
     logits = model.forward(all, cache, options);
   } else {
     model.forward(prompt.context, cache, options);  // compression acts here
+    // The budget is the context's: a bounded press must not evict (context or question) for the question.
+    if (auto* press = dynamic_cast<PressObserver*>(observer.get())) press->hold_next_pass();
     logits = model.forward(prompt.question, cache, options);
   }
   SampleOutput out;

@@ -59,17 +59,22 @@ void d2o_merge(DenseLayerCache& cache, const at::Tensor& keep, double beta, doub
 void register_d2o() {
   register_method("d2o", "inverse-variance layer budgets; sinks+recent+heavy tokens; merges evicted (bounded)",
                   [](const PressParams& p) {
-                    p.check_known_keys({"sinks", "recent", "beta", "tau", "agg", "heads"});
+                    p.check_known_keys({"sinks", "recent", "beta", "tau", "merge", "layers", "agg", "heads"});
                     PressConfig c;
                     const int64_t sinks = p.get_int("sinks", 4);
                     const double recent = p.get_double("recent", 0.25);
                     KVC_CHECK(sinks >= 0, "--press d2o: sinks must be >= 0");
                     KVC_CHECK(recent >= 0 && recent <= 1, "--press d2o: recent is a share of the budget in [0, 1]");
                     c.scorer = std::make_shared<D2OScorer>(sinks, recent);
-                    c.allocation = Allocation::D2O;
+                    // Ablations: merge=0 drops evicted entries (no compensation); layers=uniform gives
+                    // every layer the same budget instead of the inverse-variance split.
+                    const std::string layers = p.get_string("layers", "variance");
+                    KVC_CHECK(layers == "variance" || layers == "uniform",
+                              "--press d2o: layers must be variance or uniform, got '{}'", layers);
+                    c.allocation = layers == "variance" ? Allocation::D2O : Allocation::Uniform;
                     c.bounded = true;
                     c.cumulative = true;
-                    c.merge = true;
+                    c.merge = p.get_int("merge", 1) != 0;
                     c.d2o_beta = p.get_double("beta", 0.7);
                     c.d2o_tau = p.get_double("tau", 1.0);
                     KVC_CHECK(c.d2o_beta >= 0 && c.d2o_beta <= 1, "--press d2o: beta must be in [0, 1]");

@@ -74,6 +74,7 @@ void PressObserver::after_attention(const LayerStep& step, KVCache& cache) {
   } else if (config_->bounded && (config_->ratio > 0 || config_->budget > 0)) {
     decode_layer(step, cache);  // no ratio and no budget: keep everything, also while decoding
   }
+  if (step.layer + 1 == shape_.num_layers) hold_next_ = false;  // a hold covers one forward pass
 }
 
 void PressObserver::prefill_layer(const LayerStep& step, KVCache& cache) {
@@ -260,6 +261,7 @@ void PressObserver::decode_layer(const LayerStep& step, KVCache& cache) {
     const at::Tensor w = step.stats.window_probs;
     current_[li] = aggregate_heads(w.select(1, w.size(1) - 1), KV, config_->agg).narrow(1, 0, S);
   }
+  if (hold_next_) bound_[li] += T;  // prompt continuation: kept whole, the bound grows by its length
   if (S <= bound_[li]) return;
   compress(l, config_->scorer->score(input(l, false, &step)), bound_[li], cache);
 }

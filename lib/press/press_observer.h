@@ -23,6 +23,12 @@ class PressObserver : public ForwardObserver {
   AttentionProbe probe(int64_t layer) const override;
   void after_attention(const LayerStep& step, KVCache& cache) override;
 
+  // The next forward pass continues the prompt (the question of a query-agnostic sample, fed after the
+  // compressed context): the budget was set on the context, so a bounded press keeps every token of
+  // that pass and raises each layer's bound by their number instead of evicting context for them.
+  // Later single-token steps evict as usual, holding the cache at the raised bound.
+  void hold_next_pass() { hold_next_ = true; }
+
   // Per-layer entries per head the cache is held to after prefill (for tests and reports).
   const std::vector<int64_t>& layer_budgets() const { return bound_; }
 
@@ -39,6 +45,7 @@ class PressObserver : public ForwardObserver {
   std::shared_ptr<const PressConfig> config_;
   ModelShape shape_;
   bool prefill_done_ = false;
+  bool hold_next_ = false;
   int64_t prompt_len_ = 0, budget_ = 0;
   std::vector<int64_t> bound_;                 // entries per head each layer keeps
   std::vector<at::Tensor> positions_;          // [n_kv, S] per layer, mirrors storage order

@@ -116,5 +116,20 @@ TEST(PressCli, BadInputIsOneLineError) {
                      "--ratios");
 }
 
+// --prompt-tokens: benchmarks at an exact context length keep the first N prompt tokens (BOS included).
+TEST(GenerateCli, PromptTokensKeepsExactlyTheFirstN) {
+  const std::string dir = test::make_temp_dir("press_cli_prompt_tokens");
+  const auto r = test::run_command(test::bin("kvc-generate") + " -m " + stories() + " -f " + text() +
+                                   " --prompt-tokens 37 -n 2 -q -t 1 --stats-json " + dir + "/s.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(test::slurp(dir + "/s.json"));
+  EXPECT_EQ(j["prompt_tokens"], 37);
+  ASSERT_EQ(j["prompt_ids"].size(), 37u);
+  EXPECT_EQ(j["prompt_ids"][0], 1);
+  expect_clean_error(test::run_command(test::bin("kvc-generate") + " -m " + stories() +
+                                       " -p hi --prompt-tokens 50 -n 1 -q -t 1"),
+                     "--prompt-tokens 50: the prompt has only");
+}
+
 }  // namespace
 }  // namespace kvc

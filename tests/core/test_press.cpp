@@ -10,10 +10,12 @@
 #include "cache/ragged_layer_cache.h"
 #include "compression/compression_spec.h"
 #include "compression/press_registry.h"
+#include "harness/sample_runner.h"
 #include "io/safetensors.h"
 #include "model/llama_model.h"
 #include "model/tensor_bridge.h"
 #include "press/press.h"
+#include "press/press_observer.h"
 #include "runtime/generation.h"
 #include "support/paths.h"
 #include "support/run_command.h"
@@ -25,6 +27,18 @@ namespace {
 
 const LlamaModel& model() {
   static auto m = LlamaModel::load(test::model_dir("stories260K"));
+  return *m;
+}
+
+// The same model in float64: its attention always takes the generic path that also records
+// statistics, so runs with and without a press can be compared bit for bit (in fp32 the fused
+// kernels and the statistics path round differently in the last bits).
+const LlamaModel& exact_model() {
+  static auto m = [] {
+    LoadOptions options;
+    options.dtype = "float64";
+    return LlamaModel::load(test::model_dir("stories260K"), options);
+  }();
   return *m;
 }
 
@@ -48,12 +62,12 @@ std::vector<std::string> presses() {
   return names;
 }
 
-CacheSetup setup_for(const std::string& press, double ratio, int64_t budget = 0) {
+CacheSetup setup_for(const std::string& press, double ratio, int64_t budget = 0, const LlamaModel& m = model()) {
   CompressionSpec spec;
   spec.press = press;
   spec.ratio = ratio;
   spec.budget = budget;
-  return build_cache_setup(spec, model());
+  return build_cache_setup(spec, m);
 }
 
 // Per-head positions of a layer, whatever its layout.
@@ -80,17 +94,17 @@ struct PressRun {
 
 // Prefill `ids`, then decode `steps` tokens of the text that follows (teacher forcing, so that every
 // run sees the same tokens and their distributions are comparable).
-PressRun run(const CacheSetup& setup, const std::vector<int>& ids, int64_t steps) {
+PressRun run(const CacheSetup& setup, const std::vector<int>& ids, int64_t steps, const LlamaModel& m = model()) {
   const std::vector<int> text = prompt(static_cast<int64_t>(ids.size()) + steps);
-  PressRun r{{}, setup.new_cache(model()), {}};
+  PressRun r{{}, setup.new_cache(m), {}};
   auto observer = setup.new_observer();
   ForwardOptions o;
   o.all_logits = false;
   o.observer = observer.get();
-  r.logits.push_back(model().forward(ids, r.cache, o));
+  r.logits.push_back(m.forward(ids, r.cache, o));
   r.after_prefill = r.cache.footprint();
   for (int64_t i = 0; i < steps; ++i) {
-    r.logits.push_back(model().forward({text[ids.size() + static_cast<size_t>(i)]}, r.cache, o));
+    r.logits.push_back(m.forward({text[ids.size() + static_cast<size_t>(i)]}, r.cache, o));
   }
   return r;
 }
@@ -124,10 +138,10 @@ TEST(PressBattery, BudgetRespectedExactlyAndMemoryReduced) {
 }
 
 TEST(PressBattery, PositionsPreservedAndKeysUntouched) {
-  const PressRun full = run(CacheSetup{}, prompt(kPrompt), 0);
+  const PressRun full = run(CacheSetup{}, prompt(kPrompt), 0, exact_model());
   for (const auto& name : presses()) {
     SCOPED_TRACE(name);
-    const PressRun r = run(setup_for(name, 0.5), prompt(kPrompt), 0);
+    const PressRun r = run(setup_for(name, 0.5, 0, exact_model()), prompt(kPrompt), 0, exact_model());
     for (int64_t l = 0; l < model().config().num_layers; ++l) {
       const auto heads = head_positions(r.cache.layer(l));
       ASSERT_EQ(static_cast<int64_t>(heads.size()), model().config().num_kv_heads);
@@ -147,13 +161,13 @@ TEST(PressBattery, PositionsPreservedAndKeysUntouched) {
 }
 
 TEST(PressBattery, FullBudgetGivesIdenticalLogits) {
-  const PressRun full = run(CacheSetup{}, prompt(kPrompt), 6);
+  const PressRun full = run(CacheSetup{}, prompt(kPrompt), 6, exact_model());
   for (const auto& name : presses()) {
     SCOPED_TRACE(name);
     // Both "no ratio" and a budget equal to the prompt keep everything: the press must be a no-op.
     for (const int64_t budget : {int64_t{0}, kPrompt}) {
-      const CacheSetup setup = setup_for(name, 0.0, budget);
-      const PressRun r = run(setup, prompt(kPrompt), 6);
+      const CacheSetup setup = setup_for(name, 0.0, budget, exact_model());
+      const PressRun r = run(setup, prompt(kPrompt), 6, exact_model());
       ASSERT_EQ(r.logits.size(), full.logits.size());
       // A bounded press held to the prompt length evicts from the second decode step on (its cache
       // then stops growing); until then, and always for the others, logits are bit-identical.
@@ -341,6 +355,129 @@ TEST(BoundedDecoding, ResidentBytesStayFlatPastTheContext) {
     EXPECT_EQ(resident.size(), 1u);  // one value for the whole generation
     EXPECT_EQ(result.stats.kv_final.entries, 48 * model().config().num_layers * model().config().num_kv_heads);
     EXPECT_EQ(result.stats.kv_peak_resident_bytes, result.stats.kv_after_prefill.resident_bytes);
+  }
+}
+
+// D2O's merge against a brute-force reading of the method: each evicted entry goes to its most similar
+// kept entry (cosine of keys) when that similarity clears the threshold (initialised at the mean of the
+// per-entry maxima, then an EMA with β), weighted by e^similarity against the kept entry's own e^1;
+// keys and values use the same weights; entries below the threshold are dropped.
+TEST(PressMethods, D2OMergeIsSimilarityWeightedWithEmaThreshold) {
+  const auto& c = model().config();
+  const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, 0};
+  DenseLayerCache cache(shape, model().rope(), at::TensorOptions().dtype(at::kFloat));
+  at::manual_seed(5);
+  const int64_t n = 10, kv = c.num_kv_heads;
+  cache.append(at::randn({kv, n, c.head_dim}), at::randn({kv, n, c.head_dim}), at::arange(n, at::kLong));
+  const std::vector<int64_t> kept{0, 3, 5, 9}, evicted{1, 2, 4, 6, 7, 8};
+  int merged = 0;
+  const auto expect_merge = [&](double threshold_before, double beta, double& threshold_after, at::Tensor& k_out,
+                                at::Tensor& v_out) {
+    const at::Tensor K = cache.keys().to(at::kDouble), V = cache.values().to(at::kDouble);
+    std::vector<std::vector<std::pair<int64_t, double>>> best(static_cast<size_t>(kv));
+    double sum = 0;
+    for (int64_t h = 0; h < kv; ++h) {
+      for (int64_t e : evicted) {
+        int64_t target = -1;
+        double top = -2;
+        for (size_t j = 0; j < kept.size(); ++j) {
+          const double cos = (at::dot(K[h][e], K[h][kept[j]]) / (K[h][e].norm() * K[h][kept[j]].norm())).item<double>();
+          if (cos > top) top = cos, target = static_cast<int64_t>(j);
+        }
+        best[static_cast<size_t>(h)].push_back({target, top});
+        sum += top;
+      }
+    }
+    const double mean = sum / static_cast<double>(kv * static_cast<int64_t>(evicted.size()));
+    threshold_after = threshold_before < 0 ? mean : beta * threshold_before + (1 - beta) * mean;
+    k_out = at::zeros({kv, static_cast<int64_t>(kept.size()), c.head_dim}, at::kDouble);
+    v_out = at::zeros_like(k_out);
+    for (int64_t h = 0; h < kv; ++h) {
+      for (size_t j = 0; j < kept.size(); ++j) {
+        double den = std::exp(1.0);
+        at::Tensor kk = K[h][kept[j]] * std::exp(1.0), vv = V[h][kept[j]] * std::exp(1.0);
+        for (size_t i = 0; i < evicted.size(); ++i) {
+          const auto [target, sim] = best[static_cast<size_t>(h)][i];
+          if (target != static_cast<int64_t>(j) || sim < threshold_after) continue;
+          ++merged;
+          kk = kk + K[h][evicted[i]] * std::exp(sim);
+          vv = vv + V[h][evicted[i]] * std::exp(sim);
+          den += std::exp(sim);
+        }
+        k_out[h][static_cast<int64_t>(j)] = kk / den;
+        v_out[h][static_cast<int64_t>(j)] = vv / den;
+      }
+    }
+  };
+  double threshold = -1, expected_threshold = 0;
+  at::Tensor ek, ev;
+  expect_merge(threshold, 0.7, expected_threshold, ek, ev);
+  const at::Tensor keep = at::tensor(kept, at::kLong).unsqueeze(0).expand({kv, 4}).contiguous();
+  d2o_merge(cache, keep, 0.7, threshold);
+  EXPECT_NEAR(threshold, expected_threshold, 1e-6);
+  EXPECT_TRUE(cache.keys().to(at::kDouble).allclose(ek, 1e-5, 1e-6));
+  EXPECT_TRUE(cache.values().to(at::kDouble).allclose(ev, 1e-5, 1e-6));
+  EXPECT_TRUE(cache.positions().equal(keep));
+  // Some entries were merged and some dropped: both branches are exercised.
+  EXPECT_GT(merged, 0);
+  EXPECT_LT(merged, static_cast<int>(kv * static_cast<int64_t>(evicted.size())));
+}
+
+TEST(PressMethods, D2OAblationParameters) {
+  const auto& c = model().config();
+  // Reference: the same press with room for everything (same attention probes, so bit-identical keys).
+  const PressRun full = run(setup_for("d2o:merge=0", 0, kPrompt), prompt(kPrompt), 0);
+  // merge=0: evicted entries are dropped, kept ones keep their exact keys.
+  const PressRun plain = run(setup_for("d2o:merge=0", 0.5), prompt(kPrompt), 0);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const auto heads = head_positions(plain.cache.layer(l));
+    for (int64_t h = 0; h < static_cast<int64_t>(heads.size()); ++h) {
+      const at::Tensor expected = head_keys(full.cache.layer(l), h).index_select(0, heads[static_cast<size_t>(h)]);
+      EXPECT_TRUE(head_keys(plain.cache.layer(l), h).equal(expected));
+    }
+  }
+  // layers=uniform: every layer keeps the same budget; the default splits it by inverse variance.
+  const PressRun uniform = run(setup_for("d2o:layers=uniform", 0.5), prompt(kPrompt), 0);
+  for (int64_t l = 0; l < c.num_layers; ++l) EXPECT_EQ(uniform.cache.layer(l).lengths()[0].item<int64_t>(), kPrompt / 2);
+  EXPECT_THROW(setup_for("d2o:layers=pyramid", 0.5), Error);
+}
+
+// Query-agnostic protocol: the budget is set on the context; the question fed after it must be kept
+// whole, without evicting context for it. Bounded presses used to hold the question's forward pass to
+// the context's budget, so the question pushed context (or, for TOVA and D2O, itself) out.
+TEST(BoundedDecoding, QuestionFedAfterTheContextIsKeptWhole) {
+  const auto& c = model().config();
+  const int64_t q = 12, budget = kPrompt / 2;
+  const std::vector<int> ids = prompt(kPrompt + q);
+  PromptTokens p;
+  p.context.assign(ids.begin(), ids.begin() + kPrompt);
+  p.question.assign(ids.begin() + kPrompt, ids.end());
+  const Tokenizer tok = Tokenizer::load(test::model_dir("stories260K") + "/tokenizer.model");
+  const int64_t entry_bytes = c.num_layers * c.num_kv_heads * 2 * c.head_dim * 4;
+  for (const char* name : {"streaming_llm", "h2o", "tova", "d2o"}) {
+    SCOPED_TRACE(name);
+    const CacheSetup setup = setup_for(name, 0.5);
+    // Through the harness: the payload after the question is the context's budget plus the question.
+    const SampleOutput out = run_sample(model(), tok, setup, p, QueryMode::Agnostic, DecodeOptions{1, false});
+    EXPECT_EQ(out.kv_payload_bytes, (budget + q) * entry_bytes);
+    // The observer: every question position is cached in every layer and head, and decoding then
+    // holds the cache at that size.
+    KVCache cache = setup.new_cache(model());
+    auto observer = setup.new_observer();
+    const ForwardOptions o{false, observer.get()};
+    model().forward(p.context, cache, o);
+    dynamic_cast<PressObserver&>(*observer).hold_next_pass();
+    model().forward(p.question, cache, o);
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      for (const auto& pos : head_positions(cache.layer(l))) {
+        ASSERT_GE(pos.numel(), q);
+        EXPECT_TRUE(pos.narrow(0, pos.numel() - q, q).equal(at::arange(kPrompt, kPrompt + q, at::kLong))) << l;
+      }
+    }
+    const int64_t entries = cache.footprint().entries;
+    EXPECT_EQ(entries, (budget + q) * c.num_layers * c.num_kv_heads);
+    for (int i = 0; i < 4; ++i) model().forward({ids[static_cast<size_t>(5 + i)]}, cache, o);
+    EXPECT_EQ(cache.footprint().entries, entries);
   }
 }
 

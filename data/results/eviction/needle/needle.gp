@@ -1,0 +1,14 @@
+set terminal pngcairo size 1300,520 font 'sans,10' noenhanced
+set output 'data/results/eviction/needle/needle.png'
+set multiplot layout 1,2
+set xlabel 'compression ratio'
+set ylabel 'needle accuracy'
+set yrange [0:1.05]
+set xrange [0.2:0.95]
+set grid
+set key top right font ',8'
+set title 'kvc-tiny-lm needle, query-aware (uncompressed 0.800)'
+plot 'data/results/eviction/needle/needle_aware.dat' using 1:2 with linespoints title 'streaming_llm', 'data/results/eviction/needle/needle_aware.dat' using 1:3 with linespoints title 'h2o', 'data/results/eviction/needle/needle_aware.dat' using 1:4 with linespoints title 'tova', 'data/results/eviction/needle/needle_aware.dat' using 1:5 with linespoints title 'snapkv', 'data/results/eviction/needle/needle_aware.dat' using 1:6 with linespoints title 'pyramidkv', 'data/results/eviction/needle/needle_aware.dat' using 1:7 with linespoints title 'knorm', 'data/results/eviction/needle/needle_aware.dat' using 1:8 with linespoints title 'random', 'data/results/eviction/needle/needle_aware.dat' using 1:9 with linespoints title 'dynamickv', 'data/results/eviction/needle/needle_aware.dat' using 1:10 with linespoints title 'kvcompose', 'data/results/eviction/needle/needle_aware.dat' using 1:11 with linespoints title 'kvcompose_unstructured', 'data/results/eviction/needle/needle_aware.dat' using 1:12 with linespoints title 'ada', 'data/results/eviction/needle/needle_aware.dat' using 1:13 with linespoints title 'd2o', 0.8 with lines dashtype 2 lc rgb 'black' title 'none'
+set title 'kvc-tiny-lm needle, query-agnostic (uncompressed 0.800)'
+plot 'data/results/eviction/needle/needle_agnostic.dat' using 1:2 with linespoints title 'streaming_llm', 'data/results/eviction/needle/needle_agnostic.dat' using 1:3 with linespoints title 'h2o', 'data/results/eviction/needle/needle_agnostic.dat' using 1:4 with linespoints title 'tova', 'data/results/eviction/needle/needle_agnostic.dat' using 1:5 with linespoints title 'snapkv', 'data/results/eviction/needle/needle_agnostic.dat' using 1:6 with linespoints title 'pyramidkv', 'data/results/eviction/needle/needle_agnostic.dat' using 1:7 with linespoints title 'knorm', 'data/results/eviction/needle/needle_agnostic.dat' using 1:8 with linespoints title 'random', 'data/results/eviction/needle/needle_agnostic.dat' using 1:9 with linespoints title 'dynamickv', 'data/results/eviction/needle/needle_agnostic.dat' using 1:10 with linespoints title 'kvcompose', 'data/results/eviction/needle/needle_agnostic.dat' using 1:11 with linespoints title 'kvcompose_unstructured', 'data/results/eviction/needle/needle_agnostic.dat' using 1:12 with linespoints title 'ada', 'data/results/eviction/needle/needle_agnostic.dat' using 1:13 with linespoints title 'd2o', 0.8 with lines dashtype 2 lc rgb 'black' title 'none'
+unset multiplot

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Decode speedup from a smaller cache at long context: a random-weight 134M Llama (llama-125m preset,
+# 16K context) prefills exactly CONTEXT prompt tokens (text from ../shared/data, --prompt-tokens) and
+# decodes NEW tokens greedily, uncompressed and with each bounded/prefill press at RATIO. Writes OUT/
+# decode_speedup.csv: decode tok/s, speedup vs uncompressed, prefill seconds, prefill cost ratio vs
+# uncompressed, resident KV bytes after decoding. Timings need an otherwise idle machine.
+# Usage: BUILD=build CONTEXT=8192 THREADS=2 recipes/eviction_decode_speedup.sh [OUT_DIR]
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$ROOT/build}
+OUT=${1:-$ROOT/data/results/eviction}
+CONTEXT=${CONTEXT:-8192}
+NEW=${NEW:-32}
+RATIO=${RATIO:-0.9}
+THREADS=${THREADS:-2}
+MODEL=${MODEL:-/tmp/kvc-llama-125m-16k}
+TOKENIZER=${TOKENIZER:-$ROOT/../shared/models/llama2-tokenizer.model}
+PRESSES=${PRESSES:-"none streaming_llm h2o tova snapkv d2o kvcompose"}
+if [ ! -f "$MODEL/config.json" ]; then
+  "$BUILD/bin/kvc-make-checkpoint" --preset llama-125m --context 16384 --tokenizer "$TOKENIZER" -o "$MODEL"
+fi
+mkdir -p "$OUT"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+# Enough English text for CONTEXT tokens (~4 characters per Llama-2 token; 6 leaves margin).
+cat "$ROOT"/../shared/data/pg_essays/*.txt > "$TMP/all.txt"  # 0.7 MB: ~175K tokens
+head -c $((CONTEXT * 6)) "$TMP/all.txt" > "$TMP/prompt.txt"
+for press in $PRESSES; do
+  ratio=$RATIO; [ "$press" = none ] && ratio=0
+  echo "eviction_decode_speedup: $press ratio=$ratio context=$CONTEXT" >&2
+  "$BUILD/bin/kvc-generate" -m "$MODEL" --prompt-file "$TMP/prompt.txt" --prompt-tokens "$CONTEXT" \
+    -n "$NEW" --ignore-eos -q -t "$THREADS" --press "$press" --ratio "$ratio" --stats-json "$TMP/$press.json"
+done
+python3 - "$TMP" "$OUT/decode_speedup.csv" "$CONTEXT" "$RATIO" $PRESSES <<'PY'
+import json, sys
+tmp, csv, context, ratio, presses = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
+runs = {p: json.load(open(f"{tmp}/{p}.json")) for p in presses}
+base = runs["none"]
+with open(csv, "w") as f:
+    f.write("press,ratio,prompt_tokens,generated_tokens,threads,decode_tok_s,decode_speedup,prefill_s,"
+            "prefill_cost_ratio,kv_resident_bytes,kv_resident_share\n")
+    for p, r in runs.items():
+        f.write(f"{p},{0 if p == 'none' else ratio},{r['prompt_tokens']},{r['generated_tokens']},{r['threads']},"
+                f"{r['decode_tokens_per_second']:.3f},{r['decode_tokens_per_second'] / base['decode_tokens_per_second']:.3f},"
+                f"{r['prefill_seconds']:.3f},{r['prefill_seconds'] / base['prefill_seconds']:.3f},"
+                f"{r['kv_resident_bytes']},{r['kv_resident_bytes'] / base['kv_resident_bytes']:.4f}\n")
+PY
+cat "$OUT/decode_speedup.csv"
