@@ -22,7 +22,10 @@ struct HeadView {
 };
 
 // scores[g, s] = scale * q_g . k_s, eight keys at a time (one transpose-sum per eight dot products).
-KVC_AVX2 void score_keys(const HeadView& h, int64_t G, int64_t S, int64_t d, float scale, float* scores) {
+// D8 = head_dim / 8 when known at compile time (the loops then unroll into registers), else 0.
+template <int D8>
+KVC_AVX2 void score_keys(const HeadView& h, int64_t G, int64_t S, int64_t d_runtime, float scale, float* scores) {
+  const int64_t d = D8 > 0 ? D8 * 8 : d_runtime;
   const __m256 scale_v = _mm256_set1_ps(scale);
   int64_t s = 0;
   for (; s + 8 <= S; s += 8) {
@@ -76,8 +79,26 @@ KVC_AVX2 float exponentiate(float* row, int64_t S) {
   return sum;
 }
 
-// out[g] = sum_s p[g, s] v_s over blocks of entries small enough to stay in L1 across the group.
-KVC_AVX2 void weigh_values(const HeadView& h, int64_t G, int64_t S, int64_t d, const float* probs) {
+// out[g] = sum_s p[g, s] v_s. With the head size known, each value row is read once into D8
+// independent accumulators; otherwise in blocks that stay in L1 across the group.
+template <int D8>
+KVC_AVX2 void weigh_values(const HeadView& h, int64_t G, int64_t S, int64_t d_runtime, const float* probs) {
+  if constexpr (D8 > 0) {
+    constexpr int64_t d = D8 * 8;
+    for (int64_t g = 0; g < G; ++g) {
+      const float* p = probs + g * S;
+      __m256 acc[D8];
+      for (auto& a : acc) a = _mm256_setzero_ps();
+      for (int64_t s = 0; s < S; ++s) {
+        const __m256 weight = _mm256_set1_ps(p[s]);
+        const float* v = h.values + s * d;
+        for (int c = 0; c < D8; ++c) acc[c] = _mm256_fmadd_ps(weight, _mm256_loadu_ps(v + 8 * c), acc[c]);
+      }
+      for (int c = 0; c < D8; ++c) _mm256_storeu_ps(h.out + g * d + 8 * c, acc[c]);
+    }
+    return;
+  }
+  const int64_t d = d_runtime;
   constexpr int64_t kBlock = 64;
   for (int64_t b0 = 0; b0 < S; b0 += kBlock) {
     const int64_t b1 = std::min(S, b0 + kBlock);
@@ -98,9 +119,10 @@ KVC_AVX2 void weigh_values(const HeadView& h, int64_t G, int64_t S, int64_t d, c
   }
 }
 
+template <int D8>
 KVC_AVX2 void attend_head(const HeadView& h, int64_t G, int64_t S, int64_t d, int64_t q_position, int64_t window) {
   std::vector<float> scores(static_cast<size_t>(G * S));
-  score_keys(h, G, S, d, static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))), scores.data());
+  score_keys<D8>(h, G, S, d, static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))), scores.data());
   const float neg_inf = -std::numeric_limits<float>::infinity();
   for (int64_t s = 0; s < S; ++s) {
     const int64_t p = h.positions[s];
@@ -114,9 +136,18 @@ KVC_AVX2 void attend_head(const HeadView& h, int64_t G, int64_t S, int64_t d, in
     inverse_sums[static_cast<size_t>(g)] = sum > 0 ? 1.0f / sum : 0.0f;
   }
   for (int64_t i = 0; i < G * d; ++i) h.out[i] = 0.0f;
-  weigh_values(h, G, S, d, scores.data());
+  weigh_values<D8>(h, G, S, d, scores.data());
   for (int64_t g = 0; g < G; ++g) {
     for (int64_t c = 0; c < d; ++c) h.out[g * d + c] *= inverse_sums[static_cast<size_t>(g)];
+  }
+}
+
+KVC_AVX2 void attend_head_any(const HeadView& h, int64_t G, int64_t S, int64_t d, int64_t q_position, int64_t window) {
+  switch (d) {
+    case 32: return attend_head<4>(h, G, S, d, q_position, window);
+    case 64: return attend_head<8>(h, G, S, d, q_position, window);
+    case 128: return attend_head<16>(h, G, S, d, q_position, window);
+    default: return attend_head<0>(h, G, S, d, q_position, window);
   }
 }
 #endif
@@ -149,7 +180,7 @@ at::Tensor fast_decode_attention(const at::Tensor& queries, int64_t q_position, 
     for (int64_t h = h0; h < h1; ++h) {
       const HeadView view{qp + h * G * d, kp + h * keys.stride(0), vp + h * values.stride(0),
                           pp + h * key_positions.stride(0), op + h * G * d};
-      attend_head(view, G, S, d, q_position, sliding_window);
+      attend_head_any(view, G, S, d, q_position, sliding_window);
     }
   });
   return out;
