@@ -50,9 +50,16 @@ Example (a 134M-parameter random Llama with the Llama-2 tokenizer):
   model_options.add_to(app);
   std::vector<int64_t> contexts{512, 2048, 8192};
   int64_t decode_tokens = 32;
+  int decode_repeats = 3;
   std::string json_path;
   app.add_option("--contexts", contexts, "Prompt lengths to measure")->delimiter(',')->capture_default_str();
-  app.add_option("--decode-tokens", decode_tokens, "Decode steps timed after each prefill")->capture_default_str();
+  app.add_option("--decode-tokens", decode_tokens, "Decode steps per timed run after each prefill")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--decode-repeats", decode_repeats,
+                 "Timed decode runs per context; the best is reported, as for the machine limits")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--json", json_path, "Also write the results as JSON here");
   if (int code = kvc::cli::parse_or_exit(app, argc, argv, kTool); code >= 0) return code;
   return kvc::cli::run_tool(kTool, [&] {
@@ -69,6 +76,8 @@ Example (a 134M-parameter random Llama with the Llama-2 tokenizer):
                           {"parameters", model->parameter_count()},
                           {"weight_bytes_per_decode_step", weight_bytes},
                           {"threads", threads},
+                          {"decode_tokens", decode_tokens},
+                          {"decode_repeats", decode_repeats},
                           {"copy_bandwidth_gbs", bw.copy_bytes_per_second / 1e9},
                           {"read_bandwidth_gbs", bw.read_bytes_per_second / 1e9},
                           {"gemm_peak_gflops", gemm / 1e9},
@@ -87,11 +96,11 @@ Example (a 134M-parameter random Llama with the Llama-2 tokenizer):
       model->forward(random_tokens(64, c.vocab_size, 1), warm, last_only);
       for (int i = 0; i < 4; ++i) model->forward({3}, warm, last_only);
     }
-    std::printf("%8s | %12s | %9s | %6s | %11s | %14s | %6s | %10s\n", "context", "prefill t/s", "GFLOP/s", "%peak",
-                "decode t/s", "bound t/s", "%bound", "KV MB");
+    std::printf("%8s | %12s | %9s | %6s | %11s | %14s | %6s | %9s | %10s\n", "context", "prefill t/s", "GFLOP/s",
+                "%peak", "decode t/s", "bound t/s", "%bound", "%rd-bound", "KV MB");
     for (int64_t n : contexts) {
-      KVC_CHECK(n + decode_tokens <= c.max_position_embeddings,
-                "--contexts: {} + {} decode tokens exceeds the model's context of {}", n, decode_tokens,
+      KVC_CHECK(n + decode_tokens * decode_repeats <= c.max_position_embeddings,
+                "--contexts: {} + {} decode tokens exceeds the model's context of {}", n, decode_tokens * decode_repeats,
                 c.max_position_embeddings);
       const std::vector<int> prompt = random_tokens(n, c.vocab_size, static_cast<uint64_t>(n));
       kvc::KVCache cache = model->new_cache();
@@ -101,19 +110,28 @@ Example (a 134M-parameter random Llama with the Llama-2 tokenizer):
       at::Tensor logits = model->forward(prompt, cache, last_only);
       const double prefill_s = seconds_since(t0);
       int next = static_cast<int>(logits[0].argmax().item<int64_t>());
-      t0 = std::chrono::steady_clock::now();
-      for (int64_t i = 0; i < decode_tokens; ++i) {
-        logits = model->forward({next}, cache, last_only);
-        next = static_cast<int>(logits[0].argmax().item<int64_t>());
+      // The machine limits are best-of-5 measurements; decode gets the same treatment (best of
+      // --decode-repeats runs) so that the ratio compares like with like on a noisy VM.
+      double decode_s = 1e30;
+      for (int r = 0; r < decode_repeats; ++r) {
+        t0 = std::chrono::steady_clock::now();
+        for (int64_t i = 0; i < decode_tokens; ++i) {
+          logits = model->forward({next}, cache, last_only);
+          next = static_cast<int>(logits[0].argmax().item<int64_t>());
+        }
+        decode_s = std::min(decode_s, seconds_since(t0) / static_cast<double>(decode_tokens));
       }
-      const double decode_s = seconds_since(t0) / static_cast<double>(decode_tokens);
       const kvc::CacheFootprint kv = cache.footprint();
-      // A decode step must at least stream every weight and the whole KV cache once.
-      const double bound_s = static_cast<double>(weight_bytes + kv.payload_bytes) / bw.copy_bytes_per_second;
+      // A decode step must at least stream every weight and the whole KV cache once. The bound uses the
+      // copy bandwidth (the definition); the pure-read figure is printed beside it, since a
+      // decode step only reads and that measurement can come out well above the copy figure.
+      const double step_bytes = static_cast<double>(weight_bytes + kv.payload_bytes);
+      const double bound_s = step_bytes / bw.copy_bytes_per_second;
+      const double read_bound_s = step_bytes / bw.read_bytes_per_second;
       const double flops = prefill_flops(c, linear_params, n) / prefill_s;
-      std::printf("%8lld | %12.1f | %9.1f | %5.1f%% | %11.2f | %14.2f | %5.1f%% | %10.1f\n", static_cast<long long>(n),
-                  n / prefill_s, flops / 1e9, 100 * flops / gemm, 1 / decode_s, 1 / bound_s, 100 * bound_s / decode_s,
-                  kv.resident_bytes / 1e6);
+      std::printf("%8lld | %12.1f | %9.1f | %5.1f%% | %11.2f | %14.2f | %5.1f%% | %8.1f%% | %10.1f\n",
+                  static_cast<long long>(n), n / prefill_s, flops / 1e9, 100 * flops / gemm, 1 / decode_s, 1 / bound_s,
+                  100 * bound_s / decode_s, 100 * read_bound_s / decode_s, kv.resident_bytes / 1e6);
       std::fflush(stdout);
       out["runs"].push_back({{"context", n},
                              {"prefill_tokens_per_second", n / prefill_s},
@@ -122,6 +140,7 @@ Example (a 134M-parameter random Llama with the Llama-2 tokenizer):
                              {"decode_tokens_per_second", 1 / decode_s},
                              {"decode_bound_tokens_per_second", 1 / bound_s},
                              {"decode_fraction_of_bound", bound_s / decode_s},
+                             {"decode_fraction_of_read_bound", read_bound_s / decode_s},
                              {"kv_resident_bytes", kv.resident_bytes},
                              {"kv_payload_bytes", kv.payload_bytes}});
     }

@@ -19,10 +19,17 @@ at::Tensor grouped_attention(const AttentionShape& shape, const at::Tensor& quer
                              const AttentionProbe& probe, AttentionStats* stats) {
   const int64_t H = shape.num_heads, KV = shape.num_kv_heads, G = H / KV, d = shape.head_dim;
   const int64_t T = queries.size(1), S = keys.size(1);
-  if (T == 1 && !(stats != nullptr && probe.any()) && q_positions.device().is_cpu()) {
+  if (T == 1 && q_positions.device().is_cpu()) {
+    // One query: its attention row is all a method can ask for (column sums = the last window).
+    const bool want = stats != nullptr && probe.any();
+    at::Tensor probs;
     const at::Tensor fast = fast_decode_attention(queries, q_positions.item<int64_t>(), keys, values, key_positions,
-                                                  shape.sliding_window);
-    if (fast.defined()) return fast;
+                                                  shape.sliding_window, want ? &probs : nullptr);
+    if (fast.defined()) {
+      if (want && probe.column_sums) stats->column_sums = probs;
+      if (want && probe.window > 0) stats->window_probs = probs.view({H, 1, S});
+      return fast;
+    }
   }
   if (T > 1 && !(stats != nullptr && probe.any())) {
     const at::Tensor fast =

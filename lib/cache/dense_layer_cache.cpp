@@ -1,5 +1,7 @@
 #include "cache/dense_layer_cache.h"
 
+#include <cstring>
+
 #include "util/error.h"
 
 namespace kvc {
@@ -67,6 +69,37 @@ void DenseLayerCache::retain(const at::Tensor& indices) {
   }
   const at::Tensor idx3 = idx.unsqueeze(-1).expand({idx.size(0), idx.size(1), shape_.head_dim});
   assign(keys().gather(1, idx3), values().gather(1, idx3), positions().gather(1, idx));
+}
+
+void DenseLayerCache::evict_one(const at::Tensor& slots) {
+  const int64_t KV = shape_.num_kv_heads, d = shape_.head_dim, last = length_ - 1;
+  KVC_CHECK(slots.dim() == 1 && slots.size(0) == KV && length_ > 0, "evict_one: expected {} slots", KV);
+  const at::Tensor s = slots.to(at::kCPU, at::kLong).contiguous();
+  const int64_t* slot = s.data_ptr<int64_t>();
+  for (int64_t h = 0; h < KV; ++h) {
+    KVC_CHECK(slot[h] >= 0 && slot[h] <= last, "evict_one: slot {} out of range for {} entries", slot[h], length_);
+  }
+  if (keys_.device().is_cpu() && keys_.is_contiguous() && values_.is_contiguous()) {
+    const int64_t elem = static_cast<int64_t>(keys_.element_size());
+    auto* k = static_cast<char*>(keys_.data_ptr());
+    auto* v = static_cast<char*>(values_.data_ptr());
+    auto* p = positions_.data_ptr<int64_t>();
+    for (int64_t h = 0; h < KV; ++h) {
+      if (slot[h] == last) continue;
+      const int64_t to = h * capacity_ + slot[h], from = h * capacity_ + last;
+      std::memcpy(k + to * d * elem, k + from * d * elem, static_cast<size_t>(d * elem));
+      std::memcpy(v + to * d * elem, v + from * d * elem, static_cast<size_t>(d * elem));
+      p[to] = p[from];
+    }
+  } else {
+    for (int64_t h = 0; h < KV; ++h) {
+      if (slot[h] == last) continue;
+      keys_[h][slot[h]].copy_(keys_[h][last]);
+      values_[h][slot[h]].copy_(values_[h][last]);
+      positions_[h][slot[h]].copy_(positions_[h][last]);
+    }
+  }
+  length_ = last;
 }
 
 void DenseLayerCache::assign(const at::Tensor& rotated_keys, const at::Tensor& values, const at::Tensor& positions) {

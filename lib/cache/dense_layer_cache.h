@@ -29,6 +29,10 @@ class DenseLayerCache : public LayerCache {
   // Keeps, per KV head, the entries at `indices` [n_kv, n_keep] (storage order), into exactly-sized
   // buffers: the old ones are released.
   void retain(const at::Tensor& indices) override;
+  // Evicts one entry per KV head in place: slots [n_kv] int64, one slot per head; the last entry moves
+  // into the freed slot (positions travel with it), so nothing else is copied. What a bounded cache
+  // does on every decode step.
+  void evict_one(const at::Tensor& slots);
   // Replaces the whole content (e.g. after merging): keys rotated, [n_kv, n, d]; positions [n_kv, n].
   void assign(const at::Tensor& rotated_keys, const at::Tensor& values, const at::Tensor& positions);
   void reserve(int64_t capacity);

@@ -18,7 +18,8 @@ struct HeadView {
   const float* keys;     // [S, d]
   const float* values;   // [S, d]
   const int64_t* positions;
-  float* out;  // [G, d]
+  float* out;    // [G, d]
+  float* probs;  // [G, S] or null
 };
 
 // scores[g, s] = scale * q_g . k_s, eight keys at a time (one transpose-sum per eight dot products).
@@ -138,7 +139,11 @@ KVC_AVX2 void attend_head(const HeadView& h, int64_t G, int64_t S, int64_t d, in
   for (int64_t i = 0; i < G * d; ++i) h.out[i] = 0.0f;
   weigh_values<D8>(h, G, S, d, scores.data());
   for (int64_t g = 0; g < G; ++g) {
-    for (int64_t c = 0; c < d; ++c) h.out[g * d + c] *= inverse_sums[static_cast<size_t>(g)];
+    const float inv = inverse_sums[static_cast<size_t>(g)];
+    for (int64_t c = 0; c < d; ++c) h.out[g * d + c] *= inv;
+    if (h.probs != nullptr) {
+      for (int64_t s = 0; s < S; ++s) h.probs[g * S + s] = scores[static_cast<size_t>(g * S + s)] * inv;
+    }
   }
 }
 
@@ -155,7 +160,8 @@ KVC_AVX2 void attend_head_any(const HeadView& h, int64_t G, int64_t S, int64_t d
 }  // namespace
 
 at::Tensor fast_decode_attention(const at::Tensor& queries, int64_t q_position, const at::Tensor& keys,
-                                 const at::Tensor& values, const at::Tensor& key_positions, int64_t sliding_window) {
+                                 const at::Tensor& values, const at::Tensor& key_positions, int64_t sliding_window,
+                                 at::Tensor* probabilities) {
 #if defined(__x86_64__)
   const auto is_cpu_float = [](const at::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == at::kFloat; };
   if (!cpu_has_avx2_fma() || !is_cpu_float(queries) || !is_cpu_float(keys) || !is_cpu_float(values) ||
@@ -176,10 +182,16 @@ at::Tensor fast_decode_attention(const at::Tensor& queries, int64_t q_position, 
   const float* vp = values.data_ptr<float>();
   const int64_t* pp = key_positions.data_ptr<int64_t>();
   float* op = out.data_ptr<float>();
+  float* pp_out = nullptr;
+  if (probabilities != nullptr) {
+    *probabilities = at::empty({H, S}, queries.options());
+    pp_out = probabilities->data_ptr<float>();
+  }
   at::parallel_for(0, KV, 1, [&](int64_t h0, int64_t h1) {
     for (int64_t h = h0; h < h1; ++h) {
       const HeadView view{qp + h * G * d, kp + h * keys.stride(0), vp + h * values.stride(0),
-                          pp + h * key_positions.stride(0), op + h * G * d};
+                          pp + h * key_positions.stride(0), op + h * G * d,
+                          pp_out == nullptr ? nullptr : pp_out + h * G * S};
       attend_head_any(view, G, S, d, q_position, sliding_window);
     }
   });

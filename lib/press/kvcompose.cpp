@@ -13,16 +13,21 @@ namespace {
 
 class KVComposeScorer : public Scorer {
  public:
-  explicit KVComposeScorer(int64_t task_tokens) : task_tokens_(task_tokens) {}
+  KVComposeScorer(int64_t task_tokens, bool keep_task_tokens)
+      : task_tokens_(task_tokens), keep_task_tokens_(keep_task_tokens) {}
   AttentionProbe probe() const override { return {false, task_tokens_}; }
   at::Tensor score(const ScoreInput& in) const override {
     const at::Tensor per_head = std::get<0>(in.step->stats.window_probs.max(1));  // [H, S]
     const at::Tensor kv = aggregate_heads(per_head, in.num_kv_heads, in.agg);
-    return kv + kv.mean(0, /*keepdim=*/true);
+    const at::Tensor score = kv + kv.mean(0, /*keepdim=*/true);
+    // The paper compresses the context and then asks the task; when the task tokens (the question)
+    // are the end of the compressed prompt they must survive, as SnapKV's window does.
+    return keep_task_tokens_ ? protect_ends(score, 0, task_tokens_) : score;
   }
 
  private:
   int64_t task_tokens_;
+  bool keep_task_tokens_;
 };
 
 PressConfig build(const PressParams& p, Allocation allocation) {
@@ -34,7 +39,8 @@ PressConfig build(const PressParams& p, Allocation allocation) {
   KVC_CHECK(window >= 1, "--press {}: window must be >= 1", p.name);
   PressConfig c;
   // task=all: every prompt token is a task token (probe windows are clamped to the prompt length).
-  c.scorer = std::make_shared<KVComposeScorer>(task == "all" ? std::numeric_limits<int64_t>::max() / 2 : window);
+  c.scorer = task == "all" ? std::make_shared<KVComposeScorer>(std::numeric_limits<int64_t>::max() / 2, false)
+                            : std::make_shared<KVComposeScorer>(window, true);
   c.allocation = allocation;
   return c;
 }

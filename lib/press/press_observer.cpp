@@ -116,9 +116,10 @@ void PressObserver::prefill_layer(const LayerStep& step, KVCache& cache) {
     current_[li] = aggregate_heads(w.select(1, w.size(1) - 1), KV, config_->agg);
   }
   if (budget_ >= S) {
-    // A bounded cache will hold budget_ entries: reserve them now, so it never grows past that.
+    // A bounded cache will hold budget_ entries (+ 1 for the token being added): reserve them now, so
+    // it never grows past that.
     if (config_->bounded) {
-      if (auto* dense = dynamic_cast<DenseLayerCache*>(&cache.layer(l))) dense->reserve(budget_);
+      if (auto* dense = dynamic_cast<DenseLayerCache*>(&cache.layer(l))) dense->reserve(budget_ + 1);
     }
     return;
   }
@@ -277,8 +278,21 @@ at::Tensor PressObserver::compress(int64_t layer, const at::Tensor& importance, 
   auto* dense = dynamic_cast<DenseLayerCache*>(&lc);
   if (config_->merge && dense != nullptr) {
     d2o_merge(*dense, kept, config_->d2o_beta, thresholds_[li]);
+  } else if (prefill_done_ && config_->bounded && dense != nullptr && keep == S - 1 && dense->size() == S) {
+    // A bounded cache one entry over its bound (every decode step): evict in place instead of
+    // copying the whole cache. `kept` (sorted) misses exactly one index per head; the last entry
+    // takes that slot, and the bookkeeping below follows the new storage order.
+    const at::Tensor evicted = S * (S - 1) / 2 - kept.sum(1);
+    dense->evict_one(evicted);
+    at::Tensor order = at::arange(S - 1, at::kLong).unsqueeze(0).repeat({KV, 1});
+    const at::Tensor moved = evicted < S - 1;
+    order.scatter_(1, evicted.clamp_max(S - 2).unsqueeze(1),
+                   at::where(moved, at::full_like(evicted, S - 1), evicted.clamp_max(S - 2)).unsqueeze(1));
+    kept = order;
   } else {
     lc.retain(kept);
+    // A bounded cache keeps one spare slot for the next token, so decoding never reallocates.
+    if (config_->bounded && dense != nullptr) dense->reserve(keep + 1);
   }
   if (positions_[li].defined()) positions_[li] = positions_[li].gather(1, kept);
   if (cumulative_[li].defined()) cumulative_[li] = cumulative_[li].gather(1, kept);

@@ -99,6 +99,20 @@ TEST_F(KernelTest, DecodeAttentionMatchesBruteForce) {
   }
 }
 
+TEST_F(KernelTest, DecodeAttentionReportsTheAttentionRow) {
+  const int64_t H = 6, KV = 2, S = 77, d = 32, q_pos = 60;
+  const at::Tensor q = at::randn({H, 1, d}), k = at::randn({KV, S, d}), v = at::randn({KV, S, d});
+  const at::Tensor pos = at::stack({at::randperm(S, at::kLong), at::randperm(S, at::kLong)});
+  at::Tensor probs;
+  ASSERT_TRUE(kvc::fast_decode_attention(q, q_pos, k, v, pos, 0, &probs).defined());
+  ASSERT_EQ(probs.sizes(), (std::vector<int64_t>{H, S}));
+  for (int64_t h = 0; h < H; ++h) {
+    at::Tensor scores = at::mv(k[h / 3].to(at::kDouble), q[h][0].to(at::kDouble)) / std::sqrt(double(d));
+    scores.masked_fill_(pos[h / 3] > q_pos, -std::numeric_limits<double>::infinity());
+    EXPECT_LT((probs[h].to(at::kDouble) - at::softmax(scores, 0)).abs().max().item<double>(), 1e-6) << h;
+  }
+}
+
 TEST_F(KernelTest, PrefillAttentionMatchesBruteForce) {
   // Long enough prompts split into several query blocks per head; windows; unsorted positions as a
   // compressed cache holds them.

@@ -111,6 +111,38 @@ PressRun run(const CacheSetup& setup, const std::vector<int>& ids, int64_t steps
 
 constexpr int64_t kPrompt = 160;
 
+TEST(DenseCache, EvictOneMovesTheLastEntryIntoTheFreedSlot) {
+  const auto& c = model().config();
+  const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, 0};
+  DenseLayerCache cache(shape, model().rope(), at::TensorOptions().dtype(at::kFloat));
+  cache.reserve(6);
+  cache.append(at::randn({c.num_kv_heads, 5, c.head_dim}), at::randn({c.num_kv_heads, 5, c.head_dim}),
+               at::arange(5, at::kLong));
+  const at::Tensor keys = cache.keys().clone(), values = cache.values().clone(), positions = cache.positions().clone();
+  const at::Tensor queries = at::randn({c.num_heads, 1, c.head_dim});
+  // Head 0 frees slot 1 (entry 4 moves there); every other head evicts its newest entry.
+  at::Tensor slots = at::full({c.num_kv_heads}, 4, at::kLong);
+  slots[0] = 1;
+  cache.evict_one(slots);
+  ASSERT_EQ(cache.size(), 4);
+  const at::Tensor moved = at::tensor({0, 4, 2, 3}, at::kLong), dropped = at::arange(4, at::kLong);
+  for (int64_t h = 0; h < c.num_kv_heads; ++h) {
+    const at::Tensor order = h == 0 ? moved : dropped;
+    EXPECT_TRUE(cache.keys()[h].equal(keys[h].index_select(0, order)));
+    EXPECT_TRUE(cache.values()[h].equal(values[h].index_select(0, order)));
+    EXPECT_TRUE(cache.positions()[h].equal(positions[h].index_select(0, order)));
+  }
+  // Attention does not depend on storage order: the same as a cache holding those entries in order.
+  const at::Tensor q_pos = at::tensor({5}, at::kLong);
+  DenseLayerCache sorted(shape, model().rope(), at::TensorOptions().dtype(at::kFloat));
+  at::Tensor kept = dropped.unsqueeze(0).repeat({c.num_kv_heads, 1});
+  kept[0] = at::tensor({0, 2, 3, 4}, at::kLong);
+  const at::Tensor idx3 = kept.unsqueeze(-1).expand({c.num_kv_heads, 4, c.head_dim});
+  sorted.assign(keys.gather(1, idx3), values.gather(1, idx3), positions.gather(1, kept));
+  EXPECT_LT((cache.attend(queries, q_pos, {}, nullptr) - sorted.attend(queries, q_pos, {}, nullptr)).abs().max().item<float>(),
+            1e-6);
+}
+
 TEST(PressBattery, RegistryHasEveryMethod) {
   const auto names = presses();
   for (const char* want : {"streaming_llm", "h2o", "tova", "snapkv", "pyramidkv", "knorm", "random", "dynamickv", "d2o",
@@ -125,14 +157,17 @@ TEST(PressBattery, BudgetRespectedExactlyAndMemoryReduced) {
   for (const auto& name : presses()) {
     for (double ratio : {0.25, 0.5, 0.75}) {
       SCOPED_TRACE(name + " ratio " + std::to_string(ratio));
-      const PressRun r = run(setup_for(name, ratio), prompt(kPrompt), 0);
+      const CacheSetup setup = setup_for(name, ratio);
+      const PressRun r = run(setup, prompt(kPrompt), 0);
       const int64_t budget = std::llround((1 - ratio) * kPrompt);
+      // A bounded cache keeps one spare slot per head for the token being added.
+      const int64_t spare = setup.bounded ? c.num_kv_heads * (2 * c.head_dim * 4 + 8) : 0;
       // Allocators move budget between layers and heads but never change the total.
       EXPECT_EQ(r.after_prefill.entries, budget * c.num_layers * c.num_kv_heads);
       // Bytes measured by the caches: payload is exactly what is kept, and resident memory shrank.
       EXPECT_EQ(r.after_prefill.payload_bytes, r.after_prefill.entries * 2 * c.head_dim * 4);
       EXPECT_LE(r.after_prefill.resident_bytes,
-                static_cast<int64_t>(full.after_prefill.resident_bytes * (1 - ratio)) + 64 * c.num_layers);
+                static_cast<int64_t>(full.after_prefill.resident_bytes * (1 - ratio)) + (64 + spare) * c.num_layers);
     }
   }
 }
@@ -230,7 +265,9 @@ TEST(PressMethods, StreamingLlmKeepsSinksAndRecentWindow) {
   // run() makes 10 decode calls after the prompt: 170 tokens have passed through the cache.
   for (int64_t p = kPrompt + 10 - (budget - 4); p < kPrompt + 10; ++p) expected.push_back(p);
   for (int64_t l = 0; l < model().config().num_layers; ++l) {
-    for (const auto& p : head_positions(r.cache.layer(l))) {
+    for (const auto& unordered : head_positions(r.cache.layer(l))) {
+      // Decoding-time eviction reuses freed slots: storage order is not position order.
+      const at::Tensor p = std::get<0>(unordered.sort());
       EXPECT_EQ(std::vector<int64_t>(p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + p.numel()), expected);
     }
   }
