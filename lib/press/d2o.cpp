@@ -19,7 +19,7 @@ class D2OScorer : public Scorer {
   D2OScorer(int64_t sinks, double recent) : sinks_(sinks), recent_(recent) {}
   AttentionProbe probe() const override { return {true, 0}; }
   at::Tensor score(const ScoreInput& in) const override {
-    return protect_ends(in.cumulative, sinks_, std::llround(recent_ * in.budget));
+    return protect_ends(in.cumulative, sinks_, std::llround(recent_ * in.budget), in.positions);
   }
 
  private:

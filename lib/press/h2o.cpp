@@ -12,7 +12,7 @@ class H2OScorer : public Scorer {
   explicit H2OScorer(double recent) : recent_(recent) {}
   AttentionProbe probe() const override { return {true, 0}; }
   at::Tensor score(const ScoreInput& in) const override {
-    return protect_ends(in.cumulative, 0, std::llround(recent_ * in.budget));
+    return protect_ends(in.cumulative, 0, std::llround(recent_ * in.budget), in.positions);
   }
 
  private:

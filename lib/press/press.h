@@ -83,9 +83,11 @@ struct PressConfig {
 at::Tensor aggregate_heads(const at::Tensor& per_query_head, int64_t num_kv_heads, HeadAgg agg);
 // 1-D average pooling along the last dim with an odd kernel ("same" length).
 at::Tensor pool1d(const at::Tensor& scores, int64_t kernel);
-// Copy of importance [n_kv, S] (storage order is chronological) with the first `sinks` and the last
-// `recent` entries of each head protected.
-at::Tensor protect_ends(const at::Tensor& importance, int64_t sinks, int64_t recent);
+// Copy of importance [n_kv, S] with the `sinks` oldest and the `recent` newest entries of each head
+// protected: by `positions` [n_kv, S] when given (a bounded cache evicting in place is not in
+// chronological storage order), else by storage order.
+at::Tensor protect_ends(const at::Tensor& importance, int64_t sinks, int64_t recent,
+                        const at::Tensor& positions = {});
 // Integer split of `total` proportional to `weights`, each within [lo, hi], summing exactly to total
 // when feasible (largest remainder, clamps redistributed).
 std::vector<int64_t> distribute(const std::vector<double>& weights, int64_t total, const std::vector<int64_t>& lo,

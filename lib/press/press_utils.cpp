@@ -23,15 +23,20 @@ at::Tensor pool1d(const at::Tensor& scores, int64_t kernel) {
   return at::avg_pool1d(x, {kernel}, {1}, {kernel / 2}, false, false).reshape(scores.sizes());
 }
 
-at::Tensor protect_ends(const at::Tensor& importance, int64_t sinks, int64_t recent) {
+at::Tensor protect_ends(const at::Tensor& importance, int64_t sinks, int64_t recent, const at::Tensor& positions) {
   at::Tensor out = importance.to(at::kDouble).clone();
   const int64_t s = out.size(1);
+  // Age rank of each entry (0 = oldest). Storage order is age order until a bounded cache starts
+  // evicting in place (the newest entry then fills the freed slot), so rank by position when known.
+  const bool by_position = positions.defined() && positions.dim() == 2 && positions.size(0) == out.size(0) &&
+                           positions.size(1) == s;
+  const at::Tensor rank = by_position ? positions.argsort(int64_t{1}).argsort(int64_t{1}).to(at::kDouble)
+                                      : at::arange(s, out.options()).expand({out.size(0), s});
   // Protected entries rank by recency among themselves (sinks highest), so a budget smaller than
   // sinks + window still keeps the sinks and then the most recent.
-  const at::Tensor rank = at::arange(s, out.options());
   const int64_t r = std::min(recent, s), k = std::min(sinks, s);
-  if (r > 0) out.narrow(1, s - r, r).copy_((rank.narrow(0, s - r, r) + kProtected).expand({out.size(0), r}));
-  if (k > 0) out.narrow(1, 0, k).fill_(2 * kProtected);
+  if (r > 0) out = at::where(rank >= static_cast<double>(s - r), rank + kProtected, out);
+  if (k > 0) out = at::where(rank < static_cast<double>(k), at::full_like(out, 2 * kProtected), out);
   return out;
 }
 

@@ -9,7 +9,7 @@ class StreamingScorer : public Scorer {
   explicit StreamingScorer(int64_t sinks) : sinks_(sinks) {}
   at::Tensor score(const ScoreInput& in) const override {
     // Recency is the only criterion; the sinks are protected above everything.
-    return protect_ends(in.positions.to(at::kDouble), sinks_, 0);
+    return protect_ends(in.positions.to(at::kDouble), sinks_, 0, in.positions);
   }
 
  private:

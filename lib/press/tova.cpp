@@ -8,7 +8,7 @@ class TovaScorer : public Scorer {
  public:
   AttentionProbe probe() const override { return {false, 1}; }
   at::Tensor score(const ScoreInput& in) const override {
-    return protect_ends(in.current, 0, 1);  // the newest token is the query itself
+    return protect_ends(in.current, 0, 1, in.positions);  // the newest token is the query itself
   }
 };
 

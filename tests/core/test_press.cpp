@@ -273,6 +273,21 @@ TEST(PressMethods, StreamingLlmKeepsSinksAndRecentWindow) {
   }
 }
 
+TEST(PressMethods, BoundedH2OKeepsTheMostRecentWindowWhileDecoding) {
+  // Decoding-time eviction reuses freed slots, so "recent" must mean recent positions, not the last
+  // storage slots: after 30 steps every head still holds the newest budget / 2 positions.
+  const int64_t budget = 40, steps = 30;
+  const PressRun r = run(setup_for("h2o:recent=0.5", 0, budget), prompt(kPrompt), steps);
+  for (int64_t l = 0; l < model().config().num_layers; ++l) {
+    for (const auto& p : head_positions(r.cache.layer(l))) {
+      ASSERT_EQ(p.numel(), budget);
+      for (int64_t q = kPrompt + steps - budget / 2; q < kPrompt + steps; ++q) {
+        EXPECT_TRUE((p == q).any().item<bool>()) << "layer " << l << " lost recent position " << q;
+      }
+    }
+  }
+}
+
 TEST(PressMethods, SnapKVAlwaysKeepsTheWindow) {
   const PressRun r = run(setup_for("snapkv:window=16,kernel=5", 0, 24), prompt(kPrompt), 0);
   for (int64_t l = 0; l < model().config().num_layers; ++l) {
