@@ -270,7 +270,14 @@ void PressObserver::decode_layer(const LayerStep& step, KVCache& cache) {
 at::Tensor PressObserver::compress(int64_t layer, const at::Tensor& importance, int64_t keep, KVCache& cache) {
   const auto li = static_cast<size_t>(layer);
   const int64_t KV = shape_.attention.num_kv_heads, S = importance.size(1);
-  if (keep >= S) return at::arange(S, at::kLong).unsqueeze(0).expand({KV, S}).contiguous();
+  if (keep >= S) {
+    // Nothing to evict yet; a bounded cache still reserves its bound (+ the spare slot) now, so its
+    // resident size never changes afterwards.
+    if (config_->bounded) {
+      if (auto* dense = dynamic_cast<DenseLayerCache*>(&cache.layer(layer))) dense->reserve(keep + 1);
+    }
+    return at::arange(S, at::kLong).unsqueeze(0).expand({KV, S}).contiguous();
+  }
   at::Tensor kept = config_->shared_heads
                         ? top_indices(importance.mean(0, /*keepdim=*/true), keep).expand({KV, keep}).contiguous()
                         : top_indices(importance, keep);
@@ -278,6 +285,7 @@ at::Tensor PressObserver::compress(int64_t layer, const at::Tensor& importance, 
   auto* dense = dynamic_cast<DenseLayerCache*>(&lc);
   if (config_->merge && dense != nullptr) {
     d2o_merge(*dense, kept, config_->d2o_beta, thresholds_[li]);
+    if (config_->bounded) dense->reserve(keep + 1);  // the spare slot, as below
   } else if (prefill_done_ && config_->bounded && dense != nullptr && keep == S - 1 && dense->size() == S) {
     // A bounded cache one entry over its bound (every decode step): evict in place instead of
     // copying the whole cache. `kept` (sorted) misses exactly one index per head; the last entry

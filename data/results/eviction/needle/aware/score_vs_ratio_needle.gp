@@ -7,15 +7,15 @@ set key outside right noenhanced
 set grid
 set xrange [-0.02:1]
 plot 'score_vs_ratio_needle.dat' index 0 using 1:2 with linespoints pt 7 lw 2 title 'none', \
-     'score_vs_ratio_needle.dat' index 1 using 1:2 with linespoints pt 7 lw 2 title 'streaming_llm', \
-     'score_vs_ratio_needle.dat' index 2 using 1:2 with linespoints pt 7 lw 2 title 'h2o', \
-     'score_vs_ratio_needle.dat' index 3 using 1:2 with linespoints pt 7 lw 2 title 'tova', \
-     'score_vs_ratio_needle.dat' index 4 using 1:2 with linespoints pt 7 lw 2 title 'snapkv', \
-     'score_vs_ratio_needle.dat' index 5 using 1:2 with linespoints pt 7 lw 2 title 'pyramidkv', \
-     'score_vs_ratio_needle.dat' index 6 using 1:2 with linespoints pt 7 lw 2 title 'knorm', \
-     'score_vs_ratio_needle.dat' index 7 using 1:2 with linespoints pt 7 lw 2 title 'random', \
-     'score_vs_ratio_needle.dat' index 8 using 1:2 with linespoints pt 7 lw 2 title 'dynamickv', \
-     'score_vs_ratio_needle.dat' index 9 using 1:2 with linespoints pt 7 lw 2 title 'kvcompose', \
-     'score_vs_ratio_needle.dat' index 10 using 1:2 with linespoints pt 7 lw 2 title 'kvcompose_unstructured', \
-     'score_vs_ratio_needle.dat' index 11 using 1:2 with linespoints pt 7 lw 2 title 'ada', \
+     'score_vs_ratio_needle.dat' index 1 using 1:2 with linespoints pt 7 lw 2 title 'snapkv', \
+     'score_vs_ratio_needle.dat' index 2 using 1:2 with linespoints pt 7 lw 2 title 'pyramidkv', \
+     'score_vs_ratio_needle.dat' index 3 using 1:2 with linespoints pt 7 lw 2 title 'knorm', \
+     'score_vs_ratio_needle.dat' index 4 using 1:2 with linespoints pt 7 lw 2 title 'random', \
+     'score_vs_ratio_needle.dat' index 5 using 1:2 with linespoints pt 7 lw 2 title 'dynamickv', \
+     'score_vs_ratio_needle.dat' index 6 using 1:2 with linespoints pt 7 lw 2 title 'kvcompose', \
+     'score_vs_ratio_needle.dat' index 7 using 1:2 with linespoints pt 7 lw 2 title 'kvcompose_unstructured', \
+     'score_vs_ratio_needle.dat' index 8 using 1:2 with linespoints pt 7 lw 2 title 'ada', \
+     'score_vs_ratio_needle.dat' index 9 using 1:2 with linespoints pt 7 lw 2 title 'streaming_llm', \
+     'score_vs_ratio_needle.dat' index 10 using 1:2 with linespoints pt 7 lw 2 title 'h2o', \
+     'score_vs_ratio_needle.dat' index 11 using 1:2 with linespoints pt 7 lw 2 title 'tova', \
      'score_vs_ratio_needle.dat' index 12 using 1:2 with linespoints pt 7 lw 2 title 'd2o'
