@@ -62,7 +62,7 @@ KVC_AVX2 void softmax_masked(float* row, const int64_t* positions, int64_t n, in
   softmax_range(row, n, first, last, scale);  // -inf entries inside the range become exp(-inf) = 0
 }
 
-struct HeadPlan {
+struct BlockPlan {
   const at::Tensor& queries;  // [H, T, d]
   const int64_t* q_pos;
   const at::Tensor& keys;  // [KV, S, d]
@@ -78,7 +78,7 @@ int64_t query_block_size(int64_t T, int64_t S, int64_t G) {
 }
 
 // Queries t0 .. t0 + tb - 1 of the G query heads reading KV head h.
-KVC_AVX2 void attend_block(const HeadPlan& p, int64_t h, int64_t t0, int64_t tb) {
+KVC_AVX2 void attend_block(const BlockPlan& p, int64_t h, int64_t t0, int64_t tb) {
   const int64_t S = p.keys.size(1), d = p.keys.size(2), G = p.group, rows = G * tb;
   const int64_t* k_pos = p.key_positions[h].data_ptr<int64_t>();
   const bool sorted = std::is_sorted(k_pos, k_pos + S);
@@ -121,10 +121,10 @@ at::Tensor fast_prefill_attention(const at::Tensor& queries, const at::Tensor& q
   const at::Tensor q_pos = q_positions.contiguous();
   const at::Tensor k_pos = key_positions.contiguous();
   at::Tensor out = at::empty({H, T, d}, queries.options());
-  const HeadPlan plan{queries, q_pos.data_ptr<int64_t>(), keys, values, k_pos, H / KV, sliding_window,
+  const BlockPlan plan{queries, q_pos.data_ptr<int64_t>(), keys, values, k_pos, H / KV, sliding_window,
                       static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))), out};
-  // (KV head, query block) pairs run in parallel, each product single-threaded: BLAS threads inside these small products
-  // only add synchronisation.
+  // (KV head, query block) pairs run in parallel, each product single-threaded: BLAS threads inside
+  // these small products only add synchronisation.
   const int threads = at::get_num_threads();
   set_blas_threads(1);
   const int64_t block = query_block_size(T, keys.size(1), H / KV);
