@@ -116,11 +116,7 @@ void PressObserver::prefill_layer(const LayerStep& step, KVCache& cache) {
     current_[li] = aggregate_heads(w.select(1, w.size(1) - 1), KV, config_->agg);
   }
   if (budget_ >= S) {
-    // A bounded cache will hold budget_ entries (+ 1 for the token being added): reserve them now, so
-    // it never grows past that.
-    if (config_->bounded) {
-      if (auto* dense = dynamic_cast<DenseLayerCache*>(&cache.layer(l))) dense->reserve(budget_ + 1);
-    }
+    reserve_bound(l, budget_, cache);
     return;
   }
   if (!config_->layer_shares.empty() || !deferred(config_->allocation)) {
@@ -267,15 +263,31 @@ void PressObserver::decode_layer(const LayerStep& step, KVCache& cache) {
   compress(l, config_->scorer->score(input(l, false, &step)), bound_[li], cache);
 }
 
+void PressObserver::reserve_bound(int64_t layer, int64_t bound, KVCache& cache) const {
+  // A bounded cache holds `bound` entries + one spare slot for the token being added, reserved once:
+  // its resident size never changes and decoding never reallocates.
+  if (!config_->bounded) return;
+  if (auto* dense = dynamic_cast<DenseLayerCache*>(&cache.layer(layer))) dense->reserve(bound + 1);
+}
+
+at::Tensor PressObserver::evict_in_place(DenseLayerCache& dense, const at::Tensor& kept) {
+  // A cache one entry over its bound: `kept` (sorted) misses exactly one index per head. The last
+  // entry takes that slot instead of the whole cache being copied; returns the new storage order
+  // (old index per slot) for the bookkeeping.
+  const int64_t KV = kept.size(0), S = kept.size(1) + 1;
+  const at::Tensor evicted = S * (S - 1) / 2 - kept.sum(1);
+  dense.evict_one(evicted);
+  at::Tensor order = at::arange(S - 1, at::kLong).unsqueeze(0).repeat({KV, 1});
+  const at::Tensor slot = evicted.clamp_max(S - 2);
+  order.scatter_(1, slot.unsqueeze(1), at::where(evicted < S - 1, at::full_like(evicted, S - 1), slot).unsqueeze(1));
+  return order;
+}
+
 at::Tensor PressObserver::compress(int64_t layer, const at::Tensor& importance, int64_t keep, KVCache& cache) {
   const auto li = static_cast<size_t>(layer);
   const int64_t KV = shape_.attention.num_kv_heads, S = importance.size(1);
   if (keep >= S) {
-    // Nothing to evict yet; a bounded cache still reserves its bound (+ the spare slot) now, so its
-    // resident size never changes afterwards.
-    if (config_->bounded) {
-      if (auto* dense = dynamic_cast<DenseLayerCache*>(&cache.layer(layer))) dense->reserve(keep + 1);
-    }
+    reserve_bound(layer, keep, cache);  // nothing to evict yet
     return at::arange(S, at::kLong).unsqueeze(0).expand({KV, S}).contiguous();
   }
   at::Tensor kept = config_->shared_heads
@@ -285,23 +297,12 @@ at::Tensor PressObserver::compress(int64_t layer, const at::Tensor& importance, 
   auto* dense = dynamic_cast<DenseLayerCache*>(&lc);
   if (config_->merge && dense != nullptr) {
     d2o_merge(*dense, kept, config_->d2o_beta, thresholds_[li]);
-    if (config_->bounded) dense->reserve(keep + 1);  // the spare slot, as below
   } else if (prefill_done_ && config_->bounded && dense != nullptr && keep == S - 1 && dense->size() == S) {
-    // A bounded cache one entry over its bound (every decode step): evict in place instead of
-    // copying the whole cache. `kept` (sorted) misses exactly one index per head; the last entry
-    // takes that slot, and the bookkeeping below follows the new storage order.
-    const at::Tensor evicted = S * (S - 1) / 2 - kept.sum(1);
-    dense->evict_one(evicted);
-    at::Tensor order = at::arange(S - 1, at::kLong).unsqueeze(0).repeat({KV, 1});
-    const at::Tensor moved = evicted < S - 1;
-    order.scatter_(1, evicted.clamp_max(S - 2).unsqueeze(1),
-                   at::where(moved, at::full_like(evicted, S - 1), evicted.clamp_max(S - 2)).unsqueeze(1));
-    kept = order;
+    kept = evict_in_place(*dense, kept);  // every decode step of a bounded cache
   } else {
     lc.retain(kept);
-    // A bounded cache keeps one spare slot for the next token, so decoding never reallocates.
-    if (config_->bounded && dense != nullptr) dense->reserve(keep + 1);
   }
+  reserve_bound(layer, keep, cache);
   if (positions_[li].defined()) positions_[li] = positions_[li].gather(1, kept);
   if (cumulative_[li].defined()) cumulative_[li] = cumulative_[li].gather(1, kept);
   if (current_[li].defined()) current_[li] = current_[li].gather(1, kept);

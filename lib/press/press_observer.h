@@ -9,6 +9,8 @@
 
 namespace kvc {
 
+class DenseLayerCache;
+
 struct ModelShape {
   AttentionShape attention;
   int64_t num_layers = 0;
@@ -38,6 +40,8 @@ class PressObserver : public ForwardObserver {
   void decode_layer(const LayerStep& step, KVCache& cache);
   // Keeps the top `keep` entries per head by `importance`; returns the kept indices [n_kv, keep].
   at::Tensor compress(int64_t layer, const at::Tensor& importance, int64_t keep, KVCache& cache);
+  void reserve_bound(int64_t layer, int64_t bound, KVCache& cache) const;
+  static at::Tensor evict_in_place(DenseLayerCache& dense, const at::Tensor& kept);
   void compress_per_head(int64_t layer, const at::Tensor& importance, const std::vector<int64_t>& keep, KVCache& cache);
   void dynamickv_update(int64_t layer, KVCache& cache);
   ScoreInput input(int64_t layer, bool prefill, const LayerStep* step) const;

@@ -188,6 +188,10 @@ TEST(CliErrors, BadFlagValues) {
   expect_clean_error(run_command(bin("kvc-eval") + " ppl -m " + kStories + " --window 1 --file " +
                                  test::data_file("tinystories/tinystories_excerpt_30k.txt")),
                      "--window");
+  // kvc-bench's repeat counts must be positive (a usage error, exit 2, before any model loads).
+  const auto repeats = run_command(bin("kvc-bench") + " -m " + kStories + " --decode-repeats 0");
+  EXPECT_EQ(repeats.exit_code, 2);
+  EXPECT_NE(repeats.err.find("--decode-repeats"), std::string::npos) << repeats.err;
   const auto usage = run_command(bin("kvc-generate") + " --no-such-flag");
   EXPECT_EQ(usage.exit_code, 2);
   const auto no_subcommand = run_command(bin("kvc-eval"));
