@@ -10,7 +10,7 @@ namespace {
 
 #if defined(__x86_64__)
 // One row at a time, four accumulators: a single sequential stream. Interleaving four rows (to share
-// the loads of x) measured ~13 GB/s against ~22 GB/s for this on the test box: the hardware
+// the loads of x) was markedly slower in a microbenchmark on the test box: the hardware
 // prefetcher keeps up with one stream per core far better than with four.
 KVC_AVX2 void matvec_rows(const float* w, const float* x, float* y, int64_t r0, int64_t r1, int64_t n) {
   const int64_t n32 = n / 32 * 32, n8 = n / 8 * 8;
