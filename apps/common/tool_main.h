@@ -9,7 +9,6 @@
 #include <string>
 #include <thread>
 
-#include "openmp_policy.h"
 #include "util/error.h"
 #include "util/interrupt.h"
 
@@ -37,7 +36,6 @@ inline int default_threads() { return static_cast<int>(std::max(1u, std::thread:
 
 // CLI11 errors ("--foo: not a number") printed by CLI11 itself, exit code 2 for usage errors.
 inline int parse_or_exit(CLI::App& app, int argc, char** argv, const char* tool) {
-  ensure_passive_openmp(argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

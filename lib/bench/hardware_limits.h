@@ -6,10 +6,11 @@ namespace kvc {
 
 struct MemoryBandwidth {
   double copy_bytes_per_second = 0;  // STREAM "copy" convention: bytes read + bytes written
-  double read_bytes_per_second = 0;  // a pure streaming read (sum), the decode-relevant figure
+  double read_bytes_per_second = 0;  // a pure streaming read, the decode-relevant figure
 };
 
-// Multi-threaded (LibTorch's pool) over buffers far larger than the caches.
+// Multi-threaded (LibTorch's pool) over buffers far larger than the caches; the best of LibTorch's
+// own operations and plain per-thread streams.
 MemoryBandwidth measure_memory_bandwidth(int64_t buffer_bytes = int64_t{512} << 20, int repeats = 5);
 
 // Best fp32 GEMM rate (FLOP/s) over square products of size n.

@@ -6,4 +6,8 @@ namespace kvc {
 
 bool cpu_has_avx2_fma();
 
+// Whether this library's at::parallel_for calls can use more than one thread. at::parallel_for is a
+// header template: compiled without OpenMP it silently runs every kernel on one thread.
+bool kernels_run_in_parallel();
+
 }  // namespace kvc

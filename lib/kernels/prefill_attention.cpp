@@ -7,100 +7,194 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/attention_tiles.h"
 #include "kernels/cpu_features.h"
 #include "kernels/simd_avx2.h"
-#include "runtime/blas_threads.h"
 
 namespace kvc {
 namespace {
 
-// Score-block size per thread (floats): 2 MB stays in the last-level cache beside K and V.
-constexpr int64_t kScoreBlockElements = int64_t{1} << 19;
-
 #if defined(__x86_64__)
-// row[lo, hi) <- softmax(scale * row[lo, hi)), everything else 0 (all 0 if the range is empty).
-KVC_AVX2 void softmax_range(float* row, int64_t n, int64_t lo, int64_t hi, float scale) {
+// row[lo, hi) <- exp(row - max), everything else in row[0, n) 0; returns the sum of the exponentials.
+KVC_AVX2 float exponentiate_range(float* row, int64_t n, int64_t lo, int64_t hi, float max) {
   for (int64_t s = 0; s < lo; ++s) row[s] = 0.0f;
   for (int64_t s = hi; s < n; ++s) row[s] = 0.0f;
-  if (lo >= hi) return;
-  __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
-  int64_t s = lo;
-  for (; s + 8 <= hi; s += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(row + s));
-  float max = simd::horizontal_max(m);
-  for (; s < hi; ++s) max = std::max(max, row[s]);
-  // exp(scale * (x - max)): the maximum of scale * x is scale * max since scale > 0.
-  const __m256 scale_v = _mm256_set1_ps(scale), offset = _mm256_set1_ps(-scale * max);
+  const __m256 max_v = _mm256_set1_ps(max);
   __m256 sum_v = _mm256_setzero_ps();
-  for (s = lo; s + 8 <= hi; s += 8) {
-    const __m256 e = simd::exp(_mm256_fmadd_ps(_mm256_loadu_ps(row + s), scale_v, offset));
+  int64_t s = lo;
+  for (; s + 8 <= hi; s += 8) {
+    const __m256 e = simd::exp(_mm256_sub_ps(_mm256_loadu_ps(row + s), max_v));  // exp(-inf) = 0 exactly
     _mm256_storeu_ps(row + s, e);
     sum_v = _mm256_add_ps(sum_v, e);
   }
   float sum = simd::horizontal_sum(sum_v);
   for (; s < hi; ++s) {
-    row[s] = std::exp(scale * row[s] - scale * max);
+    row[s] = std::exp(row[s] - max);
     sum += row[s];
   }
-  const __m256 inv = _mm256_set1_ps(1.0f / sum);
-  for (s = lo; s + 8 <= hi; s += 8) _mm256_storeu_ps(row + s, _mm256_mul_ps(_mm256_loadu_ps(row + s), inv));
-  for (; s < hi; ++s) row[s] *= 1.0f / sum;
+  return sum;
 }
 
-// Unsorted positions (a compressed cache): invisible entries become -inf, then a full-row softmax.
-KVC_AVX2 void softmax_masked(float* row, const int64_t* positions, int64_t n, int64_t q_pos, int64_t window,
-                             float scale) {
-  int64_t first = n, last = 0;
-  for (int64_t s = 0; s < n; ++s) {
-    const bool visible = positions[s] <= q_pos && (window <= 0 || positions[s] > q_pos - window);
-    if (!visible) {
-      row[s] = -std::numeric_limits<float>::infinity();
-    } else {
-      first = std::min(first, s);
-      last = s + 1;
-    }
-  }
-  softmax_range(row, n, first, last, scale);  // -inf entries inside the range become exp(-inf) = 0
-}
-
-struct BlockPlan {
-  const at::Tensor& queries;  // [H, T, d]
-  const int64_t* q_pos;
-  const at::Tensor& keys;  // [KV, S, d]
-  const at::Tensor& values;
-  const at::Tensor& key_positions;
-  int64_t group, window;
+struct Plan {
+  const float* queries;  // [H, T, d] contiguous
+  const int64_t* q_pos;  // [T]
+  const float* packed_keys;  // [KV, S_pad, d] as key panels
+  const float* values;       // head h row s at values + h * v_head_stride + s * v_row_stride
+  int64_t v_head_stride, v_row_stride;
+  const int64_t* k_pos;  // [KV, S]
+  std::vector<char> sorted;  // per KV head: positions ascending (an uncompressed or evicted-in-order cache)
+  int64_t H, T, KV, S, S_pad, d, window;
   float scale;
-  at::Tensor& out;  // [H, T, d]
+  float* out;  // [H, T, d] contiguous
 };
 
-int64_t query_block_size(int64_t T, int64_t S, int64_t G) {
-  return std::max<int64_t>(1, std::min<int64_t>(T, kScoreBlockElements / std::max<int64_t>(1, G * S)));
+// Visible key range [lo, hi) of a query at q_pos over KV head h (whole cache if unsorted).
+void visible_range(const Plan& p, int64_t h, int64_t q, int64_t& lo, int64_t& hi) {
+  if (!p.sorted[h]) {
+    lo = 0;
+    hi = p.S;
+    return;
+  }
+  const int64_t* k_pos = p.k_pos + h * p.S;
+  hi = std::upper_bound(k_pos, k_pos + p.S, q) - k_pos;
+  lo = p.window > 0 ? std::upper_bound(k_pos, k_pos + hi, q - p.window) - k_pos : 0;
 }
 
-// Queries t0 .. t0 + tb - 1 of the G query heads reading KV head h.
-KVC_AVX2 void attend_block(const BlockPlan& p, int64_t h, int64_t t0, int64_t tb) {
-  const int64_t S = p.keys.size(1), d = p.keys.size(2), G = p.group, rows = G * tb;
-  const int64_t* k_pos = p.key_positions[h].data_ptr<int64_t>();
-  const bool sorted = std::is_sorted(k_pos, k_pos + S);
-  int64_t q_max = p.q_pos[t0];
-  for (int64_t t = t0; t < t0 + tb; ++t) q_max = std::max(q_max, p.q_pos[t]);
-  const int64_t visible = sorted ? std::upper_bound(k_pos, k_pos + S, q_max) - k_pos : S;
-  const at::Tensor q_block = p.queries.narrow(0, h * G, G).narrow(1, t0, tb).reshape({rows, d});
-  at::Tensor scores = at::mm(q_block, p.keys[h].narrow(0, 0, visible).t());  // [rows, visible]
-  float* sp = scores.data_ptr<float>();
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t q = p.q_pos[t0 + r % tb];
-    float* row = sp + r * visible;
-    if (sorted) {
-      const int64_t hi = std::upper_bound(k_pos, k_pos + visible, q) - k_pos;
-      const int64_t lo = p.window > 0 ? std::upper_bound(k_pos, k_pos + hi, q - p.window) - k_pos : 0;
-      softmax_range(row, visible, lo, hi, p.scale);
-    } else {
-      softmax_masked(row, k_pos, visible, q, p.window, p.scale);
+// The micro-kernels for 1..6 rows, chosen at run time for the last, partial tile.
+using ScoreTile = void (*)(const float*, int64_t, const float*, int64_t, float, float*, int64_t);
+using ValueTile = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t);
+constexpr ScoreTile kScoreTiles[] = {nullptr,
+                                     tiles::score_tile<1>,
+                                     tiles::score_tile<2>,
+                                     tiles::score_tile<3>,
+                                     tiles::score_tile<4>,
+                                     tiles::score_tile<5>,
+                                     tiles::score_tile<6>};
+constexpr ValueTile kValueTiles16[] = {nullptr,
+                                       tiles::value_tile<1, 2>,
+                                       tiles::value_tile<2, 2>,
+                                       tiles::value_tile<3, 2>,
+                                       tiles::value_tile<4, 2>,
+                                       tiles::value_tile<5, 2>,
+                                       tiles::value_tile<6, 2>};
+constexpr ValueTile kValueTiles8[] = {nullptr,
+                                      tiles::value_tile<1, 1>,
+                                      tiles::value_tile<2, 1>,
+                                      tiles::value_tile<3, 1>,
+                                      tiles::value_tile<4, 1>,
+                                      tiles::value_tile<5, 1>,
+                                      tiles::value_tile<6, 1>};
+
+// Tiles per block: a chunk of packed keys and values is brought into L1 once and used by every tile of
+// the block, so L3 traffic per FLOP falls by this factor.
+constexpr int64_t kTilesPerBlock = 4;
+// Keys per chunk: the block's scores for one chunk (24 x 128 floats), the chunk's packed keys and its
+// values stay in L1/L2; the full score rows never exist (online softmax, as in FlashAttention).
+constexpr int64_t kChunk = 128;
+
+struct Tile {
+  int64_t t0, rows, lo[tiles::kMaxRows], hi[tiles::kMaxRows], span_lo, span_hi;  // span: union of row ranges
+};
+
+struct RowState {
+  float max = -std::numeric_limits<float>::infinity(), sum = 0.0f;
+};
+
+// One row's scores in chunk [c0, c0 + n): exp(x - running max) inside [lo, hi), 0 elsewhere; rescales the
+// row's partial output and sum when the running maximum grows.
+KVC_AVX2 void update_row(float* row, int64_t n, int64_t lo, int64_t hi, RowState& state, float* out, int64_t d) {
+  lo = std::max<int64_t>(lo, 0), hi = std::min(hi, n);
+  if (lo >= hi) {
+    std::fill(row, row + n, 0.0f);
+    return;
+  }
+  __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  int64_t s = lo;
+  for (; s + 8 <= hi; s += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(row + s));
+  float chunk_max = simd::horizontal_max(m);
+  for (; s < hi; ++s) chunk_max = std::max(chunk_max, row[s]);
+  if (chunk_max == -std::numeric_limits<float>::infinity()) {  // every entry masked (unsorted positions)
+    std::fill(row, row + n, 0.0f);
+    return;
+  }
+  if (chunk_max > state.max) {
+    const float alpha = std::exp(state.max - chunk_max);  // 0 while nothing was seen
+    state.sum *= alpha;
+    const __m256 a = _mm256_set1_ps(alpha);
+    for (int64_t c = 0; c < d; c += 8) _mm256_storeu_ps(out + c, _mm256_mul_ps(_mm256_loadu_ps(out + c), a));
+    state.max = chunk_max;
+  }
+  state.sum += exponentiate_range(row, n, lo, hi, state.max);
+}
+
+// Queries t0 .. t0 + rows - 1 of query head `head` (KV head h), in tiles of up to 6 rows, key chunk by
+// key chunk: scores, online softmax, P V accumulated into the outputs, normalised at the end.
+KVC_AVX2 void attend_block(const Plan& p, int64_t head, int64_t t0, int64_t rows) {
+  const int64_t h = head / (p.H / p.KV), d = p.d;
+  Tile tiles_[kTilesPerBlock];
+  const int64_t n_tiles = (rows + tiles::kMaxRows - 1) / tiles::kMaxRows;
+  int64_t block_lo = p.S, block_hi = 0;
+  for (int64_t k = 0; k < n_tiles; ++k) {
+    Tile& tile = tiles_[k];
+    tile.t0 = t0 + k * tiles::kMaxRows;
+    tile.rows = std::min<int64_t>(tiles::kMaxRows, t0 + rows - tile.t0);
+    tile.span_lo = p.S, tile.span_hi = 0;
+    for (int64_t r = 0; r < tile.rows; ++r) {
+      visible_range(p, h, p.q_pos[tile.t0 + r], tile.lo[r], tile.hi[r]);
+      if (tile.lo[r] < tile.hi[r]) {
+        tile.span_lo = std::min(tile.span_lo, tile.lo[r]);
+        tile.span_hi = std::max(tile.span_hi, tile.hi[r]);
+      }
+    }
+    if (tile.span_lo < tile.span_hi) {
+      block_lo = std::min(block_lo, tile.span_lo);
+      block_hi = std::max(block_hi, tile.span_hi);
     }
   }
-  const at::Tensor out_block = at::mm(scores, p.values[h].narrow(0, 0, visible));
-  p.out.narrow(0, h * G, G).narrow(1, t0, tb).copy_(out_block.view({G, tb, d}));
+  float* out = p.out + (head * p.T + t0) * d;
+  std::fill(out, out + rows * d, 0.0f);
+  RowState state[kTilesPerBlock * tiles::kMaxRows];
+  alignas(32) float scores[kTilesPerBlock * tiles::kMaxRows * kChunk];
+  const float* queries = p.queries + (head * p.T + t0) * d;
+  const float* panels = p.packed_keys + h * p.S_pad * d;
+  const float* values = p.values + h * p.v_head_stride;
+  for (int64_t c0 = block_lo / tiles::kPanel * tiles::kPanel; c0 < block_hi; c0 += kChunk) {
+    const int64_t c1 = std::min(c0 + kChunk, block_hi);
+    for (int64_t k = 0; k < n_tiles; ++k) {
+      const Tile& tile = tiles_[k];
+      const int64_t s_lo = std::max(c0, tile.span_lo), s_hi = std::min(c1, tile.span_hi);
+      if (s_lo >= s_hi) continue;
+      const int64_t r0 = k * tiles::kMaxRows;
+      float* tile_scores = scores + r0 * kChunk;
+      for (int64_t p0 = s_lo / tiles::kPanel * tiles::kPanel; p0 < s_hi; p0 += tiles::kPanel) {
+        kScoreTiles[tile.rows](queries + r0 * d, d, panels + p0 * d, d, p.scale, tile_scores + (p0 - c0), kChunk);
+      }
+      for (int64_t r = 0; r < tile.rows; ++r) {
+        float* row = tile_scores + r * kChunk + (s_lo - c0);
+        if (!p.sorted[h]) {  // compressed cache: mask entries this query must not see
+          const int64_t* k_pos = p.k_pos + h * p.S;
+          const int64_t q = p.q_pos[tile.t0 + r];
+          for (int64_t s = s_lo; s < s_hi; ++s) {
+            if (!(k_pos[s] <= q && (p.window <= 0 || k_pos[s] > q - p.window))) {
+              row[s - s_lo] = -std::numeric_limits<float>::infinity();
+            }
+          }
+        }
+        update_row(row, s_hi - s_lo, tile.lo[r] - s_lo, tile.hi[r] - s_lo, state[r0 + r], out + (r0 + r) * d, d);
+      }
+      const float* probs = tile_scores + (s_lo - c0);
+      const float* v = values + s_lo * p.v_row_stride;
+      int64_t c = 0;
+      for (; c + 16 <= d; c += 16) {
+        kValueTiles16[tile.rows](probs, kChunk, v + c, p.v_row_stride, s_hi - s_lo, out + r0 * d + c, d);
+      }
+      if (c < d) kValueTiles8[tile.rows](probs, kChunk, v + c, p.v_row_stride, s_hi - s_lo, out + r0 * d + c, d);
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const float inv = state[r].sum > 0.0f ? 1.0f / state[r].sum : 0.0f;
+    for (int64_t c = 0; c < d; ++c) out[r * d + c] *= inv;
+  }
 }
 #endif
 
@@ -116,26 +210,39 @@ at::Tensor fast_prefill_attention(const at::Tensor& queries, const at::Tensor& q
       q_positions.scalar_type() != at::kLong || !q_positions.device().is_cpu()) {
     return {};
   }
-  const int64_t H = queries.size(0), T = queries.size(1), KV = keys.size(0), d = keys.size(2);
-  if (KV == 0 || H % KV != 0 || queries.size(2) != d || keys.stride(2) != 1 || values.stride(2) != 1) return {};
+  const int64_t H = queries.size(0), T = queries.size(1), KV = keys.size(0), S = keys.size(1), d = keys.size(2);
+  if (KV == 0 || H % KV != 0 || queries.size(2) != d || d % 8 != 0 || keys.stride(2) != 1 || values.stride(2) != 1) {
+    return {};
+  }
+  const at::Tensor q = queries.contiguous();
   const at::Tensor q_pos = q_positions.contiguous();
   const at::Tensor k_pos = key_positions.contiguous();
-  at::Tensor out = at::empty({H, T, d}, queries.options());
-  const BlockPlan plan{queries, q_pos.data_ptr<int64_t>(), keys, values, k_pos, H / KV, sliding_window,
-                      static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))), out};
-  // (KV head, query block) pairs run in parallel, each product single-threaded: BLAS threads inside
-  // these small products only add synchronisation.
-  const int threads = at::get_num_threads();
-  set_blas_threads(1);
-  const int64_t block = query_block_size(T, keys.size(1), H / KV);
-  const int64_t blocks = (T + block - 1) / block;
-  at::parallel_for(0, KV * blocks, 1, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t t0 = (i % blocks) * block;
-      attend_block(plan, i / blocks, t0, std::min(block, T - t0));
+  const int64_t S_pad = (S + tiles::kPanel - 1) / tiles::kPanel * tiles::kPanel;
+  // Keys packed once per KV head and shared by every query tile (BLAS re-packed them per product).
+  at::Tensor packed = at::empty({KV, S_pad, d}, keys.options());
+  const float* k_data = keys.data_ptr<float>();
+  at::parallel_for(0, KV, 1, [&](int64_t h0, int64_t h1) {
+    for (int64_t h = h0; h < h1; ++h) {
+      tiles::pack_key_panels(k_data + h * keys.stride(0), keys.stride(1), S, d, packed.data_ptr<float>() + h * S_pad * d);
     }
   });
-  set_blas_threads(threads);
+  at::Tensor out = at::empty({H, T, d}, queries.options());
+  Plan plan{q.data_ptr<float>(), q_pos.data_ptr<int64_t>(), packed.data_ptr<float>(), values.data_ptr<float>(),
+            values.stride(0), values.stride(1), k_pos.data_ptr<int64_t>(), std::vector<char>(KV), H, T, KV, S, S_pad, d,
+            sliding_window, static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))), out.data_ptr<float>()};
+  for (int64_t h = 0; h < KV; ++h) plan.sorted[h] = std::is_sorted(plan.k_pos + h * S, plan.k_pos + (h + 1) * S);
+  // Tasks are (query head, block of 24 queries), ordered first, last, second, second-to-last, ... within
+  // a head so that any contiguous share of them mixes short and long causal spans.
+  const int64_t block_rows = kTilesPerBlock * tiles::kMaxRows;
+  const int64_t blocks_per_head = (T + block_rows - 1) / block_rows;
+  at::parallel_for(0, H * blocks_per_head, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t head = i / blocks_per_head, j = i % blocks_per_head;
+      const int64_t block = j % 2 == 0 ? j / 2 : blocks_per_head - 1 - j / 2;
+      const int64_t t0 = block * block_rows;
+      attend_block(plan, head, t0, std::min(block_rows, T - t0));
+    }
+  });
   return out;
 #else
   return {};

@@ -6,6 +6,7 @@
 #include "cache/dense_layer_cache.h"
 #include "io/safetensors.h"
 #include "kernels/matvec.h"
+#include "kernels/parallel_linear.h"
 #include "kernels/rms_norm.h"
 #include "model/tensor_bridge.h"
 #include "runtime/blas_threads.h"
@@ -55,10 +56,13 @@ struct WeightLoader {
 };
 
 // One-row inputs (decoding) use matrix-vector products: sgemm repacks the whole weight matrix on
-// every call, which costs several times more than streaming it once; our own kernel streams it
-// faster than BLAS sgemv.
+// every call, which costs several times more than streaming it once. Multi-row inputs (prefill) split
+// single-threaded GEMMs over LibTorch's threads.
 at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias = {}) {
-  if (x.size(0) != 1) return at::linear(x, weight, bias);
+  if (x.size(0) != 1) {
+    if (const at::Tensor y = parallel_linear(x, weight, bias); y.defined()) return y;
+    return at::linear(x, weight, bias);
+  }
   const at::Tensor row = x[0];
   if (const at::Tensor y = fast_matvec(weight, row, bias); y.defined()) return y.unsqueeze(0);
   return (bias.defined() ? at::addmv(bias, weight, row) : at::mv(weight, row)).unsqueeze(0);
@@ -190,8 +194,8 @@ at::Tensor LlamaModel::forward(const std::vector<int>& tokens, KVCache& cache, c
   KVC_CHECK(cache.num_layers() == config_.num_layers, "forward: cache has {} layers, model has {}",
             cache.num_layers(), config_.num_layers);
   const auto T = static_cast<int64_t>(tokens.size());
-  // OpenBLAS's own pool helps multi-row GEMMs; for matrix-vector products it only fights LibTorch's.
-  set_blas_threads(T == 1 ? 1 : at::get_num_threads());
+  // Our kernels split the work over LibTorch's threads; OpenBLAS's own pool would only fight them.
+  set_blas_threads(device_.is_cpu() ? 1 : at::get_num_threads());
   std::vector<int64_t> ids(tokens.begin(), tokens.end());
   for (int64_t id : ids) {
     KVC_CHECK(id >= 0 && id < config_.vocab_size, "token id {} is outside the model's vocabulary (size {})", id,

@@ -5,7 +5,10 @@
 #include <sys/mman.h>
 
 #include <cstdlib>
+#include <map>
 #include <mutex>
+#include <unordered_map>
+#include <vector>
 
 namespace kvc {
 namespace {
@@ -13,22 +16,80 @@ namespace {
 constexpr size_t kHugePage = size_t{2} << 20;
 constexpr size_t kThreshold = size_t{4} << 20;
 
+// Freed large blocks by size, and the size of every large block handed out (to recognise it on free).
+class LargeBlockPool {
+ public:
+  void* take(size_t rounded) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = free_.find(rounded);
+      if (it != free_.end() && !it->second.empty()) {
+        void* data = it->second.back();
+        it->second.pop_back();
+        cached_bytes_ -= rounded;
+        live_[data] = rounded;
+        return data;
+      }
+    }
+    void* data = nullptr;
+    if (posix_memalign(&data, kHugePage, rounded) != 0) return nullptr;
+    madvise(data, rounded, MADV_HUGEPAGE);  // advisory: failure just means small pages
+    std::lock_guard<std::mutex> lock(mutex_);
+    live_[data] = rounded;
+    return data;
+  }
+
+  // False when `data` is not a large block of this pool (allocated elsewhere or before installation).
+  bool give_back(void* data) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = live_.find(data);
+    if (it == live_.end()) return false;
+    const size_t rounded = it->second;
+    live_.erase(it);
+    if (cached_bytes_ + rounded <= kLargeBlockCacheBytes) {
+      free_[rounded].push_back(data);
+      cached_bytes_ += rounded;
+    } else {
+      std::free(data);
+    }
+    return true;
+  }
+
+  size_t cached_bytes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return cached_bytes_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<size_t, std::vector<void*>> free_;
+  std::unordered_map<void*, size_t> live_;
+  size_t cached_bytes_ = 0;
+};
+
+LargeBlockPool& pool() {
+  static auto* instance = new LargeBlockPool();  // never destroyed: tensors may be freed during exit
+  return *instance;
+}
+
+void free_block(void* data) {
+  if (data == nullptr) return;
+  if (!pool().give_back(data)) c10::free_cpu(data);
+}
+
 class HugePageAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(size_t nbytes) const override {
     const c10::Device cpu(c10::DeviceType::CPU);
-    void* data = nullptr;
     if (nbytes >= kThreshold) {
-      const size_t rounded = (nbytes + kHugePage - 1) / kHugePage * kHugePage;
-      if (posix_memalign(&data, kHugePage, rounded) == 0) {
-        madvise(data, rounded, MADV_HUGEPAGE);  // advisory: failure just means small pages
-        return {data, data, &c10::free_cpu, cpu};
+      if (void* data = pool().take((nbytes + kHugePage - 1) / kHugePage * kHugePage)) {
+        return {data, data, &free_block, cpu};
       }
     }
-    data = c10::alloc_cpu(nbytes);  // LibTorch's own path (posix_memalign + free), throws on OOM
-    return {data, data, &c10::free_cpu, cpu};
+    void* data = c10::alloc_cpu(nbytes);  // LibTorch's own path (posix_memalign + free), throws on OOM
+    return {data, data, &free_block, cpu};
   }
-  c10::DeleterFnPtr raw_deleter() const override { return &c10::free_cpu; }
+  c10::DeleterFnPtr raw_deleter() const override { return &free_block; }
 };
 
 }  // namespace
@@ -38,5 +99,7 @@ void install_huge_page_allocator() {
   static std::once_flag once;
   std::call_once(once, [] { c10::SetCPUAllocator(&allocator, /*priority=*/1); });
 }
+
+size_t huge_page_allocator_cached_bytes() { return pool().cached_bytes(); }
 
 }  // namespace kvc

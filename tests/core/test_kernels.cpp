@@ -79,6 +79,9 @@ struct AttentionCase {
   bool shuffled_positions;
 };
 
+// The kernels' at::parallel_for was once compiled without OpenMP and ran every kernel on one core.
+TEST(KernelBuild, ParallelForIsCompiledWithOpenMP) { EXPECT_TRUE(kvc::kernels_run_in_parallel()); }
+
 TEST_F(KernelTest, DecodeAttentionMatchesBruteForce) {
   const AttentionCase cases[] = {{8, 4, 95, 8, 0, false},  {6, 2, 1000, 32, 0, true}, {12, 12, 513, 64, 0, false},
                                  {4, 1, 7, 16, 0, false},   {8, 2, 300, 32, 64, true}, {2, 2, 1, 8, 0, false}};
@@ -94,7 +97,8 @@ TEST_F(KernelTest, DecodeAttentionMatchesBruteForce) {
     const at::Tensor fast = kvc::fast_decode_attention(q, q_pos, k, v, pos, c.window);
     ASSERT_TRUE(fast.defined());
     const at::Tensor expected = brute_force_attention(q, q_pos, k, v, pos, c.window);
-    EXPECT_LT((fast.to(at::kDouble) - expected).abs().max().item<double>(), 2e-6)
+    // fp32 with an online softmax (partial sums rescaled per key chunk): a few 1e-6 off float64.
+    EXPECT_LT((fast.to(at::kDouble) - expected).abs().max().item<double>(), 1e-5)
         << c.heads << "/" << c.kv_heads << " heads, " << c.entries << " entries, d " << c.head_dim;
   }
 }
@@ -114,10 +118,11 @@ TEST_F(KernelTest, DecodeAttentionReportsTheAttentionRow) {
 }
 
 TEST_F(KernelTest, PrefillAttentionMatchesBruteForce) {
-  // Long enough prompts split into several query blocks per head; windows; unsorted positions as a
-  // compressed cache holds them.
+  // Long enough prompts split into several query blocks and key chunks per head; windows; unsorted
+  // positions as a compressed cache holds them; head sizes with and without an 8-column tail.
   const AttentionCase cases[] = {{8, 4, 95, 8, 0, false}, {6, 2, 1000, 32, 0, false}, {3, 1, 1200, 16, 0, false},
-                                 {4, 2, 700, 32, 50, false}, {4, 2, 300, 8, 0, true}, {4, 2, 300, 8, 40, true}};
+                                 {4, 2, 700, 32, 50, false}, {4, 2, 300, 8, 0, true}, {4, 2, 300, 8, 40, true},
+                                 {2, 2, 333, 24, 0, false}, {2, 1, 260, 64, 0, true}};
   for (const auto& c : cases) {
     const int64_t T = std::min<int64_t>(c.entries, 200);
     const at::Tensor q = at::randn({c.heads, T, c.head_dim}) * 2;
@@ -133,7 +138,8 @@ TEST_F(KernelTest, PrefillAttentionMatchesBruteForce) {
     const at::Tensor fast = kvc::fast_prefill_attention(q, q_pos, k, v, pos, c.window);
     ASSERT_TRUE(fast.defined());
     const at::Tensor expected = brute_force_attention(q, q_pos, k, v, pos, c.window);
-    EXPECT_LT((fast.to(at::kDouble) - expected).abs().max().item<double>(), 2e-6)
+    // fp32 with an online softmax (partial sums rescaled per key chunk): a few 1e-6 off float64.
+    EXPECT_LT((fast.to(at::kDouble) - expected).abs().max().item<double>(), 1e-5)
         << c.heads << "/" << c.kv_heads << " heads, " << c.entries << " entries, d " << c.head_dim << ", window "
         << c.window;
   }
