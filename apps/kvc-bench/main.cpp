@@ -11,6 +11,7 @@
 #include "bench/hardware_limits.h"
 #include "model_options.h"
 #include "tool_main.h"
+#include "util/build_info.h"
 #include "util/files.h"
 #include "util/process_stats.h"
 
@@ -81,8 +82,8 @@ Example (a 134M-parameter random Llama with the Llama-2 tokenizer):
                           {"copy_bandwidth_gbs", bw.copy_bytes_per_second / 1e9},
                           {"read_bandwidth_gbs", bw.read_bytes_per_second / 1e9},
                           {"gemm_peak_gflops", gemm / 1e9},
-                          {"version", KVC_VERSION},
-                          {"commit", KVC_GIT_COMMIT},
+                          {"version", kvc::build_version()},
+                          {"commit", kvc::build_commit()},
                           {"runs", nlohmann::json::array()}};
     std::printf("model %s: %.1fM parameters, %.1f MB of weights read per decode step, %d threads\n",
                 model_options.model_dir.c_str(), model->parameter_count() / 1e6, weight_bytes / 1e6, threads);

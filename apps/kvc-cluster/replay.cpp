@@ -12,6 +12,7 @@
 
 #include "retrieval/index_file.h"
 #include "retrieval/retrieval_layer_cache.h"
+#include "util/build_info.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/hash.h"
@@ -222,8 +223,8 @@ int run_replay(const ReplayOptions& o) {
   write_grouped("steps_avg.csv", grouped_avg);
 
   nlohmann::json out = {{"tool", "kvc-cluster replay"},
-                        {"version", KVC_VERSION},
-                        {"commit", KVC_GIT_COMMIT},
+                        {"version", kvc::build_version()},
+                        {"commit", kvc::build_commit()},
                         {"model", o.model.model_dir},
                         {"model_config_hash", mc.config_hash},
                         {"prompt_source", o.prompt.prompt_file.empty() ? "--prompt" : o.prompt.prompt_file},

@@ -1,5 +1,6 @@
 #include "eval_common.h"
 
+#include "util/build_info.h"
 #include "util/files.h"
 #include "util/hash.h"
 #include "util/process_stats.h"
@@ -18,8 +19,8 @@ std::vector<int> tokenize_file(const cli::ModelOptions& model_options, const Lla
 
 nlohmann::json run_metadata(const cli::ModelOptions& model_options, const LlamaModel& model,
                             const std::string& data_path) {
-  return {{"version", KVC_VERSION},
-          {"commit", KVC_GIT_COMMIT},
+  return {{"version", kvc::build_version()},
+          {"commit", kvc::build_commit()},
           {"model", model_options.model_dir},
           {"model_config_hash", model.config().config_hash},
           {"data", data_path},

@@ -10,6 +10,7 @@
 #include "retrieval_options.h"
 #include "runtime/generation.h"
 #include "tool_main.h"
+#include "util/build_info.h"
 #include "util/files.h"
 #include "util/process_stats.h"
 
@@ -47,8 +48,8 @@ nlohmann::json stats_json(const GenerateOptions& o, const std::vector<int>& prom
                           const kvc::LlamaModel& model) {
   const auto& s = r.stats;
   return {{"tool", kTool},
-          {"version", KVC_VERSION},
-          {"commit", KVC_GIT_COMMIT},
+          {"version", kvc::build_version()},
+          {"commit", kvc::build_commit()},
           {"model", o.model.model_dir},
           {"model_config_hash", model.config().config_hash},
           {"device", o.model.device},

@@ -13,6 +13,7 @@
 #include "model_options.h"
 #include "press/attention_profile.h"
 #include "tool_main.h"
+#include "util/build_info.h"
 #include "util/files.h"
 #include "util/hash.h"
 
@@ -116,8 +117,8 @@ int run(const Options& o) {
   kvc::add_tensor(w, "layer_budget_shares", p.layer_budget_shares);
   kvc::add_tensor(w, "cumulative_attention", p.cumulative_attention);
   w.set_metadata("tool", kTool);
-  w.set_metadata("version", KVC_VERSION);
-  w.set_metadata("commit", KVC_GIT_COMMIT);
+  w.set_metadata("version", kvc::build_version());
+  w.set_metadata("commit", kvc::build_commit());
   w.set_metadata("model", o.model.model_dir);
   w.set_metadata("config_hash", model->config().config_hash);
   w.set_metadata("data", o.data);
@@ -132,7 +133,7 @@ int run(const Options& o) {
   const auto pngs = plot(o, p);
 
   if (o.json) {
-    nlohmann::json j{{"tool", kTool}, {"version", KVC_VERSION}, {"commit", KVC_GIT_COMMIT},
+    nlohmann::json j{{"tool", kTool}, {"version", kvc::build_version()}, {"commit", kvc::build_commit()},
                      {"model", o.model.model_dir}, {"model_config_hash", model->config().config_hash},
                      {"data", o.data}, {"data_hash", kvc::hash_file(o.data)}, {"windows", p.windows},
                      {"context", p.context}, {"threads", at::get_num_threads()}, {"ratios", o.profile.ratios},

@@ -122,27 +122,30 @@ KVC_AVX2 void weigh_values(const HeadView& h, int64_t G, int64_t S, int64_t d_ru
 
 template <int D8>
 KVC_AVX2 void attend_head(const HeadView& h, int64_t G, int64_t S, int64_t d, int64_t q_position, int64_t window) {
-  std::vector<float> scores(static_cast<size_t>(G * S));
-  score_keys<D8>(h, G, S, d, static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))), scores.data());
+  // Per-thread scratch that only grows: no allocation (and no zero fill) per head per step.
+  thread_local std::vector<float> scratch;
+  if (scratch.size() < static_cast<size_t>(G * S + G)) scratch.resize(static_cast<size_t>(G * S + G));
+  float* scores = scratch.data();
+  float* inverse_sums = scores + G * S;
+  score_keys<D8>(h, G, S, d, static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))), scores);
   const float neg_inf = -std::numeric_limits<float>::infinity();
   for (int64_t s = 0; s < S; ++s) {
     const int64_t p = h.positions[s];
     if (p > q_position || (window > 0 && p <= q_position - window)) {
-      for (int64_t g = 0; g < G; ++g) scores[static_cast<size_t>(g * S + s)] = neg_inf;
+      for (int64_t g = 0; g < G; ++g) scores[g * S + s] = neg_inf;
     }
   }
-  std::vector<float> inverse_sums(static_cast<size_t>(G));
   for (int64_t g = 0; g < G; ++g) {
-    const float sum = exponentiate(scores.data() + g * S, S);
-    inverse_sums[static_cast<size_t>(g)] = sum > 0 ? 1.0f / sum : 0.0f;
+    const float sum = exponentiate(scores + g * S, S);
+    inverse_sums[g] = sum > 0 ? 1.0f / sum : 0.0f;
   }
   for (int64_t i = 0; i < G * d; ++i) h.out[i] = 0.0f;
-  weigh_values<D8>(h, G, S, d, scores.data());
+  weigh_values<D8>(h, G, S, d, scores);
   for (int64_t g = 0; g < G; ++g) {
-    const float inv = inverse_sums[static_cast<size_t>(g)];
+    const float inv = inverse_sums[g];
     for (int64_t c = 0; c < d; ++c) h.out[g * d + c] *= inv;
     if (h.probs != nullptr) {
-      for (int64_t s = 0; s < S; ++s) h.probs[g * S + s] = scores[static_cast<size_t>(g * S + s)] * inv;
+      for (int64_t s = 0; s < S; ++s) h.probs[g * S + s] = scores[g * S + s] * inv;
     }
   }
 }

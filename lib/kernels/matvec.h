@@ -1,7 +1,7 @@
 #pragma once
 // Matrix-vector product for decoding (one token): y = W x (+ b), fp32 on CPU, streaming W once with
-// AVX2/FMA over all LibTorch threads. BLAS sgemv reached only ~10-12 GB/s on the 2-core test box,
-// far below what the memory system delivers; decode is bound by exactly this stream.
+// AVX2/FMA over all LibTorch threads. Decode is bound by exactly this stream, and BLAS sgemv streamed
+// it well below the memory bandwidth on the 2-core test box.
 #include <ATen/ATen.h>
 
 namespace kvc {
