@@ -97,6 +97,23 @@ MemoryBandwidth measure_memory_bandwidth(int64_t buffer_bytes, int repeats) {
   return bw;
 }
 
+double measure_read_bandwidth(const std::vector<at::Tensor>& tensors, int repeats) {
+  double bytes = 0;
+  std::vector<at::Tensor> flat;
+  for (const at::Tensor& t : tensors) {
+    if (!t.device().is_cpu() || t.scalar_type() != at::kFloat || !t.is_contiguous()) continue;
+    flat.push_back(t.view({-1}));
+    bytes += static_cast<double>(t.numel()) * 4;
+  }
+  if (flat.empty()) return 0;
+  volatile float sink = 0;
+  const double s = best_seconds(repeats, [&] {
+    for (const at::Tensor& t : flat) sink = sink + parallel_read(t);
+  });
+  (void)sink;
+  return bytes / s;
+}
+
 double measure_gemm_flops(int64_t n, int repeats) {
   const at::Tensor a = at::rand({n, n}), b = at::rand({n, n});
   at::Tensor c = at::mm(a, b);

@@ -1,6 +1,9 @@
 #pragma once
 // The physical limits benchmarks are judged against, measured on this machine in the same run.
+#include <ATen/ATen.h>
+
 #include <cstdint>
+#include <vector>
 
 namespace kvc {
 
@@ -12,6 +15,11 @@ struct MemoryBandwidth {
 // Multi-threaded (LibTorch's pool) over buffers far larger than the caches; the best of LibTorch's
 // own operations and plain per-thread streams.
 MemoryBandwidth measure_memory_bandwidth(int64_t buffer_bytes = int64_t{512} << 20, int repeats = 5);
+
+// Best rate (bytes/s) of a parallel streaming read over these fp32 CPU tensors, e.g. a model's weights
+// in the pages they really occupy: a synthetic buffer may land in other pages (4 KiB instead of huge
+// pages) and understate what decoding those weights can reach.
+double measure_read_bandwidth(const std::vector<at::Tensor>& tensors, int repeats = 5);
 
 // Best fp32 GEMM rate (FLOP/s) over square products of size n.
 double measure_gemm_flops(int64_t n = 1024, int repeats = 5);

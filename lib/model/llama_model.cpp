@@ -131,6 +131,18 @@ int64_t LlamaModel::weight_bytes() const {
   return (parameter_count() - (lm_head_.is_same(embed_) ? 0 : embed_.numel())) * elem;
 }
 
+std::vector<at::Tensor> LlamaModel::decode_weights() const {
+  std::vector<at::Tensor> weights;
+  for (const LayerWeights& l : layers_) {
+    for (const at::Tensor& t : {l.attn_norm, l.qkv, l.qkv_bias, l.o_proj, l.mlp_norm, l.gate_up, l.down}) {
+      if (t.defined()) weights.push_back(t);
+    }
+  }
+  weights.push_back(final_norm_);
+  weights.push_back(lm_head_);
+  return weights;
+}
+
 LayerCacheFactory LlamaModel::dense_layer_factory() const {
   const AttentionShape shape{config_.num_heads, config_.num_kv_heads, config_.head_dim, config_.sliding_window};
   const auto options = at::TensorOptions().dtype(dtype_).device(device_);

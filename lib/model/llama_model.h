@@ -36,6 +36,7 @@ class LlamaModel {
   std::shared_ptr<const Rope> rope() const { return rope_; }
   int64_t parameter_count() const;
   int64_t weight_bytes() const;  // bytes one decode step must read
+  std::vector<at::Tensor> decode_weights() const;  // the matrices a decode step streams (not the embedding)
 
   // The uncompressed cache.
   KVCache new_cache() const;

@@ -87,7 +87,7 @@ class HugePageAllocator final : public c10::Allocator {
       }
     }
     void* data = c10::alloc_cpu(nbytes);  // LibTorch's own path (posix_memalign + free), throws on OOM
-    return {data, data, &free_block, cpu};
+    return {data, data, &c10::free_cpu, cpu};  // small blocks skip the pool's lookup on free
   }
   c10::DeleterFnPtr raw_deleter() const override { return &free_block; }
 };
