@@ -26,17 +26,23 @@ at::Tensor pool1d(const at::Tensor& scores, int64_t kernel) {
 at::Tensor protect_ends(const at::Tensor& importance, int64_t sinks, int64_t recent, const at::Tensor& positions) {
   at::Tensor out = importance.to(at::kDouble).clone();
   const int64_t s = out.size(1);
-  // Age rank of each entry (0 = oldest). Storage order is age order until a bounded cache starts
-  // evicting in place (the newest entry then fills the freed slot), so rank by position when known.
+  // Age of each entry, higher = newer: storage order until a bounded cache starts evicting in place
+  // (the newest entry then fills the freed slot), so the position when known (unique per head).
   const bool by_position = positions.defined() && positions.dim() == 2 && positions.size(0) == out.size(0) &&
                            positions.size(1) == s;
-  const at::Tensor rank = by_position ? positions.argsort(int64_t{1}).argsort(int64_t{1}).to(at::kDouble)
-                                      : at::arange(s, out.options()).expand({out.size(0), s});
+  const at::Tensor age = by_position ? positions.to(at::kDouble) : at::arange(s, out.options()).expand({out.size(0), s});
   // Protected entries rank by recency among themselves (sinks highest), so a budget smaller than
-  // sinks + window still keeps the sinks and then the most recent.
+  // sinks + window still keeps the sinks and then the most recent. The r newest and k oldest per row
+  // come from top-k thresholds (O(S log r) per step, not two full sorts).
   const int64_t r = std::min(recent, s), k = std::min(sinks, s);
-  if (r > 0) out = at::where(rank >= static_cast<double>(s - r), rank + kProtected, out);
-  if (k > 0) out = at::where(rank < static_cast<double>(k), at::full_like(out, 2 * kProtected), out);
+  if (r > 0) {
+    const at::Tensor newest = std::get<0>(age.topk(r, 1, /*largest=*/true, /*sorted=*/true)).narrow(1, r - 1, 1);
+    out = at::where(age >= newest, age + kProtected, out);
+  }
+  if (k > 0) {
+    const at::Tensor oldest = std::get<0>(age.topk(k, 1, /*largest=*/false, /*sorted=*/true)).narrow(1, k - 1, 1);
+    out = at::where(age <= oldest, at::full_like(out, 2 * kProtected), out);
+  }
   return out;
 }
 

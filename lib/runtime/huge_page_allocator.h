@@ -4,8 +4,8 @@
 // Large CPU tensors (weights, KV caches, prefill activations) backed by transparent huge pages, with
 // freed large blocks kept for reuse. A decode step streams every weight once, and through 4 KiB pages
 // that is a TLB miss per page. A long prefill allocates the same activation shapes in every layer, and
-// a fresh mmap for each means page faults that zero every huge page again: at 8K context that was 16%
-// of the prefill profile (perf, kvc-bench on the 134M random Llama) before blocks were reused.
+// a fresh mmap for each means page faults that zero every huge page again (kernel page clearing was
+// the second-largest entry of a perf profile of an 8K prefill before blocks were reused).
 namespace kvc {
 
 // Enough for every activation of a long prefill of a ~1B model; beyond it a freed block goes back to
