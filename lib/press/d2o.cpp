@@ -7,6 +7,7 @@
 //    weighted by similarity with the kept token's own weight highest (e^1); else it is dropped.
 // Works during decoding: one eviction (and possibly one merge) per step once over budget.
 #include <cmath>
+#include <limits>
 
 #include "cache/dense_layer_cache.h"
 #include "press/press.h"
@@ -30,7 +31,10 @@ class D2OScorer : public Scorer {
 }  // namespace
 
 void d2o_merge(DenseLayerCache& cache, const at::Tensor& keep, double beta, double& threshold) {
-  const at::Tensor keys = cache.keys(), values = cache.values(), positions = cache.positions();
+  // In place on the cache's own storage: one pass for the key norms and one for the similarities; only
+  // the kept rows that receive a merge are rewritten (a copy of the whole cache per decode step made D2O
+  // slower than no compression).
+  at::Tensor keys = cache.keys(), values = cache.values();
   const int64_t kv = keys.size(0), s = keys.size(1), d = keys.size(2), k = keep.size(1), e = s - k;
   if (e <= 0) return;
   at::Tensor evicted_mask = at::ones({kv, s}, at::kBool);
@@ -39,21 +43,35 @@ void d2o_merge(DenseLayerCache& cache, const at::Tensor& keep, double beta, doub
   const auto rows = [&](const at::Tensor& t, const at::Tensor& idx) {
     return t.gather(1, idx.unsqueeze(-1).expand({kv, idx.size(1), d}));
   };
-  const at::Tensor kk = rows(keys, keep), ke = rows(keys, evict), vk = rows(values, keep), ve = rows(values, evict);
-  const auto unit = [](const at::Tensor& x) { return x / x.norm(2, -1, true).clamp_min(1e-12); };
-  const at::Tensor sim = at::bmm(unit(ke), unit(kk).transpose(1, 2));  // [kv, e, k] cosine
+  const at::Tensor ke = rows(keys, evict), ve = rows(values, evict);
+  const at::Tensor norms = keys.norm(2, -1).clamp_min(1e-12);  // [kv, s]
+  at::Tensor sim = at::bmm(ke, keys.transpose(1, 2)) / (norms.gather(1, evict).unsqueeze(-1) * norms.unsqueeze(1));
+  sim.masked_fill_(evicted_mask.unsqueeze(1), -std::numeric_limits<double>::infinity());  // [kv, e, s] cosine to kept
   const auto best = sim.max(-1);
-  const at::Tensor best_sim = std::get<0>(best), target = std::get<1>(best);
+  const at::Tensor best_sim = std::get<0>(best), target = std::get<1>(best);  // target: a kept slot
   const double mean_best = best_sim.mean().item<double>();
   threshold = threshold < 0 ? mean_best : beta * threshold + (1 - beta) * mean_best;
   // Weights exp(similarity); the kept token has similarity 1 with itself, so e^1 is the largest.
-  const at::Tensor w = best_sim.exp() * (best_sim >= threshold).to(best_sim.scalar_type());  // [kv, e]
+  const at::Tensor merges = best_sim >= threshold;  // [kv, e]
+  if (!merges.any().item<bool>()) return;
+  const at::Tensor head = at::arange(kv, at::kLong).unsqueeze(1).expand({kv, e}).masked_select(merges);
+  const at::Tensor slot = target.masked_select(merges);
+  const at::Tensor w = best_sim.masked_select(merges).exp().unsqueeze(-1);  // [m, 1]
+  const at::Tensor merged_keys = ke.masked_select(merges.unsqueeze(-1)).view({-1, d});
+  const at::Tensor merged_values = ve.masked_select(merges.unsqueeze(-1)).view({-1, d});
+  // Several evicted entries may share a target: sum per distinct (head, slot).
+  const auto [unique, inverse] = [&] {
+    auto u = at::_unique(head * s + slot, /*sorted=*/true, /*return_inverse=*/true);
+    return std::make_pair(std::get<0>(u), std::get<1>(u));
+  }();
+  const int64_t m = unique.size(0);
   const double own = std::exp(1.0);
-  const at::Tensor idx3 = target.unsqueeze(-1).expand({kv, e, d});
-  const at::Tensor den = at::full({kv, k}, own, w.options()).scatter_add(1, target, w).unsqueeze(-1);
-  const at::Tensor new_k = (kk * own).scatter_add(1, idx3, ke * w.unsqueeze(-1)) / den;
-  const at::Tensor new_v = (vk * own).scatter_add(1, idx3, ve * w.unsqueeze(-1)) / den;
-  cache.assign(new_k, new_v, positions.gather(1, keep));
+  const at::Tensor den = at::full({m, 1}, own, w.options()).index_add_(0, inverse, w);
+  const at::Tensor u_head = unique.div(s, "floor"), u_slot = unique.remainder(s);
+  const at::Tensor new_k = (keys.index({u_head, u_slot}) * own).index_add_(0, inverse, merged_keys * w) / den;
+  const at::Tensor new_v = (values.index({u_head, u_slot}) * own).index_add_(0, inverse, merged_values * w) / den;
+  keys.index_put_({u_head, u_slot}, new_k);
+  values.index_put_({u_head, u_slot}, new_v);
 }
 
 void register_d2o() {

@@ -124,7 +124,8 @@ void register_ada();
 
 // Shared scorers other presses reuse (SnapKV's window attention; H2O's cumulative attention).
 std::shared_ptr<const Scorer> make_snapkv_scorer(int64_t window, int64_t kernel);
-// D2O's merge of evicted entries (defined in d2o.cpp); threshold is the layer's EMA state (<0 unset).
+// D2O's merge of the entries not in `keep` into kept ones, in place (defined in d2o.cpp); the caller then
+// evicts them as for any press. threshold is the layer's EMA state (<0 unset).
 void d2o_merge(class DenseLayerCache& cache, const at::Tensor& keep, double beta, double& threshold);
 
 }  // namespace kvc

@@ -295,9 +295,8 @@ at::Tensor PressObserver::compress(int64_t layer, const at::Tensor& importance, 
                         : top_indices(importance, keep);
   LayerCache& lc = cache.layer(layer);
   auto* dense = dynamic_cast<DenseLayerCache*>(&lc);
-  if (config_->merge && dense != nullptr) {
-    d2o_merge(*dense, kept, config_->d2o_beta, thresholds_[li]);
-  } else if (prefill_done_ && config_->bounded && dense != nullptr && keep == S - 1 && dense->size() == S) {
+  if (config_->merge && dense != nullptr) d2o_merge(*dense, kept, config_->d2o_beta, thresholds_[li]);
+  if (prefill_done_ && config_->bounded && dense != nullptr && keep == S - 1 && dense->size() == S) {
     kept = evict_in_place(*dense, kept);  // every decode step of a bounded cache
   } else {
     lc.retain(kept);
