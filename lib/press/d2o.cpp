@@ -31,9 +31,9 @@ class D2OScorer : public Scorer {
 }  // namespace
 
 void d2o_merge(DenseLayerCache& cache, const at::Tensor& keep, double beta, double& threshold) {
-  // In place on the cache's own storage: one pass for the key norms and one for the similarities; only
-  // the kept rows that receive a merge are rewritten (a copy of the whole cache per decode step made D2O
-  // slower than no compression).
+  // In place on the cache's own storage: while decoding, one pass over the keys for norms and one for
+  // similarities, and only the kept rows that receive a merge are rewritten (a copy of the whole cache
+  // per decode step made D2O slower than no compression).
   at::Tensor keys = cache.keys(), values = cache.values();
   const int64_t kv = keys.size(0), s = keys.size(1), d = keys.size(2), k = keep.size(1), e = s - k;
   if (e <= 0) return;
@@ -44,11 +44,16 @@ void d2o_merge(DenseLayerCache& cache, const at::Tensor& keep, double beta, doub
     return t.gather(1, idx.unsqueeze(-1).expand({kv, idx.size(1), d}));
   };
   const at::Tensor ke = rows(keys, evict), ve = rows(values, evict);
-  const at::Tensor norms = keys.norm(2, -1).clamp_min(1e-12);  // [kv, s]
-  at::Tensor sim = at::bmm(ke, keys.transpose(1, 2)) / (norms.gather(1, evict).unsqueeze(-1) * norms.unsqueeze(1));
-  sim.masked_fill_(evicted_mask.unsqueeze(1), -std::numeric_limits<double>::infinity());  // [kv, e, s] cosine to kept
+  // Few evicted (decoding: one): compare with every entry where it lies and mask the evicted ones. Many
+  // (prefill): compare with a gathered copy of the kept ones, so the similarities stay [kv, e, k].
+  const bool few_evicted = e <= k;
+  const at::Tensor candidates = few_evicted ? keys : rows(keys, keep);
+  const auto norm = [](const at::Tensor& x) { return x.norm(2, -1).clamp_min(1e-12); };
+  at::Tensor sim = at::bmm(ke, candidates.transpose(1, 2)) / (norm(ke).unsqueeze(-1) * norm(candidates).unsqueeze(1));
+  if (few_evicted) sim.masked_fill_(evicted_mask.unsqueeze(1), -std::numeric_limits<double>::infinity());
   const auto best = sim.max(-1);
-  const at::Tensor best_sim = std::get<0>(best), target = std::get<1>(best);  // target: a kept slot
+  const at::Tensor best_sim = std::get<0>(best);
+  const at::Tensor target = few_evicted ? std::get<1>(best) : keep.gather(1, std::get<1>(best));  // a kept slot
   const double mean_best = best_sim.mean().item<double>();
   threshold = threshold < 0 ? mean_best : beta * threshold + (1 - beta) * mean_best;
   // Weights exp(similarity); the kept token has similarity 1 with itself, so e^1 is the largest.

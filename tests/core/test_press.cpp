@@ -414,66 +414,76 @@ TEST(BoundedDecoding, ResidentBytesStayFlatPastTheContext) {
 // kept entry (cosine of keys) when that similarity clears the threshold (initialised at the mean of the
 // per-entry maxima, then an EMA with β), weighted by e^similarity against the kept entry's own e^1;
 // keys and values use the same weights; entries below the threshold are dropped.
+// Both code paths: many evicted entries (prefill: compared with a copy of the kept ones) and few
+// (decoding: compared in place with the evicted ones masked).
 TEST(PressMethods, D2OMergeIsSimilarityWeightedWithEmaThreshold) {
-  const auto& c = model().config();
-  const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, 0};
-  DenseLayerCache cache(shape, model().rope(), at::TensorOptions().dtype(at::kFloat));
-  at::manual_seed(5);
-  const int64_t n = 10, kv = c.num_kv_heads;
-  cache.append(at::randn({kv, n, c.head_dim}), at::randn({kv, n, c.head_dim}), at::arange(n, at::kLong));
-  const std::vector<int64_t> kept{0, 3, 5, 9}, evicted{1, 2, 4, 6, 7, 8};
-  int merged = 0;
-  const auto expect_merge = [&](double threshold_before, double beta, double& threshold_after, at::Tensor& k_out,
-                                at::Tensor& v_out) {
-    const at::Tensor K = cache.keys().to(at::kDouble), V = cache.values().to(at::kDouble);
-    std::vector<std::vector<std::pair<int64_t, double>>> best(static_cast<size_t>(kv));
-    double sum = 0;
-    for (int64_t h = 0; h < kv; ++h) {
-      for (int64_t e : evicted) {
-        int64_t target = -1;
-        double top = -2;
+  const std::vector<std::vector<int64_t>> kept_sets{{0, 3, 5, 9}, {0, 1, 3, 4, 5, 7, 9}};
+  for (const auto& kept : kept_sets) {
+    SCOPED_TRACE(kept.size());
+    const auto& c = model().config();
+    const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, 0};
+    DenseLayerCache cache(shape, model().rope(), at::TensorOptions().dtype(at::kFloat));
+    at::manual_seed(5);
+    const int64_t n = 10, kv = c.num_kv_heads;
+    cache.append(at::randn({kv, n, c.head_dim}), at::randn({kv, n, c.head_dim}), at::arange(n, at::kLong));
+    std::vector<int64_t> evicted;
+    for (int64_t i = 0; i < n; ++i) {
+      if (std::find(kept.begin(), kept.end(), i) == kept.end()) evicted.push_back(i);
+    }
+    int merged = 0;
+    const auto expect_merge = [&](double threshold_before, double beta, double& threshold_after, at::Tensor& k_out,
+                                  at::Tensor& v_out) {
+      const at::Tensor K = cache.keys().to(at::kDouble), V = cache.values().to(at::kDouble);
+      std::vector<std::vector<std::pair<int64_t, double>>> best(static_cast<size_t>(kv));
+      double sum = 0;
+      for (int64_t h = 0; h < kv; ++h) {
+        for (int64_t e : evicted) {
+          int64_t target = -1;
+          double top = -2;
+          for (size_t j = 0; j < kept.size(); ++j) {
+            const double cos = (at::dot(K[h][e], K[h][kept[j]]) / (K[h][e].norm() * K[h][kept[j]].norm())).item<double>();
+            if (cos > top) top = cos, target = static_cast<int64_t>(j);
+          }
+          best[static_cast<size_t>(h)].push_back({target, top});
+          sum += top;
+        }
+      }
+      const double mean = sum / static_cast<double>(kv * static_cast<int64_t>(evicted.size()));
+      threshold_after = threshold_before < 0 ? mean : beta * threshold_before + (1 - beta) * mean;
+      k_out = at::zeros({kv, static_cast<int64_t>(kept.size()), c.head_dim}, at::kDouble);
+      v_out = at::zeros_like(k_out);
+      for (int64_t h = 0; h < kv; ++h) {
         for (size_t j = 0; j < kept.size(); ++j) {
-          const double cos = (at::dot(K[h][e], K[h][kept[j]]) / (K[h][e].norm() * K[h][kept[j]].norm())).item<double>();
-          if (cos > top) top = cos, target = static_cast<int64_t>(j);
+          double den = std::exp(1.0);
+          at::Tensor kk = K[h][kept[j]] * std::exp(1.0), vv = V[h][kept[j]] * std::exp(1.0);
+          for (size_t i = 0; i < evicted.size(); ++i) {
+            const auto [target, sim] = best[static_cast<size_t>(h)][i];
+            if (target != static_cast<int64_t>(j) || sim < threshold_after) continue;
+            ++merged;
+            kk = kk + K[h][evicted[i]] * std::exp(sim);
+            vv = vv + V[h][evicted[i]] * std::exp(sim);
+            den += std::exp(sim);
+          }
+          k_out[h][static_cast<int64_t>(j)] = kk / den;
+          v_out[h][static_cast<int64_t>(j)] = vv / den;
         }
-        best[static_cast<size_t>(h)].push_back({target, top});
-        sum += top;
       }
-    }
-    const double mean = sum / static_cast<double>(kv * static_cast<int64_t>(evicted.size()));
-    threshold_after = threshold_before < 0 ? mean : beta * threshold_before + (1 - beta) * mean;
-    k_out = at::zeros({kv, static_cast<int64_t>(kept.size()), c.head_dim}, at::kDouble);
-    v_out = at::zeros_like(k_out);
-    for (int64_t h = 0; h < kv; ++h) {
-      for (size_t j = 0; j < kept.size(); ++j) {
-        double den = std::exp(1.0);
-        at::Tensor kk = K[h][kept[j]] * std::exp(1.0), vv = V[h][kept[j]] * std::exp(1.0);
-        for (size_t i = 0; i < evicted.size(); ++i) {
-          const auto [target, sim] = best[static_cast<size_t>(h)][i];
-          if (target != static_cast<int64_t>(j) || sim < threshold_after) continue;
-          ++merged;
-          kk = kk + K[h][evicted[i]] * std::exp(sim);
-          vv = vv + V[h][evicted[i]] * std::exp(sim);
-          den += std::exp(sim);
-        }
-        k_out[h][static_cast<int64_t>(j)] = kk / den;
-        v_out[h][static_cast<int64_t>(j)] = vv / den;
-      }
-    }
-  };
-  double threshold = -1, expected_threshold = 0;
-  at::Tensor ek, ev;
-  expect_merge(threshold, 0.7, expected_threshold, ek, ev);
-  const at::Tensor keep = at::tensor(kept, at::kLong).unsqueeze(0).expand({kv, 4}).contiguous();
-  d2o_merge(cache, keep, 0.7, threshold);
-  cache.retain(keep);  // the merge rewrites kept entries in place; eviction is the caller's
-  EXPECT_NEAR(threshold, expected_threshold, 1e-6);
-  EXPECT_TRUE(cache.keys().to(at::kDouble).allclose(ek, 1e-5, 1e-6));
-  EXPECT_TRUE(cache.values().to(at::kDouble).allclose(ev, 1e-5, 1e-6));
-  EXPECT_TRUE(cache.positions().equal(keep));
-  // Some entries were merged and some dropped: both branches are exercised.
-  EXPECT_GT(merged, 0);
-  EXPECT_LT(merged, static_cast<int>(kv * static_cast<int64_t>(evicted.size())));
+    };
+    double threshold = -1, expected_threshold = 0;
+    at::Tensor ek, ev;
+    expect_merge(threshold, 0.7, expected_threshold, ek, ev);
+    const at::Tensor keep =
+        at::tensor(kept, at::kLong).unsqueeze(0).expand({kv, static_cast<int64_t>(kept.size())}).contiguous();
+    d2o_merge(cache, keep, 0.7, threshold);
+    cache.retain(keep);  // the merge rewrites kept entries in place; eviction is the caller's
+    EXPECT_NEAR(threshold, expected_threshold, 1e-6);
+    EXPECT_TRUE(cache.keys().to(at::kDouble).allclose(ek, 1e-5, 1e-6));
+    EXPECT_TRUE(cache.values().to(at::kDouble).allclose(ev, 1e-5, 1e-6));
+    EXPECT_TRUE(cache.positions().equal(keep));
+    // Some entries were merged and some dropped: both branches are exercised.
+    EXPECT_GT(merged, 0);
+    EXPECT_LT(merged, static_cast<int>(kv * static_cast<int64_t>(evicted.size())));
+  }
 }
 
 TEST(PressMethods, D2OAblationParameters) {
