@@ -111,11 +111,7 @@ Example (a 134M-parameter random Llama with the Llama-2 tokenizer):
       const std::vector<int> prompt = random_tokens(n, c.vocab_size, static_cast<uint64_t>(n));
       kvc::KVCache cache = model->new_cache();
       // As kvc-generate does: room for the prompt and every decode step, so the cache never grows.
-      for (int64_t l = 0; l < cache.num_layers(); ++l) {
-        if (auto* dense = dynamic_cast<kvc::DenseLayerCache*>(&cache.layer(l))) {
-          dense->reserve(n + decode_tokens * decode_repeats);
-        }
-      }
+      kvc::reserve_dense_layers(cache, n + decode_tokens * decode_repeats);
       kvc::ForwardOptions last_only;
       last_only.all_logits = false;
       auto t0 = std::chrono::steady_clock::now();

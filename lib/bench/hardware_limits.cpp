@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "kernels/cpu_features.h"
@@ -45,35 +46,28 @@ KVC_AVX2 float stream_sum(const float* data, int64_t n) {
 }
 #endif
 
+// Each thread streams one contiguous share (at::parallel_for splits the range that way); tensors under
+// 256 KiB stay on one thread.
+constexpr int64_t kStreamGrain = int64_t{1} << 16;
+
 float parallel_read(const at::Tensor& t) {
   const float* data = t.data_ptr<float>();
-  const int64_t n = t.numel(), threads = at::get_num_threads(), share = (n + threads - 1) / threads;
-  std::vector<float> partial(threads, 0.0f);
-  at::parallel_for(0, threads, 1, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t begin = i * share, count = std::min(share, n - begin);
-      if (count <= 0) continue;
+  return at::parallel_reduce(
+      int64_t{0}, t.numel(), kStreamGrain, 0.0f,
+      [&](int64_t begin, int64_t end, float) {
 #if defined(__x86_64__)
-      if (cpu_has_avx2_fma()) {
-        partial[i] = stream_sum(data + begin, count);
-        continue;
-      }
+        if (cpu_has_avx2_fma()) return stream_sum(data + begin, end - begin);
 #endif
-      partial[i] = t.narrow(0, begin, count).sum().item<float>();
-    }
-  });
-  float total = 0.0f;
-  for (float p : partial) total += p;
-  return total;
+        return t.narrow(0, begin, end - begin).sum().item<float>();
+      },
+      std::plus<float>());
 }
 
 void parallel_copy(at::Tensor& dst, const at::Tensor& src) {
-  const int64_t n = src.numel(), threads = at::get_num_threads(), share = (n + threads - 1) / threads;
-  at::parallel_for(0, threads, 1, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t begin = i * share, count = std::min(share, n - begin);
-      if (count > 0) std::memcpy(dst.data_ptr<float>() + begin, src.data_ptr<float>() + begin, count * sizeof(float));
-    }
+  float* out = dst.data_ptr<float>();
+  const float* in = src.data_ptr<float>();
+  at::parallel_for(int64_t{0}, src.numel(), kStreamGrain, [&](int64_t begin, int64_t end) {
+    std::memcpy(out + begin, in + begin, static_cast<size_t>(end - begin) * sizeof(float));
   });
 }
 

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "cache/kv_cache.h"
 #include "util/error.h"
 
 namespace kvc {
@@ -108,6 +109,12 @@ void DenseLayerCache::assign(const at::Tensor& rotated_keys, const at::Tensor& v
   values_ = values.to(options_).contiguous().clone();
   positions_ = positions.to(keys_.device(), at::kLong).contiguous().clone();
   length_ = capacity_ = keys_.size(1);
+}
+
+void reserve_dense_layers(KVCache& cache, int64_t entries) {
+  for (int64_t l = 0; l < cache.num_layers(); ++l) {
+    if (auto* dense = dynamic_cast<DenseLayerCache*>(&cache.layer(l))) dense->reserve(entries);
+  }
 }
 
 }  // namespace kvc

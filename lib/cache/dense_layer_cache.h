@@ -33,7 +33,7 @@ class DenseLayerCache : public LayerCache {
   // into the freed slot (positions travel with it), so nothing else is copied. What a bounded cache
   // does on every decode step.
   void evict_one(const at::Tensor& slots);
-  // Replaces the whole content (e.g. after merging): keys rotated, [n_kv, n, d]; positions [n_kv, n].
+  // Replaces the whole content with exactly sized buffers: keys rotated, [n_kv, n, d]; positions [n_kv, n].
   void assign(const at::Tensor& rotated_keys, const at::Tensor& values, const at::Tensor& positions);
   void reserve(int64_t capacity);
 
@@ -44,5 +44,10 @@ class DenseLayerCache : public LayerCache {
   at::Tensor keys_, values_, positions_;
   int64_t length_ = 0, capacity_ = 0;
 };
+
+class KVCache;
+// Reserves room for `entries` per KV head in every dense layer of `cache` (other layouts are left
+// alone): an uncompressed cache that will hold prompt + new tokens never grows while decoding.
+void reserve_dense_layers(KVCache& cache, int64_t entries);
 
 }  // namespace kvc

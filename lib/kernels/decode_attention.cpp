@@ -56,28 +56,12 @@ KVC_AVX2 void score_keys(const HeadView& h, int64_t G, int64_t S, int64_t d_runt
 // Turns one row of scores into unnormalised probabilities exp(x - max) in place; returns their sum
 // (0 when no entry is visible).
 KVC_AVX2 float exponentiate(float* row, int64_t S) {
-  __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
-  int64_t s = 0;
-  for (; s + 8 <= S; s += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(row + s));
-  float max = simd::horizontal_max(m);
-  for (; s < S; ++s) max = std::max(max, row[s]);
+  const float max = simd::max_of(row, S);
   if (max == -std::numeric_limits<float>::infinity()) {
-    for (s = 0; s < S; ++s) row[s] = 0.0f;
+    std::fill(row, row + S, 0.0f);
     return 0.0f;
   }
-  const __m256 max_v = _mm256_set1_ps(max);
-  __m256 sum_v = _mm256_setzero_ps();
-  for (s = 0; s + 8 <= S; s += 8) {
-    const __m256 e = simd::exp(_mm256_sub_ps(_mm256_loadu_ps(row + s), max_v));
-    _mm256_storeu_ps(row + s, e);
-    sum_v = _mm256_add_ps(sum_v, e);
-  }
-  float sum = simd::horizontal_sum(sum_v);
-  for (; s < S; ++s) {
-    row[s] = std::exp(row[s] - max);
-    sum += row[s];
-  }
-  return sum;
+  return simd::exp_shifted(row, S, max);
 }
 
 // out[g] = sum_s p[g, s] v_s. With the head size known, each value row is read once into D8

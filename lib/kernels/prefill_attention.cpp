@@ -17,22 +17,9 @@ namespace {
 #if defined(__x86_64__)
 // row[lo, hi) <- exp(row - max), everything else in row[0, n) 0; returns the sum of the exponentials.
 KVC_AVX2 float exponentiate_range(float* row, int64_t n, int64_t lo, int64_t hi, float max) {
-  for (int64_t s = 0; s < lo; ++s) row[s] = 0.0f;
-  for (int64_t s = hi; s < n; ++s) row[s] = 0.0f;
-  const __m256 max_v = _mm256_set1_ps(max);
-  __m256 sum_v = _mm256_setzero_ps();
-  int64_t s = lo;
-  for (; s + 8 <= hi; s += 8) {
-    const __m256 e = simd::exp(_mm256_sub_ps(_mm256_loadu_ps(row + s), max_v));  // exp(-inf) = 0 exactly
-    _mm256_storeu_ps(row + s, e);
-    sum_v = _mm256_add_ps(sum_v, e);
-  }
-  float sum = simd::horizontal_sum(sum_v);
-  for (; s < hi; ++s) {
-    row[s] = std::exp(row[s] - max);
-    sum += row[s];
-  }
-  return sum;
+  std::fill(row, row + lo, 0.0f);
+  std::fill(row + hi, row + n, 0.0f);
+  return simd::exp_shifted(row + lo, hi - lo, max);
 }
 
 struct Plan {
@@ -108,11 +95,7 @@ KVC_AVX2 void update_row(float* row, int64_t n, int64_t lo, int64_t hi, RowState
     std::fill(row, row + n, 0.0f);
     return;
   }
-  __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
-  int64_t s = lo;
-  for (; s + 8 <= hi; s += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(row + s));
-  float chunk_max = simd::horizontal_max(m);
-  for (; s < hi; ++s) chunk_max = std::max(chunk_max, row[s]);
+  const float chunk_max = simd::max_of(row + lo, hi - lo);
   if (chunk_max == -std::numeric_limits<float>::infinity()) {  // every entry masked (unsorted positions)
     std::fill(row, row + n, 0.0f);
     return;

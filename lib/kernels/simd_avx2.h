@@ -5,6 +5,11 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
 #define KVC_AVX2 __attribute__((target("avx2,fma")))
 
 namespace kvc::simd {
@@ -47,6 +52,34 @@ KVC_AVX2 inline __m256 exp(__m256 x) {
   y = _mm256_add_ps(_mm256_fmadd_ps(y, _mm256_mul_ps(x, x), x), _mm256_set1_ps(1.0f));
   const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+// Largest of row[0, n) (-inf when n = 0).
+KVC_AVX2 inline float max_of(const float* row, int64_t n) {
+  __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  int64_t s = 0;
+  for (; s + 8 <= n; s += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(row + s));
+  float max = horizontal_max(m);
+  for (; s < n; ++s) max = std::max(max, row[s]);
+  return max;
+}
+
+// row[0, n) <- exp(row - max) in place (exp(-inf) = 0 exactly); returns the sum of the results.
+KVC_AVX2 inline float exp_shifted(float* row, int64_t n, float max) {
+  const __m256 max_v = _mm256_set1_ps(max);
+  __m256 sum_v = _mm256_setzero_ps();
+  int64_t s = 0;
+  for (; s + 8 <= n; s += 8) {
+    const __m256 e = exp(_mm256_sub_ps(_mm256_loadu_ps(row + s), max_v));
+    _mm256_storeu_ps(row + s, e);
+    sum_v = _mm256_add_ps(sum_v, e);
+  }
+  float sum = horizontal_sum(sum_v);
+  for (; s < n; ++s) {
+    row[s] = std::exp(row[s] - max);
+    sum += row[s];
+  }
+  return sum;
 }
 
 }  // namespace kvc::simd
