@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 BIN=build/bin
 CKPT="${KVC_BENCH_CKPT:-/tmp/kvc-llama-125m-16k}"
 [ -f "$CKPT/model.safetensors" ] || "$BIN/kvc-make-checkpoint" --preset llama-125m --context 16384 \
-  --tokenizer ../shared/models/llama2-tokenizer.model -o "$CKPT"
+  --tokenizer @@LLAMA2TOK@@ -o "$CKPT"
 mkdir -p data/results/bench
 "$BIN/kvc-bench" -m "$CKPT" --contexts 512,2048,8192 --decode-tokens 32 --json data/results/bench/cpu.json \
   | tee data/results/bench/cpu.txt

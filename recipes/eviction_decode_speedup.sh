@@ -14,7 +14,7 @@ NEW=${NEW:-32}
 RATIO=${RATIO:-0.9}
 THREADS=${THREADS:-2}
 MODEL=${MODEL:-/tmp/kvc-llama-125m-16k}
-TOKENIZER=${TOKENIZER:-$ROOT/../shared/models/llama2-tokenizer.model}
+TOKENIZER=${TOKENIZER:-${KVC_SHARED:-$ROOT/../shared}/models/llama2-tokenizer.model}
 PRESSES=${PRESSES:-"none streaming_llm h2o tova snapkv d2o kvcompose"}
 if [ ! -f "$MODEL/config.json" ]; then
   "$BUILD/bin/kvc-make-checkpoint" --preset llama-125m --context 16384 --tokenizer "$TOKENIZER" -o "$MODEL"
@@ -23,7 +23,7 @@ mkdir -p "$OUT"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 # Enough English text for CONTEXT tokens (~4 characters per Llama-2 token; 6 leaves margin).
-cat "$ROOT"/../shared/data/pg_essays/*.txt > "$TMP/all.txt"  # 0.7 MB: ~175K tokens
+cat "$ROOT"/data/text/pg_essays/*.txt > "$TMP/all.txt"  # 0.7 MB: ~175K tokens
 head -c $((CONTEXT * 6)) "$TMP/all.txt" > "$TMP/prompt.txt"
 for press in $PRESSES; do
   ratio=$RATIO; [ "$press" = none ] && ratio=0

@@ -8,7 +8,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${1:-$ROOT/build}/bin
 OUT=${2:-$ROOT/data/results/eviction}
 TOKENS=${3:-10000}
-MODEL=${MODEL:-$ROOT/../shared/models/stories260K}
+MODEL=${MODEL:-$ROOT/data/models/stories260K}
 BUDGET=${BUDGET:-64}
 mkdir -p "$OUT"
 echo "press,budget,generated_tokens,stop_reason,kv_entries,kv_final_resident_bytes,kv_peak_resident_bytes,decode_tokens_per_second,peak_rss_bytes" \

@@ -12,8 +12,8 @@ BUILD=$(cd "${BUILD:-$ROOT/build}" && pwd)
 # Relative paths from the repository root: the sweep keys its resumable cells on the exact arguments.
 cd "$ROOT"
 OUT=${1:-data/results/eviction/needle}
-MODEL=${MODEL:-../shared/models/kvc-tiny-lm}
-HAYSTACK=${HAYSTACK:-../shared/data/pg_essays}
+MODEL=${MODEL:-data/models/kvc-tiny-lm}
+HAYSTACK=${HAYSTACK:-data/text/pg_essays}
 THREADS=${THREADS:-1}
 MODES=${MODES:-"aware agnostic"}
 for mode in $MODES; do

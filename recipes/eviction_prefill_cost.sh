@@ -7,8 +7,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${1:-$ROOT/build}/bin
 OUT=${2:-$ROOT/data/results/eviction}
-MODEL=${MODEL:-$ROOT/../shared/models/kvc-tiny-lm}
-PROMPT=${PROMPT:-$ROOT/../shared/data/wikitext2/wiki.test.raw}
+MODEL=${MODEL:-$ROOT/data/models/kvc-tiny-lm}
+PROMPT=${PROMPT:-$ROOT/data/text/wikitext2/wiki.test.raw}
 REPEATS=${REPEATS:-5}
 PRESSES=${PRESSES:-"none streaming_llm h2o tova snapkv pyramidkv knorm random dynamickv d2o kvcompose kvcompose_unstructured ada"}
 mkdir -p "$OUT"

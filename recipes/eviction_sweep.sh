@@ -8,8 +8,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${1:-${BUILD:-$ROOT/build}}/bin
 OUT=${2:-$ROOT/data/results/eviction}
-MODEL=${MODEL:-$ROOT/../shared/models/stories260K}
-DATA=${DATA:-$ROOT/../shared/data/tinystories/tinystories_excerpt_30k.txt}
+MODEL=${MODEL:-$ROOT/data/models/stories260K}
+DATA=${DATA:-$ROOT/data/text/tinystories/tinystories_excerpt_30k.txt}
 THREADS=${THREADS:-1}
 PRESSES=${PRESSES:-"streaming_llm h2o tova snapkv pyramidkv knorm random dynamickv d2o kvcompose kvcompose_unstructured ada"}
 RATIOS=${RATIOS:-"0.25 0.5 0.75 0.9"}

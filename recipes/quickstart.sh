@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The main job on the bundled model: build if needed, generate with stats, then measure perplexity.
-# Usage: recipes/quickstart.sh [model-dir]   (default ../shared/models/stories260K)
+# Usage: recipes/quickstart.sh [model-dir]   (default data/models/stories260K)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MODEL="${1:-../shared/models/stories260K}"
+MODEL="${1:-data/models/stories260K}"
 BIN=build/bin
 if [ ! -x "$BIN/kvc-generate" ] || [ ! -x "$BIN/kvc-eval" ]; then
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -18,4 +18,4 @@ print(f"prefill {s['prefill_tokens_per_second']:.0f} tok/s, decode {s['decode_to
       f"KV cache {s['kv_resident_bytes']} bytes resident, peak RSS {s['peak_rss_bytes'] / 2**20:.0f} MiB")
 PY
 echo "== kvc-eval ppl (reference protocol, WikiText-2 test, 40 windows of 256)"
-"$BIN/kvc-eval" ppl -m "$MODEL" --file ../shared/data/wikitext2/wiki.test.raw --window 256 --max-windows 40
+"$BIN/kvc-eval" ppl -m "$MODEL" --file data/text/wikitext2/wiki.test.raw --window 256 --max-windows 40

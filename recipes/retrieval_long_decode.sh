@@ -16,8 +16,8 @@ PARTS=${5:-"main ablations crash"}
 case " $PARTS " in *" ablations "*) PARTS="$PARTS bmax layout cache prefetch" ;; esac
 has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 THREADS=${THREADS:-1}
-MODEL=../shared/models/kvc-tiny-lm
-PROMPT=../shared/data/pg_essays/addiction.txt
+MODEL=data/models/kvc-tiny-lm
+PROMPT=data/text/pg_essays/addiction.txt
 CLUSTER="$BUILD/bin/kvc-cluster"
 REPLAY="$CLUSTER replay --threads $THREADS"
 # Every strategy reads the same entry budget per KV head and step (clusters in score order until

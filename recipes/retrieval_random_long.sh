@@ -12,12 +12,12 @@ OUT=${2:-data/results/retrieval/random_long}
 STEPS=${3:-6000}
 THREADS=${THREADS:-1}
 BUDGET=${BUDGET:-128}
-PROMPT=../shared/data/pg_essays/addiction.txt
+PROMPT=data/text/pg_essays/addiction.txt
 MODEL=${MODEL:-/tmp/kvc-random-llama-2l}
 mkdir -p "$OUT"
 
 "$BUILD/bin/kvc-make-checkpoint" --hidden 128 --intermediate 256 --layers 2 --heads 4 --kv-heads 2 --head-dim 32 \
-  --vocab 2048 --context 8192 --init-std 0.15 --seed 0 --tokenizer ../shared/models/kvc-tiny-lm/tokenizer.model \
+  --vocab 2048 --context 8192 --init-std 0.15 --seed 0 --tokenizer data/models/kvc-tiny-lm/tokenizer.model \
   -o "$MODEL"
 
 # Per-head thresholds τ_h from the prompt's clusters, stored in the index; the replay reads them back.

@@ -6,7 +6,7 @@ set -eu
 BUILD=${1:-build}
 OUT=${2:-results/sweep-tiny-lm}
 QUERY=${3:-agnostic}
-"$BUILD/bin/kvc-eval" sweep -m ../shared/models/kvc-tiny-lm --methods all --ratios 0.25,0.5,0.75,0.9 \
-  --tasks kl,needle,niah_single --file ../shared/data/wikitext2/wiki.test.raw --window 1024 --max-windows 4 \
-  --haystack ../shared/data/pg_essays --needle-lengths 512,1000 --needle-depths 0,0.25,0.5,0.75,1 --samples 2 \
+"$BUILD/bin/kvc-eval" sweep -m data/models/kvc-tiny-lm --methods all --ratios 0.25,0.5,0.75,0.9 \
+  --tasks kl,needle,niah_single --file data/text/wikitext2/wiki.test.raw --window 1024 --max-windows 4 \
+  --haystack data/text/pg_essays --needle-lengths 512,1000 --needle-depths 0,0.25,0.5,0.75,1 --samples 2 \
   --task-lengths 512 --query "$QUERY" --out "$OUT"

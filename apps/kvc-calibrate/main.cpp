@@ -20,9 +20,9 @@ mean-centred: the cache reconstructs x from its leading coefficients with no mea
 the uncentred second moment is what minimises that truncation error.
 
 Examples:
-  kvc-calibrate -m ../shared/models/stories260K --data ../shared/data/tinystories/tinystories_excerpt_30k.txt \
+  kvc-calibrate -m data/models/stories260K --data data/text/tinystories/tinystories_excerpt_30k.txt \
       --tokens 50000 --output bases.safetensors
-  kvc-eval kl -m ../shared/models/stories260K --file text.txt --lowrank bases.safetensors --rank 8
+  kvc-eval kl -m data/models/stories260K --file text.txt --lowrank bases.safetensors --rank 8
 )");
   kvc::cli::ModelOptions model_options;
   model_options.add_to(app);

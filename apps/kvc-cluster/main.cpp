@@ -10,10 +10,10 @@ namespace {
 constexpr const char* kTool = "kvc-cluster";
 constexpr const char* kExamples = R"(
 Examples:
-  kvc-cluster replay -m ../shared/models/kvc-tiny-lm -f ../shared/data/pg_essays/addiction.txt --prompt-tokens 64 \
+  kvc-cluster replay -m data/models/kvc-tiny-lm -f data/text/pg_essays/addiction.txt --prompt-tokens 64 \
       -n 2000 -s adaptive -s static -s local -s none --out-dir out/ --plot
-  kvc-cluster replay -m ../shared/models/stories260K -p "Once upon a time" -n 64 -s adaptive:bmax=0 -s adaptive:bmax=32 --json
-  kvc-cluster build -m ../shared/models/stories260K -p "Once upon a time" --store s.kvs --index s.safetensors
+  kvc-cluster replay -m data/models/stories260K -p "Once upon a time" -n 64 -s adaptive:bmax=0 -s adaptive:bmax=32 --json
+  kvc-cluster build -m data/models/stories260K -p "Once upon a time" --store s.kvs --index s.safetensors
   kvc-cluster verify --index s.safetensors
 Strategy specs: adaptive|static|local|none[:topk=4,csize=8,sinks=4,recent=16,bmax=16,tau_q=1,tau_scale=1,
   every=64,budget=0,layout=dual|naive,pool=0,coorder=1,gap=0,cache=aligned|lru,cache_kb=64,direct=1,async=1,

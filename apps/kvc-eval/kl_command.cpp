@@ -21,7 +21,7 @@ void add_kl_command(CLI::App& app, std::function<int()>& action) {
       "kl", "KL divergence and top-1 agreement of a compressed run vs the exact model on the same windows");
   cmd->footer("\nEach window's first --context-fraction is prefilled (compression acts there); the rest is decoded\n"
               "--chunk tokens at a time and its next-token distributions are compared.\n\nExample:\n"
-              "  kvc-eval kl -m ../shared/models/stories260K --file ../shared/data/tinystories/tinystories_excerpt_30k.txt "
+              "  kvc-eval kl -m data/models/stories260K --file data/text/tinystories/tinystories_excerpt_30k.txt "
               "--window 256 --max-windows 8 --json\n");
   o->model.add_to(*cmd);
   o->compression.add_to(*cmd);

@@ -100,7 +100,7 @@ void add_longbench_command(CLI::App& app, std::function<int()>& action) {
       "Malformed lines are reported as file:line and skipped (--on-bad-line skip) or stop the run (stop).\n"
       "Prompts longer than the model's context are refused (--truncate refuse) or cut in the middle of the\n"
       "context with a warning (--truncate middle, as LongBench).\n\nExample:\n"
-      "  kvc-eval longbench -m ../shared/models/kvc-tiny-lm --dataset hotpotqa --data hotpotqa.jsonl "
+      "  kvc-eval longbench -m data/models/kvc-tiny-lm --dataset hotpotqa --data hotpotqa.jsonl "
       "--truncate middle --max-samples 20 --json\n",
       fmt::join(longbench_dataset_names(), ", ")));
   o->model.add_to(*cmd);

@@ -23,7 +23,7 @@ struct Options {
   cli::ModelOptions model;
   cli::CompressionOptions compression;
   HarnessOptions harness;
-  std::string haystack = "../shared/data/pg_essays";
+  std::string haystack = "data/text/pg_essays";
   std::string lengths, depths = "0,0.25,0.5,0.75,1";
   std::string templates = "secret";
   std::string needle_template, question_template, entities;
@@ -171,10 +171,10 @@ void add_needle_command(CLI::App& app, std::function<int()>& action) {
       "asked at the end, and the greedy answer's first number must equal it. Lengths count the whole prompt\n"
       "(BOS + context + question). With --out, cells are appended to cells.jsonl as they finish (a re-run\n"
       "resumes) and needle_grid.{json,csv,md} and needle_heatmap.png are written.\n\nExamples:\n"
-      "  kvc-eval needle -m ../shared/models/kvc-tiny-lm --lengths 256,512,768,1000 --samples 4 --out results/needle\n"
-      "  kvc-eval needle -m ../shared/models/stories260K --haystack ../shared/data/tinystories/tinystories_excerpt_30k.txt "
+      "  kvc-eval needle -m data/models/kvc-tiny-lm --lengths 256,512,768,1000 --samples 4 --out results/needle\n"
+      "  kvc-eval needle -m data/models/stories260K --haystack data/text/tinystories/tinystories_excerpt_30k.txt "
       "--lengths 128,256 --depths 0,0.5,1 --templates passkey --json\n"
-      "  kvc-eval needle -m ../shared/models/kvc-tiny-lm --press snapkv --ratio 0.5 --query agnostic --out results/snapkv50\n");
+      "  kvc-eval needle -m data/models/kvc-tiny-lm --press snapkv --ratio 0.5 --query agnostic --out results/snapkv50\n");
   o->model.add_to(*cmd);
   o->compression.add_to(*cmd);
   o->harness.add_to(*cmd);

@@ -16,7 +16,7 @@ void add_ppl_command(CLI::App& app, std::function<int()>& action) {
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("ppl", "Perplexity over non-overlapping windows of a text file");
-  cmd->footer("\nExample:\n  kvc-eval ppl -m ../shared/models/stories260K --file ../shared/data/wikitext2/wiki.test.raw "
+  cmd->footer("\nExample:\n  kvc-eval ppl -m data/models/stories260K --file data/text/wikitext2/wiki.test.raw "
               "--window 256 --max-windows 40 --json\n");
   o->model.add_to(*cmd);
   cmd->add_option("--file", o->file, "UTF-8 text file")->required();

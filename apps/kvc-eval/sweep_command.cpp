@@ -27,9 +27,9 @@ struct Options {
   std::vector<std::string> methods{"none"};
   std::string ratios = "0.25,0.5,0.75,0.9";
   std::string tasks = "kl,needle";
-  std::string file = "../shared/data/wikitext2/wiki.test.raw";
+  std::string file = "data/text/wikitext2/wiki.test.raw";
   KlOptions kl;
-  std::string haystack = "../shared/data/pg_essays";
+  std::string haystack = "data/text/pg_essays";
   std::string needle_lengths, needle_depths = "0,0.5,1";
   std::string templates = "secret";
   int samples = 3;
@@ -212,8 +212,8 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
       "compressing method and ratio. Finished cells are appended to OUT/results.jsonl (one fsync'd line each);\n"
       "a re-run skips them, so Ctrl-C (which stops after the current cell) loses nothing. Writes\n"
       "OUT/results.csv, OUT/results.md and OUT/score_vs_ratio_<task>.png.\n\nExamples:\n"
-      "  kvc-eval sweep -m ../shared/models/kvc-tiny-lm --methods all --tasks kl,needle --out results/sweep\n"
-      "  kvc-eval sweep -m ../shared/models/kvc-tiny-lm --methods none,snapkv,h2o --ratios 0.5,0.9 "
+      "  kvc-eval sweep -m data/models/kvc-tiny-lm --methods all --tasks kl,needle --out results/sweep\n"
+      "  kvc-eval sweep -m data/models/kvc-tiny-lm --methods none,snapkv,h2o --ratios 0.5,0.9 "
       "--tasks needle,niah_single --needle-lengths 512 --out results/sweep2\n",
       fmt::join(synthetic_task_names(), ", ")));
   o->model.add_to(*cmd);

@@ -93,8 +93,8 @@ void add_tasks_command(CLI::App& app, std::function<int()>& action) {
   cmd->footer(fmt::format(
       "\nTasks: {}.\nEach sample is generated from --seed; scores are the share of required answers found in the\n"
       "prediction (RULER string match), averaged over samples.\n\nExamples:\n"
-      "  kvc-eval tasks -m ../shared/models/stories260K --tasks niah_single,variable_tracking --lengths 256 --samples 4\n"
-      "  kvc-eval tasks -m ../shared/models/kvc-tiny-lm --tasks all --lengths 512,1000 --query agnostic --json\n",
+      "  kvc-eval tasks -m data/models/stories260K --tasks niah_single,variable_tracking --lengths 256 --samples 4\n"
+      "  kvc-eval tasks -m data/models/kvc-tiny-lm --tasks all --lengths 512,1000 --query agnostic --json\n",
       fmt::join(synthetic_task_names(), ", ")));
   o->model.add_to(*cmd);
   o->compression.add_to(*cmd);

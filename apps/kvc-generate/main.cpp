@@ -19,11 +19,11 @@ namespace {
 constexpr const char* kTool = "kvc-generate";
 constexpr const char* kExamples = R"(
 Examples:
-  kvc-generate -m ../shared/models/stories260K -p "Once upon a time" -n 60
-  echo "Lily went to the park" | kvc-generate -m ../shared/models/stories260K --temperature 0.8 --seed 7
-  kvc-generate -m ../shared/models/stories260K --prompt-file prompt.txt -n 40 --stats-json stats.json
-  kvc-generate -m ../shared/models/stories260K -p "Once upon a time" --press h2o --budget 64 -n 10000 --ignore-eos -q
-  kvc-generate -m ../shared/models/stories260K -f prompt.txt --press snapkv --ratio 0.5 --budgets profile.safetensors
+  kvc-generate -m data/models/stories260K -p "Once upon a time" -n 60
+  echo "Lily went to the park" | kvc-generate -m data/models/stories260K --temperature 0.8 --seed 7
+  kvc-generate -m data/models/stories260K --prompt-file prompt.txt -n 40 --stats-json stats.json
+  kvc-generate -m data/models/stories260K -p "Once upon a time" --press h2o --budget 64 -n 10000 --ignore-eos -q
+  kvc-generate -m data/models/stories260K -f prompt.txt --press snapkv --ratio 0.5 --budgets profile.safetensors
 )";
 
 struct GenerateOptions {

@@ -11,7 +11,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Write a random-weight Llama checkpoint (config.json, model.safetensors, tokenizer.model).", kTool};
   app.footer(R"(
 Examples:
-  kvc-make-checkpoint --preset llama-125m --tokenizer ../shared/models/llama2-tokenizer.model -o /tmp/llama-125m
+  kvc-make-checkpoint --preset llama-125m -o /tmp/llama-125m
   kvc-make-checkpoint --preset tinyllama-1.1b --dtype bfloat16 --max-shard-mb 500 -o /tmp/tinyllama
   kvc-make-checkpoint --hidden 256 --layers 4 --heads 8 --kv-heads 2 --vocab 2048 -o /tmp/small
 )");

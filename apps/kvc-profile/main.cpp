@@ -22,9 +22,9 @@ namespace {
 constexpr const char* kTool = "kvc-profile";
 constexpr const char* kExamples = R"(
 Examples:
-  kvc-profile -m ../shared/models/stories260K --data ../shared/data/tinystories/tinystories_excerpt_30k.txt -o prof
-  kvc-profile -m ../shared/models/kvc-tiny-lm --data essay.txt --context 512 --windows 8 --ratios 0.5,0.9 -o prof --json
-  kvc-generate -m ../shared/models/stories260K -p "Once upon a time" --press snapkv --ratio 0.5 --budgets prof/profile.safetensors
+  kvc-profile -m data/models/stories260K --data data/text/tinystories/tinystories_excerpt_30k.txt -o prof
+  kvc-profile -m data/models/kvc-tiny-lm --data essay.txt --context 512 --windows 8 --ratios 0.5,0.9 -o prof --json
+  kvc-generate -m data/models/stories260K -p "Once upon a time" --press snapkv --ratio 0.5 --budgets prof/profile.safetensors
 )";
 
 struct Options {

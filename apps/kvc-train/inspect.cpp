@@ -41,8 +41,8 @@ void add_inspect_command(CLI::App& app, std::function<int()>& action) {
   CLI::App* cmd = app.add_subcommand("inspect", "Per-token ranks of a text; decode throughput vs the full cache");
   cmd->footer(R"(
 Examples:
-  kvc-train inspect -m ../shared/models/stories260K --lowrank gates.safetensors --text "Once upon a time" --tsv ranks.tsv
-  kvc-train inspect -m ../shared/models/stories260K --lowrank gates.safetensors --file prompt.txt --bench 200 --json
+  kvc-train inspect -m data/models/stories260K --lowrank gates.safetensors --text "Once upon a time" --tsv ranks.tsv
+  kvc-train inspect -m data/models/stories260K --lowrank gates.safetensors --file prompt.txt --bench 200 --json
 )");
   o->model.add_to(*cmd);
   cmd->add_option("--lowrank", o->lowrank, "gates.safetensors, or bases.safetensors with --rank")->required();

@@ -111,12 +111,12 @@ Training windows are a function of (--seed, step), so an interrupted run continu
 checkpoint.
 
 Examples:
-  kvc-train -m ../shared/models/stories260K --bases bases.safetensors \
-      --data ../shared/data/tinystories/tinystories_excerpt_30k.txt --alpha 2 --steps 300 --seq-len 128 \
+  kvc-train -m data/models/stories260K --bases bases.safetensors \
+      --data data/text/tinystories/tinystories_excerpt_30k.txt --alpha 2 --steps 300 --seq-len 128 \
       --checkpoint train.ckpt --output gates.safetensors
   kvc-train ... --resume --checkpoint train.ckpt     # after an interruption
-  kvc-train inspect -m ../shared/models/stories260K --lowrank gates.safetensors --text "Once upon a time"
-  kvc-eval kl -m ../shared/models/stories260K --file text.txt --lowrank gates.safetensors
+  kvc-train inspect -m data/models/stories260K --lowrank gates.safetensors --text "Once upon a time"
+  kvc-eval kl -m data/models/stories260K --file text.txt --lowrank gates.safetensors
 )");
   app.require_subcommand(0, 1);
   TrainCli t;

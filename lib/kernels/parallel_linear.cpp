@@ -1,6 +1,7 @@
 #include "kernels/parallel_linear.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
 
 #include <algorithm>
 
@@ -11,6 +12,11 @@ namespace kvc {
 at::Tensor parallel_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   if (!x.device().is_cpu() || x.scalar_type() != at::kFloat || weight.scalar_type() != at::kFloat || x.dim() != 2 ||
       weight.dim() != 2 || x.size(1) != weight.size(1)) {
+    return {};
+  }
+  // The split writes into preallocated outputs, which autograd refuses: while gradients are recorded
+  // (gate training), the caller takes LibTorch's own differentiable product.
+  if (at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()))) {
     return {};
   }
   const int64_t T = x.size(0), out = weight.size(0);

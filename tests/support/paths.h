@@ -3,10 +3,13 @@
 
 namespace kvc::test {
 
-inline std::string shared_dir() { return KVC_SHARED_DIR; }
-inline std::string model_dir(const std::string& name) { return shared_dir() + "/models/" + name; }
-inline std::string reference_dir(const std::string& name) { return shared_dir() + "/reference/" + name; }
-inline std::string data_file(const std::string& rel) { return shared_dir() + "/data/" + rel; }
+// The tests' models, references and texts live in the repository (data/); ../shared is an optional
+// extra that only a few tests use when it is present (they skip otherwise).
+inline std::string repo_data_dir() { return std::string(KVC_SOURCE_DIR) + "/data"; }
+inline std::string model_dir(const std::string& name) { return repo_data_dir() + "/models/" + name; }
+inline std::string reference_dir(const std::string& name) { return repo_data_dir() + "/reference/" + name; }
+inline std::string data_file(const std::string& rel) { return repo_data_dir() + "/text/" + rel; }
+inline std::string optional_shared_dir() { return KVC_SHARED_DIR; }
 inline std::string bin(const std::string& tool) { return std::string(KVC_BIN_DIR) + "/" + tool; }
 
 }  // namespace kvc::test
