@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Decode speedup from a smaller cache at long context: a random-weight 134M Llama (llama-125m preset,
-# 16K context) prefills exactly CONTEXT prompt tokens (text from ../shared/data, --prompt-tokens) and
+# 16K context) prefills exactly CONTEXT prompt tokens (essays from data/text, --prompt-tokens) and
 # decodes NEW tokens greedily, uncompressed and with each bounded/prefill press at RATIO. Writes OUT/
 # decode_speedup.csv: decode tok/s, speedup vs uncompressed, prefill seconds, prefill cost ratio vs
 # uncompressed, resident KV bytes after decoding. Timings need an otherwise idle machine.
@@ -15,9 +15,16 @@ RATIO=${RATIO:-0.9}
 THREADS=${THREADS:-2}
 MODEL=${MODEL:-/tmp/kvc-llama-125m-16k}
 TOKENIZER=${TOKENIZER:-${KVC_SHARED:-$ROOT/../shared}/models/llama2-tokenizer.model}
+# The Llama-2 tokenizer is an optional extra; without it, kvc-tiny-lm's tokenizer and a vocabulary of its
+# size (--prompt-tokens fixes the context length either way).
+VOCAB=()
+if [ ! -f "$TOKENIZER" ]; then TOKENIZER=$ROOT/data/models/kvc-tiny-lm/tokenizer.model; VOCAB=(--vocab 2048); fi
 PRESSES=${PRESSES:-"none streaming_llm h2o tova snapkv d2o kvcompose"}
+# KVC_SMOKE=1 (the README test suite): the same commands at small sizes.
+if [ -n "${KVC_SMOKE:-}" ]; then CONTEXT=256; NEW=4; PRESSES="none snapkv"; MODEL=${MODEL_SMOKE:-/tmp/kvc-smoke-llama}; fi
+
 if [ ! -f "$MODEL/config.json" ]; then
-  "$BUILD/bin/kvc-make-checkpoint" --preset llama-125m --context 16384 --tokenizer "$TOKENIZER" -o "$MODEL"
+  "$BUILD/bin/kvc-make-checkpoint" --preset llama-125m --context 16384 "${VOCAB[@]}" --tokenizer "$TOKENIZER" -o "$MODEL"
 fi
 mkdir -p "$OUT"
 TMP=$(mktemp -d)

@@ -10,6 +10,9 @@ OUT=${2:-$ROOT/data/results/eviction}
 TOKENS=${3:-10000}
 MODEL=${MODEL:-$ROOT/data/models/stories260K}
 BUDGET=${BUDGET:-64}
+# KVC_SMOKE=1 (the README test suite): the same commands at small sizes.
+if [ -n "${KVC_SMOKE:-}" ]; then TOKENS=600; fi
+
 mkdir -p "$OUT"
 echo "press,budget,generated_tokens,stop_reason,kv_entries,kv_final_resident_bytes,kv_peak_resident_bytes,decode_tokens_per_second,peak_rss_bytes" \
   > "$OUT/long_generation.csv"

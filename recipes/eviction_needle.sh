@@ -16,10 +16,13 @@ MODEL=${MODEL:-data/models/kvc-tiny-lm}
 HAYSTACK=${HAYSTACK:-data/text/pg_essays}
 THREADS=${THREADS:-1}
 MODES=${MODES:-"aware agnostic"}
+METHODS=${METHODS:-all}; RATIOS=${RATIOS:-0.25,0.5,0.75,0.9}; LENGTHS=${LENGTHS:-512,1000}; DEPTHS=${DEPTHS:-0,0.25,0.5,0.75,1}
+# KVC_SMOKE=1 (the README test suite): the same commands at small sizes.
+if [ -n "${KVC_SMOKE:-}" ]; then METHODS=none,snapkv; RATIOS=0.5; LENGTHS=256; DEPTHS=0.5; fi
 for mode in $MODES; do
   echo "eviction_needle: query-$mode" >&2
-  "$BUILD/bin/kvc-eval" sweep -m "$MODEL" --methods all --ratios 0.25,0.5,0.75,0.9 --tasks needle \
-    --haystack "$HAYSTACK" --needle-lengths 512,1000 --needle-depths 0,0.25,0.5,0.75,1 --samples 4 --seed 0 \
+  "$BUILD/bin/kvc-eval" sweep -m "$MODEL" --methods "$METHODS" --ratios "$RATIOS" --tasks needle \
+    --haystack "$HAYSTACK" --needle-lengths "$LENGTHS" --needle-depths "$DEPTHS" --samples 4 --seed 0 \
     --query "$mode" -t "$THREADS" --out "$OUT/$mode"
 done
 python3 - "$OUT" $MODES <<'PY'

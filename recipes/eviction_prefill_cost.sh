@@ -11,6 +11,9 @@ MODEL=${MODEL:-$ROOT/data/models/kvc-tiny-lm}
 PROMPT=${PROMPT:-$ROOT/data/text/wikitext2/wiki.test.raw}
 REPEATS=${REPEATS:-5}
 PRESSES=${PRESSES:-"none streaming_llm h2o tova snapkv pyramidkv knorm random dynamickv d2o kvcompose kvcompose_unstructured ada"}
+# KVC_SMOKE=1 (the README test suite): the same commands at small sizes.
+if [ -n "${KVC_SMOKE:-}" ]; then REPEATS=1; PRESSES="none snapkv"; fi
+
 mkdir -p "$OUT"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT

@@ -13,6 +13,9 @@ DATA=${DATA:-$ROOT/data/text/tinystories/tinystories_excerpt_30k.txt}
 THREADS=${THREADS:-1}
 PRESSES=${PRESSES:-"streaming_llm h2o tova snapkv pyramidkv knorm random dynamickv d2o kvcompose kvcompose_unstructured ada"}
 RATIOS=${RATIOS:-"0.25 0.5 0.75 0.9"}
+# KVC_SMOKE=1 (the README test suite): the same commands at small sizes.
+if [ -n "${KVC_SMOKE:-}" ]; then PRESSES="snapkv d2o"; RATIOS="0.5"; fi
+
 mkdir -p "$OUT"
 touch "$OUT/sweep.jsonl"
 python3 - "$OUT/sweep.jsonl" $PRESSES <<'PY'

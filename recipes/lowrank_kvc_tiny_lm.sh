@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 set -euo pipefail
 # Usage: recipes/lowrank_kvc_tiny_lm.sh [BIN_DIR] -- adaptive (one alpha, tau sweep) vs fixed rank on kvc-tiny-lm.
-BIN=${1:-build/bin}; M=${KVC_SHARED:-../shared}/models/kvc-tiny-lm; OUT=data/results/lowrank; WORK=/tmp/kvc-lowrank; T="-t 1"
-mkdir -p $WORK
-head -c 120000 ${KVC_SHARED:-../shared}/data/austen/pride_and_prejudice.txt > $WORK/tiny_train.txt
-tail -c 20000 ${KVC_SHARED:-../shared}/data/austen/persuasion.txt > $WORK/tiny_eval.txt
+# Trains on one Austen novel and evaluates on another: they are larger optional data, read from
+# KVC_SHARED (default ../shared, data/austen/).
+BIN=${1:-build/bin}; M=data/models/kvc-tiny-lm; OUT=data/results/lowrank; WORK=/tmp/kvc-lowrank; T="-t 1"
+AUSTEN=${KVC_SHARED:-../shared}/data/austen
+[ -d "$AUSTEN" ] || { echo "lowrank_kvc_tiny_lm: $AUSTEN not found; set KVC_SHARED to the folder holding data/austen" >&2; exit 1; }
+mkdir -p $WORK $OUT
+head -c 120000 $AUSTEN/pride_and_prejudice.txt > $WORK/tiny_train.txt
+tail -c 20000 $AUSTEN/persuasion.txt > $WORK/tiny_eval.txt
 KL="--window 256 --max-windows 6 --json"
 $BIN/kvc-calibrate -m $M $T --data $WORK/tiny_train.txt --tokens 30000 --seq-len 256 -o $WORK/tiny_bases.safetensors --json > $OUT/calibrate_kvc-tiny-lm.json
 $BIN/kvc-train -m $M $T --bases $WORK/tiny_bases.safetensors --data $WORK/tiny_train.txt --alpha 16 --steps 40 \

@@ -5,17 +5,18 @@
 # Usage: recipes/lowrank_stories260k.sh [BIN_DIR]   (default: build/bin)
 set -euo pipefail
 BIN=${1:-build/bin}
-SHARED=${KVC_SHARED:-../shared}
-M=$SHARED/models/stories260K
+M=data/models/stories260K
 OUT=data/results/lowrank
 WORK=${WORK:-/tmp/kvc-lowrank}
 mkdir -p "$OUT" "$WORK"
 # Gates are trained on the first 25,000 bytes of the TinyStories excerpt, evaluated on the rest.
 TRAIN=$WORK/train.txt
 EVAL=$WORK/heldout.txt
-head -c 25000 $SHARED/data/tinystories/tinystories_excerpt_30k.txt > $TRAIN
-tail -c +25001 $SHARED/data/tinystories/tinystories_excerpt_30k.txt > $EVAL
+head -c 25000 data/text/tinystories/tinystories_excerpt_30k.txt > $TRAIN
+tail -c +25001 data/text/tinystories/tinystories_excerpt_30k.txt > $EVAL
 T="-t ${THREADS:-1}"
+# KVC_SMOKE=1 (the README test suite): the same commands at small sizes.
+if [ -n "${KVC_SMOKE:-}" ]; then STEPS=4; ALPHAS=16; fi
 KL="--window 256 --max-windows 8 --json"
 
 "$BIN/kvc-calibrate" -m $M $T --data $TRAIN --tokens 100000 --seq-len 256 -o $WORK/bases.safetensors --json \

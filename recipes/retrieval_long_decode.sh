@@ -1,5 +1,5 @@
 #!/bin/sh
-# Clustered KV retrieval on kvc-tiny-lm (issue 6): a 64-token prompt decoded for thousands of tokens
+# Clustered KV retrieval on kvc-tiny-lm: a 64-token prompt decoded for thousands of tokens
 # with the exact cache, while adaptive, static, local and no-clustering retrieval are measured side by
 # side; then the ablations (B_max sweep, dual-head vs naive layout, cluster-aligned vs LRU cache,
 # next-layer prefetch). Results (steps.csv, summary.json, summary.md, PNGs) go under
@@ -13,6 +13,9 @@ OUT=${2:-data/results/retrieval}
 STEPS=${3:-2000}
 ABLATION_STEPS=${4:-2000}
 PARTS=${5:-"main ablations crash"}
+# KVC_SMOKE=1 (the README test suite): the same commands at small sizes.
+if [ -n "${KVC_SMOKE:-}" ]; then STEPS=40; ABLATION_STEPS=40; fi
+
 case " $PARTS " in *" ablations "*) PARTS="$PARTS bmax layout cache prefetch" ;; esac
 has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 THREADS=${THREADS:-1}

@@ -1,6 +1,6 @@
 #!/bin/sh
-# Clustered KV retrieval on a random-weight Llama, decoded far longer than kvc-tiny-lm allows
-# (issue 6): a 64-token prompt and thousands of generated tokens, adaptive vs static vs local vs no
+# Clustered KV retrieval on a random-weight Llama, decoded far longer than kvc-tiny-lm allows:
+# a 64-token prompt and thousands of generated tokens, adaptive vs static vs local vs no
 # clustering in one run (same tokens, same entry budget). The checkpoint is made here with
 # kvc-make-checkpoint: 2 layers, hidden 128, 4 query / 2 KV heads of 32, context 8192, weights of
 # std 0.15 (at the default 0.02 every attention is near uniform, so recall says nothing), and
@@ -12,6 +12,9 @@ OUT=${2:-data/results/retrieval/random_long}
 STEPS=${3:-6000}
 THREADS=${THREADS:-1}
 BUDGET=${BUDGET:-128}
+# KVC_SMOKE=1 (the README test suite): the same commands at small sizes.
+if [ -n "${KVC_SMOKE:-}" ]; then STEPS=40; fi
+
 PROMPT=data/text/pg_essays/addiction.txt
 MODEL=${MODEL:-/tmp/kvc-random-llama-2l}
 mkdir -p "$OUT"

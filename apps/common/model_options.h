@@ -3,15 +3,52 @@
 #include <CLI/CLI.hpp>
 #include <ATen/Parallel.h>
 
+#include <filesystem>
 #include <memory>
+#include <regex>
 #include <string>
 
 #include "model/llama_model.h"
+#include "runtime/thread_policy.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/files.h"
 
 namespace kvc::cli {
+
+// What -m accepts: a Hugging Face model folder (config.json, *.safetensors, a tokenizer), a file inside
+// one (its folder is used), or a .gguf file (read by the loader). Anything else gets one line saying
+// what was given and how to fix it; a path that does not exist at all is left to the loader.
+inline std::string resolve_model_path(const std::string& given) {
+  namespace fs = std::filesystem;
+  constexpr const char* kSupported = "kvc reads a Hugging Face Llama-family folder with config.json, *.safetensors "
+                                     "and tokenizer.model or tokenizer.json, or a .gguf file";
+  std::error_code ec;
+  const fs::path path(given);
+  if (fs::is_directory(path, ec)) {
+    KVC_CHECK(fs::exists(path / "config.json", ec) || !fs::exists(path / "tokenizer.json", ec),
+              "-m {}: the folder has tokenizer.json but no config.json; {}: add config.json and the weights "
+              "(e.g. from the model's Hugging Face repository)",
+              given, kSupported);
+    return given;
+  }
+  if (fs::exists(path, ec)) {
+    if (path.extension() == ".gguf") return given;
+    const std::string name = path.filename().string();
+    const fs::path folder = path.has_parent_path() ? path.parent_path() : fs::path(".");
+    const bool model_file = path.extension() == ".safetensors" || name == "config.json" || name == "tokenizer.model" ||
+                            name == "tokenizer.json" || name == "model.safetensors.index.json";
+    KVC_CHECK(model_file && fs::exists(folder / "config.json", ec),
+              "-m {}: a file, not a model folder; {}: pass that folder", given, kSupported);
+    return folder.string();
+  }
+  static const std::regex hub_id(R"([A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*)");
+  KVC_CHECK(!std::regex_match(given, hub_id),
+            "-m {}: no such folder; it looks like a Hugging Face id, but models are not downloaded: {}, so "
+            "download it (e.g. huggingface-cli download {} --local-dir models/NAME) and pass -m models/NAME",
+            given, kSupported, given);
+  return given;
+}
 
 struct ModelOptions {
   std::string model_dir;
@@ -20,23 +57,30 @@ struct ModelOptions {
   std::string dtype = "auto";
 
   void add_to(CLI::App& app) {
-    app.add_option("-m,--model", model_dir, "Hugging Face model folder (config.json, *.safetensors, tokenizer.model)");
-    app.add_option("-t,--threads", threads, "CPU threads (default: all cores)");
+    app.add_option("-m,--model", model_dir, "Hugging Face model folder (config.json, *.safetensors, tokenizer.model) or .gguf file")
+        ->transform([](const std::string& given) { return resolve_model_path(given); });
+    app.add_option("-t,--threads", threads, "CPU threads (default: the cores not busy with other processes)")
+        ->check([](const std::string& given) {
+          try {
+            return check_thread_count(std::stoi(given));
+          } catch (const std::exception&) {
+            return std::string();  // not a number: CLI11's conversion reports it
+          }
+        });
     app.add_option("--device", device, "cpu or cuda")->capture_default_str();
     app.add_option("--dtype", dtype, "auto, float32, float16 or bfloat16 (CUDA only)")->capture_default_str();
   }
 
   std::shared_ptr<LlamaModel> load_model() const {
     KVC_CHECK(!model_dir.empty(), "--model is required (a Hugging Face model folder)");
-    at::set_num_threads(threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    set_threads(threads);
     return LlamaModel::load(model_dir, LoadOptions{device, dtype});
   }
 
+  // tokenizer.json (byte-level BPE) when the folder has one, else tokenizer.model (SentencePiece).
   Tokenizer load_tokenizer() const {
-    const std::string path = model_dir + "/tokenizer.model";
-    KVC_CHECK(file_exists(path), "'{}' has no tokenizer.model (SentencePiece); copy one next to config.json",
-              model_dir);
-    return Tokenizer::load(path);
+    KVC_CHECK(!model_dir.empty(), "--model is required (a Hugging Face model folder)");
+    return Tokenizer::load(model_dir);
   }
 };
 

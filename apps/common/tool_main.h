@@ -4,13 +4,23 @@
 #include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
+
+#include "flag_vocabulary.h"
 
 #include "util/error.h"
 #include "util/interrupt.h"
+#include "runtime/thread_policy.h"
 
 namespace kvc::cli {
 
@@ -32,20 +42,170 @@ inline int run_tool(const char* tool, const std::function<int()>& body) {
   return 1;
 }
 
-inline int default_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+inline int default_threads() { return kvc::default_thread_count(); }
 
-// CLI11 errors ("--foo: not a number") printed by CLI11 itself, exit code 2 for usage errors.
-inline int parse_or_exit(CLI::App& app, int argc, char** argv, const char* tool) {
+// Edit distance, for "did you mean" suggestions.
+inline size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// Walks the command line as CLI11 will: finds the (sub)command each token belongs to, skips option
+// values, rewrites old spellings to the standard names and finds the first token CLI11 cannot place.
+class CommandLineWalk {
+ public:
+  CommandLineWalk(CLI::App& app, AliasList aliases) : app_(app), aliases_(std::move(aliases)) {}
+
+  // Rewrites old option names in place (also "--old=value").
+  void rewrite_aliases(std::vector<std::string>& args) const {
+    walk(args, [&](std::string& token, CLI::App& cmd) {
+      const auto [name, rest] = split_name(token);
+      if (cmd.get_option_no_throw(name) != nullptr) return true;
+      for (const auto& [old_name, standard] : aliases_) {
+        if (old_name == name && cmd.get_option_no_throw(standard) != nullptr) {
+          token = standard + rest;
+          return true;
+        }
+      }
+      return true;
+    });
+  }
+
+  // One line for the first token that is neither an option of its (sub)command nor a value; empty if none.
+  std::string first_unknown(std::vector<std::string> args) const {
+    std::string message;
+    std::string previous;
+    walk(args, [&](std::string& token, CLI::App& cmd) {
+      if (find_option(cmd, token) != nullptr) {
+        previous = token;
+        return true;
+      }
+      message = describe_unknown(token, previous, cmd);
+      return false;
+    });
+    return message;
+  }
+
+ private:
+  static std::pair<std::string, std::string> split_name(const std::string& token) {
+    const size_t eq = token.rfind("--", 0) == 0 ? token.find('=') : std::string::npos;
+    if (eq == std::string::npos) return {token, ""};
+    return {token.substr(0, eq), token.substr(eq)};
+  }
+  // The option a token names: "--name", "--name=value", "-x", or "-xVALUE" (a short option with its value).
+  static const CLI::Option* find_option(CLI::App& cmd, const std::string& token) {
+    if (const CLI::Option* opt = cmd.get_option_no_throw(split_name(token).first)) return opt;
+    if (token.size() > 2 && token[1] != '-') return cmd.get_option_no_throw(token.substr(0, 2));
+    return nullptr;
+  }
+  static bool is_option_like(const std::string& token) {
+    if (token.size() < 2 || token[0] != '-') return false;
+    return !(std::isdigit(static_cast<unsigned char>(token[1])) || token[1] == '.');  // -1, -0.5: values
+  }
+
+  std::string describe_unknown(const std::string& token, const std::string& previous, CLI::App& cmd) const {
+    if (!is_option_like(token)) {
+      if (previous == "--json") {
+        return fmt::format("unexpected argument '{}': --json is a switch (one JSON object on stdout); write a "
+                           "file with --json-out {}", token, token);
+      }
+      return fmt::format("unexpected argument '{}' (see --help)", token);
+    }
+    const std::string name = split_name(token).first;
+    std::string best;
+    size_t best_distance = std::string::npos;
+    const auto consider = [&](const std::string& candidate) {
+      const size_t d = edit_distance(name, candidate);
+      if (d < best_distance) best_distance = d, best = candidate;
+    };
+    for (const CLI::Option* opt : cmd.get_options()) {
+      for (const auto& l : opt->get_lnames()) consider("--" + l);
+      for (const auto& s : opt->get_snames()) consider("-" + s);
+    }
+    for (const auto& [old_name, standard] : aliases_)
+      if (cmd.get_option_no_throw(standard) != nullptr) consider(old_name);
+    if (!best.empty() && best_distance <= std::max<size_t>(2, name.size() / 3))
+      return fmt::format("unknown option '{}'; did you mean '{}'?", name, best);
+    return fmt::format("unknown option '{}' (see --help)", name);
+  }
+
+  // Calls visit(token, command) for every option-like or stray token; stops when visit returns false.
+  template <typename Visit>
+  void walk(std::vector<std::string>& args, Visit visit) const {
+    CLI::App* cmd = &app_;
+    size_t values_left = 0;  // values still owed to the last option
+    bool greedy = false;     // the last option takes a list: values until the next option
+    for (auto& token : args) {
+      if (token == "--") return;
+      const bool option_like = is_option_like(token);
+      if (values_left > 0 && !option_like) {  // as CLI11: a value never looks like an option
+        --values_left;
+        continue;
+      }
+      values_left = 0;
+      if (!option_like) {
+        CLI::App* sub = nullptr;
+        for (CLI::App* s : cmd->get_subcommands([](CLI::App*) { return true; }))
+          if (s->check_name(token)) sub = s;
+        if (sub != nullptr) {
+          cmd = sub;
+          continue;
+        }
+        if (!cmd->get_options([](CLI::Option* o) { return o->get_positional(); }).empty()) continue;
+        if (!visit(token, *cmd)) return;
+        continue;
+      }
+      if (!visit(token, *cmd)) return;
+      const CLI::Option* opt = cmd->get_option_no_throw(split_name(token).first);  // not "-xVALUE"
+      if (opt != nullptr && opt->get_expected_max() > 0 && split_name(token).second.empty()) {  // not a flag
+        greedy = opt->get_items_expected_max() > 1;
+        values_left = greedy ? std::numeric_limits<size_t>::max() : 1;
+      }
+    }
+  }
+
+  CLI::App& app_;
+  AliasList aliases_;
+};
+
+// Parses argv after rewriting old spellings (flag_vocabulary.h). Usage errors exit with code 2 and one
+// line: unknown options by name, in the order given, with the nearest valid option.
+inline int parse_or_exit(CLI::App& app, int argc, char** argv, const char* tool, AliasList extra_aliases = {}) {
+  AliasList aliases = legacy_aliases();
+  aliases.insert(aliases.begin(), extra_aliases.begin(), extra_aliases.end());
+  const CommandLineWalk walk(app, aliases);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  walk.rewrite_aliases(args);
+  std::vector<const char*> rewritten{argv[0]};
+  for (const auto& a : args) rewritten.push_back(a.c_str());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(rewritten.size()), rewritten.data());
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::ExtrasError& e) {
+    const std::string unknown = walk.first_unknown(args);
+    if (!unknown.empty()) std::fprintf(stderr, "%s: error: %s\n", tool, unknown.c_str());
+    else std::fprintf(stderr, "%s: error: %s (see --help)\n", tool, e.what());
+    return 2;
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "%s: error: %s (see --help)\n", tool, e.what());
+    std::fprintf(stderr, "%s: error: %s (see --help)\n", tool, first_line(e.what()).c_str());
+    return 2;
+  } catch (const kvc::Error& e) {  // a flag value checked while parsing (e.g. what -m points at)
+    std::fprintf(stderr, "%s: error: %s\n", tool, e.what());
     return 2;
   }
   return -1;

@@ -10,6 +10,7 @@
 
 #include "bench/hardware_limits.h"
 #include "cache/dense_layer_cache.h"
+#include "flag_vocabulary.h"
 #include "model_options.h"
 #include "tool_main.h"
 #include "util/build_info.h"
@@ -44,9 +45,12 @@ std::vector<int> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
 int main(int argc, char** argv) {
   CLI::App app{"Benchmark prefill and decode against the machine's bandwidth and GEMM limits.", kTool};
   app.footer(R"(
-Example (a 134M-parameter random Llama with the Llama-2 tokenizer):
-  kvc-make-checkpoint --preset llama-125m -o /tmp/llama-125m
-  kvc-bench -m /tmp/llama-125m --contexts 512,2048,8192 --json bench.json
+The README's table uses a 134M-parameter random Llama from kvc-make-checkpoint --preset llama-125m
+(recipes/bench_cpu.sh).
+
+Examples:
+  kvc-bench -m data/models/stories260K --contexts 128,256 --decode-tokens 16 --json-out bench.json
+  kvc-bench -m data/models/kvc-tiny-lm --contexts 512 --json
 )");
   kvc::cli::ModelOptions model_options;
   model_options.add_to(app);
@@ -54,6 +58,7 @@ Example (a 134M-parameter random Llama with the Llama-2 tokenizer):
   int64_t decode_tokens = 32;
   int decode_repeats = 3;
   std::string json_path;
+  bool json = false;
   app.add_option("--contexts", contexts, "Prompt lengths to measure")->delimiter(',')->capture_default_str();
   app.add_option("--decode-tokens", decode_tokens, "Decode steps per timed run after each prefill")
       ->capture_default_str()
@@ -62,18 +67,23 @@ Example (a 134M-parameter random Llama with the Llama-2 tokenizer):
                  "Timed decode runs per context; the best is reported, as for the machine limits")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option("--json", json_path, "Also write the results as JSON here");
+  kvc::cli::add_json_switch(app, json, "Print the results as one JSON object on stdout (instead of the table)");
+  kvc::cli::add_json_out(app, json_path, "Also write the results as JSON here");
   if (int code = kvc::cli::parse_or_exit(app, argc, argv, kTool); code >= 0) return code;
   return kvc::cli::run_tool(kTool, [&] {
+    KVC_CHECK(!(json && json_path == "-"), "--json and --json-out - would both print the JSON on stdout; keep one");
+    if (!json_path.empty()) kvc::check_writable_output(json_path);  // before measuring the machine
     auto model = model_options.load_model();
     const kvc::ModelConfig& c = model->config();
     const int threads = at::get_num_threads();
     std::fprintf(stderr, "measuring memory bandwidth and GEMM peak with %d threads...\n", threads);
-    kvc::MemoryBandwidth bw = kvc::measure_memory_bandwidth();
+    const bool gpu = !model->device().is_cpu();
+    kvc::MemoryBandwidth bw = gpu ? kvc::measure_device_bandwidth(model->device()) : kvc::measure_memory_bandwidth();
     // The read limit is the best of a synthetic buffer and the model's own weights in their pages.
-    const double weights_read = kvc::measure_read_bandwidth(model->decode_weights());
+    const double weights_read = gpu ? 0.0 : kvc::measure_read_bandwidth(model->decode_weights());
     bw.read_bytes_per_second = std::max(bw.read_bytes_per_second, weights_read);
-    const double gemm = kvc::measure_gemm_flops();
+    // On a GPU the GEMM peak is the model's dtype (bf16 runs on the tensor cores).
+    const double gemm = gpu ? kvc::measure_device_gemm_flops(model->device(), model->dtype()) : kvc::measure_gemm_flops();
     const int64_t weight_bytes = model->weight_bytes();
     const int64_t linear_params = model->parameter_count() - c.vocab_size * c.hidden_size * (c.tie_word_embeddings ? 1 : 2);
 
@@ -87,22 +97,27 @@ Example (a 134M-parameter random Llama with the Llama-2 tokenizer):
                           {"read_bandwidth_gbs", bw.read_bytes_per_second / 1e9},
                           {"weights_read_bandwidth_gbs", weights_read / 1e9},
                           {"gemm_peak_gflops", gemm / 1e9},
+                          {"device", model->device().str()},
                           {"version", kvc::build_version()},
                           {"commit", kvc::build_commit()},
                           {"runs", nlohmann::json::array()}};
-    std::printf("model %s: %.1fM parameters, %.1f MB of weights read per decode step, %d threads\n",
+    FILE* table = json ? stderr : stdout;  // --json keeps stdout for the one JSON object
+    std::fprintf(table, "model %s: %.1fM parameters, %.1f MB of weights read per decode step, %d threads\n",
                 model_options.model_dir.c_str(), model->parameter_count() / 1e6, weight_bytes / 1e6, threads);
-    std::printf("machine: copy bandwidth %.2f GB/s (read+write), read bandwidth %.2f GB/s, fp32 GEMM peak %.1f GFLOP/s\n",
-                bw.copy_bytes_per_second / 1e9, bw.read_bytes_per_second / 1e9, gemm / 1e9);
+    std::fprintf(table, "%s: copy bandwidth %.2f GB/s (read+write), read bandwidth %.2f GB/s, %s GEMM peak %.1f GFLOP/s\n",
+                gpu ? model->device().str().c_str() : "machine", bw.copy_bytes_per_second / 1e9,
+                bw.read_bytes_per_second / 1e9, gpu ? c10::toString(model->dtype()) : "fp32", gemm / 1e9);
     {
       // Warm-up: first-touch page faults on the weights and thread-pool start-up are not throughput.
       kvc::KVCache warm = model->new_cache();
       kvc::ForwardOptions last_only;
       last_only.all_logits = false;
-      model->forward(random_tokens(64, c.vocab_size, 1), warm, last_only);
+      // A GPU loads kernels on first use, and long prompts take other ones than short ones.
+      const int64_t warm_tokens = gpu && !contexts.empty() ? std::min(contexts.front(), c.max_position_embeddings - 8) : 64;
+      model->forward(random_tokens(warm_tokens, c.vocab_size, 1), warm, last_only);
       for (int i = 0; i < 4; ++i) model->forward({3}, warm, last_only);
     }
-    std::printf("%8s | %12s | %9s | %6s | %11s | %14s | %6s | %9s | %10s\n", "context", "prefill t/s", "GFLOP/s",
+    std::fprintf(table, "%8s | %12s | %9s | %6s | %11s | %14s | %6s | %9s | %10s\n", "context", "prefill t/s", "GFLOP/s",
                 "%peak", "decode t/s", "bound t/s", "%bound", "%rd-bound", "KV MB");
     for (int64_t n : contexts) {
       KVC_CHECK(n + decode_tokens * decode_repeats <= c.max_position_embeddings,
@@ -116,8 +131,8 @@ Example (a 134M-parameter random Llama with the Llama-2 tokenizer):
       last_only.all_logits = false;
       auto t0 = std::chrono::steady_clock::now();
       at::Tensor logits = model->forward(prompt, cache, last_only);
+      int next = static_cast<int>(logits[0].argmax().item<int64_t>());  // on a GPU: waits for the prefill
       const double prefill_s = seconds_since(t0);
-      int next = static_cast<int>(logits[0].argmax().item<int64_t>());
       // The machine limits are best-of-5 measurements; decode gets the same treatment (best of
       // --decode-repeats runs) so that the ratio compares like with like on a noisy VM.
       double decode_s = 1e30;
@@ -137,10 +152,10 @@ Example (a 134M-parameter random Llama with the Llama-2 tokenizer):
       const double bound_s = step_bytes / bw.copy_bytes_per_second;
       const double read_bound_s = step_bytes / bw.read_bytes_per_second;
       const double flops = prefill_flops(c, linear_params, n) / prefill_s;
-      std::printf("%8lld | %12.1f | %9.1f | %5.1f%% | %11.2f | %14.2f | %5.1f%% | %8.1f%% | %10.1f\n",
+      std::fprintf(table, "%8lld | %12.1f | %9.1f | %5.1f%% | %11.2f | %14.2f | %5.1f%% | %8.1f%% | %10.1f\n",
                   static_cast<long long>(n), n / prefill_s, flops / 1e9, 100 * flops / gemm, 1 / decode_s, 1 / bound_s,
                   100 * bound_s / decode_s, 100 * read_bound_s / decode_s, kv.resident_bytes / 1e6);
-      std::fflush(stdout);
+      std::fflush(table);
       out["runs"].push_back({{"context", n},
                              {"prefill_tokens_per_second", n / prefill_s},
                              {"prefill_gflops", flops / 1e9},
@@ -154,6 +169,7 @@ Example (a 134M-parameter random Llama with the Llama-2 tokenizer):
     }
     out["peak_rss_bytes"] = kvc::peak_rss_bytes();
     if (!json_path.empty()) kvc::write_file_atomic(json_path, out.dump(2) + "\n");
+    if (json) std::printf("%s\n", out.dump().c_str());
     return 0;
   });
 }

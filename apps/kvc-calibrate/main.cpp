@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "lowrank/calibration.h"
+#include "flag_vocabulary.h"
 #include "model_options.h"
 #include "tool_main.h"
 #include "util/files.h"
@@ -20,9 +21,9 @@ mean-centred: the cache reconstructs x from its leading coefficients with no mea
 the uncentred second moment is what minimises that truncation error.
 
 Examples:
-  kvc-calibrate -m data/models/stories260K --data data/text/tinystories/tinystories_excerpt_30k.txt \
-      --tokens 50000 --output bases.safetensors
-  kvc-eval kl -m data/models/stories260K --file text.txt --lowrank bases.safetensors --rank 8
+  kvc-calibrate -m data/models/stories260K -f data/text/tinystories/tinystories_excerpt_30k.txt \
+      --tokens 20000 -o bases.safetensors
+  kvc-eval kl -m data/models/stories260K -f data/text/wikitext2/wiki.test.raw --lowrank bases.safetensors --rank 8
 )");
   kvc::cli::ModelOptions model_options;
   model_options.add_to(app);
@@ -30,19 +31,21 @@ Examples:
   std::string output;
   kvc::lowrank::CalibrationOptions options;
   bool json = false;
-  app.add_option("--data", data, "Calibration text files (UTF-8)")->required()->expected(1, -1);
+  kvc::cli::add_text_files(app, data, "Calibration text files (UTF-8)")->required();
   app.add_option("--tokens", options.tokens, "Use at most this many tokens")->capture_default_str();
-  app.add_option("--seq-len", options.seq_len, "Window length (each window starts from an empty cache)")
+  kvc::cli::add_ctx_size(app, options.seq_len, "Window length (each window starts from an empty cache)")
       ->capture_default_str();
-  app.add_option("-o,--output", output, "Where to write bases.safetensors")->required();
-  app.add_flag("--json", json, "Print one JSON summary object on stdout");
+  kvc::cli::add_output_file(app, output, "Where to write bases.safetensors")->required();
+  kvc::cli::add_json_switch(app, json, "Print one JSON summary object on stdout");
   if (int code = kvc::cli::parse_or_exit(app, argc, argv, kTool); code >= 0) return code;
   return kvc::cli::run_tool(kTool, [&] {
+    KVC_CHECK(!(json && output == "-"), "-o - and --json would both write to stdout; give -o a file name");
+    kvc::check_writable_output(output);  // before the calibration pass
     auto model = model_options.load_model();
     const kvc::Tokenizer tokenizer = model_options.load_tokenizer();
     std::vector<int> ids;
     for (const auto& path : data) {
-      KVC_CHECK(kvc::file_exists(path), "--data: file not found: '{}'", path);
+      KVC_CHECK(kvc::file_exists(path), "-f/--file: file not found: '{}'", path);
       ids.push_back(model->config().bos_token_id);
       const auto body = tokenizer.encode(kvc::read_text_file(path));
       ids.insert(ids.end(), body.begin(), body.end());
@@ -57,7 +60,9 @@ Examples:
     const int64_t d = model->config().kv_dim();
     const int64_t ks[3] = {std::max<int64_t>(1, d / 4), std::max<int64_t>(1, d / 2), std::max<int64_t>(1, 3 * d / 4)};
     nlohmann::json layers = nlohmann::json::array();
-    if (!json) std::printf("explained variance (uncentred) at 25/50/75%% of d_kv = %lld:\n", static_cast<long long>(d));
+    // With -o - stdout carries the safetensors file, so the report goes to stderr.
+    FILE* report = output == "-" ? stderr : stdout;
+    if (!json) std::fprintf(report, "explained variance (uncentred) at 25/50/75%% of d_kv = %lld:\n", static_cast<long long>(d));
     for (size_t l = 0; l < result.keys.size(); ++l) {
       nlohmann::json row = {{"layer", l}};
       for (const auto& [name, basis] : {std::pair<const char*, const kvc::lowrank::EigenBasis&>{"k", result.keys[l]},
@@ -65,7 +70,7 @@ Examples:
         std::vector<double> e;
         for (int64_t k : ks) e.push_back(basis.explained(k));
         row[name] = e;
-        if (!json) std::printf("  layer %zu %s: %.4f %.4f %.4f\n", l, name, e[0], e[1], e[2]);
+        if (!json) std::fprintf(report, "  layer %zu %s: %.4f %.4f %.4f\n", l, name, e[0], e[1], e[2]);
       }
       layers.push_back(row);
     }
@@ -74,7 +79,7 @@ Examples:
                                 {"explained", layers},       {"model_config_hash", model->config().config_hash},
                                 {"data_hash", a.metadata["data_hash"]}, {"mean_centred", false}};
     if (json) std::printf("%s\n", out.dump().c_str());
-    else std::printf("wrote %s (%lld tokens)\n", output.c_str(), static_cast<long long>(result.tokens));
+    else if (output != "-") std::printf("wrote %s (%lld tokens)\n", output.c_str(), static_cast<long long>(result.tokens));
     return 0;
   });
 }

@@ -1,32 +1,76 @@
 // kvc-cluster build / verify: a committed store + index, and the check that never trusts torn data.
 #include <nlohmann/json.hpp>
 
-#include <cstdio>
+#include <unistd.h>
 
+#include <cstdio>
+#include <filesystem>
+
+#include "util/files.h"
 #include "replay.h"
 #include "retrieval/index_file.h"
 #include "util/error.h"
 
 namespace kvc::cluster_cli {
 namespace rt = kvc::retrieval;
+namespace fs = std::filesystem;
+namespace {
+
+// The index records its store relative to the index's own folder, so the pair can move together and
+// `verify` works from any working directory. Building runs in the index's folder to record it so.
+class WorkingDirectory {
+ public:
+  explicit WorkingDirectory(const fs::path& dir) : previous_(fs::current_path()) { fs::current_path(dir); }
+  ~WorkingDirectory() {
+    std::error_code ec;
+    fs::current_path(previous_, ec);
+  }
+
+ private:
+  fs::path previous_;
+};
+
+// A relative store path is read from the index's folder; indexes that recorded a path from the
+// working directory of their build still verify from there.
+std::string resolve_store_path(const std::string& index, const std::string& recorded) {
+  const fs::path store(recorded);
+  if (store.is_absolute()) return recorded;
+  const fs::path beside_index = fs::path(index).parent_path() / store;
+  std::error_code ec;
+  if (fs::exists(beside_index, ec) || !fs::exists(store, ec)) return beside_index.string();
+  return recorded;
+}
+
+}  // namespace
 
 int run_build(const BuildOptions& o) {
   const rt::RetrievalConfig config = rt::RetrievalConfig::parse(o.strategy);
   KVC_CHECK(config.strategy != rt::Strategy::kNone, "--strategy none has no clusters to build; pick adaptive, static or local");
+  kvc::check_writable_output(o.store);  // before the prefill and clustering
+  kvc::check_writable_output(o.index);
   auto model = o.model.load_model();
   const std::vector<int> prompt = o.prompt.tokens(o.model, *model);
   const ModelConfig& mc = model->config();
   const AttentionShape shape{mc.num_heads, mc.num_kv_heads, mc.head_dim, mc.sliding_window};
-  auto shared = rt::make_retrieval_shared(config, mc.head_dim, o.store, false);
-  KVCache cache = model->new_cache(rt::retrieval_layer_factory(shape, model->rope(), shared));
-  ForwardOptions last;
-  last.all_logits = false;
-  model->forward(prompt, cache, last);
-  std::vector<rt::RetrievalLayerCache*> layers;
-  for (int64_t l = 0; l < cache.num_layers(); ++l) layers.push_back(dynamic_cast<rt::RetrievalLayerCache*>(&cache.layer(l)));
-  rt::write_index(o.index, *shared, layers, o.model.model_dir);
-  const rt::LoadedIndex index = rt::read_index(o.index);
-  rt::PageStore::verify(index.store_path, index.manifest);
+  const fs::path index_path = fs::absolute(o.index);
+  const fs::path index_dir = index_path.parent_path();
+  KVC_CHECK(fs::is_directory(index_dir), "--index {}: folder '{}' does not exist", o.index, index_dir.string());
+  const fs::path store_path = fs::absolute(o.store).lexically_normal();
+  rt::LoadedIndex index;
+  {
+    const WorkingDirectory in_index_dir(index_dir);
+    const std::string store_from_index = store_path.lexically_relative(index_dir).string();
+    auto shared = rt::make_retrieval_shared(config, mc.head_dim, store_from_index, false);
+    KVCache cache = model->new_cache(rt::retrieval_layer_factory(shape, model->rope(), shared));
+    ForwardOptions last;
+    last.all_logits = false;
+    model->forward(prompt, cache, last);
+    std::vector<rt::RetrievalLayerCache*> layers;
+    for (int64_t l = 0; l < cache.num_layers(); ++l) layers.push_back(dynamic_cast<rt::RetrievalLayerCache*>(&cache.layer(l)));
+    rt::write_index(index_path.filename().string(), *shared, layers, o.model.model_dir);
+    index = rt::read_index(index_path.filename().string());
+    rt::PageStore::verify(index.store_path, index.manifest);
+  }
   if (o.json) {
     nlohmann::json j = {{"store", o.store}, {"index", o.index}, {"clusters", index.clusters},
                         {"entries", index.entries}, {"thresholds", index.thresholds},
@@ -41,7 +85,8 @@ int run_build(const BuildOptions& o) {
 }
 
 int run_verify(const VerifyOptions& o) {
-  const rt::LoadedIndex index = rt::read_index(o.index);
+  rt::LoadedIndex index = rt::read_index(o.index);
+  index.store_path = resolve_store_path(o.index, index.store_path);
   rt::PageStore::verify(index.store_path, index.manifest);
   if (o.json) {
     nlohmann::json j = {{"index", o.index}, {"store", index.store_path}, {"status", "complete"},

@@ -5,11 +5,17 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 
+#include "flag_vocabulary.h"
 #include "retrieval/index_file.h"
 #include "retrieval/retrieval_layer_cache.h"
 #include "util/build_info.h"
@@ -25,12 +31,12 @@ using Clock = std::chrono::steady_clock;
 
 void PromptOptions::add_to(CLI::App& app) {
   app.add_option("-p,--prompt", prompt, "Prompt text");
-  app.add_option("-f,--prompt-file", prompt_file, "File holding the prompt text");
+  kvc::cli::add_text_file(app, prompt_file, "File holding the prompt text");
   app.add_option("--prompt-tokens", prompt_tokens, "Keep the first N prompt tokens (0: all)")->capture_default_str();
 }
 
 std::vector<int> PromptOptions::tokens(const kvc::cli::ModelOptions& model, const LlamaModel& m) const {
-  KVC_CHECK(prompt.empty() != prompt_file.empty(), "give exactly one of --prompt or --prompt-file");
+  KVC_CHECK(prompt.empty() != prompt_file.empty(), "give exactly one of -p/--prompt or -f/--file");
   const std::string text = prompt.empty() ? read_text_file(prompt_file) : prompt;
   std::vector<int> ids{m.config().bos_token_id};
   for (int id : model.load_tokenizer().encode(text)) ids.push_back(id);
@@ -40,6 +46,35 @@ std::vector<int> PromptOptions::tokens(const kvc::cli::ModelOptions& model, cons
 }
 
 namespace {
+
+// Without --out-dir the store files go to a private temporary folder, removed when the run ends
+// (normally or by an error), so nothing is left behind in /tmp.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& out_dir) {
+    if (!out_dir.empty()) {
+      KVC_CHECK(out_dir != "-", "--out-dir - : replay writes several files; give a folder name (--json prints to stdout)");
+      path_ = out_dir;
+      KVC_CHECK(std::system(("mkdir -p '" + path_ + "'").c_str()) == 0, "cannot create --out-dir '{}'", path_);
+      return;
+    }
+    std::string templ = (std::filesystem::temp_directory_path() / "kvc-cluster-XXXXXX").string();
+    KVC_CHECK(::mkdtemp(templ.data()) != nullptr, "cannot create a temporary folder in {}: {}",
+              std::filesystem::temp_directory_path().string(), std::strerror(errno));
+    path_ = templ;
+    temporary_ = true;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    if (temporary_) std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  bool temporary() const { return temporary_; }
+
+ private:
+  std::string path_;
+  bool temporary_ = false;
+};
 
 struct Run {
   rt::RetrievalConfig config;
@@ -114,8 +149,8 @@ void write_plots(const std::string& dir, const std::vector<Run>& runs) {
 int run_replay(const ReplayOptions& o) {
   KVC_CHECK(o.steps >= 1, "--steps must be at least 1");
   KVC_CHECK(!o.plot || !o.out_dir.empty(), "--plot needs --out-dir");
-  const std::string dir = o.out_dir.empty() ? "/tmp/kvc-cluster-" + std::to_string(::getpid()) : o.out_dir;
-  KVC_CHECK(std::system(("mkdir -p '" + dir + "'").c_str()) == 0, "cannot create --out-dir '{}'", dir);
+  const ScratchDir scratch(o.out_dir);  // outlives the runs below, which hold its store files open
+  const std::string& dir = scratch.path();
   std::vector<rt::RetrievalConfig> configs;  // bad specs fail before the model loads
   for (const auto& spec : o.strategies) configs.push_back(rt::RetrievalConfig::parse(spec));
   auto model = o.model.load_model();
@@ -233,7 +268,7 @@ int run_replay(const ReplayOptions& o) {
                         {"threads", at::get_num_threads()},
                         {"steps", done},
                         {"decoding", "greedy on the exact cache; every strategy fed the same tokens"},
-                        {"out_dir", dir},
+                        {"out_dir", scratch.temporary() ? "" : dir},
                         {"strategies", nlohmann::json::array()}};
   for (size_t i = 0; i < runs.size(); ++i) {
     Run& r = runs[i];

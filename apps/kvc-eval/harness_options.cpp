@@ -78,18 +78,19 @@ std::vector<std::string> haystack_files(const std::string& path) {
 }
 
 void ensure_out_dir(const std::string& dir) {
-  KVC_CHECK(!dir.empty(), "--out: empty folder name");
+  KVC_CHECK(!dir.empty(), "--out-dir: empty folder name");
+  KVC_CHECK(dir != "-", "--out-dir - : the results are several files; give a folder name (--json prints to stdout)");
   std::string partial;
   for (size_t i = 0; i <= dir.size(); ++i) {
     if (i == dir.size() || dir[i] == '/') {
       partial = dir.substr(0, i);
       if (!partial.empty() && !is_directory(partial)) {
-        KVC_CHECK(::mkdir(partial.c_str(), 0755) == 0 || errno == EEXIST, "--out: cannot create '{}': {}", partial,
+        KVC_CHECK(::mkdir(partial.c_str(), 0755) == 0 || errno == EEXIST, "--out-dir: cannot create '{}': {}", partial,
                   std::strerror(errno));
       }
     }
   }
-  KVC_CHECK(is_directory(dir), "--out: '{}' is not a folder", dir);
+  KVC_CHECK(is_directory(dir), "--out-dir: '{}' is not a folder", dir);
 }
 
 nlohmann::json harness_metadata(const cli::ModelOptions& model_options, const LlamaModel& model,

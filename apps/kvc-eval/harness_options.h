@@ -41,7 +41,7 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
 std::vector<double> parse_double_list(const std::string& text, const std::string& flag);
 std::vector<std::string> split_list(const std::string& text);
 
-// Creates the output folder (and parents) if needed; kvc::Error naming --out when it cannot.
+// Creates the output folder (and parents) if needed; kvc::Error naming --out-dir when it cannot.
 void ensure_out_dir(const std::string& dir);
 
 // Run metadata (eval_common.h) with the data entry replaced by several files and their combined hash,

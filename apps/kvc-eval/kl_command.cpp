@@ -4,6 +4,7 @@
 #include "compression_options.h"
 #include "eval/kl_divergence.h"
 #include "eval_common.h"
+#include "flag_vocabulary.h"
 #include "subcommands.h"
 
 namespace kvc::eval_app {
@@ -20,19 +21,21 @@ void add_kl_command(CLI::App& app, std::function<int()>& action) {
   CLI::App* cmd = app.add_subcommand(
       "kl", "KL divergence and top-1 agreement of a compressed run vs the exact model on the same windows");
   cmd->footer("\nEach window's first --context-fraction is prefilled (compression acts there); the rest is decoded\n"
-              "--chunk tokens at a time and its next-token distributions are compared.\n\nExample:\n"
-              "  kvc-eval kl -m data/models/stories260K --file data/text/tinystories/tinystories_excerpt_30k.txt "
-              "--window 256 --max-windows 8 --json\n");
+              "--chunk tokens at a time and its next-token distributions are compared.\n\nExamples:\n"
+              "  kvc-eval kl -m data/models/stories260K -f data/text/tinystories/tinystories_excerpt_30k.txt "
+              "-c 256 --max-windows 8 --json\n"
+              "  kvc-eval kl -m data/models/stories260K -f data/text/wikitext2/wiki.test.raw -c 256 --max-windows 4 "
+              "--press snapkv --ratio 0.5\n");
   o->model.add_to(*cmd);
   o->compression.add_to(*cmd);
-  cmd->add_option("--file", o->file, "UTF-8 text file")->required();
+  cli::add_text_file(*cmd, o->file, "UTF-8 text file")->required();
   o->kl.plan.max_windows = 8;
-  cmd->add_option("--window", o->kl.plan.window, "Window length in tokens")->capture_default_str();
+  cli::add_ctx_size(*cmd, o->kl.plan.window, "Window length in tokens")->capture_default_str();
   cmd->add_option("--max-windows", o->kl.plan.max_windows, "Windows to evaluate (0 = all)")->capture_default_str();
   cmd->add_option("--context-fraction", o->kl.context_fraction, "Share of each window prefilled")
       ->capture_default_str();
   cmd->add_option("--chunk", o->kl.chunk, "Tokens per decoding step after the prefill")->capture_default_str();
-  cmd->add_flag("--json", o->json, "Print one JSON object on stdout");
+  cli::add_json_switch(*cmd, o->json);
   cmd->callback([o, &action] {
     action = [o] {
       auto model = o->model.load_model();

@@ -6,6 +6,7 @@
 
 #include "compression_options.h"
 #include "harness/tables.h"
+#include "flag_vocabulary.h"
 #include "harness_options.h"
 #include "subcommands.h"
 #include "tasks/longbench.h"
@@ -40,8 +41,9 @@ int run(const Options& o) {
   const DatasetSpec& spec = dataset_spec(o.dataset);  // unknown names fail before the model loads
   const OnBadLine policy = parse_on_bad_line(o.on_bad_line);
   parse_truncation(o.harness.truncate);
-  KVC_CHECK(file_exists(o.data), "--data: '{}' not found (a LongBench .jsonl file)", o.data);
+  KVC_CHECK(file_exists(o.data), "-f/--file: '{}' not found (a LongBench .jsonl file)", o.data);
   const LongBenchData data = load_longbench_jsonl(o.data, policy);
+  if (!o.out.empty()) check_writable_output_folder(o.out);
   auto model = o.model.load_model();
   const Tokenizer tokenizer = o.model.load_tokenizer();
   const CacheSetup setup = build_cache_setup(o.compression.spec, *model);
@@ -99,21 +101,22 @@ void add_longbench_command(CLI::App& app, std::function<int()>& action) {
       "\nData sets (prompt template, metric, generation length as LongBench): {}.\n"
       "Malformed lines are reported as file:line and skipped (--on-bad-line skip) or stop the run (stop).\n"
       "Prompts longer than the model's context are refused (--truncate refuse) or cut in the middle of the\n"
-      "context with a warning (--truncate middle, as LongBench).\n\nExample:\n"
-      "  kvc-eval longbench -m data/models/kvc-tiny-lm --dataset hotpotqa --data hotpotqa.jsonl "
+      "context with a warning (--truncate middle, as LongBench).\n\n"
+      "Usage with a LongBench file (the data sets are not in the repository):\n"
+      "  kvc-eval longbench -m data/models/kvc-tiny-lm --dataset hotpotqa -f hotpotqa.jsonl "
       "--truncate middle --max-samples 20 --json\n",
       fmt::join(longbench_dataset_names(), ", ")));
   o->model.add_to(*cmd);
   o->compression.add_to(*cmd);
   o->harness.add_to(*cmd);
-  cmd->add_option("--data", o->data, "LongBench .jsonl file")->required();
+  cli::add_text_file(*cmd, o->data, "LongBench .jsonl file")->required();
   cmd->add_option("--dataset", o->dataset, "Which LongBench data set the file is (prompt, metric)")->required();
   cmd->add_option("--on-bad-line", o->on_bad_line, "skip (warn with file:line and go on) or stop")
       ->capture_default_str();
   cmd->add_option("--max-samples", o->max_samples, "Score only the first N samples (0 = all)")->capture_default_str();
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "Override the data set's generation length");
-  cmd->add_option("--out", o->out, "Folder for longbench_<dataset>.json");
-  cmd->add_flag("--json", o->json, "Print one JSON object on stdout");
+  cli::add_out_dir(*cmd, o->out, "Folder for longbench_<dataset>.json");
+  cli::add_json_switch(*cmd, o->json);
   cmd->callback([o, &action] {
     action = [o] {
       if (o->compression.handle_listing()) return 0;

@@ -9,7 +9,9 @@
 #include "harness/needle_report.h"
 #include "harness/result_store.h"
 #include "harness/tables.h"
+#include "flag_vocabulary.h"
 #include "harness_options.h"
+#include "util/files.h"
 #include "subcommands.h"
 #include "tasks/haystack.h"
 #include "util/hash.h"
@@ -23,7 +25,7 @@ struct Options {
   cli::ModelOptions model;
   cli::CompressionOptions compression;
   HarnessOptions harness;
-  std::string haystack = "data/text/pg_essays";
+  std::string haystack;
   std::string lengths, depths = "0,0.25,0.5,0.75,1";
   std::string templates = "secret";
   std::string needle_template, question_template, entities;
@@ -54,6 +56,7 @@ std::vector<int64_t> default_lengths(const LlamaModel& model, int64_t max_new_to
 
 int run(const Options& o) {
   const auto start = std::chrono::steady_clock::now();
+  if (!o.out.empty()) check_writable_output_folder(o.out);  // before the model loads
   auto model = o.model.load_model();
   const Tokenizer tokenizer = o.model.load_tokenizer();
   const CacheSetup setup = build_cache_setup(o.compression.spec, *model);
@@ -169,16 +172,19 @@ void add_needle_command(CLI::App& app, std::function<int()>& action) {
   cmd->footer(
       "\nA fact (\"The secret number of the purple ship is 40721.\") is placed at each depth of filler text,\n"
       "asked at the end, and the greedy answer's first number must equal it. Lengths count the whole prompt\n"
-      "(BOS + context + question). With --out, cells are appended to cells.jsonl as they finish (a re-run\n"
+      "(BOS + context + question). With --out-dir, cells are appended to cells.jsonl as they finish (a re-run\n"
       "resumes) and needle_grid.{json,csv,md} and needle_heatmap.png are written.\n\nExamples:\n"
-      "  kvc-eval needle -m data/models/kvc-tiny-lm --lengths 256,512,768,1000 --samples 4 --out results/needle\n"
+      "  kvc-eval needle -m data/models/kvc-tiny-lm --haystack data/text/pg_essays --lengths 256,512 --depths 0,1 "
+      "--samples 2 --out-dir out/needle\n"
       "  kvc-eval needle -m data/models/stories260K --haystack data/text/tinystories/tinystories_excerpt_30k.txt "
       "--lengths 128,256 --depths 0,0.5,1 --templates passkey --json\n"
-      "  kvc-eval needle -m data/models/kvc-tiny-lm --press snapkv --ratio 0.5 --query agnostic --out results/snapkv50\n");
+      "  kvc-eval needle -m data/models/kvc-tiny-lm --haystack data/text/pg_essays --lengths 256 --depths 0.5 "
+      "--samples 2 --press snapkv --ratio 0.5 --query agnostic --out-dir out/needle-snapkv50\n");
   o->model.add_to(*cmd);
   o->compression.add_to(*cmd);
   o->harness.add_to(*cmd);
-  cmd->add_option("--haystack", o->haystack, "Filler text: a file or a folder of .txt")->capture_default_str();
+  cmd->add_option("--haystack", o->haystack, "Filler text: a file or a folder of .txt (e.g. data/text/pg_essays)")
+      ->required();
   cmd->add_option("--lengths", o->lengths, "Prompt lengths in tokens (default: quarters of the model's context)");
   cmd->add_option("--depths", o->depths, "Needle depths in [0, 1]")->capture_default_str();
   cmd->add_option("--samples", o->samples, "Needles per cell")->capture_default_str();
@@ -187,8 +193,8 @@ void add_needle_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--question-template", o->question_template, "Question (ending where the answer starts)");
   cmd->add_option("--entities", o->entities, "Comma-separated entities for {entity} (held-out variants)");
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens decoded for the answer")->capture_default_str();
-  cmd->add_option("--out", o->out, "Folder for cells.jsonl, needle_grid.{json,csv,md}, needle_heatmap.png");
-  cmd->add_flag("--json", o->json, "Print the grid as one JSON object on stdout");
+  cli::add_out_dir(*cmd, o->out, "Folder for cells.jsonl, needle_grid.{json,csv,md}, needle_heatmap.png");
+  cli::add_json_switch(*cmd, o->json, "Print the grid as one JSON object on stdout");
   cmd->callback([o, &action] {
     action = [o] {
       if (o->compression.handle_listing()) return 0;

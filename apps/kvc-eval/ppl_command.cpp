@@ -3,6 +3,7 @@
 
 #include "eval/perplexity.h"
 #include "eval_common.h"
+#include "flag_vocabulary.h"
 #include "subcommands.h"
 
 namespace kvc::eval_app {
@@ -16,14 +17,14 @@ void add_ppl_command(CLI::App& app, std::function<int()>& action) {
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("ppl", "Perplexity over non-overlapping windows of a text file");
-  cmd->footer("\nExample:\n  kvc-eval ppl -m data/models/stories260K --file data/text/wikitext2/wiki.test.raw "
-              "--window 256 --max-windows 40 --json\n");
+  cmd->footer("\nExamples:\n  kvc-eval ppl -m data/models/stories260K -f data/text/wikitext2/wiki.test.raw "
+              "-c 256 --max-windows 40 --json\n");
   o->model.add_to(*cmd);
-  cmd->add_option("--file", o->file, "UTF-8 text file")->required();
-  cmd->add_option("--window", o->plan.window, "Window length in tokens")->capture_default_str();
+  cli::add_text_file(*cmd, o->file, "UTF-8 text file")->required();
+  cli::add_ctx_size(*cmd, o->plan.window, "Window length in tokens")->capture_default_str();
   cmd->add_option("--max-windows", o->plan.max_windows, "Score only the first K windows (0 = all)")
       ->capture_default_str();
-  cmd->add_flag("--json", o->json, "Print one JSON object on stdout");
+  cli::add_json_switch(*cmd, o->json);
   cmd->callback([o, &action] {
     action = [o] {
       auto model = o->model.load_model();

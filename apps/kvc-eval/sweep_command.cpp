@@ -10,6 +10,7 @@
 #include "harness/result_store.h"
 #include "harness/sweep_plan.h"
 #include "harness/sweep_report.h"
+#include "flag_vocabulary.h"
 #include "harness_options.h"
 #include "subcommands.h"
 #include "tasks/haystack.h"
@@ -27,9 +28,9 @@ struct Options {
   std::vector<std::string> methods{"none"};
   std::string ratios = "0.25,0.5,0.75,0.9";
   std::string tasks = "kl,needle";
-  std::string file = "data/text/wikitext2/wiki.test.raw";
+  std::string file;
   KlOptions kl;
-  std::string haystack = "data/text/pg_essays";
+  std::string haystack;
   std::string needle_lengths, needle_depths = "0,0.5,1";
   std::string templates = "secret";
   int samples = 3;
@@ -112,17 +113,23 @@ int run(const Options& o) {
   check_task_names(tasks, known_tasks());
   const std::vector<std::string> methods = resolve_methods(o.methods, press_names());
   const std::vector<SweepCell> cells = plan_sweep(tasks, methods, parse_double_list(o.ratios, "--ratios"));
-  KVC_CHECK(!o.out.empty(), "--out is required (the folder for results.jsonl, tables and plots)");
+  KVC_CHECK(!o.out.empty(), "--out-dir is required (the folder for results.jsonl, tables and plots)");
+  const auto uses = [&](auto pred) { return std::any_of(tasks.begin(), tasks.end(), pred); };
+  const bool text_tasks = uses([](const std::string& t) { return t == "ppl" || t == "kl"; });
+  const bool needle_task = uses([](const std::string& t) { return t == "needle"; });
+  KVC_CHECK(!text_tasks || !o.file.empty(),
+            "-f/--file is required for the ppl and kl tasks (e.g. -f data/text/wikitext2/wiki.test.raw)");
+  KVC_CHECK(!needle_task || !o.haystack.empty(),
+            "--haystack is required for the needle task (e.g. --haystack data/text/pg_essays)");
   ensure_out_dir(o.out);
   ResultStore store(o.out + "/results.jsonl");
 
   auto model = o.model.load_model();
   const Tokenizer tokenizer = o.model.load_tokenizer();
   const EvalContext ctx = o.harness.context(*model, tokenizer);
-  const auto uses = [&](auto pred) { return std::any_of(tasks.begin(), tasks.end(), pred); };
   TaskInputs in;
-  if (uses([](const std::string& t) { return t == "ppl" || t == "kl"; })) in.text_ids = tokenize_file(o.model, *model, o.file);
-  if (uses([](const std::string& t) { return t == "needle"; })) {
+  if (text_tasks) in.text_ids = tokenize_file(o.model, *model, o.file);
+  if (needle_task) {
     in.haystack_files = haystack_files(o.haystack);
     in.haystack = load_haystack(in.haystack_files);
     in.needle.haystack = in.haystack;
@@ -145,8 +152,8 @@ int run(const Options& o) {
       o.templates, o.samples, o.task_lengths, o.max_new_tokens));
   for (const auto& r : store.records()) {
     KVC_CHECK(r.value("settings", "") == settings,
-              "--out: {} holds cells made with other settings (model, --query, --seed, lengths, samples or data "
-              "differ); use another --out folder or delete the file",
+              "--out-dir: {} holds cells made with other settings (model, --query, --seed, lengths, samples or data "
+              "differ); use another --out-dir folder or delete the file",
               store.path());
   }
   int64_t todo = 0;
@@ -207,14 +214,16 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("sweep", "Methods × compression ratios × tasks, resumable, with tables and plots");
   cmd->footer(fmt::format(
-      "\nTasks: ppl, kl (on --file), needle (grid of --needle-lengths × --needle-depths), and the synthetic tasks\n"
+      "\nTasks: ppl, kl (on -f/--file), needle (grid of --needle-lengths × --needle-depths), and the synthetic tasks\n"
       "{}. Each task gets one uncompressed baseline cell (method none, ratio 0) and one cell per\n"
       "compressing method and ratio. Finished cells are appended to OUT/results.jsonl (one fsync'd line each);\n"
       "a re-run skips them, so Ctrl-C (which stops after the current cell) loses nothing. Writes\n"
       "OUT/results.csv, OUT/results.md and OUT/score_vs_ratio_<task>.png.\n\nExamples:\n"
-      "  kvc-eval sweep -m data/models/kvc-tiny-lm --methods all --tasks kl,needle --out results/sweep\n"
-      "  kvc-eval sweep -m data/models/kvc-tiny-lm --methods none,snapkv,h2o --ratios 0.5,0.9 "
-      "--tasks needle,niah_single --needle-lengths 512 --out results/sweep2\n",
+      "  kvc-eval sweep -m data/models/stories260K --methods none,snapkv,h2o --ratios 0.5,0.9 --tasks kl "
+      "-f data/text/wikitext2/wiki.test.raw -c 128 --max-windows 2 --out-dir out/sweep\n"
+      "  kvc-eval sweep -m data/models/kvc-tiny-lm --methods none,snapkv --ratios 0.5 --tasks needle,niah_single "
+      "--haystack data/text/pg_essays --needle-lengths 256 --needle-depths 0.5 --samples 1 --task-lengths 256 "
+      "--out-dir out/sweep2\n",
       fmt::join(synthetic_task_names(), ", ")));
   o->model.add_to(*cmd);
   o->harness.add_to(*cmd);
@@ -223,12 +232,12 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
       ->capture_default_str();
   cmd->add_option("--ratios", o->ratios, "Compression ratios (share of the cache removed)")->capture_default_str();
   cmd->add_option("--tasks", o->tasks, "Comma-separated tasks")->capture_default_str();
-  cmd->add_option("--file", o->file, "Text for ppl and kl")->capture_default_str();
+  cli::add_text_file(*cmd, o->file, "Text for ppl and kl (e.g. data/text/wikitext2/wiki.test.raw)");
   o->kl.plan.window = 256;
   o->kl.plan.max_windows = 4;
-  cmd->add_option("--window", o->kl.plan.window, "ppl/kl window in tokens")->capture_default_str();
+  cli::add_ctx_size(*cmd, o->kl.plan.window, "ppl/kl window in tokens")->capture_default_str();
   cmd->add_option("--max-windows", o->kl.plan.max_windows, "ppl/kl windows")->capture_default_str();
-  cmd->add_option("--haystack", o->haystack, "Needle filler text (file or folder)")->capture_default_str();
+  cmd->add_option("--haystack", o->haystack, "Needle filler text, a file or folder (e.g. data/text/pg_essays)");
   cmd->add_option("--needle-lengths", o->needle_lengths, "Needle prompt lengths (default: half the model's context)");
   cmd->add_option("--needle-depths", o->needle_depths, "Needle depths")->capture_default_str();
   cmd->add_option("--templates", o->templates, "Needle templates: secret or passkey")->capture_default_str();
@@ -236,8 +245,8 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--task-lengths", o->task_lengths, "Synthetic task prompt lengths (default min(512, context/2))");
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens decoded per synthetic answer")->capture_default_str();
   cmd->add_option("--max-cells", o->max_cells, "Run at most N new cells, then stop (0 = all)")->capture_default_str();
-  cmd->add_option("--out", o->out, "Result folder")->required();
-  cmd->add_flag("--json", o->json, "Print a JSON summary on stdout");
+  cli::add_out_dir(*cmd, o->out, "Result folder")->required();
+  cli::add_json_switch(*cmd, o->json, "Print a JSON summary on stdout");
   cmd->callback([o, &action] { action = [o] { return run(*o); }; });
 }
 

@@ -7,6 +7,7 @@
 #include "compression_options.h"
 #include "harness/sweep_plan.h"
 #include "harness/tables.h"
+#include "flag_vocabulary.h"
 #include "harness_options.h"
 #include "subcommands.h"
 #include "tasks/haystack.h"
@@ -37,6 +38,7 @@ int run(const Options& o) {
   check_task_names(tasks, synthetic_task_names());  // before the model loads
   const std::vector<int64_t> lengths = parse_int_list(o.lengths, "--lengths");
   KVC_CHECK(o.samples >= 1, "--samples must be >= 1, got {}", o.samples);
+  if (!o.out.empty()) check_writable_output_folder(o.out);
   auto model = o.model.load_model();
   const Tokenizer tokenizer = o.model.load_tokenizer();
   const CacheSetup setup = build_cache_setup(o.compression.spec, *model);
@@ -47,41 +49,56 @@ int run(const Options& o) {
 
   Table table{{"task", "length", "samples", "score"}, {}};
   nlohmann::json results = nlohmann::json::array();
+  std::vector<std::string> failed;
+  // Everything finished so far, written again after each task so a later failure or Ctrl-C keeps it.
+  const auto report = [&] {
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    nlohmann::json out = {{"method", setup.name},
+                          {"results", results},
+                          {"failed_tasks", failed},
+                          {"metadata", harness_metadata(o.model, *model, files, setup.name, o.harness, wall)}};
+    out["metadata"]["complete"] = !interrupted() && failed.empty();
+    if (!o.out.empty()) {
+      write_file_atomic(o.out + "/tasks.json", out.dump(2) + "\n");
+      write_file_atomic(o.out + "/tasks.csv", to_csv(table));
+      write_file_atomic(o.out + "/tasks.md", to_markdown(table));
+    }
+    return out;
+  };
+  if (!o.out.empty()) ensure_out_dir(o.out);
   Progress progress("tasks", static_cast<int64_t>(tasks.size() * lengths.size()) * o.samples, "samples", !o.json);
   for (const auto& task : tasks) {
-    for (int64_t length : lengths) {
-      if (interrupted()) break;
-      std::vector<SampleRecord> records;
-      for (int s = 0; s < o.samples && !interrupted(); ++s) {
-        // One sample at a time, so the bar moves and Ctrl-C stops between samples.
-        auto one = run_synthetic_cell(ctx, setup, task, length, 1, sample_seed(o.harness.seed, std::to_string(s)),
-                                      haystack, decode);
-        one.front().id = fmt::format("{}-{}tok-{}", task, length, s);
-        records.push_back(one.front());
-        progress.advance();
+    try {
+      for (int64_t length : lengths) {
+        if (interrupted()) break;
+        std::vector<SampleRecord> records;
+        for (int s = 0; s < o.samples && !interrupted(); ++s) {
+          // One sample at a time, so the bar moves and Ctrl-C stops between samples.
+          auto one = run_synthetic_cell(ctx, setup, task, length, 1, sample_seed(o.harness.seed, std::to_string(s)),
+                                        haystack, decode);
+          one.front().id = fmt::format("{}-{}tok-{}", task, length, s);
+          records.push_back(one.front());
+          progress.advance();
+        }
+        nlohmann::json samples = nlohmann::json::array();
+        for (const auto& r : records) samples.push_back(r.to_json());
+        results.push_back({{"task", task}, {"length", length}, {"score", mean_score(records)}, {"samples", samples}});
+        table.rows.push_back({task, std::to_string(length), std::to_string(records.size()),
+                              format_number(mean_score(records), 4)});
       }
-      nlohmann::json samples = nlohmann::json::array();
-      for (const auto& r : records) samples.push_back(r.to_json());
-      results.push_back({{"task", task}, {"length", length}, {"score", mean_score(records)}, {"samples", samples}});
-      table.rows.push_back({task, std::to_string(length), std::to_string(records.size()),
-                            format_number(mean_score(records), 4)});
+    } catch (const kvc::Error& e) {
+      // One task that cannot run (e.g. too long for this model) must not cost the others their results.
+      failed.push_back(task);
+      std::fprintf(stderr, "kvc-eval: error: tasks: %s (the other tasks go on)\n", e.what());
     }
+    report();
   }
   progress.finish();
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  nlohmann::json out = {{"method", setup.name},
-                        {"results", results},
-                        {"metadata", harness_metadata(o.model, *model, files, setup.name, o.harness, wall)}};
-  out["metadata"]["complete"] = !interrupted();
-  if (!o.out.empty()) {
-    ensure_out_dir(o.out);
-    write_file_atomic(o.out + "/tasks.json", out.dump(2) + "\n");
-    write_file_atomic(o.out + "/tasks.csv", to_csv(table));
-    write_file_atomic(o.out + "/tasks.md", to_markdown(table));
-  }
+  const nlohmann::json out = report();
   if (o.json) std::printf("%s\n", out.dump().c_str());
   else std::printf("%s(%s, query-%s)\n", to_markdown(table).c_str(), setup.name.c_str(), o.harness.query.c_str());
-  return interrupted() ? 130 : 0;
+  if (interrupted()) return 130;
+  return failed.empty() ? 0 : 1;
 }
 
 }  // namespace
@@ -92,9 +109,10 @@ void add_tasks_command(CLI::App& app, std::function<int()>& action) {
                                               "tracking, common/frequent words)");
   cmd->footer(fmt::format(
       "\nTasks: {}.\nEach sample is generated from --seed; scores are the share of required answers found in the\n"
-      "prediction (RULER string match), averaged over samples.\n\nExamples:\n"
-      "  kvc-eval tasks -m data/models/stories260K --tasks niah_single,variable_tracking --lengths 256 --samples 4\n"
-      "  kvc-eval tasks -m data/models/kvc-tiny-lm --tasks all --lengths 512,1000 --query agnostic --json\n",
+      "prediction (RULER string match), averaged over samples. A task that fails (e.g. a length too short for\n"
+      "it) is reported on stderr and the others go on; the exit status is then 1.\n\nExamples:\n"
+      "  kvc-eval tasks -m data/models/stories260K --tasks niah_single,variable_tracking --lengths 448 --samples 2\n"
+      "  kvc-eval tasks -m data/models/kvc-tiny-lm --tasks all --lengths 512 --samples 1 --query agnostic --json\n",
       fmt::join(synthetic_task_names(), ", ")));
   o->model.add_to(*cmd);
   o->compression.add_to(*cmd);
@@ -104,8 +122,8 @@ void add_tasks_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--samples", o->samples, "Samples per task and length")->capture_default_str();
   cmd->add_option("--haystack", o->haystack, "Filler text (file or folder); default RULER's noise sentences");
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens decoded per answer")->capture_default_str();
-  cmd->add_option("--out", o->out, "Folder for tasks.{json,csv,md}");
-  cmd->add_flag("--json", o->json, "Print one JSON object on stdout");
+  cli::add_out_dir(*cmd, o->out, "Folder for tasks.{json,csv,md}, rewritten as each task finishes");
+  cli::add_json_switch(*cmd, o->json);
   cmd->callback([o, &action] {
     action = [o] {
       if (o->compression.handle_listing()) return 0;

@@ -1,11 +1,14 @@
 // kvc-generate: text generation with the (optionally compressed) KV cache, streamed to stdout.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <iterator>
 
 #include "compression_options.h"
+#include "press/kept_dump.h"
+#include "flag_vocabulary.h"
 #include "model_options.h"
 #include "retrieval_options.h"
 #include "runtime/generation.h"
@@ -18,34 +21,40 @@ namespace {
 
 constexpr const char* kTool = "kvc-generate";
 constexpr const char* kExamples = R"(
+Sampling follows llama.cpp: --repeat-penalty over the last --repeat-last-n tokens, then greedy at
+--temp 0, else temperature, --top-k, --top-p and --min-p, drawn from --seed.
+
 Examples:
   kvc-generate -m data/models/stories260K -p "Once upon a time" -n 60
-  echo "Lily went to the park" | kvc-generate -m data/models/stories260K --temperature 0.8 --seed 7
-  kvc-generate -m data/models/stories260K --prompt-file prompt.txt -n 40 --stats-json stats.json
-  kvc-generate -m data/models/stories260K -p "Once upon a time" --press h2o --budget 64 -n 10000 --ignore-eos -q
-  kvc-generate -m data/models/stories260K -f prompt.txt --press snapkv --ratio 0.5 --budgets profile.safetensors
+  kvc-generate -m data/models/stories260K -p "Lily went to the park" --temp 0.8 --top-k 40 --min-p 0.05 -s 7 -n 40
+  kvc-generate -m data/models/stories260K -f data/text/tinystories/tinystories_excerpt_30k.txt --prompt-tokens 200 -n 40 --json-out stats.json
+  kvc-generate -m data/models/stories260K -p "Once upon a time" -n 20 --json
+  kvc-generate -m data/models/stories260K -p "Once upon a time" --press h2o --budget 64 -n 2000 --ignore-eos -q
+  kvc-generate -m data/models/stories260K -p "Once upon a time" --press snapkv --ratio 0.5 -n 40 --repeat-penalty 1.1
 )";
 
 struct GenerateOptions {
   kvc::cli::ModelOptions model;
   kvc::cli::CompressionOptions compression;
   kvc::cli::RetrievalOptions retrieval;
-  std::string prompt, prompt_file, stats_json;
+  std::string prompt, prompt_file, json_out;
+  bool json = false;
   int64_t max_new_tokens = 128;
+  int64_t ctx_size = 0;       // > 0: limit on prompt + generated tokens
   int64_t prompt_tokens = 0;  // > 0: exactly this many prompt tokens (benchmarks at a fixed context)
   kvc::SamplingParams sampling;
   bool no_bos = false, ignore_eos = false, quiet = false;
 };
 
 std::string read_prompt(const GenerateOptions& o) {
-  KVC_CHECK(o.prompt.empty() || o.prompt_file.empty(), "give either --prompt or --prompt-file, not both");
+  KVC_CHECK(o.prompt.empty() || o.prompt_file.empty(), "give either -p/--prompt or -f/--file, not both");
   if (!o.prompt.empty()) return o.prompt;
   if (!o.prompt_file.empty()) return kvc::read_text_file(o.prompt_file);
   return std::string(std::istreambuf_iterator<char>(std::cin), {});
 }
 
 nlohmann::json stats_json(const GenerateOptions& o, const std::vector<int>& prompt, const kvc::GenerationResult& r,
-                          const kvc::LlamaModel& model) {
+                          const kvc::LlamaModel& model, const std::string& text) {
   const auto& s = r.stats;
   return {{"tool", kTool},
           {"version", kvc::build_version()},
@@ -57,7 +66,12 @@ nlohmann::json stats_json(const GenerateOptions& o, const std::vector<int>& prom
           {"threads", at::get_num_threads()},
           {"temperature", o.sampling.temperature},
           {"top_p", o.sampling.top_p},
+          {"top_k", o.sampling.top_k},
+          {"min_p", o.sampling.min_p},
+          {"repeat_penalty", o.sampling.repeat_penalty},
+          {"repeat_last_n", o.sampling.repeat_last_n},
           {"seed", o.sampling.seed},
+          {"ctx_size", o.ctx_size},
           {"prompt_tokens", s.prompt_tokens},
           {"generated_tokens", s.generated_tokens},
           {"stop_reason", r.stop_reason},
@@ -72,10 +86,28 @@ nlohmann::json stats_json(const GenerateOptions& o, const std::vector<int>& prom
           {"kv_after_prefill_resident_bytes", s.kv_after_prefill.resident_bytes},
           {"peak_rss_bytes", s.peak_rss_bytes},
           {"prompt_ids", prompt},
-          {"generated_ids", r.tokens}};
+          {"generated_ids", r.tokens},
+          {"text", text}};
+}
+
+// Flags that would silently do nothing: sampling filters at temperature 0, a store without --retrieval.
+void check_flags(const GenerateOptions& o, const std::vector<const CLI::Option*>& sampling_filters) {
+  kvc::validate_sampling(o.sampling);
+  kvc::check_flag_combination(o.compression.spec);
+  KVC_CHECK(o.retrieval.store.empty() || o.retrieval.enabled(),
+            "--retrieval-store {} needs --retrieval STRATEGY (e.g. --retrieval adaptive)", o.retrieval.store);
+  KVC_CHECK(!(o.json && o.json_out == "-"), "--json and --json-out - would both print the JSON on stdout; keep one");
+  KVC_CHECK(o.ctx_size >= 0, "-c/--ctx-size must be >= 0 (0 = the model's context), got {}", o.ctx_size);
+  std::string ignored;
+  for (const CLI::Option* opt : sampling_filters)
+    if (opt->count() > 0) ignored += (ignored.empty() ? "--" : ", --") + opt->get_lnames().front();
+  if (o.sampling.temperature == 0 && !ignored.empty())
+    std::fprintf(stderr, "%s: warning: %s ignored at --temp 0 (greedy); give --temp > 0 to sample\n", kTool,
+                 ignored.c_str());
 }
 
 int run(GenerateOptions& o) {
+  if (!o.json_out.empty()) kvc::check_writable_output(o.json_out);  // a typo must not cost the whole run
   const std::string text = read_prompt(o);
   auto model = o.model.load_model();
   const kvc::Tokenizer tokenizer = o.model.load_tokenizer();
@@ -93,6 +125,7 @@ int run(GenerateOptions& o) {
   request.prompt = prompt;
   request.max_new_tokens = o.max_new_tokens;
   request.sampling = o.sampling;
+  request.sampling.penalty_context = prompt;
   request.stop_at_eos = !o.ignore_eos;
 
   kvc::CacheSetup setup = kvc::build_cache_setup(o.compression.spec, *model);
@@ -103,32 +136,59 @@ int run(GenerateOptions& o) {
     setup.factory = o.retrieval.factory(*model);
     request.allow_past_context = true;
   }
+  if (o.ctx_size > 0) {
+    const int64_t context = model->config().max_position_embeddings;
+    KVC_CHECK(o.ctx_size <= context || request.allow_past_context,
+              "-c/--ctx-size {} is above the model's context of {} tokens; lower it, or add a bounded compression "
+              "(e.g. --press h2o --budget 64) that keeps memory flat past the context",
+              o.ctx_size, context);
+    const auto prompt_size = static_cast<int64_t>(prompt.size());
+    KVC_CHECK(prompt_size < o.ctx_size, "-c/--ctx-size {}: the prompt alone has {} tokens; raise -c or shorten the prompt",
+              o.ctx_size, prompt_size);
+    request.max_new_tokens = std::min(request.max_new_tokens, o.ctx_size - prompt_size);
+  }
   kvc::KVCache cache = setup.new_cache(*model);
   auto observer = setup.new_observer();
+  kvc::start_kept_dump(o.compression.dump_kept, observer.get());
   kvc::StreamDecoder stream(tokenizer);
   stream.prime(body);
-  if (!o.quiet) {
-    std::fputs((o.prompt_tokens > 0 ? tokenizer.decode(body) : text).c_str(), stdout);
-    std::fflush(stdout);
-  }
-  const auto result = kvc::generate(*model, cache, request, [&](int id) {
-    if (o.quiet || model->config().is_eos(id)) return;
-    const std::string piece = stream.push(id);
+  const bool show_text = !o.quiet && !o.json;  // --json keeps stdout for the one JSON object
+  std::string generated;
+  char last_printed = '\n';
+  const auto print = [&](const std::string& piece) {
+    if (!show_text || piece.empty()) return;
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
+    last_printed = piece.back();
+  };
+  print(o.prompt_tokens > 0 ? tokenizer.decode(body) : text);
+  const auto result = kvc::generate(*model, cache, request, [&](int id) {
+    if (model->config().is_eos(id)) return;
+    const std::string piece = stream.push(id);
+    generated += piece;
+    print(piece);
   }, observer.get());
-  if (!o.quiet) std::fputs("\n", stdout);
+  kvc::finish_kept_dump(o.compression.dump_kept, observer.get(), cache,
+                        {{"press", o.compression.spec.press}, {"ratio", std::to_string(o.compression.spec.ratio)},
+                         {"budget", std::to_string(o.compression.spec.budget)}});
+  // The text ends its line before the summary on stderr, also when both go to one terminal or pipe.
+  if (last_printed != '\n') print("\n");
   const auto& s = result.stats;
-  std::fprintf(stderr, "%s: %lld prompt tokens at %.1f tok/s, %lld generated at %.1f tok/s, KV cache %.1f KiB (%s)\n",
+  std::fprintf(stderr,
+               "%s: %lld prompt tokens at %.1f tok/s, %lld generated at %.1f tok/s, KV cache %.1f KiB resident at the "
+               "end (after prefill: %.1f KiB, peak %.1f KiB) (%s)\n",
                kTool, static_cast<long long>(s.prompt_tokens), s.prefill_tokens_per_second(),
                static_cast<long long>(s.generated_tokens), s.decode_tokens_per_second(),
-               s.kv_final.resident_bytes / 1024.0, result.stop_reason.c_str());
+               s.kv_final.resident_bytes / 1024.0, s.kv_after_prefill.resident_bytes / 1024.0,
+               s.kv_peak_resident_bytes / 1024.0, result.stop_reason.c_str());
   if (o.retrieval.enabled()) std::fprintf(stderr, "%s: %s\n", kTool, o.retrieval.summary().c_str());
   if (result.stop_reason == "context") {
     std::fprintf(stderr, "%s: warning: stopped at the model's context of %lld tokens\n", kTool,
                  static_cast<long long>(model->config().max_position_embeddings));
   }
-  if (!o.stats_json.empty()) kvc::write_file_atomic(o.stats_json, stats_json(o, prompt, result, *model).dump(2) + "\n");
+  const nlohmann::json stats = stats_json(o, prompt, result, *model, generated);
+  if (!o.json_out.empty()) kvc::write_file_atomic(o.json_out, stats.dump(2) + "\n");
+  if (o.json) std::printf("%s\n", stats.dump().c_str());
   return 0;
 }
 
@@ -139,22 +199,46 @@ int main(int argc, char** argv) {
   app.footer(kExamples);
   GenerateOptions o;
   o.compression.add_to(app);
+  o.compression.add_dump_kept_to(app);
   o.retrieval.add_to(app);
   o.model.add_to(app);
-  app.add_option("-p,--prompt", o.prompt, "Prompt text (default: read --prompt-file, else stdin)");
-  app.add_option("-f,--prompt-file", o.prompt_file, "File holding the prompt");
+  app.add_option("-p,--prompt", o.prompt, "Prompt text (default: read -f/--file, else stdin)");
+  kvc::cli::add_text_file(app, o.prompt_file, "File holding the prompt");
   app.add_option("--prompt-tokens", o.prompt_tokens,
                  "Keep exactly the first N prompt tokens, BOS included (error if the prompt is shorter)")
       ->check(CLI::PositiveNumber);
   app.add_option("-n,--max-new-tokens", o.max_new_tokens, "Tokens to generate")->capture_default_str();
-  app.add_option("--temperature", o.sampling.temperature, "0 = greedy")->capture_default_str();
-  app.add_option("--top-p", o.sampling.top_p, "Nucleus sampling mass")->capture_default_str();
-  app.add_option("--seed", o.sampling.seed, "Sampling seed")->capture_default_str();
+  kvc::cli::add_ctx_size(app, o.ctx_size,
+                         "Limit on prompt + generated tokens (0 = the model's context; above it only with a bounded "
+                         "compression)");
+  app.add_option("--temp,--temperature", o.sampling.temperature, "Sampling temperature, 0 = greedy")
+      ->capture_default_str();
+  std::vector<const CLI::Option*> filters;
+  filters.push_back(app.add_option("--top-k", o.sampling.top_k, "Keep the K most probable tokens (0 = off)")
+                        ->capture_default_str());
+  filters.push_back(app.add_option("--top-p", o.sampling.top_p, "Nucleus: smallest set reaching this probability mass")
+                        ->capture_default_str());
+  filters.push_back(app.add_option("--min-p", o.sampling.min_p,
+                                   "Drop tokens below this fraction of the top token's probability (0 = off)")
+                        ->capture_default_str());
+  app.add_option("--repeat-penalty", o.sampling.repeat_penalty,
+                 "Divide positive / multiply negative logits of recent tokens (1 = off)")
+      ->capture_default_str();
+  app.add_option("--repeat-last-n", o.sampling.repeat_last_n, "Tokens --repeat-penalty looks back over (-1 = all)")
+      ->capture_default_str();
+  app.add_option("-s,--seed", o.sampling.seed, "Sampling seed")->capture_default_str();
   app.add_flag("--no-bos", o.no_bos, "Do not prepend the BOS token");
   app.add_flag("--ignore-eos", o.ignore_eos, "Keep generating after EOS");
-  app.add_flag("-q,--quiet", o.quiet, "Do not print the text (with --stats-json for benchmarks)");
-  app.add_option("--stats-json", o.stats_json,
-                 "Write token counts, prefill/decode tokens/s, KV bytes, peak RSS and the token ids here");
+  app.add_flag("-q,--quiet", o.quiet, "Do not print the text (with --json-out for benchmarks)");
+  kvc::cli::add_json_switch(app, o.json,
+                            "Print token counts, tokens/s, KV bytes, the token ids and the text as one JSON object "
+                            "on stdout (instead of the text)");
+  kvc::cli::add_json_out(app, o.json_out,
+                         "Write token counts, prefill/decode tokens/s, KV bytes, peak RSS and the token ids here");
   if (int code = kvc::cli::parse_or_exit(app, argc, argv, kTool); code >= 0) return code;
-  return kvc::cli::run_tool(kTool, [&] { return o.compression.handle_listing() ? 0 : run(o); });
+  return kvc::cli::run_tool(kTool, [&] {
+    if (o.compression.handle_listing()) return 0;
+    check_flags(o, filters);
+    return run(o);
+  });
 }

@@ -4,23 +4,25 @@
 #include <cstdio>
 
 #include "model/random_checkpoint.h"
+#include "flag_vocabulary.h"
 #include "tool_main.h"
 
 int main(int argc, char** argv) {
   constexpr const char* kTool = "kvc-make-checkpoint";
   CLI::App app{"Write a random-weight Llama checkpoint (config.json, model.safetensors, tokenizer.model).", kTool};
   app.footer(R"(
+The presets are full-size (llama-125m: about 540 MB; tinyllama-1.1b: 4.4 GB in float32).
+
 Examples:
-  kvc-make-checkpoint --preset llama-125m -o /tmp/llama-125m
-  kvc-make-checkpoint --preset tinyllama-1.1b --dtype bfloat16 --max-shard-mb 500 -o /tmp/tinyllama
-  kvc-make-checkpoint --hidden 256 --layers 4 --heads 8 --kv-heads 2 --vocab 2048 -o /tmp/small
+  kvc-make-checkpoint --hidden 256 --layers 4 --heads 8 --kv-heads 2 --vocab 2048 --out-dir out/small
+  kvc-make-checkpoint --hidden 128 --layers 2 --heads 4 --kv-heads 2 --vocab 1024 --model-type qwen2 --dtype bfloat16 --max-shard-mb 1 --out-dir out/qwen2-small
 )");
   std::string preset, out;
   kvc::CheckpointShape shape;
   kvc::RandomCheckpointOptions options;
   double max_shard_mb = 0;
   app.add_option("--preset", preset, "llama-125m, tinyllama-1.1b or llama2-7b-1layer (flags below override)");
-  app.add_option("-o,--output", out, "Folder to write")->required();
+  kvc::cli::add_out_dir(app, out, "Folder to write")->required();
   auto* hidden = app.add_option("--hidden", shape.hidden_size, "hidden_size");
   auto* inter = app.add_option("--intermediate", shape.intermediate_size, "intermediate_size");
   auto* layers = app.add_option("--layers", shape.num_layers, "num_hidden_layers");
@@ -35,7 +37,9 @@ Examples:
   app.add_option("--init-std", options.init_std, "Weight standard deviation")->capture_default_str();
   app.add_option("--max-shard-mb", max_shard_mb, "Split into shards of at most this many MB (0 = one file)");
   app.add_option("--tokenizer", options.tokenizer_path, "tokenizer.model to copy in (e.g. the Llama-2 one)");
-  if (int code = kvc::cli::parse_or_exit(app, argc, argv, kTool); code >= 0) return code;
+  // Old spellings of the output folder: -o/--output.
+  const kvc::cli::AliasList old_names = {{"-o", "--out-dir"}, {"--output", "--out-dir"}};
+  if (int code = kvc::cli::parse_or_exit(app, argc, argv, kTool, old_names); code >= 0) return code;
   return kvc::cli::run_tool(kTool, [&] {
     at::set_num_threads(kvc::cli::default_threads());
     kvc::CheckpointShape s = preset.empty() ? shape : kvc::checkpoint_preset(preset);
@@ -50,8 +54,7 @@ Examples:
     if (*context) s.max_position_embeddings = shape.max_position_embeddings;
     if (*dtype) s.dtype = shape.dtype;
     if (*arch) s.model_type = shape.model_type;
-    KVC_CHECK(s.num_heads % s.num_kv_heads == 0, "--heads ({}) must be a multiple of --kv-heads ({})", s.num_heads,
-              s.num_kv_heads);
+    kvc::validate_checkpoint_shape(s);
     options.max_shard_bytes = static_cast<int64_t>(max_shard_mb * 1e6);
     kvc::write_random_checkpoint(s, out, options);
     std::fprintf(stderr, "%s: wrote %s (%.1fM parameters, %s)\n", kTool, out.c_str(),

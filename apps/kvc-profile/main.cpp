@@ -10,6 +10,7 @@
 
 #include "io/safetensors.h"
 #include "model/tensor_bridge.h"
+#include "flag_vocabulary.h"
 #include "model_options.h"
 #include "press/attention_profile.h"
 #include "tool_main.h"
@@ -22,9 +23,9 @@ namespace {
 constexpr const char* kTool = "kvc-profile";
 constexpr const char* kExamples = R"(
 Examples:
-  kvc-profile -m data/models/stories260K --data data/text/tinystories/tinystories_excerpt_30k.txt -o prof
-  kvc-profile -m data/models/kvc-tiny-lm --data essay.txt --context 512 --windows 8 --ratios 0.5,0.9 -o prof --json
-  kvc-generate -m data/models/stories260K -p "Once upon a time" --press snapkv --ratio 0.5 --budgets prof/profile.safetensors
+  kvc-profile -m data/models/stories260K -f data/text/tinystories/tinystories_excerpt_30k.txt --out-dir out/prof
+  kvc-profile -m data/models/kvc-tiny-lm -f data/text/pg_essays/addiction.txt -c 512 --windows 2 --ratios 0.5,0.9 --out-dir out/prof-tiny --json
+  kvc-generate -m data/models/stories260K -p "Once upon a time" --press snapkv --ratio 0.5 --budgets out/prof/profile.safetensors
 )";
 
 struct Options {
@@ -94,9 +95,12 @@ std::vector<std::string> plot(const Options& o, const kvc::AttentionProfile& p) 
 }
 
 int run(const Options& o) {
-  KVC_CHECK(!o.data.empty(), "--data is required (profiling text)");
-  KVC_CHECK(!o.out_dir.empty(), "--out is required (folder for profile.safetensors, profile.csv, heatmaps)");
+  KVC_CHECK(!o.data.empty(), "-f/--file is required (profiling text, e.g. data/text/tinystories/tinystories_excerpt_30k.txt)");
+  KVC_CHECK(!o.out_dir.empty(), "--out-dir is required (folder for profile.safetensors, profile.csv, heatmaps)");
+  KVC_CHECK(o.out_dir != "-", "--out-dir - : the profile is several files; give a folder name (--json prints to stdout)");
   for (double r : o.profile.ratios) KVC_CHECK(r > 0 && r < 1, "--ratios: each ratio must be in (0, 1), got {}", r);
+  o.profile.validate();  // before the model loads
+  kvc::check_writable_output_folder(o.out_dir);
   auto model = o.model.load_model();
   const kvc::Tokenizer tokenizer = o.model.load_tokenizer();
   std::vector<int> ids{model->config().bos_token_id};
@@ -161,15 +165,17 @@ int main(int argc, char** argv) {
   app.footer(kExamples);
   Options o;
   o.model.add_to(app);
-  app.add_option("-d,--data", o.data, "Profiling text file (or task samples as text)");
-  app.add_option("-o,--out", o.out_dir, "Output folder");
-  app.add_option("--context", o.profile.context, "Tokens per profiling window")->capture_default_str();
+  kvc::cli::add_text_file(app, o.data, "Profiling text file (or task samples as text)");
+  kvc::cli::add_out_dir(app, o.out_dir, "Output folder (profile.safetensors, profile.csv, heatmaps)");
+  kvc::cli::add_ctx_size(app, o.profile.context, "Tokens per profiling window")->capture_default_str();
   app.add_option("--windows", o.profile.windows, "Number of windows")->capture_default_str();
   app.add_option("--task-window", o.profile.task_window, "Last tokens of a window used as task tokens")
       ->capture_default_str();
   app.add_option("--ratios", o.profile.ratios, "Compression ratios to compute budgets for")->delimiter(',');
-  app.add_flag("--json", o.json, "Print a JSON summary instead of the CSV");
+  kvc::cli::add_json_switch(app, o.json, "Print a JSON summary instead of the CSV");
   app.add_flag("--no-plot", o.no_plot, "Skip running gnuplot (the script is still written)");
-  if (int code = kvc::cli::parse_or_exit(app, argc, argv, kTool); code >= 0) return code;
+  // Old spellings: -d/--data for the text, -o/--out for the folder.
+  if (int code = kvc::cli::parse_or_exit(app, argc, argv, kTool, {{"-d", "--file"}, {"-o", "--out-dir"}}); code >= 0)
+    return code;
   return kvc::cli::run_tool(kTool, [&] { return run(o); });
 }

@@ -2,14 +2,16 @@
 // how fast it decodes relative to the full cache in the same process.
 #include "inspect.h"
 
+#include <ATen/core/grad_mode.h>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
+#include <sstream>
 
 #include "lowrank/lowrank_layer_cache.h"
 #include "lowrank/lowrank_setup.h"
+#include "flag_vocabulary.h"
 #include "model_options.h"
 #include "util/error.h"
 #include "util/files.h"
@@ -42,20 +44,20 @@ void add_inspect_command(CLI::App& app, std::function<int()>& action) {
   cmd->footer(R"(
 Examples:
   kvc-train inspect -m data/models/stories260K --lowrank gates.safetensors --text "Once upon a time" --tsv ranks.tsv
-  kvc-train inspect -m data/models/stories260K --lowrank gates.safetensors --file prompt.txt --bench 200 --json
+  kvc-train inspect -m data/models/stories260K --lowrank bases.safetensors --rank 8 --text "Once upon a time" --bench 50 --json
 )");
   o->model.add_to(*cmd);
   cmd->add_option("--lowrank", o->lowrank, "gates.safetensors, or bases.safetensors with --rank")->required();
   cmd->add_option("--rank", o->rank, "Fixed rank with a bases file");
   cmd->add_option("--text", o->text, "Text to inspect");
-  cmd->add_option("--file", o->text_file, "Or: a file with the text");
+  cli::add_text_file(*cmd, o->text_file, "Or: a file with the text");
   cmd->add_option("--tsv", o->tsv, "Write token, layer, key rank, value rank rows here (for gnuplot)");
   cmd->add_option("--bench", o->bench, "Also time this many greedy decode steps, full vs low-rank cache");
   cmd->add_option("--repeats", o->repeats, "Alternating timing repeats (best of)")->capture_default_str();
-  cmd->add_flag("--json", o->json, "Print one JSON object on stdout");
+  cli::add_json_switch(*cmd, o->json);
   cmd->callback([o, &action] {
     action = [o] {
-      KVC_CHECK(o->text.empty() != o->text_file.empty(), "give exactly one of --text and --file");
+      KVC_CHECK(o->text.empty() != o->text_file.empty(), "give exactly one of --text and -f/--file");
       auto model = o->model.load_model();
       const Tokenizer tok = o->model.load_tokenizer();
       const std::string text = o->text.empty() ? read_text_file(o->text_file) : o->text;
@@ -77,10 +79,8 @@ Examples:
         vr.push_back(lc.value_ranks());
         layers.push_back({{"layer", l}, {"retain_rate", lc.retain_rate()}});
       }
-      std::ofstream tsv;
+      std::ostringstream tsv;  // written at the end through the file writer ('-' = stdout)
       if (!o->tsv.empty()) {
-        tsv.open(o->tsv);
-        KVC_CHECK(tsv.good(), "--tsv: cannot write '{}'", o->tsv);
         tsv << "# token_index\tlayer\tkey_rank\tvalue_rank\tpiece (d_kv = " << d << ")\n";
       }
       for (size_t t = 0; t < ids.size(); ++t) {
@@ -88,10 +88,11 @@ Examples:
         for (int64_t l = 0; l < L; ++l) {
           k.push_back(kr[l][t].item<int64_t>());
           v.push_back(vr[l][t].item<int64_t>());
-          if (tsv.is_open()) tsv << t << '\t' << l << '\t' << k.back() << '\t' << v.back() << '\t' << tok.piece(ids[t]) << '\n';
+          if (!o->tsv.empty()) tsv << t << '\t' << l << '\t' << k.back() << '\t' << v.back() << '\t' << tok.piece(ids[t]) << '\n';
         }
         tokens.push_back({{"piece", tok.piece(ids[t])}, {"key_ranks", k}, {"value_ranks", v}});
       }
+      if (!o->tsv.empty()) write_file_atomic(o->tsv, tsv.str());
       const CacheFootprint f = cache.footprint();
       KVCache dense = model->new_cache();
       {

@@ -7,6 +7,7 @@
 
 #include "inspect.h"
 #include "lowrank/gate_training.h"
+#include "flag_vocabulary.h"
 #include "model_options.h"
 #include "tool_main.h"
 #include "util/files.h"
@@ -26,12 +27,12 @@ struct TrainCli {
 void add_train_options(CLI::App& app, TrainCli& t) {
   t.model.add_to(app);
   app.add_option("--bases", t.bases, "PCA bases from kvc-calibrate (bases.safetensors)");
-  app.add_option("--data", t.data, "Training text files; the last --heldout share is held out")->expected(1, -1);
-  app.add_option("-o,--output", t.output, "Where to write gates.safetensors");
+  kvc::cli::add_text_files(app, t.data, "Training text files; the last --heldout share is held out");
+  kvc::cli::add_output_file(app, t.output, "Where to write gates.safetensors");
   app.add_option("--alpha", t.o.alpha, "Weight of R² in the loss (larger: smaller cache)")->capture_default_str();
   app.add_option("--tau", t.o.tau, "Hard-mask threshold used at inference")->capture_default_str();
   app.add_option("--steps", t.o.steps, "Optimizer steps")->capture_default_str();
-  app.add_option("--seq-len", t.o.seq_len, "Tokens per training window")->capture_default_str();
+  kvc::cli::add_ctx_size(app, t.o.seq_len, "Tokens per training window")->capture_default_str();
   app.add_option("--batch", t.o.batch, "Windows per step")->capture_default_str();
   app.add_option("--lr", t.o.lr, "Peak learning rate of the gates (AdamW, warmup + cosine)")->capture_default_str();
   app.add_option("--basis-lr-scale", t.o.basis_lr_scale, "Learning rate of U relative to --lr")->capture_default_str();
@@ -48,21 +49,25 @@ void add_train_options(CLI::App& app, TrainCli& t) {
   app.add_option("--checkpoint-every", t.o.checkpoint_every, "Checkpoint every N steps")->capture_default_str();
   app.add_flag("--resume", t.o.resume, "Continue from --checkpoint (same flags required)");
   app.add_option("--stop-after", t.o.stop_after, "Stop at this step with a checkpoint, as an interruption would");
-  app.add_flag("--json", t.json, "Print one JSON object on stdout");
+  kvc::cli::add_json_switch(app, t.json);
 }
 
 int run_train(TrainCli& t) {
   KVC_CHECK(!t.bases.empty(), "--bases is required (run kvc-calibrate first)");
-  KVC_CHECK(!t.data.empty(), "--data is required (training text)");
+  KVC_CHECK(!t.data.empty(), "-f/--file is required (training text)");
   KVC_CHECK(!t.output.empty() || t.o.stop_after > 0, "--output is required (where gates.safetensors goes)");
+  KVC_CHECK(!(t.json && t.output == "-"), "-o - and --json would both write to stdout; give -o a file name");
   KVC_CHECK(t.heldout_share > 0 && t.heldout_share < 1, "--heldout must be in (0, 1), got {}", t.heldout_share);
+  t.o.validate();  // meaningless options and unwritable paths fail before the model loads
+  if (!t.output.empty()) kvc::check_writable_output(t.output);
+  if (!t.o.checkpoint.empty()) kvc::check_writable_output(t.o.checkpoint);
   auto model = t.model.load_model();
   const auto bases = kvc::lowrank::load_artifact(t.bases, model->config());
   KVC_CHECK(!bases.is_gates(), "--bases: '{}' holds gates; pass the bases file from kvc-calibrate", t.bases);
   const kvc::Tokenizer tok = t.model.load_tokenizer();
   std::vector<int> ids;
   for (const auto& path : t.data) {
-    KVC_CHECK(kvc::file_exists(path), "--data: file not found: '{}'", path);
+    KVC_CHECK(kvc::file_exists(path), "-f/--file: file not found: '{}'", path);
     ids.push_back(model->config().bos_token_id);
     const auto body = tok.encode(kvc::read_text_file(path));
     ids.insert(ids.end(), body.begin(), body.end());
@@ -93,6 +98,8 @@ int run_train(TrainCli& t) {
     out["final_retain_rate"] = std::stod(gates.metadata["final_retain_rate"]);
   }
   if (t.json) std::printf("%s\n", out.dump().c_str());
+  else if (res.finished && t.output == "-") std::fprintf(stderr, "wrote gates to stdout after %lld steps\n",
+                                                      static_cast<long long>(res.steps_done));
   else if (res.finished) std::printf("wrote %s after %lld steps\n", t.output.c_str(), static_cast<long long>(res.steps_done));
   else std::printf("stopped at step %lld; continue with --resume --checkpoint %s\n",
                    static_cast<long long>(res.steps_done), t.o.checkpoint.c_str());
@@ -111,12 +118,15 @@ Training windows are a function of (--seed, step), so an interrupted run continu
 checkpoint.
 
 Examples:
+  kvc-calibrate -m data/models/stories260K -f data/text/tinystories/tinystories_excerpt_30k.txt -o bases.safetensors
   kvc-train -m data/models/stories260K --bases bases.safetensors \
-      --data data/text/tinystories/tinystories_excerpt_30k.txt --alpha 2 --steps 300 --seq-len 128 \
-      --checkpoint train.ckpt --output gates.safetensors
-  kvc-train ... --resume --checkpoint train.ckpt     # after an interruption
+      -f data/text/tinystories/tinystories_excerpt_30k.txt --alpha 16 --steps 20 -c 128 \
+      --checkpoint train.ckpt --stop-after 10
+  kvc-train -m data/models/stories260K --bases bases.safetensors \
+      -f data/text/tinystories/tinystories_excerpt_30k.txt --alpha 16 --steps 20 -c 128 \
+      --checkpoint train.ckpt --resume -o gates.safetensors
   kvc-train inspect -m data/models/stories260K --lowrank gates.safetensors --text "Once upon a time"
-  kvc-eval kl -m data/models/stories260K --file text.txt --lowrank gates.safetensors
+  kvc-eval kl -m data/models/stories260K -f data/text/wikitext2/wiki.test.raw --lowrank gates.safetensors
 )");
   app.require_subcommand(0, 1);
   TrainCli t;

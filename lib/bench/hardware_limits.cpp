@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <torch/cuda.h>
 
 #include <algorithm>
 #include <chrono>
@@ -26,6 +27,17 @@ double best_seconds(int repeats, F&& body) {
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   return best;
+}
+
+// GPU work is asynchronous: each timed body ends by waiting for the device.
+template <typename F>
+double best_device_seconds(at::Device device, int repeats, F&& body) {
+  body();  // warm-up: kernel load, library handles
+  torch::cuda::synchronize(device.index());
+  return best_seconds(repeats, [&] {
+    body();
+    torch::cuda::synchronize(device.index());
+  });
 }
 
 #if defined(__x86_64__)
@@ -119,6 +131,25 @@ double measure_gemm_flops(int64_t n, int repeats) {
   const double split_s = best_seconds(repeats, [&] { c = parallel_linear(a, b_t, {}); });
   set_blas_threads(1);  // as the forward pass runs
   return 2.0 * static_cast<double>(n * n * n) / std::min(blas_s, split_s);
+}
+
+MemoryBandwidth measure_device_bandwidth(at::Device device, int64_t buffer_bytes, int repeats) {
+  const auto options = at::TensorOptions().dtype(at::kFloat).device(device);
+  const at::Tensor src = at::rand({buffer_bytes / 4}, options);
+  at::Tensor dst = at::empty_like(src), sum = at::empty({}, options);
+  MemoryBandwidth bw;
+  bw.copy_bytes_per_second = 2.0 * static_cast<double>(buffer_bytes) /
+                             best_device_seconds(device, repeats, [&] { dst.copy_(src); });
+  bw.read_bytes_per_second =
+      static_cast<double>(buffer_bytes) / best_device_seconds(device, repeats, [&] { at::sum_out(sum, src); });
+  return bw;
+}
+
+double measure_device_gemm_flops(at::Device device, at::ScalarType dtype, int64_t n, int repeats) {
+  const auto options = at::TensorOptions().dtype(dtype).device(device);
+  const at::Tensor a = at::randn({n, n}, options), b = at::randn({n, n}, options);
+  at::Tensor c = at::empty({n, n}, options);
+  return 2.0 * static_cast<double>(n * n * n) / best_device_seconds(device, repeats, [&] { at::mm_out(c, a, b); });
 }
 
 }  // namespace kvc

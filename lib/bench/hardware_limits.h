@@ -24,4 +24,9 @@ double measure_read_bandwidth(const std::vector<at::Tensor>& tensors, int repeat
 // Best fp32 GEMM rate (FLOP/s) over square products of size n.
 double measure_gemm_flops(int64_t n = 1024, int repeats = 5);
 
+// The same limits for a GPU: a device-to-device copy and a sum over a buffer far larger than its
+// caches, and the GEMM rate in the model's dtype (random operands: zeros run faster than real data).
+MemoryBandwidth measure_device_bandwidth(at::Device device, int64_t buffer_bytes = int64_t{2} << 30, int repeats = 10);
+double measure_device_gemm_flops(at::Device device, at::ScalarType dtype, int64_t n = 8192, int repeats = 10);
+
 }  // namespace kvc

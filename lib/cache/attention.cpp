@@ -1,5 +1,7 @@
 #include "cache/attention.h"
 
+#include <torch/version.h>
+
 #include <cmath>
 #include <limits>
 
@@ -36,6 +38,17 @@ at::Tensor grouped_attention(const AttentionShape& shape, const at::Tensor& quer
         fast_prefill_attention(queries, q_positions, keys, values, key_positions, shape.sliding_window);
     if (fast.defined()) return fast;
   }
+#if TORCH_VERSION_MAJOR >= 2
+  // A GPU prefill into an empty layer (it holds exactly these T tokens, in order): PyTorch's fused causal
+  // attention, instead of query blocks that each read their visible length back from the GPU.
+  if (T > 1 && T == S && !keys.device().is_cpu() && shape.sliding_window == 0 && !(stats != nullptr && probe.any())) {
+    const at::Tensor k = G > 1 ? keys.repeat_interleave(G, 0) : keys;
+    const at::Tensor v = G > 1 ? values.repeat_interleave(G, 0) : values;
+    return at::scaled_dot_product_attention(queries.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), {}, 0.0,
+                                            /*is_causal=*/true)
+        .squeeze(0);
+  }
+#endif
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const at::Tensor q_grouped = queries.view({KV, G, T, d});
   at::Tensor out = at::empty({KV, G, T, d}, queries.options());
@@ -44,8 +57,10 @@ at::Tensor grouped_attention(const AttentionShape& shape, const at::Tensor& quer
   // Masking is needed only when some entry lies after some query (prefill) or a window applies.
   const at::Tensor q_pos = q_positions.to(keys.device());
   const at::Tensor k_pos = key_positions.to(keys.device());
+  // On a GPU a decode step masks anyway: reading the positions back would wait for the GPU.
   const bool needs_mask = shape.sliding_window > 0 || T > 1 ||
-                          (S > 0 && k_pos.max().item<int64_t>() > q_pos.min().item<int64_t>());
+                          (S > 0 && (!k_pos.device().is_cpu() ||
+                                     k_pos.max().item<int64_t>() > q_pos.min().item<int64_t>()));
 
   const bool want_stats = stats != nullptr && probe.any();
   const int64_t window = want_stats ? std::min(probe.window, T) : 0;

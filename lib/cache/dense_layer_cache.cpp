@@ -75,6 +75,17 @@ void DenseLayerCache::retain(const at::Tensor& indices) {
 void DenseLayerCache::evict_one(const at::Tensor& slots) {
   const int64_t KV = shape_.num_kv_heads, d = shape_.head_dim, last = length_ - 1;
   KVC_CHECK(slots.dim() == 1 && slots.size(0) == KV && length_ > 0, "evict_one: expected {} slots", KV);
+  if (!keys_.device().is_cpu()) {
+    // On a GPU the slots stay there (reading them back would wait for the GPU every step): each head's
+    // last entry is scattered into its slot, a copy onto itself where the slot is the last one.
+    const at::Tensor to = slots.to(keys_.device(), at::kLong).view({KV, 1});
+    const at::Tensor to3 = to.unsqueeze(-1).expand({KV, 1, d});
+    keys_.scatter_(1, to3, keys_.narrow(1, last, 1).clone());
+    values_.scatter_(1, to3, values_.narrow(1, last, 1).clone());
+    positions_.scatter_(1, to, positions_.narrow(1, last, 1).clone());
+    length_ = last;
+    return;
+  }
   const at::Tensor s = slots.to(at::kCPU, at::kLong).contiguous();
   const int64_t* slot = s.data_ptr<int64_t>();
   for (int64_t h = 0; h < KV; ++h) {

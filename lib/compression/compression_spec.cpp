@@ -18,9 +18,26 @@ std::string CompressionSpec::describe() const {
   return d;
 }
 
+void check_flag_combination(const CompressionSpec& spec) {
+  const std::string name = PressParams::parse(spec.press.empty() ? "none" : spec.press).name;
+  KVC_CHECK(!(spec.ratio > 0 && spec.budget > 0),
+            "--ratio {} and --budget {} conflict (a share removed vs entries kept per KV head); give one of them",
+            spec.ratio, spec.budget);
+  KVC_CHECK(spec.budgets_file.empty() || name != "none",
+            "--budgets {} needs a method to apply it: add --press NAME (e.g. --press snapkv) and --ratio",
+            spec.budgets_file);
+  KVC_CHECK(name == "none" || spec.ratio > 0 || spec.budget > 0,
+            "--press {} compresses nothing without a size: add --ratio R (share of the cache removed, e.g. 0.5) or "
+            "--budget N (entries kept per KV head)",
+            spec.press);
+  KVC_CHECK(spec.rank == 0 || !spec.lowrank_file.empty(),
+            "--rank needs --lowrank bases.safetensors (from kvc-calibrate)");
+}
+
 CacheSetup build_cache_setup(const CompressionSpec& spec, const LlamaModel& model) {
   KVC_CHECK(spec.ratio >= 0 && spec.ratio < 1, "--ratio must be in [0, 1), got {}", spec.ratio);
   KVC_CHECK(spec.budget >= 0, "--budget must be >= 0, got {}", spec.budget);
+  check_flag_combination(spec);
   PressParams params = PressParams::parse(spec.press.empty() ? "none" : spec.press);
   params.ratio = spec.ratio;
   params.budget = spec.budget;

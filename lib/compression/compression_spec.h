@@ -11,7 +11,7 @@ namespace kvc {
 struct CompressionSpec {
   std::string press = "none";  // token eviction: NAME[:key=val,...]
   double ratio = 0.0;          // share of the prompt's cache to remove (0 = keep all)
-  int64_t budget = 0;          // or: entries to keep per KV head (overrides ratio when > 0)
+  int64_t budget = 0;          // or: entries to keep per KV head (never both)
   std::string budgets_file;    // per-layer budgets from kvc-profile
   std::string lowrank_file;    // gates.safetensors (adaptive) or bases.safetensors (fixed rank)
   int64_t rank = 0;            // fixed rank with a bases file
@@ -19,6 +19,10 @@ struct CompressionSpec {
   bool is_uncompressed() const { return (press == "none" || press.empty()) && lowrank_file.empty(); }
   std::string describe() const;  // e.g. "snapkv:window=32 ratio=0.5"
 };
+
+// Flags that contradict each other or would do nothing (--press without a size, --budgets without
+// --press, --ratio with --budget, --rank without --lowrank): one-line kvc::Error naming the flag to fix.
+void check_flag_combination(const CompressionSpec& spec);
 
 // Validates the spec against the model (one-line kvc::Error for unknown names, impossible budgets,
 // artifacts made for another model) and builds the setup.

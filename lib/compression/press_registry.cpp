@@ -5,6 +5,7 @@
 
 #include <mutex>
 
+#include "compression/spec_parser.h"
 #include "util/error.h"
 
 namespace kvc {
@@ -26,32 +27,14 @@ void ensure_builtins() {
   });
 }
 
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
-  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
-}
-
 }  // namespace
 
 PressParams PressParams::parse(const std::string& text) {
+  const NamedSpec spec = parse_named_spec(text, "--press");
   PressParams p;
-  const auto colon = text.find(':');
-  p.name = trim(text.substr(0, colon));
+  p.name = spec.name;
   KVC_CHECK(!p.name.empty(), "--press: empty method name (try --press none, or see --list-presses)");
-  if (colon == std::string::npos) return p;
-  std::string rest = text.substr(colon + 1);
-  size_t start = 0;
-  while (start <= rest.size()) {
-    const size_t comma = rest.find(',', start);
-    const std::string item = trim(rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (!item.empty()) {
-      const auto eq = item.find('=');
-      KVC_CHECK(eq != std::string::npos, "--press {}: expected key=value, got '{}'", p.name, item);
-      p.values[trim(item.substr(0, eq))] = trim(item.substr(eq + 1));
-    }
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
+  for (const auto& [key, value] : spec.params) p.values[key] = value;
   return p;
 }
 

@@ -68,6 +68,18 @@ std::string terminal(int width, int height) {
       width, height);
 }
 
+// A colour, dash and point shape per series: colours cycle first, then the dash pattern changes, and
+// the point shape cycles on its own, so up to 50 series differ in colour+dash and 13 also in shape.
+std::string series_style(size_t i) {
+  static const char* const kColours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                         "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+  static const int kPoints[] = {7, 5, 9, 11, 13, 1, 2, 3, 4, 6, 8, 10, 12};
+  constexpr size_t kColourCount = sizeof kColours / sizeof kColours[0];
+  constexpr size_t kPointCount = sizeof kPoints / sizeof kPoints[0];
+  return fmt::format("lc rgb '{}' dt {} pt {}", kColours[i % kColourCount], 1 + (i / kColourCount) % 5,
+                     kPoints[i % kPointCount]);
+}
+
 }  // namespace
 
 bool gnuplot_available() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
@@ -92,8 +104,8 @@ bool plot_lines(const std::string& png_path, const std::string& title, const std
   } else {
     gp += "plot ";
     for (size_t i = 0; i < series.size(); ++i) {
-      gp += fmt::format("{}{} index {} using 1:2 with linespoints pt 7 lw 2 title {}", i ? ", \\\n     " : "",
-                        quoted(base_name(base) + ".dat"), i, quoted(series[i].name));
+      gp += fmt::format("{}{} index {} using 1:2 with linespoints {} lw 2 title {}", i ? ", \\\n     " : "",
+                        quoted(base_name(base) + ".dat"), i, series_style(i), quoted(series[i].name));
     }
     gp += "\n";
   }

@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -153,7 +154,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path), mapping
   const auto* header_begin = reinterpret_cast<const char*>(mapping_.data() + kLengthPrefixBytes);
   data_section_ = mapping_.data() + kLengthPrefixBytes + header_length;
   parse_header(std::string(header_begin, header_length), size - kLengthPrefixBytes - header_length);
-  check_no_overlap();
+  check_exact_coverage(size - kLengthPrefixBytes - header_length);
 }
 
 void SafetensorsFile::parse_header(const std::string& header_text, uint64_t data_size) {
@@ -171,6 +172,8 @@ void SafetensorsFile::parse_header(const std::string& header_text, uint64_t data
     header = json::parse(header_text, note_repeats);
   } catch (const json::parse_error& e) {
     fail("'{}': header is not valid JSON (syntax error at byte {} of the header)", path_, e.byte);
+  } catch (const json::exception& e) {  // e.g. a number too large for any type (out_of_range)
+    fail("'{}': header is not valid JSON ({})", path_, e.what());
   }
   KVC_CHECK(header.is_object(), "'{}': header is not a JSON object", path_);
   KVC_CHECK(repeated_key.empty(), "'{}': header has a duplicate key '{}'", path_, repeated_key);
@@ -188,20 +191,71 @@ void SafetensorsFile::parse_header(const std::string& header_text, uint64_t data
   }
 }
 
-void SafetensorsFile::check_no_overlap() const {
-  // Empty tensors occupy no bytes, so they cannot overlap anything wherever they point.
+void SafetensorsFile::check_exact_coverage(uint64_t data_size) const {
+  // Empty tensors occupy no bytes, so wherever they point they neither overlap nor cover anything.
   std::vector<const TensorInfo*> by_begin;
   for (const auto& [name, info] : tensors_)
     if (info.end > info.begin) by_begin.push_back(&info);
   std::sort(by_begin.begin(), by_begin.end(),
             [](const TensorInfo* a, const TensorInfo* b) { return a->begin < b->begin; });
-  const TensorInfo* furthest = nullptr;  // the tensor reaching furthest among those seen so far
+  const TensorInfo* previous = nullptr;
+  uint64_t covered = 0;  // the data section is covered up to here
   for (const TensorInfo* info : by_begin) {
-    KVC_CHECK(furthest == nullptr || info->begin >= furthest->end,
-              "'{}': tensors '{}' [{}, {}) and '{}' [{}, {}) overlap", path_, furthest->name, furthest->begin,
-              furthest->end, info->name, info->begin, info->end);
-    if (furthest == nullptr || info->end > furthest->end) furthest = info;
+    KVC_CHECK(info->begin >= covered, "'{}': tensors '{}' [{}, {}) and '{}' [{}, {}) overlap", path_,
+              previous->name, previous->begin, previous->end, info->name, info->begin, info->end);
+    KVC_CHECK(info->begin == covered, "'{}': data bytes [{}, {}) before tensor '{}' belong to no tensor", path_,
+              covered, info->begin, info->name);
+    covered = info->end;
+    previous = info;
   }
+  KVC_CHECK(covered == data_size, "'{}': {} data bytes after the last tensor belong to no tensor (data section {} bytes)",
+            path_, data_size - covered, data_size);
+}
+
+namespace {
+
+// A float is NaN or infinite exactly when its exponent bits are all ones, so a masked compare over the
+// raw words finds both without converting; the blocked OR-reduction lets the compiler vectorise it.
+template <typename Word>
+std::optional<uint64_t> first_non_finite(const uint8_t* bytes, uint64_t count, Word exponent_mask) {
+  constexpr uint64_t kBlock = 4096;
+  for (uint64_t start = 0; start < count; start += kBlock) {
+    const uint64_t end = std::min(count, start + kBlock);
+    unsigned any = 0;
+    for (uint64_t i = start; i < end; ++i) {
+      Word word;
+      std::memcpy(&word, bytes + i * sizeof(Word), sizeof(Word));
+      any |= (word & exponent_mask) == exponent_mask;
+    }
+    if (!any) continue;
+    for (uint64_t i = start; i < end; ++i) {
+      Word word;
+      std::memcpy(&word, bytes + i * sizeof(Word), sizeof(Word));
+      if ((word & exponent_mask) == exponent_mask) return i;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void SafetensorsFile::check_finite(const std::string& name) const {
+  const TensorInfo& tensor = info(name);
+  const uint8_t* bytes = data(name);
+  const auto count = static_cast<uint64_t>(tensor.numel());
+  std::optional<uint64_t> bad;
+  switch (tensor.dtype) {
+    case DType::F64: bad = first_non_finite<uint64_t>(bytes, count, 0x7ff0000000000000ULL); break;
+    case DType::F32: bad = first_non_finite<uint32_t>(bytes, count, 0x7f800000U); break;
+    case DType::F16: bad = first_non_finite<uint16_t>(bytes, count, 0x7c00U); break;
+    case DType::BF16: bad = first_non_finite<uint16_t>(bytes, count, 0x7f80U); break;
+    default: return;
+  }
+  KVC_CHECK(!bad, "'{}': tensor '{}' holds a non-finite value (NaN or infinity) at element {}", path_, name, *bad);
+}
+
+void SafetensorsFile::check_all_finite() const {
+  for (const auto& entry : tensors_) check_finite(entry.first);
 }
 
 std::vector<std::string> SafetensorsFile::names() const {

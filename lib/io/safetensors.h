@@ -53,11 +53,17 @@ class SafetensorsFile {
   // reference writer align each tensor to its dtype size; a hand-made file may not.
   const uint8_t* data(const std::string& name) const;
   uint64_t file_size() const { return mapping_.size(); }
+  // Throws kvc::Error naming the file and the tensor if a floating-point tensor holds a NaN or an
+  // infinity (integer tensors pass). One pass over the bytes; weights and artifacts call it at load.
+  void check_finite(const std::string& name) const;
+  void check_all_finite() const;
 
  private:
   explicit SafetensorsFile(const std::string& path);
   void parse_header(const std::string& header_text, uint64_t data_size);
-  void check_no_overlap() const;
+  // As in the reference implementation, the tensors must tile the data section: no overlap, no gap,
+  // no bytes after the last one (a file with extra bytes would otherwise be read shifted).
+  void check_exact_coverage(uint64_t data_size) const;
 
   std::string path_;
   MappedFile mapping_;
@@ -75,8 +81,9 @@ class SafetensorsWriter {
   void add(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data,
            size_t nbytes);
   void set_metadata(const std::string& key, const std::string& value);
-  // Writes "<path>.tmp.<pid>" beside the target, fsyncs and renames it, so readers never see half a
-  // file. The header is space-padded to a multiple of 8 bytes so the data section is 8-aligned.
+  // Writes through kvc::OutputFile: "-" is stdout; pipes, devices and symlinks are written through;
+  // a regular file is replaced atomically. The header is space-padded to a multiple of 8 bytes so the
+  // data section is 8-aligned.
   void write(const std::string& path) const;
 
  private:
@@ -91,7 +98,7 @@ class SafetensorsWriter {
 
 // A model folder: model.safetensors, or shards listed by model.safetensors.index.json
 // ({"weight_map": {tensor name: shard file name}}). The single file wins if both exist, as in
-// transformers.
+// transformers. Opening refuses weights holding NaN or infinities.
 class Checkpoint {
  public:
   static Checkpoint open_dir(const std::string& dir);

@@ -1,16 +1,13 @@
 // SafetensorsWriter: lays tensors out contiguously and writes the file atomically.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
 #include "util/error.h"
+#include "util/files.h"
 
 namespace kvc::st {
 
@@ -66,22 +63,11 @@ void SafetensorsWriter::write(const std::string& path) const {
   for (int i = 0; i < 8; ++i) length_prefix[i] = static_cast<uint8_t>(header_text.size() >> (8 * i));
 
   // Streamed rather than via write_file_atomic so the tensors are not copied into one more string.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  FILE* out = std::fopen(tmp.c_str(), "wb");
-  KVC_CHECK(out != nullptr, "cannot write '{}': {}", tmp, std::strerror(errno));
-  bool ok = std::fwrite(length_prefix, 1, sizeof length_prefix, out) == sizeof length_prefix &&
-            std::fwrite(header_text.data(), 1, header_text.size(), out) == header_text.size();
-  for (const auto* entry : order) {
-    const std::vector<uint8_t>& bytes = entry->second.bytes;
-    ok = ok && (bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), out) == bytes.size());
-  }
-  ok = ok && std::fflush(out) == 0 && ::fsync(fileno(out)) == 0;
-  ok = std::fclose(out) == 0 && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int saved_errno = errno;
-    std::remove(tmp.c_str());
-    fail("cannot write '{}': {}", path, std::strerror(saved_errno));
-  }
+  OutputFile out(path);
+  out.write(length_prefix, sizeof length_prefix);
+  out.write(header_text);
+  for (const auto* entry : order) out.write(entry->second.bytes.data(), entry->second.bytes.size());
+  out.commit();
 }
 
 }  // namespace kvc::st

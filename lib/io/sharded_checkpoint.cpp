@@ -16,6 +16,7 @@ Checkpoint Checkpoint::open_dir(const std::string& dir) {
   const std::string index_path = dir + "/model.safetensors.index.json";
   if (file_exists(single_path)) {
     const std::shared_ptr<SafetensorsFile> file = SafetensorsFile::open(single_path);
+    file->check_all_finite();
     for (const std::string& name : file->names()) checkpoint.file_of_tensor_[name] = file;
   } else if (file_exists(index_path)) {
     checkpoint.load_index(index_path);
@@ -31,6 +32,8 @@ void Checkpoint::load_index(const std::string& index_path) {
     index = json::parse(read_text_file(index_path));
   } catch (const json::parse_error& e) {
     fail("'{}': not valid JSON (syntax error at byte {})", index_path, e.byte);
+  } catch (const json::exception& e) {  // e.g. a number too large for any type (out_of_range)
+    fail("'{}': not valid JSON ({})", index_path, e.what());
   }
   KVC_CHECK(index.is_object(), "'{}': not a JSON object", index_path);
   const auto weight_map = index.find("weight_map");
@@ -47,6 +50,7 @@ void Checkpoint::load_index(const std::string& index_path) {
       KVC_CHECK(file_exists(shard_path) && !is_directory(shard_path),
                 "'{}': shard file '{}' (listed for tensor '{}') is missing", index_path, shard_path, name);
       shard = SafetensorsFile::open(shard_path);
+      shard->check_all_finite();
     }
     KVC_CHECK(shard->contains(name), "'{}': tensor '{}' is listed but absent from its shard '{}'", index_path, name,
               shard->path());

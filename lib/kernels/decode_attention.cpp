@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu_features.h"
+#include "kernels/parallel_grain.h"
 #include "kernels/simd_avx2.h"
 
 namespace kvc {
@@ -174,7 +175,7 @@ at::Tensor fast_decode_attention(const at::Tensor& queries, int64_t q_position, 
     *probabilities = at::empty({H, S}, queries.options());
     pp_out = probabilities->data_ptr<float>();
   }
-  at::parallel_for(0, KV, 1, [&](int64_t h0, int64_t h1) {
+  at::parallel_for(0, KV, parallel_grain(2 * G * S * d), [&](int64_t h0, int64_t h1) {
     for (int64_t h = h0; h < h1; ++h) {
       const HeadView view{qp + h * G * d, kp + h * keys.stride(0), vp + h * values.stride(0),
                           pp + h * key_positions.stride(0), op + h * G * d,

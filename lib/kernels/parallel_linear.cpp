@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "kernels/parallel_grain.h"
 #include "runtime/blas_threads.h"
 
 namespace kvc {
@@ -20,7 +21,8 @@ at::Tensor parallel_linear(const at::Tensor& x, const at::Tensor& weight, const 
     return {};
   }
   const int64_t T = x.size(0), out = weight.size(0);
-  const int64_t threads = at::get_num_threads();
+  // Small products (tiny models, a few prompt tokens) run on the calling thread.
+  const int64_t threads = T * out * x.size(1) < kMinParallelWork * 32 ? 1 : at::get_num_threads();
   const at::Tensor xc = x.contiguous();
   at::Tensor y = at::empty({T, out}, x.options());
   set_blas_threads(1);

@@ -9,6 +9,7 @@
 
 #include "kernels/attention_tiles.h"
 #include "kernels/cpu_features.h"
+#include "kernels/parallel_grain.h"
 #include "kernels/simd_avx2.h"
 
 namespace kvc {
@@ -204,7 +205,7 @@ at::Tensor fast_prefill_attention(const at::Tensor& queries, const at::Tensor& q
   // Keys packed once per KV head and shared by every query tile (BLAS re-packed them per product).
   at::Tensor packed = at::empty({KV, S_pad, d}, keys.options());
   const float* k_data = keys.data_ptr<float>();
-  at::parallel_for(0, KV, 1, [&](int64_t h0, int64_t h1) {
+  at::parallel_for(0, KV, parallel_grain(S * d), [&](int64_t h0, int64_t h1) {
     for (int64_t h = h0; h < h1; ++h) {
       tiles::pack_key_panels(k_data + h * keys.stride(0), keys.stride(1), S, d, packed.data_ptr<float>() + h * S_pad * d);
     }
@@ -218,7 +219,8 @@ at::Tensor fast_prefill_attention(const at::Tensor& queries, const at::Tensor& q
   // a head so that any contiguous share of them mixes short and long causal spans.
   const int64_t block_rows = kTilesPerBlock * tiles::kMaxRows;
   const int64_t blocks_per_head = (T + block_rows - 1) / block_rows;
-  at::parallel_for(0, H * blocks_per_head, 1, [&](int64_t i0, int64_t i1) {
+  const int64_t block_grain = parallel_grain(std::min(block_rows, T) * S * d);
+  at::parallel_for(0, H * blocks_per_head, block_grain, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t head = i / blocks_per_head, j = i % blocks_per_head;
       const int64_t block = j % 2 == 0 ? j / 2 : blocks_per_head - 1 - j / 2;

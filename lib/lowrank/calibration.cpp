@@ -1,5 +1,7 @@
 #include "lowrank/calibration.h"
 
+#include <ATen/core/grad_mode.h>
+
 #include <algorithm>
 
 #include "util/error.h"

@@ -11,6 +11,7 @@
 #include "cache/attention.h"
 #include "lowrank/rank_gate.h"
 #include "util/error.h"
+#include "util/files.h"
 #include "util/hash.h"
 #include "util/interrupt.h"
 #include "util/progress.h"
@@ -144,6 +145,7 @@ std::string signature(const LlamaModel& model, const TrainOptions& o) {
 TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const std::vector<int>& train_ids,
                         const std::vector<int>& heldout_ids, const TrainOptions& o,
                         const std::function<void(const EvalPoint&)>& on_eval) {
+  o.validate();
   const ModelConfig& c = model.config();
   const int64_t L = c.num_layers, d = c.kv_dim();
   KVC_CHECK(o.steps > 0 && o.batch > 0, "--steps and --batch must be > 0");
@@ -217,10 +219,19 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
     torch::serialize::OutputArchive opt_ar;
     optimizer.save(opt_ar);
     ar.write("optimizer", opt_ar);
-    // Written beside the target and renamed: an interruption never leaves half a checkpoint.
-    const std::string tmp = o.checkpoint + ".tmp";
-    ar.save_to(tmp);
-    KVC_CHECK(std::rename(tmp.c_str(), o.checkpoint.c_str()) == 0, "--checkpoint: cannot write '{}'", o.checkpoint);
+    // Serialised in memory (gate parameters are small) and written by our own writer, so a full disk
+    // is one line naming the user's path and leaves no temporary file, and an interruption never
+    // leaves half a checkpoint.
+    std::string bytes;
+    try {
+      ar.save_to([&bytes](const void* data, size_t size) {
+        bytes.append(static_cast<const char*>(data), size);
+        return size;
+      });
+    } catch (const c10::Error&) {
+      fail("--checkpoint: cannot serialise the training state for '{}'", o.checkpoint);
+    }
+    write_file_atomic(o.checkpoint, bytes);
   };
 
   // Held-out windows and their exact-cache cross-entropy (the floor the gates are compared with).

@@ -32,6 +32,10 @@ struct TrainOptions {
   std::string checkpoint;   // path; empty: no checkpoints
   bool resume = false;
   bool show_progress = true;
+
+  // Throws kvc::Error naming the flag of the first value that would train nothing or train on NaN
+  // (--lr nan, --steps 0, ...). Needs no model, so tools call it before loading anything.
+  void validate() const;
 };
 
 struct EvalPoint {

@@ -39,8 +39,6 @@ Projection read_projection(const std::shared_ptr<st::SafetensorsFile>& file, int
   } else {
     p.eigenvalues = read_checked(file, tensor_name(layer, which, "eigenvalues"), {d}, at::kDouble);
   }
-  KVC_CHECK(at::isfinite(p.U).all().item<bool>(), "{}: layer {} {} basis has non-finite values", file->path(), layer,
-            which);
   return p;
 }
 
@@ -73,7 +71,10 @@ Artifact load_artifact(const std::string& path, const ModelConfig& config) {
     } catch (const std::exception&) {
       fail("{}: metadata 'tau' is missing or not a number", path);
     }
+    KVC_CHECK(a.tau > 0 && a.tau < 1, "{}: metadata 'tau' is {}, outside (0, 1)", path, get("tau"));
   }
+  // Bases, gates and eigenvalues alike: one NaN would turn every compressed run's output into NaN.
+  file->check_all_finite();
   for (int64_t l = 0; l < config.num_layers; ++l) {
     a.layers.push_back({read_projection(file, l, "k", d, a.is_gates()), read_projection(file, l, "v", d, a.is_gates())});
   }

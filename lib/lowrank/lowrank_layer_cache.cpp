@@ -22,8 +22,8 @@ at::Tensor to_tensor(const std::vector<int64_t>& v, at::Device device) {
 }  // namespace
 
 at::Tensor RankedProjection::ranks(const at::Tensor& coeffs) const {
-  if (!W.defined()) return at::full({coeffs.size(0)}, fixed_rank, at::TensorOptions().dtype(at::kLong));
-  return hard_ranks(coeffs, W, b, tau).cpu();
+  if (!W.defined()) return at::full({coeffs.size(0)}, fixed_rank, coeffs.options().dtype(at::kLong));
+  return hard_ranks(coeffs, W, b, tau);
 }
 
 at::Tensor LowRankLayerCache::Store::ranks() const {
@@ -33,7 +33,7 @@ at::Tensor LowRankLayerCache::Store::ranks() const {
 }
 
 void LowRankLayerCache::Store::push(const at::Tensor& padded, const std::vector<int64_t>& ranks,
-                                    const at::TensorOptions& o) {
+                                    const at::Tensor& ranks_tensor, const at::TensorOptions& o) {
   const int64_t T = padded.size(0), d = padded.size(1);
   const int64_t r0 = ranks.empty() ? 0 : ranks[0];
   const bool same = std::all_of(ranks.begin(), ranks.end(), [&](int64_t r) { return r == r0; });
@@ -42,7 +42,7 @@ void LowRankLayerCache::Store::push(const at::Tensor& padded, const std::vector<
     flat = padded.narrow(1, 0, r0).reshape({-1});
   } else {
     // Row-major selection of each row's prefix is exactly the CSR layout.
-    const at::Tensor r = to_tensor(ranks, padded.device());
+    const at::Tensor r = ranks_tensor.to(padded.device());
     flat = padded.masked_select(at::arange(d, r.options()).unsqueeze(0) < r.unsqueeze(1));
   }
   uniform_rank = (offsets.size() == 1 || uniform_rank == r0) && same ? r0 : -1;
@@ -55,6 +55,15 @@ void LowRankLayerCache::Store::push(const at::Tensor& padded, const std::vector<
     coeffs = grown;
   }
   coeffs.narrow(0, used(), flat.numel()).copy_(flat);
+  if (!padded.device().is_cpu()) {
+    const int64_t n = static_cast<int64_t>(offsets.size()) - 1;
+    if (!device_ranks.defined() || n + T > device_ranks.numel()) {
+      at::Tensor grown = at::empty({std::max(n + T, n * 3 / 2 + 64)}, ranks_tensor.options());
+      if (n > 0) grown.narrow(0, 0, n).copy_(device_ranks.narrow(0, 0, n));
+      device_ranks = grown;
+    }
+    device_ranks.narrow(0, n, T).copy_(ranks_tensor);
+  }
   for (int64_t t = 0; t < T; ++t) offsets.push_back(offsets.back() + ranks[static_cast<size_t>(t)]);
 }
 
@@ -66,6 +75,14 @@ at::Tensor LowRankLayerCache::Store::padded(int64_t s0, int64_t s1, int64_t* max
   }
   int64_t rmax = 0;
   for (int64_t t = s0; t < s1; ++t) rmax = std::max(rmax, rank(t));
+  *max_rank = rmax;
+  if (!coeffs.device().is_cpu()) {
+    // On a GPU the row-major scatter under the rank mask (the inverse of push's masked_select) builds
+    // the matrix there: a host index vector would cross to the GPU every decode step.
+    const at::Tensor r = device_ranks.narrow(0, s0, n);
+    const at::Tensor mask = at::arange(rmax, r.options()).unsqueeze(0) < r.unsqueeze(1);
+    return at::zeros({n, rmax}, coeffs.options()).masked_scatter_(mask, coeffs.narrow(0, begin, count));
+  }
   // Destination of every stored coefficient in the padded [n, rmax] matrix.
   std::vector<int64_t> dest(static_cast<size_t>(count));
   size_t k = 0;
@@ -74,7 +91,6 @@ at::Tensor LowRankLayerCache::Store::padded(int64_t s0, int64_t s1, int64_t* max
   }
   at::Tensor out = at::zeros({n * rmax}, coeffs.options());
   out.index_copy_(0, to_tensor(dest, coeffs.device()), coeffs.narrow(0, begin, count));
-  *max_rank = rmax;
   return out.view({n, rmax});
 }
 
@@ -90,6 +106,10 @@ void LowRankLayerCache::Store::keep(const std::vector<int64_t>& tokens, const at
   }
   // An exactly-sized buffer: the old one is released.
   coeffs = src.empty() ? at::empty({0}, o) : coeffs.index_select(0, to_tensor(src, coeffs.device())).clone();
+  if (device_ranks.defined()) {
+    device_ranks = tokens.empty() ? device_ranks.narrow(0, 0, 0).clone()
+                                  : device_ranks.index_select(0, to_tensor(tokens, device_ranks.device()));
+  }
   offsets = std::move(new_offsets);
   uniform_rank = same && r0 >= 0 ? r0 : (tokens.empty() ? uniform_rank : -1);
 }
@@ -107,9 +127,14 @@ void LowRankLayerCache::append(const at::Tensor& keys, const at::Tensor& values,
                                 std::make_tuple(&value_, value_proj_.get(), &values)}) {
     // [n_kv, T, d] -> [T, n_kv * d]: all heads of a token form one latent vector.
     const at::Tensor coeffs = x->transpose(0, 1).reshape({T, dkv}).to(options_.dtype()).matmul(proj->U);
-    const at::Tensor r = proj->ranks(coeffs).contiguous();
-    const std::vector<int64_t> ranks(r.data_ptr<int64_t>(), r.data_ptr<int64_t>() + T);
-    store->push(coeffs, ranks, options_);
+    const at::Tensor r = proj->ranks(coeffs);
+    // A fixed rank is known on the host; a gated one is read back (the CSR offsets live on the host).
+    std::vector<int64_t> ranks(static_cast<size_t>(T), proj->fixed_rank);
+    if (proj->W.defined()) {
+      const at::Tensor host = r.to(at::kCPU).contiguous();
+      ranks.assign(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + T);
+    }
+    store->push(coeffs, ranks, r, options_);
   }
   if (length_ + T > positions_.numel()) {
     at::Tensor grown = at::empty({std::max(length_ + T, positions_.numel() * 3 / 2 + 16)}, positions_.options());
@@ -118,7 +143,8 @@ void LowRankLayerCache::append(const at::Tensor& keys, const at::Tensor& values,
   }
   positions_.narrow(0, length_, T).copy_(positions);
   length_ += T;
-  max_position_ = std::max(max_position_, positions.max().item<int64_t>());
+  // Kept on the CPU only: on a GPU attend() masks without it, reading no positions back.
+  if (positions.device().is_cpu()) max_position_ = std::max(max_position_, positions.max().item<int64_t>());
 }
 
 at::Tensor LowRankLayerCache::rotated_key_block(int64_t s0, int64_t s1) const {
@@ -154,7 +180,10 @@ at::Tensor LowRankLayerCache::attend(const at::Tensor& queries, const at::Tensor
     return rotated_key_block(b * kKeyBlock, std::min(S, (b + 1) * kKeyBlock));
   };
   const int64_t n_blocks = (S + kKeyBlock - 1) / kKeyBlock;
-  if (n_blocks == 1) key_blocks.push_back(key_block(0));
+  // A GPU holds every rebuilt block at once (the size of a dense layer's keys), so a long prefill does not
+  // rebuild them for each query block.
+  const int64_t held = n_blocks == 1 || !positions_.device().is_cpu() ? n_blocks : 0;
+  for (int64_t b = 0; b < held; ++b) key_blocks.push_back(key_block(b));
 
   at::Tensor out = at::empty({KV, G, T, d}, options_);
   const int64_t block = std::max<int64_t>(1, std::min<int64_t>(T, kMaxScoreElements / std::max<int64_t>(1, H * S)));
@@ -166,7 +195,7 @@ at::Tensor LowRankLayerCache::attend(const at::Tensor& queries, const at::Tensor
     at::Tensor scores = (parts.size() == 1 ? parts[0] : at::cat(parts, 2)).mul_(scale).view({KV, G, tb, S});
     const at::Tensor qp = q_pos.narrow(0, t0, tb).view({tb, 1});
     // Decoding past every cached entry without a window needs no mask (as in grouped_attention).
-    if (T > 1 || shape_.sliding_window > 0 || max_position_ > q_pos.min().item<int64_t>()) {
+    if (T > 1 || shape_.sliding_window > 0 || !q_pos.device().is_cpu() || max_position_ > q_pos.min().item<int64_t>()) {
       at::Tensor masked = k_pos.unsqueeze(0) > qp;  // [tb, S]
       if (shape_.sliding_window > 0) masked.logical_or_(k_pos.unsqueeze(0) <= qp - shape_.sliding_window);
       scores.masked_fill_(masked.view({1, 1, tb, S}), -std::numeric_limits<double>::infinity());
@@ -212,7 +241,7 @@ void LowRankLayerCache::retain(const at::Tensor& indices) {
   value_.keep(tokens, options_);
   positions_ = positions().index_select(0, to_tensor(tokens, positions_.device())).clone();
   length_ = static_cast<int64_t>(tokens.size());
-  max_position_ = length_ > 0 ? positions().max().item<int64_t>() : -1;
+  max_position_ = length_ > 0 && positions_.device().is_cpu() ? positions().max().item<int64_t>() : -1;
 }
 
 at::Tensor LowRankLayerCache::lengths() const {

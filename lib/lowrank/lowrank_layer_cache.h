@@ -23,7 +23,7 @@ struct RankedProjection {
   at::Tensor W, b;      // the gate; undefined for a fixed rank
   int64_t fixed_rank = 0;
   double tau = 0.1;
-  // Ranks [T] int64 for coefficients [T, d_kv].
+  // Ranks [T] int64 for coefficients [T, d_kv], on the coefficients' device.
   at::Tensor ranks(const at::Tensor& coeffs) const;
 };
 
@@ -55,6 +55,7 @@ class LowRankLayerCache : public LayerCache {
     at::Tensor coeffs;                 // [capacity]
     std::vector<int64_t> offsets{0};   // token t's coefficients: [offsets[t], offsets[t+1])
     int64_t uniform_rank = -1;         // every token has this rank (fast path), or -1
+    at::Tensor device_ranks;           // [capacity] int64 per-token ranks, kept off the CPU only
     int64_t used() const { return offsets.back(); }
     int64_t rank(int64_t t) const { return offsets[t + 1] - offsets[t]; }
     int64_t max_rank() const {
@@ -63,7 +64,9 @@ class LowRankLayerCache : public LayerCache {
       return m;
     }
     at::Tensor ranks() const;
-    void push(const at::Tensor& coeffs_padded, const std::vector<int64_t>& ranks, const at::TensorOptions& o);
+    // ranks: host copy of ranks_tensor [T] (which lies on the coefficients' device).
+    void push(const at::Tensor& coeffs_padded, const std::vector<int64_t>& ranks, const at::Tensor& ranks_tensor,
+              const at::TensorOptions& o);
     // Tokens [s0, s1) as a zero-padded [s1 - s0, max rank] matrix.
     at::Tensor padded(int64_t s0, int64_t s1, int64_t* max_rank) const;
     void keep(const std::vector<int64_t>& tokens, const at::TensorOptions& o);

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "compression/spec_parser.h"
 #include "lowrank/lowrank_artifacts.h"
 #include "lowrank/lowrank_layer_cache.h"
 #include "util/error.h"
@@ -38,15 +39,13 @@ std::shared_ptr<RankedProjection> to_device(const Projection& p, const at::Tenso
 LowRankSpec parse_lowrank_spec(const std::string& text, int64_t rank) {
   LowRankSpec spec;
   spec.path = text;
+  // The path may itself hold ':'; parameters follow the last ':' when it is followed by key=value
+  // items (or by nothing, which is an error rather than a file name ending in ':').
   const size_t colon = text.rfind(':');
-  if (colon != std::string::npos && text.find('=', colon) != std::string::npos) {
+  if (colon != std::string::npos &&
+      (text.find('=', colon) != std::string::npos || text.find_first_not_of(" \t", colon + 1) == std::string::npos)) {
     spec.path = text.substr(0, colon);
-    std::stringstream items(text.substr(colon + 1));
-    std::string item;
-    while (std::getline(items, item, ',')) {
-      const size_t eq = item.find('=');
-      KVC_CHECK(eq != std::string::npos, "--lowrank: expected key=value after ':', got '{}'", item);
-      const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    for (const auto& [key, value] : parse_spec_params(text.substr(colon + 1), "--lowrank", text)) {
       if (key == "tau") {
         try {
           spec.tau = std::stod(value);

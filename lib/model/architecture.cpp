@@ -13,6 +13,7 @@ const std::vector<ArchitectureTraits>& table() {
       {"llama", "LlamaForCausalLM", false, false, false},
       {"mistral", "MistralForCausalLM", false, true, false},
       {"qwen2", "Qwen2ForCausalLM", true, false, true},
+      {"gemma3_text", "Gemma3ForCausalLM", false, false, false, true, true, true, true, true, true, "gemma3"},
   };
   return traits;
 }
@@ -25,6 +26,16 @@ const ArchitectureTraits& architecture_for(const std::string& model_type, const 
   }
   fail("{}: unsupported model_type '{}' (supported: {})", source_name, model_type,
        fmt::join(supported_model_types(), ", "));
+}
+
+const ArchitectureTraits& architecture_for_gguf(const std::string& gguf_architecture, const std::string& source_name) {
+  std::vector<std::string> known;
+  for (const auto& t : table()) {
+    if (!t.gguf_architecture.empty() && t.gguf_architecture == gguf_architecture) return t;
+    if (!t.gguf_architecture.empty()) known.push_back(t.gguf_architecture);
+  }
+  fail("{}: unsupported GGUF architecture '{}' (supported: {})", source_name, gguf_architecture,
+       fmt::join(known, ", "));
 }
 
 std::vector<std::string> supported_model_types() {

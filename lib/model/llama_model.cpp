@@ -3,11 +3,17 @@
 #include <ATen/Parallel.h>
 #include <fmt/ranges.h>
 
+#include <cmath>
+#include <optional>
+
 #include "cache/dense_layer_cache.h"
 #include "io/safetensors.h"
 #include "kernels/matvec.h"
 #include "kernels/parallel_linear.h"
 #include "kernels/rms_norm.h"
+#include "model/gguf_config.h"
+#include "model/gguf_weights.h"
+#include "model/local_window_cache.h"
 #include "model/tensor_bridge.h"
 #include "runtime/blas_threads.h"
 #include "runtime/huge_page_allocator.h"
@@ -36,24 +42,41 @@ at::Device parse_device(const std::string& device) {
 }
 
 // Loads one tensor and checks its shape against what the config implies.
-struct WeightLoader {
-  const st::Checkpoint& checkpoint;
-  std::string dir;
-  at::ScalarType dtype;
-  at::Device device;
+class SafetensorsWeights : public WeightSource {
+ public:
+  SafetensorsWeights(const st::Checkpoint& checkpoint, std::string dir, at::ScalarType dtype, at::Device device)
+      : checkpoint_(checkpoint), dir_(std::move(dir)), dtype_(dtype), device_(device) {}
+  bool contains(const std::string& name) const override { return checkpoint_.contains(name); }
+  bool norms_include_unit_offset() const override { return false; }
 
-  at::Tensor get(const std::string& name, std::vector<int64_t> shape) const {
-    KVC_CHECK(checkpoint.contains(name), "{}: missing tensor '{}' (is this a {}-style checkpoint?)", dir, name,
+  at::Tensor get(const std::string& name, const std::vector<int64_t>& shape) const override {
+    KVC_CHECK(checkpoint_.contains(name), "{}: missing tensor '{}' (is this a {}-style checkpoint?)", dir_, name,
               "Hugging Face Llama");
-    const auto& info = checkpoint.info(name);
-    KVC_CHECK(info.shape == shape, "{}: tensor '{}' has shape [{}], but config.json implies [{}]", dir, name,
+    const auto& info = checkpoint_.info(name);
+    KVC_CHECK(info.shape == shape, "{}: tensor '{}' has shape [{}], but config.json implies [{}]", dir_, name,
               fmt::join(info.shape, ", "), fmt::join(shape, ", "));
-    const at::Tensor t = load_tensor(checkpoint, name, dtype, device);
+    const at::Tensor t = load_tensor(checkpoint_, name, dtype_, device_);
     // On CPU, fp32 tensors are zero-copy views of the mapped file (4 KiB page-cache pages); an owned
     // copy lands in huge pages, which a decode step streams markedly faster.
-    return device.is_cpu() && t.numel() * t.element_size() >= (int64_t{4} << 20) ? t.clone() : t;
+    return device_.is_cpu() && t.numel() * t.element_size() >= (int64_t{4} << 20) ? t.clone() : t;
   }
+
+ private:
+  const st::Checkpoint& checkpoint_;
+  std::string dir_;
+  at::ScalarType dtype_;
+  at::Device device_;
 };
+
+bool is_gguf_path(const std::string& path) {
+  return path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0 && !is_directory(path);
+}
+
+// RMSNorm weights as the forward pass multiplies by them: Gemma's (1 + w) is stored as one tensor.
+at::Tensor norm_weight(const WeightSource& w, const ModelConfig& c, const std::string& name, int64_t size) {
+  const at::Tensor t = w.get(name, {size});
+  return c.traits.unit_offset_norms && !w.norms_include_unit_offset() ? t + 1 : t;
+}
 
 // One-row inputs (decoding) use matrix-vector products: sgemm repacks the whole weight matrix on
 // every call, which costs several times more than streaming it once. Multi-row inputs (prefill) split
@@ -71,10 +94,17 @@ at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const at::Tens
 }  // namespace
 
 std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadOptions& options) {
-  KVC_CHECK(is_directory(dir), "model folder not found: '{}'", dir);
+  const bool gguf_file = is_gguf_path(dir);
+  KVC_CHECK(gguf_file || is_directory(dir), "model folder not found: '{}'", dir);
   std::shared_ptr<LlamaModel> model(new LlamaModel());
   model->dir_ = dir;
-  model->config_ = ModelConfig::from_file(dir + "/config.json");
+  std::shared_ptr<const gguf::GgufFile> gguf;
+  if (gguf_file) {
+    gguf = gguf::GgufFile::open(dir);
+    model->config_ = model_config_from_gguf(*gguf);
+  } else {
+    model->config_ = ModelConfig::from_file(dir + "/config.json");
+  }
   const ModelConfig& c = model->config_;
   model->device_ = parse_device(options.device);
   model->dtype_ = parse_dtype_option(options.dtype, c.torch_dtype == "float16" || c.torch_dtype == "bfloat16"
@@ -84,12 +114,19 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadO
             "--dtype: CPU runs in float32 (or float64); half-precision weights are upcast at load");
 
   if (model->device_.is_cpu()) install_huge_page_allocator();
-  const st::Checkpoint checkpoint = st::Checkpoint::open_dir(dir);
-  const WeightLoader w{checkpoint, dir, model->dtype_, model->device_};
+  std::optional<st::Checkpoint> checkpoint;
+  std::unique_ptr<WeightSource> source;
+  if (gguf) {
+    source = std::make_unique<GgufWeights>(gguf, c.traits.unit_offset_norms, model->dtype_, model->device_);
+  } else {
+    checkpoint.emplace(st::Checkpoint::open_dir(dir));
+    source = std::make_unique<SafetensorsWeights>(*checkpoint, dir, model->dtype_, model->device_);
+  }
+  const WeightSource& w = *source;
   const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.kv_dim(), inter = c.intermediate_size;
   model->embed_ = w.get("model.embed_tokens.weight", {c.vocab_size, h});
-  model->final_norm_ = w.get("model.norm.weight", {h});
-  if (c.tie_word_embeddings || !checkpoint.contains("lm_head.weight")) {
+  model->final_norm_ = norm_weight(w, c, "model.norm.weight", h);
+  if (c.tie_word_embeddings || !w.contains("lm_head.weight")) {
     KVC_CHECK(c.tie_word_embeddings, "{}: missing tensor 'lm_head.weight' and tie_word_embeddings is false", dir);
     model->lm_head_ = model->embed_;
   } else {
@@ -98,7 +135,7 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadO
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string p = fmt::format("model.layers.{}.", i);
     LayerWeights l;
-    l.attn_norm = w.get(p + "input_layernorm.weight", {h});
+    l.attn_norm = norm_weight(w, c, p + "input_layernorm.weight", h);
     // Stacking q/k/v (and gate/up) turns three matrix-vector products into one per decode step.
     l.qkv = at::cat({w.get(p + "self_attn.q_proj.weight", {q, h}), w.get(p + "self_attn.k_proj.weight", {kv, h}),
                      w.get(p + "self_attn.v_proj.weight", {kv, h})});
@@ -107,12 +144,28 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadO
                             w.get(p + "self_attn.v_proj.bias", {kv})});
     }
     l.o_proj = w.get(p + "self_attn.o_proj.weight", {h, q}).contiguous();
-    l.mlp_norm = w.get(p + "post_attention_layernorm.weight", {h});
+    if (c.traits.sandwich_norms) {
+      l.post_attn_norm = norm_weight(w, c, p + "post_attention_layernorm.weight", h);
+      l.mlp_norm = norm_weight(w, c, p + "pre_feedforward_layernorm.weight", h);
+      l.post_mlp_norm = norm_weight(w, c, p + "post_feedforward_layernorm.weight", h);
+    } else {
+      l.mlp_norm = norm_weight(w, c, p + "post_attention_layernorm.weight", h);
+    }
+    if (c.traits.qk_norms) {
+      l.q_norm = norm_weight(w, c, p + "self_attn.q_norm.weight", c.head_dim);
+      l.k_norm = norm_weight(w, c, p + "self_attn.k_norm.weight", c.head_dim);
+    }
     l.gate_up = at::cat({w.get(p + "mlp.gate_proj.weight", {inter, h}), w.get(p + "mlp.up_proj.weight", {inter, h})});
     l.down = w.get(p + "mlp.down_proj.weight", {h, inter}).contiguous();
     model->layers_.push_back(std::move(l));
   }
   model->rope_ = std::make_shared<Rope>(c, model->device_);
+  if (!c.local_layers.empty()) {
+    ModelConfig local = c;
+    local.rope_theta = c.rope_local_theta;
+    local.rope_scaling = RopeScaling{};  // scaling stretches the global layers' long range only
+    model->rope_local_ = std::make_shared<Rope>(local, model->device_);
+  }
   return model;
 }
 
@@ -121,6 +174,7 @@ int64_t LlamaModel::parameter_count() const {
   for (const auto& l : layers_) {
     n += l.attn_norm.numel() + l.qkv.numel() + (l.qkv_bias.defined() ? l.qkv_bias.numel() : 0) + l.o_proj.numel() +
          l.mlp_norm.numel() + l.gate_up.numel() + l.down.numel();
+    for (const at::Tensor& t : {l.q_norm, l.k_norm, l.post_attn_norm, l.post_mlp_norm}) n += t.defined() ? t.numel() : 0;
   }
   return n;
 }
@@ -134,13 +188,18 @@ int64_t LlamaModel::weight_bytes() const {
 std::vector<at::Tensor> LlamaModel::decode_weights() const {
   std::vector<at::Tensor> weights;
   for (const LayerWeights& l : layers_) {
-    for (const at::Tensor& t : {l.attn_norm, l.qkv, l.qkv_bias, l.o_proj, l.mlp_norm, l.gate_up, l.down}) {
+    for (const at::Tensor& t : {l.attn_norm, l.qkv, l.qkv_bias, l.o_proj, l.mlp_norm, l.gate_up, l.down, l.q_norm,
+                                l.k_norm, l.post_attn_norm, l.post_mlp_norm}) {
       if (t.defined()) weights.push_back(t);
     }
   }
   weights.push_back(final_norm_);
   weights.push_back(lm_head_);
   return weights;
+}
+
+std::shared_ptr<const Rope> LlamaModel::rope_for_layer(int64_t layer) const {
+  return config_.is_local_layer(layer) ? rope_local_ : rope_;
 }
 
 LayerCacheFactory LlamaModel::dense_layer_factory() const {
@@ -150,9 +209,19 @@ LayerCacheFactory LlamaModel::dense_layer_factory() const {
   return [shape, options, rope](int64_t) { return std::make_unique<DenseLayerCache>(shape, rope, options); };
 }
 
+// Local (sliding-window) layers always get a dense cache bounded by their window: compression and the
+// factory's budgets act on the global layers only.
 KVCache LlamaModel::new_cache(const LayerCacheFactory& factory) const {
   std::vector<std::unique_ptr<LayerCache>> layers;
-  for (int64_t i = 0; i < config_.num_layers; ++i) layers.push_back(factory(i));
+  const AttentionShape local{config_.num_heads, config_.num_kv_heads, config_.head_dim, config_.local_window};
+  const auto options = at::TensorOptions().dtype(dtype_).device(device_);
+  for (int64_t i = 0; i < config_.num_layers; ++i) {
+    if (config_.is_local_layer(i)) {
+      layers.push_back(std::make_unique<LocalWindowCache>(local, rope_local_, options));
+    } else {
+      layers.push_back(factory(i));
+    }
+  }
   return KVCache(std::move(layers));
 }
 
@@ -172,33 +241,46 @@ at::Tensor LlamaModel::attention_block(int64_t layer, const at::Tensor& x, const
   const ModelConfig& c = config_;
   const int64_t T = x.size(0), d = c.head_dim, q_dim = c.num_heads * d, kv_dim = c.kv_dim();
   const at::Tensor qkv = project(rms_norm(x, l.attn_norm), l.qkv, l.qkv_bias);  // [T, q+2kv]
-  const at::Tensor q = qkv.narrow(1, 0, q_dim).view({T, c.num_heads, d}).transpose(0, 1);
-  const at::Tensor k = qkv.narrow(1, q_dim, kv_dim).view({T, c.num_kv_heads, d}).transpose(0, 1);
+  at::Tensor q = qkv.narrow(1, 0, q_dim).view({T, c.num_heads, d}).transpose(0, 1);
+  at::Tensor k = qkv.narrow(1, q_dim, kv_dim).view({T, c.num_kv_heads, d}).transpose(0, 1);
   const at::Tensor v = qkv.narrow(1, q_dim + kv_dim, kv_dim).view({T, c.num_kv_heads, d}).transpose(0, 1);
-  const at::Tensor q_rot = rope_->apply(q, positions).contiguous();
+  if (l.q_norm.defined()) {
+    q = rms_norm(q.reshape({-1, d}), l.q_norm).view({c.num_heads, T, d});
+    k = rms_norm(k.reshape({-1, d}), l.k_norm).view({c.num_kv_heads, T, d});
+  }
+  // Attention scales scores by 1/sqrt(head_dim); a model that asks for 1/sqrt(s) gets its queries rescaled.
+  if (c.query_pre_attn_scalar > 0 && c.query_pre_attn_scalar != static_cast<double>(d)) {
+    q = q * std::sqrt(static_cast<double>(d) / c.query_pre_attn_scalar);
+  }
+  const at::Tensor q_rot = rope_for_layer(layer)->apply(q, positions).contiguous();
 
   LayerCache& lc = cache.layer(layer);
   lc.append(k, v, positions);
   LayerStep step;
-  const AttentionProbe probe = options.observer ? options.observer->probe(layer) : AttentionProbe{};
+  ForwardObserver* observer = options.observer;
+  const AttentionProbe probe = observer ? observer->probe(layer) : AttentionProbe{};
   const at::Tensor attn = lc.attend(q_rot, positions, probe, &step.stats);  // [H, T, d]
-  if (options.observer) {
+  if (observer) {
     step.layer = layer;
     step.keys = k;
     step.values = v;
     step.queries = q_rot;
     step.positions = positions;
-    options.observer->after_attention(step, cache);
+    observer->after_attention(step, cache);
   }
-  return project(attn.transpose(0, 1).reshape({T, q_dim}), l.o_proj);
+  const at::Tensor out = project(attn.transpose(0, 1).reshape({T, q_dim}), l.o_proj);
+  return l.post_attn_norm.defined() ? rms_norm(out, l.post_attn_norm) : out;
 }
 
 at::Tensor LlamaModel::mlp_block(int64_t layer, const at::Tensor& x) const {
   const LayerWeights& l = layers_[static_cast<size_t>(layer)];
   const int64_t inter = config_.intermediate_size;
   const at::Tensor gate_up = project(rms_norm(x, l.mlp_norm), l.gate_up);
-  const at::Tensor act = at::silu(gate_up.narrow(1, 0, inter)) * gate_up.narrow(1, inter, inter);
-  return project(act, l.down);
+  const at::Tensor gate = gate_up.narrow(1, 0, inter);
+  const at::Tensor act = (config_.traits.gelu_tanh_mlp ? at::gelu(gate, "tanh") : at::silu(gate)) *
+                         gate_up.narrow(1, inter, inter);
+  const at::Tensor out = project(act, l.down);
+  return l.post_mlp_norm.defined() ? rms_norm(out, l.post_mlp_norm) : out;
 }
 
 at::Tensor LlamaModel::forward(const std::vector<int>& tokens, KVCache& cache, const ForwardOptions& options) const {
@@ -214,9 +296,20 @@ at::Tensor LlamaModel::forward(const std::vector<int>& tokens, KVCache& cache, c
               config_.vocab_size);
   }
   const at::Tensor id_tensor = at::tensor(ids, at::TensorOptions().dtype(at::kLong)).to(device_);
-  const at::Tensor positions = at::arange(cache.next_position(), cache.next_position() + T,
-                                          at::TensorOptions().dtype(at::kLong));
+  // On a GPU the positions are made there: a host tensor would be copied, and the GPU waited for, in
+  // every layer's RoPE and attention.
+  const int64_t first = cache.next_position();
+  rope_->reserve(first + T - 1);
+  if (rope_local_) rope_local_->reserve(first + T - 1);
+  const at::Tensor positions =
+      at::arange(first, first + T, at::TensorOptions().dtype(at::kLong).device(device_));
   at::Tensor x = embed_.index_select(0, id_tensor);
+  if (config_.traits.scaled_embeddings) {
+    // As Hugging Face: sqrt(hidden) rounded to the activations' dtype first.
+    const at::Tensor normalizer = at::scalar_tensor(std::sqrt(static_cast<double>(config_.hidden_size)),
+                                                    at::TensorOptions().dtype(x.scalar_type()));
+    x = x * normalizer.item().toDouble();
+  }
   for (int64_t i = 0; i < config_.num_layers; ++i) {
     x = x + attention_block(i, x, positions, cache, options);
     x = x + mlp_block(i, x);

@@ -17,6 +17,8 @@ namespace kvc {
 struct LayerWeights {
   at::Tensor attn_norm, qkv, qkv_bias, o_proj;  // qkv: q, k, v projections stacked [q+2kv, hidden]
   at::Tensor mlp_norm, gate_up, down;           // gate_up: gate and up stacked [2I, hidden]
+  // Gemma 3 only (undefined otherwise): per-head query/key norms, norms after attention and after the MLP.
+  at::Tensor q_norm, k_norm, post_attn_norm, post_mlp_norm;
 };
 
 struct LoadOptions {
@@ -26,14 +28,17 @@ struct LoadOptions {
 
 class LlamaModel {
  public:
-  // Loads config.json and (sharded) safetensors from `dir`; validates every tensor's shape.
+  // Loads config.json and (sharded) safetensors from `dir`, or a .gguf file (dequantized at load);
+  // validates every tensor's shape.
   static std::shared_ptr<LlamaModel> load(const std::string& dir, const LoadOptions& options = {});
 
   const ModelConfig& config() const { return config_; }
   const std::string& dir() const { return dir_; }
   at::Device device() const { return device_; }
   at::ScalarType dtype() const { return dtype_; }
+  // The global layers' RoPE: the one every compressed cache uses (local layers keep dense caches).
   std::shared_ptr<const Rope> rope() const { return rope_; }
+  std::shared_ptr<const Rope> rope_for_layer(int64_t layer) const;
   int64_t parameter_count() const;
   int64_t weight_bytes() const;  // bytes one decode step must read
   std::vector<at::Tensor> decode_weights() const;  // the matrices a decode step streams (not the embedding)
@@ -59,6 +64,7 @@ class LlamaModel {
   at::Device device_ = at::kCPU;
   at::ScalarType dtype_ = at::kFloat;
   std::shared_ptr<const Rope> rope_;
+  std::shared_ptr<const Rope> rope_local_;  // local (sliding-window) layers' RoPE; null without them
   at::Tensor embed_, final_norm_, lm_head_;
   std::vector<LayerWeights> layers_;
 };

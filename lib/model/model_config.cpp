@@ -3,7 +3,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 
+#include "model/gemma3_config.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/hash.h"
@@ -13,10 +15,17 @@ namespace {
 
 using nlohmann::json;
 
+// Above every released model (the largest vocabularies are ~256k entries, the longest contexts ~10M
+// positions) yet small enough that products of two sizes cannot overflow an int64_t.
+constexpr int64_t kMaxSize = int64_t{1} << 24;
+// Long-context Llama variants reach rope_theta ~4e9; 1e12 leaves room for those and refuses values
+// (1e30) at which every RoPE frequency rounds to zero and positions become indistinguishable.
+constexpr double kMaxRopeTheta = 1e12;
+
 int64_t required_positive(const json& j, const char* key, const std::string& src) {
   KVC_CHECK(j.contains(key), "{}: missing required field '{}'", src, key);
-  KVC_CHECK(j[key].is_number_integer() && j[key].get<int64_t>() > 0, "{}: field '{}' must be a positive integer",
-            src, key);
+  KVC_CHECK(j[key].is_number_integer() && j[key].get<int64_t>() > 0 && j[key].get<int64_t>() <= kMaxSize,
+            "{}: field '{}' must be a positive integer of at most {}, got {}", src, key, kMaxSize, j[key].dump());
   return j[key].get<int64_t>();
 }
 
@@ -24,6 +33,23 @@ double number_or(const json& j, const char* key, double fallback, const std::str
   if (!j.contains(key) || j[key].is_null()) return fallback;
   KVC_CHECK(j[key].is_number(), "{}: field '{}' must be a number", src, key);
   return j[key].get<double>();
+}
+
+// A number strictly between `low` and `high` (NaN and infinities fail both comparisons or the bound).
+double number_in(const json& j, const char* key, double fallback, double low, double high, const std::string& src) {
+  const double value = number_or(j, key, fallback, src);
+  KVC_CHECK(std::isfinite(value) && value > low && value < high, "{}: field '{}' is {}, outside ({}, {})", src, key,
+            j[key].dump(), low, high);
+  return value;
+}
+
+// Hugging Face spells SiLU both ways; any other activation would silently compute another model.
+std::string activation(const json& j, const std::string& src) {
+  if (!j.contains("hidden_act") || j["hidden_act"].is_null()) return "silu";
+  KVC_CHECK(j["hidden_act"].is_string(), "{}: field 'hidden_act' must be a string, got {}", src, j["hidden_act"].dump());
+  const std::string act = j["hidden_act"].get<std::string>();
+  KVC_CHECK(act == "silu" || act == "swish", "{}: hidden_act '{}' is not supported (only silu)", src, act);
+  return act;
 }
 
 bool bool_or(const json& j, const char* key, bool fallback, const std::string& src) {
@@ -43,7 +69,7 @@ RopeScaling parse_rope_scaling(const json& j, const std::string& src) {
   KVC_CHECK(s.type == "default" || s.type == "linear" || s.type == "llama3",
             "{}: unsupported rope_scaling type '{}' (supported: default, linear, llama3)", src, s.type);
   s.factor = number_or(r, "factor", 1.0, src);
-  KVC_CHECK(s.factor > 0, "{}: rope_scaling.factor must be positive", src);
+  KVC_CHECK(std::isfinite(s.factor) && s.factor > 0, "{}: rope_scaling.factor must be positive", src);
   s.low_freq_factor = number_or(r, "low_freq_factor", 1.0, src);
   s.high_freq_factor = number_or(r, "high_freq_factor", 4.0, src);
   s.original_max_position_embeddings =
@@ -89,20 +115,24 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
                        : c.num_heads;
   c.vocab_size = required_positive(j, "vocab_size", src);
   c.max_position_embeddings = required_positive(j, "max_position_embeddings", src);
-  c.head_dim = j.contains("head_dim") && !j["head_dim"].is_null() ? required_positive(j, "head_dim", src)
-                                                                   : c.hidden_size / c.num_heads;
+  // Without head_dim the architecture derives it from hidden_size, which must then split evenly; an
+  // explicit head_dim may differ from hidden_size / heads (the projections absorb the difference).
+  const bool explicit_head_dim = j.contains("head_dim") && !j["head_dim"].is_null();
+  KVC_CHECK(explicit_head_dim || c.hidden_size % c.num_heads == 0,
+            "{}: hidden_size ({}) is not a multiple of num_attention_heads ({}) and no head_dim is given", src,
+            c.hidden_size, c.num_heads);
+  c.head_dim = explicit_head_dim ? required_positive(j, "head_dim", src) : c.hidden_size / c.num_heads;
   KVC_CHECK(c.num_heads % c.num_kv_heads == 0, "{}: num_attention_heads ({}) is not a multiple of num_key_value_heads ({})",
             src, c.num_heads, c.num_kv_heads);
   KVC_CHECK(c.head_dim % 2 == 0, "{}: head_dim ({}) must be even for RoPE", src, c.head_dim);
-  c.rms_norm_eps = number_or(j, "rms_norm_eps", 1e-6, src);
-  c.rope_theta = number_or(j, "rope_theta", 10000.0, src);
-  KVC_CHECK(c.rope_theta > 0, "{}: rope_theta must be positive", src);
+  // eps guards a division by the RMS of activations; 1 or more would dominate it in every real model.
+  c.rms_norm_eps = number_in(j, "rms_norm_eps", 1e-6, 0.0, 1.0, src);
+  c.rope_theta = number_in(j, "rope_theta", 10000.0, 1.0, kMaxRopeTheta, src);
   c.rope_scaling = parse_rope_scaling(j, src);
   c.tie_word_embeddings = bool_or(j, "tie_word_embeddings", false, src);
   c.qkv_bias = c.traits.always_qkv_bias || bool_or(j, "attention_bias", false, src);
   KVC_CHECK(!bool_or(j, "mlp_bias", false, src), "{}: mlp_bias=true is not supported", src);
-  const std::string act = j.contains("hidden_act") && j["hidden_act"].is_string() ? j["hidden_act"].get<std::string>() : "silu";
-  KVC_CHECK(act == "silu", "{}: hidden_act '{}' is not supported (only silu)", src, act);
+  activation(j, src);
   const bool window_on = c.traits.honours_sliding_window ||
                          (c.traits.sliding_window_flag && bool_or(j, "use_sliding_window", false, src));
   if (window_on && j.contains("sliding_window") && j["sliding_window"].is_number_integer()) {
@@ -121,6 +151,7 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
     }
   }
   if (j.contains("torch_dtype") && j["torch_dtype"].is_string()) c.torch_dtype = j["torch_dtype"].get<std::string>();
+  if (c.traits.local_global_layers) read_gemma3_fields(j, c, src);
   return c;
 }
 

@@ -34,6 +34,13 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   bool qkv_bias = false;
   int64_t sliding_window = 0;  // 0: full attention
+  // Local/global layers (Gemma 3): local layers attend to the last `local_window` tokens with their own
+  // RoPE base; `sliding_window` above and rope_theta/rope_scaling describe the global layers, which are
+  // the layers compression acts on.
+  std::vector<bool> local_layers;  // empty: no local layers
+  int64_t local_window = 0;
+  double rope_local_theta = 10000.0;
+  double query_pre_attn_scalar = 0;  // queries scaled by 1/sqrt(this); 0: head_dim
   int bos_token_id = 1;
   std::vector<int> eos_token_ids{2};
   std::string torch_dtype = "float32";
@@ -42,6 +49,9 @@ struct ModelConfig {
   int64_t kv_dim() const { return num_kv_heads * head_dim; }
   int64_t group_size() const { return num_heads / num_kv_heads; }
   bool is_eos(int id) const;
+  bool is_local_layer(int64_t layer) const {
+    return layer >= 0 && layer < static_cast<int64_t>(local_layers.size()) && local_layers[static_cast<size_t>(layer)];
+  }
 
   // Parses and validates; throws kvc::Error naming the file and the missing or bad field.
   static ModelConfig from_file(const std::string& config_path);

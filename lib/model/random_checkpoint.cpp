@@ -2,10 +2,15 @@
 
 #include <ATen/ATen.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
 
 #include <fmt/format.h>
 
 #include "io/safetensors.h"
+#include "model/model_config.h"
 #include "model/tensor_bridge.h"
 #include "util/error.h"
 #include "util/files.h"
@@ -89,7 +94,9 @@ at::ScalarType storage_type(const std::string& dtype) {
 // Collects tensors and flushes a shard whenever it would exceed the size limit.
 class ShardedWriter {
  public:
-  ShardedWriter(std::string dir, int64_t max_shard_bytes) : dir_(std::move(dir)), max_bytes_(max_shard_bytes) {}
+  // Every file it creates is appended to `written`, so a failed run can remove them.
+  ShardedWriter(std::string dir, int64_t max_shard_bytes, std::vector<std::string>& written)
+      : dir_(std::move(dir)), max_bytes_(max_shard_bytes), written_(written) {}
 
   void add(const std::string& name, const at::Tensor& t) {
     const int64_t bytes = t.numel() * static_cast<int64_t>(t.element_size());
@@ -100,17 +107,16 @@ class ShardedWriter {
 
   void finish() {
     flush();
-    if (shards_.size() == 1 && max_bytes_ <= 0) {
-      KVC_CHECK(std::rename((dir_ + "/" + shards_[0]).c_str(), (dir_ + "/model.safetensors").c_str()) == 0,
-                "cannot rename shard in '{}'", dir_);
-      return;
-    }
+    if (max_bytes_ <= 0) return;  // one file, already under its final name
     nlohmann::json index = {{"metadata", {{"total_size", total_bytes_}}}, {"weight_map", nlohmann::json::object()}};
     for (const auto& [name, shard] : weight_map_) index["weight_map"][name] = final_name(shard);
     for (size_t i = 0; i < shards_.size(); ++i) {
-      std::rename((dir_ + "/" + shards_[i]).c_str(), (dir_ + "/" + final_name(i)).c_str());
+      KVC_CHECK(std::rename((dir_ + "/" + shards_[i]).c_str(), (dir_ + "/" + final_name(i)).c_str()) == 0,
+                "cannot rename shard in '{}'", dir_);
+      written_.push_back(dir_ + "/" + final_name(i));
     }
     write_file_atomic(dir_ + "/model.safetensors.index.json", index.dump(2) + "\n");
+    written_.push_back(dir_ + "/model.safetensors.index.json");
   }
 
  private:
@@ -125,8 +131,12 @@ class ShardedWriter {
       add_tensor(writer, name, t);
       weight_map_.emplace_back(name, shards_.size());
     }
-    const std::string shard = fmt::format("shard-{}.tmp.safetensors", shards_.size());
+    // Shards get their "-of-N" names once N is known; until then a name that still says what they are,
+    // since a failed write reports it.
+    const std::string shard = max_bytes_ <= 0 ? std::string("model.safetensors")
+                                              : fmt::format("model-{:05d}.safetensors", shards_.size() + 1);
     writer.write(dir_ + "/" + shard);
+    written_.push_back(dir_ + "/" + shard);
     shards_.push_back(shard);
     total_bytes_ += pending_bytes_;
     pending_.clear();
@@ -139,48 +149,88 @@ class ShardedWriter {
   int64_t pending_bytes_ = 0, total_bytes_ = 0;
   std::vector<std::string> shards_;
   std::vector<std::pair<std::string, size_t>> weight_map_;
+  std::vector<std::string>& written_;
 };
 
 }  // namespace
 
+void validate_checkpoint_shape(const CheckpointShape& s) {
+  const std::pair<const char*, int64_t> sizes[] = {
+      {"hidden_size (--hidden)", s.hidden_size},          {"intermediate_size (--intermediate)", s.intermediate_size},
+      {"num_hidden_layers (--layers)", s.num_layers},      {"num_attention_heads (--heads)", s.num_heads},
+      {"num_key_value_heads (--kv-heads)", s.num_kv_heads}, {"head_dim (--head-dim)", s.head_dim},
+      {"vocab_size (--vocab)", s.vocab_size},              {"max_position_embeddings (--context)", s.max_position_embeddings}};
+  for (const auto& [field, value] : sizes) KVC_CHECK(value > 0, "{} must be at least 1, got {}", field, value);
+  KVC_CHECK(s.num_heads % s.num_kv_heads == 0,
+            "num_attention_heads (--heads) {} must be a multiple of num_key_value_heads (--kv-heads) {}", s.num_heads,
+            s.num_kv_heads);
+  KVC_CHECK(s.sliding_window >= 0, "sliding_window must be 0 (off) or positive, got {}", s.sliding_window);
+  storage_type(s.dtype);
+  // The loader's rules (bounds, even head_dim, rope_theta, model_type) apply to what we are about to write.
+  ModelConfig::from_json_text(config_json(s).dump(), "the requested checkpoint shape");
+}
+
 void write_random_checkpoint(const CheckpointShape& s, const std::string& dir, const RandomCheckpointOptions& o) {
-  ::mkdir(dir.c_str(), 0755);
-  KVC_CHECK(is_directory(dir), "cannot create folder '{}'", dir);
-  const at::ScalarType type = storage_type(s.dtype);
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
-  auto normal = [&](std::vector<int64_t> shape) {
-    return at::normal(0.0, o.init_std, shape, gen, at::TensorOptions().dtype(at::kFloat)).to(type);
-  };
-  auto norm_weight = [&] {
-    at::Tensor w = at::ones({s.hidden_size}, at::kFloat);
-    if (o.norm_noise > 0) w += at::normal(0.0, o.norm_noise, {s.hidden_size}, gen, at::TensorOptions().dtype(at::kFloat));
-    return w.to(type);
-  };
-  const int64_t h = s.hidden_size, q = s.num_heads * s.head_dim, kv = s.num_kv_heads * s.head_dim;
-  ShardedWriter writer(dir, o.max_shard_bytes);
-  writer.add("model.embed_tokens.weight", normal({s.vocab_size, h}));
-  for (int64_t i = 0; i < s.num_layers; ++i) {
-    const std::string p = fmt::format("model.layers.{}.", i);
-    writer.add(p + "input_layernorm.weight", norm_weight());
-    writer.add(p + "self_attn.q_proj.weight", normal({q, h}));
-    writer.add(p + "self_attn.k_proj.weight", normal({kv, h}));
-    writer.add(p + "self_attn.v_proj.weight", normal({kv, h}));
-    if (s.attention_bias || s.model_type == "qwen2") {
-      writer.add(p + "self_attn.q_proj.bias", normal({q}));
-      writer.add(p + "self_attn.k_proj.bias", normal({kv}));
-      writer.add(p + "self_attn.v_proj.bias", normal({kv}));
-    }
-    writer.add(p + "self_attn.o_proj.weight", normal({h, q}));
-    writer.add(p + "post_attention_layernorm.weight", norm_weight());
-    writer.add(p + "mlp.gate_proj.weight", normal({s.intermediate_size, h}));
-    writer.add(p + "mlp.up_proj.weight", normal({s.intermediate_size, h}));
-    writer.add(p + "mlp.down_proj.weight", normal({h, s.intermediate_size}));
+  validate_checkpoint_shape(s);
+  KVC_CHECK(std::isfinite(o.init_std) && o.init_std >= 0, "--init-std must be finite and not negative, got {}",
+            o.init_std);
+  KVC_CHECK(std::isfinite(o.norm_noise) && o.norm_noise >= 0, "norm noise must be finite and not negative, got {}",
+            o.norm_noise);
+  const std::string tokenizer = o.tokenizer_path.empty() ? std::string() : read_text_file(o.tokenizer_path);
+  check_writable_output_folder(dir);
+  // Missing parents are created as mkdir -p would; only the checkpoint folder itself is removed on failure.
+  if (const auto parent = std::filesystem::path(dir).parent_path(); !parent.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(parent, ec);
+    KVC_CHECK(!ec, "cannot create folder '{}': {}", parent.string(), ec.message());
   }
-  writer.add("model.norm.weight", norm_weight());
-  if (!s.tie_word_embeddings) writer.add("lm_head.weight", normal({s.vocab_size, h}));
-  writer.finish();
-  write_file_atomic(dir + "/config.json", config_json(s).dump(2) + "\n");
-  if (!o.tokenizer_path.empty()) write_file_atomic(dir + "/tokenizer.model", read_text_file(o.tokenizer_path));
+  const bool created = ::mkdir(dir.c_str(), 0755) == 0;
+  KVC_CHECK(is_directory(dir), "cannot create folder '{}'", dir);
+  std::vector<std::string> written;
+  try {
+    const at::ScalarType type = storage_type(s.dtype);
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
+    auto normal = [&](std::vector<int64_t> shape) {
+      return at::normal(0.0, o.init_std, shape, gen, at::TensorOptions().dtype(at::kFloat)).to(type);
+    };
+    auto norm_weight = [&] {
+      at::Tensor w = at::ones({s.hidden_size}, at::kFloat);
+      if (o.norm_noise > 0) w += at::normal(0.0, o.norm_noise, {s.hidden_size}, gen, at::TensorOptions().dtype(at::kFloat));
+      return w.to(type);
+    };
+    const int64_t h = s.hidden_size, q = s.num_heads * s.head_dim, kv = s.num_kv_heads * s.head_dim;
+    ShardedWriter writer(dir, o.max_shard_bytes, written);
+    writer.add("model.embed_tokens.weight", normal({s.vocab_size, h}));
+    for (int64_t i = 0; i < s.num_layers; ++i) {
+      const std::string p = fmt::format("model.layers.{}.", i);
+      writer.add(p + "input_layernorm.weight", norm_weight());
+      writer.add(p + "self_attn.q_proj.weight", normal({q, h}));
+      writer.add(p + "self_attn.k_proj.weight", normal({kv, h}));
+      writer.add(p + "self_attn.v_proj.weight", normal({kv, h}));
+      if (s.attention_bias || s.model_type == "qwen2") {
+        writer.add(p + "self_attn.q_proj.bias", normal({q}));
+        writer.add(p + "self_attn.k_proj.bias", normal({kv}));
+        writer.add(p + "self_attn.v_proj.bias", normal({kv}));
+      }
+      writer.add(p + "self_attn.o_proj.weight", normal({h, q}));
+      writer.add(p + "post_attention_layernorm.weight", norm_weight());
+      writer.add(p + "mlp.gate_proj.weight", normal({s.intermediate_size, h}));
+      writer.add(p + "mlp.up_proj.weight", normal({s.intermediate_size, h}));
+      writer.add(p + "mlp.down_proj.weight", normal({h, s.intermediate_size}));
+    }
+    writer.add("model.norm.weight", norm_weight());
+    if (!s.tie_word_embeddings) writer.add("lm_head.weight", normal({s.vocab_size, h}));
+    writer.finish();
+    write_file_atomic(dir + "/config.json", config_json(s).dump(2) + "\n");
+    written.push_back(dir + "/config.json");
+    if (!o.tokenizer_path.empty()) write_file_atomic(dir + "/tokenizer.model", tokenizer);
+  } catch (...) {
+    // Half a checkpoint would load as a broken model later; nothing is better. Each write that failed
+    // has already removed its own temporary file.
+    for (const std::string& path : written) ::unlink(path.c_str());
+    if (created) ::rmdir(dir.c_str());
+    throw;
+  }
 }
 
 }  // namespace kvc

@@ -40,6 +40,12 @@ struct RandomCheckpointOptions {
   std::string tokenizer_path;    // copied to tokenizer.model when set
 };
 
+// Throws kvc::Error naming the field (and its kvc-make-checkpoint flag) unless the shape is one the
+// model loader accepts: positive sizes, heads a multiple of KV heads, an even head_dim, a known type.
+void validate_checkpoint_shape(const CheckpointShape& shape);
+
+// Validates everything first, then writes config.json, the weights and the tokenizer. On failure
+// (a full disk) it removes what it wrote, and the folder too if it created it.
 void write_random_checkpoint(const CheckpointShape& shape, const std::string& dir,
                              const RandomCheckpointOptions& options);
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/parallel_grain.h"
 #include "util/error.h"
 
 namespace kvc {
@@ -55,7 +56,7 @@ at::Tensor Rope::rotate(const at::Tensor& x, const at::Tensor& positions, bool i
       x.size(2) == head_dim_ && positions.device().is_cpu() && positions.scalar_type() == at::kLong && positions_fit) {
     return rotate_cpu_float(x, positions, inverse);
   }
-  ensure_table(positions.max().item<int64_t>());
+  if (positions.device().is_cpu()) ensure_table(positions.max().item<int64_t>());
   const at::Tensor flat = positions.to(device_).reshape(-1);
   std::vector<int64_t> shape = positions.sizes().vec();  // [T] or [heads, T], broadcast against x
   shape.push_back(head_dim_);
@@ -88,7 +89,7 @@ at::Tensor Rope::rotate_cpu_float(const at::Tensor& x, const at::Tensor& positio
   const float sign = inverse ? -1.0f : 1.0f;
   const bool per_head = pos.dim() == 2;
   // Same operations as x * cos + rotate_half(x) * sin with float32 tables, so results are identical.
-  at::parallel_for(0, A, 1, [&](int64_t a0, int64_t a1) {
+  at::parallel_for(0, A, parallel_grain(T * d), [&](int64_t a0, int64_t a1) {
     for (int64_t a = a0; a < a1; ++a) {
       for (int64_t t = 0; t < T; ++t) {
         const int64_t row = per_head ? p[a * T + t] : p[t];

@@ -16,6 +16,9 @@ class Rope {
   // Inverse rotation (rotate by -angle): recovers pre-RoPE keys from stored rotated ones.
   at::Tensor unapply(const at::Tensor& x, const at::Tensor& positions) const;
   const at::Tensor& inv_freq() const { return inv_freq_; }
+  // Extends the tables to cover `max_position`. Positions on a GPU are not read back to check this
+  // (that would wait for the GPU every call): whoever makes them reserves first, as forward() does.
+  void reserve(int64_t max_position) const { ensure_table(max_position); }
 
  private:
   at::Tensor rotate(const at::Tensor& x, const at::Tensor& positions, bool inverse) const;

@@ -32,6 +32,7 @@ at::Tensor pooled_share(const at::Tensor& scores, int64_t keep) {
 }  // namespace
 
 AttentionProfile profile_attention(const LlamaModel& model, const std::vector<int>& ids, const ProfileOptions& o) {
+  o.validate();
   const ModelConfig& c = model.config();
   const int64_t L = c.num_layers, KV = c.num_kv_heads, S = o.context;
   KVC_CHECK(S >= 2 * o.task_window, "--context {} must be at least twice --task-window {}", S, o.task_window);
@@ -96,6 +97,9 @@ AttentionProfile profile_attention(const LlamaModel& model, const std::vector<in
   p.d2o_layer_weights = at::softmax(inv / inv.mean(), 0);
   p.ratios = at::tensor(o.ratios, at::kDouble);
   p.layer_budget_shares = p.kvcompose_retention / p.kvcompose_retention.sum(1, true).clamp_min(1e-12);
+  // A model that attends with NaN would otherwise write budgets that every later run trusts.
+  KVC_CHECK(at::isfinite(p.layer_budget_shares).all().item<bool>() && at::isfinite(p.d2o_layer_weights).all().item<bool>(),
+            "the attention statistics are not finite (NaN or infinity); the model's weights or inputs are broken");
   return p;
 }
 

@@ -17,6 +17,10 @@ struct ProfileOptions {
   int64_t task_window = 32;    // the last prompt tokens act as task tokens (KVCompose, DynamicKV scores)
   std::vector<double> ratios{0.25, 0.5, 0.75, 0.9};
   bool show_progress = true;
+
+  // Throws kvc::Error naming the flag of the first value that would make an empty or meaningless
+  // profile (--windows 0, a ratio outside (0, 1), ...). Needs no model: tools call it before loading.
+  void validate() const;
 };
 
 struct AttentionProfile {

@@ -1,9 +1,11 @@
 // D2O (Wan et al. 2024), discriminative operations at two levels:
-//  - layers: the variance of each layer's cumulative-attention sequence sets its budget through an
-//    inverse-variance softmax (PressObserver::finish_prefill);
+//  - layers (Eq. 4–5): the variance of each query head's cumulative-attention sequence (column sums
+//    of the prompt's attention), averaged over the layer's heads, sets the layer's budget through the
+//    inverse-variance softmax α_l = exp(1/σ²_l) / Σ_j exp(1/σ²_j) (PressObserver::finish_prefill);
 //  - tokens: sinks + a recent window + the top cumulative-attention tokens (important:recent 3:1);
 //    each evicted token is merged into its most similar kept token (cosine of keys) when the
-//    similarity clears an EMA threshold (β = 0.7, started at the mean of the per-token maxima),
+//    similarity clears an EMA threshold (Eq. 10: τ_t = β · mean_t + (1 − β) · τ_{t−1}, the current
+//    mean of the per-token best similarities weighted β = 0.7; τ starts at the first mean),
 //    weighted by similarity with the kept token's own weight highest (e^1); else it is dropped.
 // Works during decoding: one eviction (and possibly one merge) per step once over budget.
 #include <cmath>
@@ -30,7 +32,7 @@ class D2OScorer : public Scorer {
 
 }  // namespace
 
-void d2o_merge(DenseLayerCache& cache, const at::Tensor& keep, double beta, double& threshold) {
+void d2o_merge(DenseLayerCache& cache, const at::Tensor& keep, double beta, double& threshold, at::Tensor* merged) {
   // In place on the cache's own storage: while decoding, one pass over the keys for norms and one for
   // similarities, and only the kept rows that receive a merge are rewritten (a copy of the whole cache
   // per decode step made D2O slower than no compression).
@@ -55,12 +57,14 @@ void d2o_merge(DenseLayerCache& cache, const at::Tensor& keep, double beta, doub
   const at::Tensor best_sim = std::get<0>(best);
   const at::Tensor target = few_evicted ? std::get<1>(best) : keep.gather(1, std::get<1>(best));  // a kept slot
   const double mean_best = best_sim.mean().item<double>();
-  threshold = threshold < 0 ? mean_best : beta * threshold + (1 - beta) * mean_best;
+  // Eq. 10: the current similarities get the weight β, the history 1 − β ("greater weight to more recent").
+  threshold = threshold < 0 ? mean_best : beta * mean_best + (1 - beta) * threshold;
   // Weights exp(similarity); the kept token has similarity 1 with itself, so e^1 is the largest.
   const at::Tensor merges = best_sim >= threshold;  // [kv, e]
   if (!merges.any().item<bool>()) return;
   const at::Tensor head = at::arange(kv, at::kLong).unsqueeze(1).expand({kv, e}).masked_select(merges);
   const at::Tensor slot = target.masked_select(merges);
+  if (merged != nullptr) *merged = at::stack({head, evict.masked_select(merges), slot}, 1);
   const at::Tensor w = best_sim.masked_select(merges).exp().unsqueeze(-1);  // [m, 1]
   const at::Tensor merged_keys = ke.masked_select(merges.unsqueeze(-1)).view({-1, d});
   const at::Tensor merged_values = ve.masked_select(merges.unsqueeze(-1)).view({-1, d});
@@ -82,7 +86,7 @@ void d2o_merge(DenseLayerCache& cache, const at::Tensor& keep, double beta, doub
 void register_d2o() {
   register_method("d2o", "inverse-variance layer budgets; sinks+recent+heavy tokens; merges evicted (bounded)",
                   [](const PressParams& p) {
-                    p.check_known_keys({"sinks", "recent", "beta", "tau", "merge", "layers", "agg", "heads"});
+                    p.check_known_keys({"sinks", "recent", "beta", "tau", "merge", "layers", "variance", "agg", "heads"});
                     PressConfig c;
                     const int64_t sinks = p.get_int("sinks", 4);
                     const double recent = p.get_double("recent", 0.25);
@@ -90,11 +94,18 @@ void register_d2o() {
                     KVC_CHECK(recent >= 0 && recent <= 1, "--press d2o: recent is a share of the budget in [0, 1]");
                     c.scorer = std::make_shared<D2OScorer>(sinks, recent);
                     // Ablations: merge=0 drops evicted entries (no compensation); layers=uniform gives
-                    // every layer the same budget instead of the inverse-variance split.
+                    // every layer the same budget; layers=scaled is the softmax of τ · (1/σ²) / mean(1/σ²)
+                    // (temperature `tau`) instead of the paper's exp(1/σ²); variance=head_mean takes the
+                    // variance of the head-averaged sequence instead of averaging per-head variances.
                     const std::string layers = p.get_string("layers", "variance");
-                    KVC_CHECK(layers == "variance" || layers == "uniform",
-                              "--press d2o: layers must be variance or uniform, got '{}'", layers);
-                    c.allocation = layers == "variance" ? Allocation::D2O : Allocation::Uniform;
+                    KVC_CHECK(layers == "variance" || layers == "scaled" || layers == "uniform",
+                              "--press d2o: layers must be variance, scaled or uniform, got '{}'", layers);
+                    c.allocation = layers == "uniform" ? Allocation::Uniform : Allocation::D2O;
+                    c.d2o_scaled_softmax = layers == "scaled";
+                    const std::string variance = p.get_string("variance", "per_head");
+                    KVC_CHECK(variance == "per_head" || variance == "head_mean",
+                              "--press d2o: variance must be per_head or head_mean, got '{}'", variance);
+                    c.d2o_variance_of_head_mean = variance == "head_mean";
                     c.bounded = true;
                     c.cumulative = true;
                     c.merge = p.get_int("merge", 1) != 0;

@@ -38,6 +38,7 @@ void parse_common(const PressParams& p, PressConfig& config) {
 
 std::vector<double> load_layer_shares(const std::string& path, double ratio, const LlamaModel& model) {
   auto file = st::SafetensorsFile::open(path);
+  file->check_all_finite();  // a NaN budget would silently disable or break eviction in every layer
   const auto& meta = file->metadata();
   const auto hash = meta.find("config_hash");
   KVC_CHECK(hash != meta.end(), "--budgets {}: no config_hash in its metadata; not a kvc-profile file", path);

@@ -72,17 +72,25 @@ struct PressConfig {
   std::vector<double> layer_shares;  // from --budgets: share of the total per layer (sums to 1)
   // Method parameters of the allocators.
   double pyramid_beta = 20;
+  bool pyramid_kvpress_schedule = false;  // kvpress' schedule (window inside the linear split)
   int64_t window = 0;  // DynamicKV: ws
   int64_t dyn_interval = 1;
   double dyn_rmax = 2.0;
-  double d2o_tau = 1.0;
-  double d2o_beta = 0.7;
+  int64_t protect_recent = 0;  // KVCompose: newest entries kept in each layer's selection, not in allocation
+  int64_t kvcompose_floor = 0;
+  bool kvcompose_first_layer_max = false;
+  double d2o_tau = 1.0;                    // temperature of the scaled layer softmax (not the paper's)
+  double ada_safeguard = 0;  // Ada-KV: share of each head's budget it keeps before the layer-wide top-k
+  double d2o_beta = 0.7;                   // EMA weight of the current similarities (Eq. 10)
+  bool d2o_scaled_softmax = false;         // exp(τ · (1/σ²) / mean(1/σ²)) instead of exp(1/σ²)
+  bool d2o_variance_of_head_mean = false;  // variance of the head-averaged sequence, not per head
 };
 
 // Aggregates per-query-head scores [n_heads, ...] onto KV heads [n_kv, ...].
 at::Tensor aggregate_heads(const at::Tensor& per_query_head, int64_t num_kv_heads, HeadAgg agg);
-// 1-D average pooling along the last dim with an odd kernel ("same" length).
-at::Tensor pool1d(const at::Tensor& scores, int64_t kernel);
+// 1-D average pooling along the last dim with an odd kernel ("same" length); the edges average over
+// the entries that exist, or over zero padding with zero_padding.
+at::Tensor pool1d(const at::Tensor& scores, int64_t kernel, bool zero_padding = false);
 // Copy of importance [n_kv, S] with the `sinks` oldest and the `recent` newest entries of each head
 // protected: by `positions` [n_kv, S] when given (a bounded cache evicting in place is not in
 // chronological storage order), else by storage order.
@@ -123,9 +131,19 @@ void register_kvcompose();
 void register_ada();
 
 // Shared scorers other presses reuse (SnapKV's window attention; H2O's cumulative attention).
-std::shared_ptr<const Scorer> make_snapkv_scorer(int64_t window, int64_t kernel);
+// SnapKV's pooling of the window votes: kernel, edge padding, and whether the window's columns are pooled.
+struct SnapKVPooling {
+  int64_t kernel = 5;
+  bool zero_padding = false;
+  bool window_pooled = true;
+};
+// Built from the press's kernel=, pad=, pool= parameters (snapkv_keys() lists them with window=).
+std::shared_ptr<const Scorer> make_snapkv_scorer(int64_t window, const PressParams& p);
+std::vector<std::string> snapkv_keys();
 // D2O's merge of the entries not in `keep` into kept ones, in place (defined in d2o.cpp); the caller then
-// evicts them as for any press. threshold is the layer's EMA state (<0 unset).
-void d2o_merge(class DenseLayerCache& cache, const at::Tensor& keep, double beta, double& threshold);
+// evicts them as for any press. threshold is the layer's EMA state (<0 unset). `merged`, when given,
+// receives one row (head, evicted slot, slot merged into) per merge.
+void d2o_merge(class DenseLayerCache& cache, const at::Tensor& keep, double beta, double& threshold,
+               at::Tensor* merged = nullptr);
 
 }  // namespace kvc

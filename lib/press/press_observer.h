@@ -5,6 +5,7 @@
 
 #include "cache/attention.h"
 #include "model/rope.h"
+#include "press/kept_dump.h"
 #include "press/press.h"
 
 namespace kvc {
@@ -34,6 +35,10 @@ class PressObserver : public ForwardObserver {
   // Per-layer entries per head the cache is held to after prefill (for tests and reports).
   const std::vector<int64_t>& layer_budgets() const { return bound_; }
 
+  // Records what the compression keeps (positions after prefill, merges) from the next prompt on.
+  void record_kept();
+  const KeptRecord& kept_record() const { return record_; }
+
  private:
   void prefill_layer(const LayerStep& step, KVCache& cache);
   void finish_prefill(KVCache& cache);
@@ -44,6 +49,9 @@ class PressObserver : public ForwardObserver {
   static at::Tensor evict_in_place(DenseLayerCache& dense, const at::Tensor& kept);
   void compress_per_head(int64_t layer, const at::Tensor& importance, const std::vector<int64_t>& keep, KVCache& cache);
   void dynamickv_update(int64_t layer, KVCache& cache);
+  void record_merges(int64_t layer, const at::Tensor& merged, const at::Tensor& positions);
+  std::vector<double> d2o_layer_weights() const;
+  std::vector<int64_t> kvpress_pyramid_budgets(int64_t S) const;
   ScoreInput input(int64_t layer, bool prefill, const LayerStep* step) const;
 
   std::shared_ptr<const PressConfig> config_;
@@ -56,7 +64,11 @@ class PressObserver : public ForwardObserver {
   std::vector<at::Tensor> cumulative_;         // [n_kv, S] float64
   std::vector<at::Tensor> current_;            // [n_kv, S] float64
   std::vector<at::Tensor> pending_;            // deferred importance (KVCompose, DynamicKV)
+  std::vector<at::Tensor> dyn_scores_;         // DynamicKV: each layer's importance of every prompt entry
   std::vector<double> thresholds_;             // D2O EMA merge threshold per layer (<0: unset)
+  bool recording_ = false;
+  KeptRecord record_;
+  std::vector<double> layer_variance_;         // D2O attention variance per layer (prefill)
 };
 
 }  // namespace kvc

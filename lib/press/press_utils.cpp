@@ -16,11 +16,11 @@ at::Tensor aggregate_heads(const at::Tensor& per_query_head, int64_t num_kv_head
   return agg == HeadAgg::Max ? std::get<0>(grouped.max(1)) : grouped.mean(1);
 }
 
-at::Tensor pool1d(const at::Tensor& scores, int64_t kernel) {
+at::Tensor pool1d(const at::Tensor& scores, int64_t kernel, bool zero_padding) {
   if (kernel <= 1 || scores.size(-1) == 0) return scores;
   const at::Tensor x = scores.reshape({-1, 1, scores.size(-1)});
-  // count_include_pad=false: edges average over the entries that exist.
-  return at::avg_pool1d(x, {kernel}, {1}, {kernel / 2}, false, false).reshape(scores.sizes());
+  return at::avg_pool1d(x, {kernel}, {1}, {kernel / 2}, false, /*count_include_pad=*/zero_padding)
+      .reshape(scores.sizes());
 }
 
 at::Tensor protect_ends(const at::Tensor& importance, int64_t sinks, int64_t recent, const at::Tensor& positions) {

@@ -16,7 +16,7 @@ class RandomScorer : public Scorer {
  public:
   explicit RandomScorer(uint64_t seed) : seed_(seed) {}
   at::Tensor score(const ScoreInput& in) const override {
-    const at::Tensor pos = in.positions.to(at::kLong).contiguous();
+    const at::Tensor pos = in.positions.to(at::kCPU, at::kLong).contiguous();
     at::Tensor out = at::empty(pos.sizes(), at::kDouble);
     const int64_t kv = pos.size(0), s = pos.size(1);
     const int64_t* p = pos.data_ptr<int64_t>();
@@ -28,7 +28,7 @@ class RandomScorer : public Scorer {
         o[h * s + i] = static_cast<double>(key >> 11) / 9007199254740992.0;
       }
     }
-    return out;
+    return out.to(in.positions.device());
   }
 
  private:

@@ -58,36 +58,4 @@ void write_index(const std::string& path, RetrievalShared& shared, const std::ve
   w.write(path);
 }
 
-LoadedIndex read_index(const std::string& path) {
-  KVC_CHECK(file_exists(path),
-            "index '{}' not found: the store has no commit record (build it with kvc-cluster build; a run killed "
-            "before its commit leaves the store incomplete)",
-            path);
-  const auto file = st::SafetensorsFile::open(path);
-  const auto& meta = file->metadata();
-  KVC_CHECK(meta.count("format") && meta.at("format") == "kvc-cluster-index",
-            "'{}' is not a kvc-cluster index (no format=kvc-cluster-index metadata)", path);
-  LoadedIndex out;
-  out.store_path = meta.at("store");
-  out.manifest.generation = std::stoull(meta.at("generation"));
-  out.manifest.dim = std::stoll(meta.at("head_dim"));
-  out.manifest.page_bytes = std::stoll(meta.at("page_bytes"));
-  out.manifest.file_pages = std::stoll(meta.at("file_pages"));
-  const auto& ext = file->info("extents");
-  const auto* e = reinterpret_cast<const int64_t*>(file->data("extents"));
-  for (int64_t i = 0; i < ext.shape[0]; ++i, e += 6) {
-    ExtentRecord r{e[0], e[1], e[2], e[3], e[4], 0};
-    std::memcpy(&r.digest, &e[5], 8);
-    out.manifest.extents.push_back(r);
-  }
-  const auto& th = file->info("thresholds");
-  const auto* t = reinterpret_cast<const float*>(file->data("thresholds"));
-  out.thresholds.assign(static_cast<size_t>(th.shape[0]), std::vector<double>(static_cast<size_t>(th.shape[1])));
-  for (int64_t l = 0; l < th.shape[0]; ++l)
-    for (int64_t h = 0; h < th.shape[1]; ++h) out.thresholds[l][h] = t[l * th.shape[1] + h];
-  out.clusters = file->info("clusters").shape[0];
-  out.entries = file->info("entry_cluster").shape[0];
-  return out;
-}
-
 }  // namespace kvc::retrieval

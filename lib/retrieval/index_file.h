@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "retrieval/index_reader.h"
 #include "retrieval/retrieval_layer_cache.h"
 
 namespace kvc::retrieval {
@@ -15,13 +16,5 @@ namespace kvc::retrieval {
 // Commits the store and writes the index. Reads every cluster once (for the entry map).
 void write_index(const std::string& path, RetrievalShared& shared, const std::vector<RetrievalLayerCache*>& layers,
                  const std::string& model_dir);
-
-struct LoadedIndex {
-  std::string store_path;
-  StoreManifest manifest;
-  std::vector<std::vector<double>> thresholds;  // [layer][KV head]
-  int64_t clusters = 0, entries = 0;
-};
-LoadedIndex read_index(const std::string& path);
 
 }  // namespace kvc::retrieval

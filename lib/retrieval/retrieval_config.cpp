@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "compression/spec_parser.h"
 #include "util/error.h"
 
 namespace kvc::retrieval {
@@ -50,12 +51,7 @@ RetrievalConfig RetrievalConfig::parse(const std::string& spec) {
   else if (name == "none") c.strategy = Strategy::kNone;
   else fail("--retrieval '{}': unknown strategy '{}' (use adaptive, static, local or none)", spec, name);
   if (colon == std::string::npos) return c;
-  std::stringstream items(spec.substr(colon + 1));
-  std::string item;
-  while (std::getline(items, item, ',')) {
-    const size_t eq = item.find('=');
-    KVC_CHECK(eq != std::string::npos, "--retrieval '{}': expected key=value, got '{}'", spec, item);
-    const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
+  for (const auto& [k, v] : parse_spec_params(spec.substr(colon + 1), "--retrieval", spec)) {
     if (k == "topk") c.topk = to_int(spec, k, v);
     else if (k == "csize") c.cluster_size = to_int(spec, k, v);
     else if (k == "sinks") c.sinks = to_int(spec, k, v);

@@ -56,6 +56,10 @@ RetrievalLayerCache::RetrievalLayerCache(AttentionShape shape, std::shared_ptr<c
 
 void RetrievalLayerCache::append(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& positions) {
   const int64_t T = keys.size(1), d = shape_.head_dim;
+  // Clusters live in RAM and on storage and are scored on the CPU: on a GPU every layer of every step
+  // would copy its keys back and wait for the GPU.
+  KVC_CHECK(keys.device().is_cpu(), "--retrieval keeps the cache in RAM and on storage and scores it on the CPU; "
+            "run it with --device cpu");
   const at::Tensor k = rope_->apply(keys, positions).to(at::kCPU, at::kFloat).contiguous();
   const at::Tensor v = values.to(at::kCPU, at::kFloat).contiguous();
   const at::Tensor p = positions.to(at::kCPU, at::kLong).contiguous();

@@ -2,6 +2,7 @@
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
+#include <torch/version.h>
 #include <sys/mman.h>
 
 #include <cstdlib>
@@ -77,9 +78,16 @@ void free_block(void* data) {
   if (!pool().give_back(data)) c10::free_cpu(data);
 }
 
+// LibTorch 2.3 made Allocator::allocate non-const and added a pure copy_data.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define KVC_ALLOCATE_CONST
+#else
+#define KVC_ALLOCATE_CONST const
+#endif
+
 class HugePageAllocator final : public c10::Allocator {
  public:
-  c10::DataPtr allocate(size_t nbytes) const override {
+  c10::DataPtr allocate(size_t nbytes) KVC_ALLOCATE_CONST override {
     const c10::Device cpu(c10::DeviceType::CPU);
     if (nbytes >= kThreshold) {
       if (void* data = pool().take((nbytes + kHugePage - 1) / kHugePage * kHugePage)) {
@@ -90,6 +98,9 @@ class HugePageAllocator final : public c10::Allocator {
     return {data, data, &c10::free_cpu, cpu};  // small blocks skip the pool's lookup on free
   }
   c10::DeleterFnPtr raw_deleter() const override { return &free_block; }
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
+#endif
 };
 
 }  // namespace

@@ -54,4 +54,20 @@ KVC_SPM_EXPORT int kvc_spm_id_to_piece(void* handle, int id, kvc_spm_bytes_sink 
   sink(context, piece.data(), piece.size());
   return 0;
 }
+
+KVC_SPM_EXPORT int kvc_spm_piece_to_id(void* handle, const char* piece, size_t size) {
+  auto* processor = static_cast<sentencepiece::SentencePieceProcessor*>(handle);
+  const int id = processor->PieceToId(absl::string_view(piece, size));
+  // PieceToId answers unk_id for unknown pieces; only an exact spelling counts.
+  if (id < 0 || processor->IdToPiece(id) != std::string(piece, size)) return -1;
+  return id;
+}
+
+KVC_SPM_EXPORT int kvc_spm_bos_id(void* handle) {
+  return static_cast<sentencepiece::SentencePieceProcessor*>(handle)->bos_id();
+}
+
+KVC_SPM_EXPORT int kvc_spm_eos_id(void* handle) {
+  return static_cast<sentencepiece::SentencePieceProcessor*>(handle)->eos_id();
+}
 }

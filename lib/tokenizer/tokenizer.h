@@ -1,31 +1,45 @@
 #pragma once
-// SentencePiece tokenizer, reached through libkvc_spm.so opened with dlopen(RTLD_DEEPBIND).
+// kvc::Tokenizer: one value type over the tokenizer implementations (tokenizer_backend.h) —
+// SentencePiece (tokenizer.model) and byte-level BPE (tokenizer.json, or a GGUF file's metadata).
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "tokenizer/tokenizer_backend.h"
 
 namespace kvc {
 
 class Tokenizer {
  public:
-  // Loads `tokenizer.model`; throws kvc::Error if the file is missing or not a SentencePiece model.
-  static Tokenizer load(const std::string& model_path);
+  // A model folder (tokenizer.json preferred over tokenizer.model, as transformers does), or one file:
+  // tokenizer.json, a .gguf file, or a SentencePiece tokenizer.model. Throws kvc::Error naming the path.
+  static Tokenizer load(const std::string& path);
+  explicit Tokenizer(std::unique_ptr<TokenizerBackend> backend);
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;
   ~Tokenizer();
 
-  std::vector<int> encode(const std::string& text) const;
-  std::string decode(const std::vector<int>& ids) const;
-  std::string piece(int id) const;
-  int vocab_size() const;
+  // Without BOS/EOS (see with_special_ids).
+  std::vector<int> encode(const std::string& text) const { return backend_->encode(text); }
+  // The tokenizer's own BOS/EOS rules around `ids` (Hugging Face's add_special_tokens=True).
+  std::vector<int> with_special_ids(const std::vector<int>& ids) const;
+  std::string decode(const std::vector<int>& ids) const { return backend_->decode(ids); }
+  std::string decode_bytes(const std::vector<int>& ids) const { return backend_->decode_bytes(ids); }
+  std::string piece(int id) const { return backend_->piece(id); }
+  std::optional<int> piece_to_id(const std::string& piece) const { return backend_->piece_to_id(piece); }
+  int vocab_size() const { return backend_->vocab_size(); }
+  std::optional<int> bos_id() const { return backend_->bos_id(); }
+  std::vector<int> eos_ids() const { return backend_->eos_ids(); }
+  std::string kind() const { return backend_->kind(); }
+  std::string source() const { return backend_->source(); }
 
  private:
-  struct Impl;
-  explicit Tokenizer(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<TokenizerBackend> backend_;
 };
 
-// Streaming detokenizer: feed ids one at a time, get the text that became final.
+// Streaming detokenizer: feed ids one at a time, get the text that became final. Never emits part of a
+// multi-byte UTF-8 character: it waits for the token that completes it.
 class StreamDecoder {
  public:
   explicit StreamDecoder(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}

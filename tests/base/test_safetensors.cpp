@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <ostream>
 #include <string>
@@ -334,6 +335,24 @@ TEST_F(CheckpointTest, SingleFileWinsOverIndex) {
   EXPECT_EQ(Checkpoint::open_dir(dir_).names(), std::vector<std::string>{"only"});
 }
 
+TEST_F(CheckpointTest, NonFiniteWeightIsRefusedNamingTheTensor) {
+  const std::vector<float> weights = {1.0f, std::numeric_limits<float>::quiet_NaN()};
+  SafetensorsWriter single;
+  single.add("model.norm.weight", DType::F32, {2}, weights.data(), 8);
+  single.write(path("model.safetensors"));
+  expect_error([&] { Checkpoint::open_dir(dir_); }, "tensor 'model.norm.weight' holds a non-finite value");
+}
+
+TEST_F(CheckpointTest, NonFiniteWeightInAShardIsRefused) {
+  write_shards();
+  const std::vector<double> infinite = {0.5, -std::numeric_limits<double>::infinity()};
+  SafetensorsWriter second;
+  second.add("c", DType::F64, {1, 2}, infinite.data(), 16);
+  second.write(path("model-00002-of-00002.safetensors"));
+  write_index(good_index_);
+  expect_error([&] { Checkpoint::open_dir(dir_); }, "model-00002-of-00002.safetensors': tensor 'c' holds a non-finite");
+}
+
 TEST_F(CheckpointTest, FolderWithoutModelFilesIsAnError) {
   expect_error([&] { Checkpoint::open_dir(dir_); }, "neither model.safetensors nor model.safetensors.index.json");
 }
@@ -509,6 +528,15 @@ INSTANTIATE_TEST_SUITE_P(
                   R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
                       "a": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}})",
                   k16Bytes, "duplicate key 'a'"},
+        BadHeader{"GapBetweenTensors",
+                  R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+                      "b": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}})",
+                  k16Bytes, "data bytes [4, 8) before tensor 'b' belong to no tensor"},
+        BadHeader{"GapBeforeFirstTensor", R"({"a": {"dtype": "F32", "shape": [3], "data_offsets": [4, 16]}})",
+                  k16Bytes, "data bytes [0, 4) before tensor 'a' belong to no tensor"},
+        BadHeader{"BytesAfterLastTensor", R"({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]}})",
+                  k16Bytes, "4 data bytes after the last tensor belong to no tensor"},
+        BadHeader{"DataWithoutTensors", R"({})", k16Bytes, "16 data bytes after the last tensor"},
         BadHeader{"MetadataNotObject", R"({"__metadata__": "pt"})", "", "__metadata__ is not a JSON object"},
         BadHeader{"MetadataValueNotString", R"({"__metadata__": {"format": "pt", "step": 3}})", "",
                   "__metadata__ value of 'step' is not a string"}),
@@ -516,18 +544,18 @@ INSTANTIATE_TEST_SUITE_P(
 
 // ---- What the format allows -------------------------------------------------------------------------
 
-TEST_F(SafetensorsTest, HolesEmptyTensorsAndPaddingAreAccepted) {
-  // a at [0, 4), a 4-byte hole, b at [8, 16), and empty tensors anywhere (even inside b).
-  std::string data(16, '\0');
+TEST_F(SafetensorsTest, EmptyTensorsAndHeaderPaddingAreAccepted) {
+  // b at [0, 8), a at [8, 12), and empty tensors anywhere (even inside b): they occupy no bytes.
+  std::string data(12, '\0');
   const float a = 42.0f;
   const double b = -1.25;
-  std::memcpy(&data[0], &a, 4);
-  std::memcpy(&data[8], &b, 8);
+  std::memcpy(&data[0], &b, 8);
+  std::memcpy(&data[8], &a, 4);
   const std::string header =
-      R"({"b": {"dtype": "F64", "shape": [1], "data_offsets": [8, 16]},
-          "a": {"dtype": "F32", "shape": [], "data_offsets": [0, 4]},
-          "e": {"dtype": "F16", "shape": [0], "data_offsets": [12, 12]},
-          "z": {"dtype": "I8", "shape": [3, 0], "data_offsets": [16, 16]},
+      R"({"b": {"dtype": "F64", "shape": [1], "data_offsets": [0, 8]},
+          "a": {"dtype": "F32", "shape": [], "data_offsets": [8, 12]},
+          "e": {"dtype": "F16", "shape": [0], "data_offsets": [4, 4]},
+          "z": {"dtype": "I8", "shape": [3, 0], "data_offsets": [12, 12]},
           "__metadata__": {}}     )";
   write_safetensors(path("ok.safetensors"), header, data);
   const auto st = SafetensorsFile::open(path("ok.safetensors"));
@@ -539,12 +567,78 @@ TEST_F(SafetensorsTest, HolesEmptyTensorsAndPaddingAreAccepted) {
   EXPECT_TRUE(st->metadata().empty());
 }
 
+// ---- Non-finite values ----------------------------------------------------------------------------
+
+struct NonFiniteCase {
+  const char* case_name;
+  const char* dtype;
+  std::string bits;  // one element's little-endian bytes
+};
+
+void PrintTo(const NonFiniteCase& c, std::ostream* os) { *os << c.case_name; }
+
+class NonFiniteTest : public SafetensorsTest, public ::testing::WithParamInterface<NonFiniteCase> {};
+
+TEST_P(NonFiniteTest, IsFoundAndNamesTheTensor) {
+  const NonFiniteCase& c = GetParam();
+  const size_t element = c.bits.size();
+  // 5000 finite zeros then the bad element: past the first scan block, so the blocked scan is exercised.
+  const size_t count = 5001;
+  std::string data(element * count, '\0');
+  data.replace(element * (count - 1), element, c.bits);
+  const std::string header = std::string(R"({"ok": {"dtype": ")") + c.dtype + R"(", "shape": [0], "data_offsets": [0, 0]},
+      "w": {"dtype": ")" + c.dtype + R"(", "shape": [)" + std::to_string(count) + R"(], "data_offsets": [0, )" +
+                             std::to_string(data.size()) + "]}}";
+  write_safetensors(path("nf.safetensors"), header, data);
+  const auto st = SafetensorsFile::open(path("nf.safetensors"));
+  st->check_finite("ok");
+  expect_error([&] { st->check_finite("w"); }, "tensor 'w' holds a non-finite value (NaN or infinity) at element 5000");
+  expect_error([&] { st->check_all_finite(); }, path("nf.safetensors"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllFloatTypes, NonFiniteTest,
+    ::testing::Values(NonFiniteCase{"F32NaN", "F32", std::string("\x00\x00\xc0\x7f", 4)},
+                      NonFiniteCase{"F32Inf", "F32", std::string("\x00\x00\x80\x7f", 4)},
+                      NonFiniteCase{"F32MinusInf", "F32", std::string("\x00\x00\x80\xff", 4)},
+                      NonFiniteCase{"F64NaN", "F64", std::string("\x00\x00\x00\x00\x00\x00\xf8\x7f", 8)},
+                      NonFiniteCase{"F16Inf", "F16", std::string("\x00\x7c", 2)},
+                      NonFiniteCase{"BF16NaN", "BF16", std::string("\xc0\x7f", 2)}),
+    [](const ::testing::TestParamInfo<NonFiniteCase>& info) { return std::string(info.param.case_name); });
+
+TEST_F(SafetensorsTest, FiniteExtremesAndIntegersPass) {
+  const std::vector<float> values = {0.0f, -0.0f, 3.4e38f, -3.4e38f, 1e-45f};
+  const std::vector<int32_t> ints = {0x7f800000, -1};  // the bit pattern of +inf, as an integer
+  SafetensorsWriter writer;
+  writer.add("f", DType::F32, {5}, values.data(), 20);
+  writer.add("i", DType::I32, {2}, ints.data(), 8);
+  writer.write(path("ok.safetensors"));
+  SafetensorsFile::open(path("ok.safetensors"))->check_all_finite();
+}
+
 TEST_F(SafetensorsTest, EmptyHeaderObjectIsAFileWithNoTensors) {
   write_safetensors(path("none.safetensors"), "{}", "");
   const auto st = SafetensorsFile::open(path("none.safetensors"));
   EXPECT_TRUE(st->names().empty());
   EXPECT_FALSE(st->contains("x"));
   expect_error([&] { st->data("x"); }, "tensor 'x' not found");
+}
+
+// Found by tests/fuzz (fuzz_safetensors): a number too large for any JSON type made nlohmann throw
+// out_of_range, which escaped as an uncaught exception instead of a kvc::Error.
+TEST_F(SafetensorsTest, NumberOverflowInTheHeaderIsAnError) {
+  write_safetensors(path("big.safetensors"), R"({"a":{"dtype":"F32","shape":[1e999],"data_offsets":[0,4]}})",
+                    std::string(4, '\0'));
+  expect_error([&] { SafetensorsFile::open(path("big.safetensors")); }, "header is not valid JSON");
+  expect_error([&] { SafetensorsFile::open(std::string(KVC_SOURCE_DIR) +
+                                           "/tests/fuzz/regressions/safetensors/number-overflow.safetensors"); },
+               "header is not valid JSON");
+}
+
+TEST_F(CheckpointTest, NumberOverflowInTheIndexIsAnError) {
+  write_shards();
+  write_index(R"({"metadata": {"total_size": 1e999}, "weight_map": {"a": "model-00001-of-00002.safetensors"}})");
+  expect_error([&] { Checkpoint::open_dir(dir_); }, "not valid JSON");
 }
 
 }  // namespace

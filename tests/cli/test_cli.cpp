@@ -86,7 +86,7 @@ TEST(CliReference, KlOfTheUncompressedCacheIsZero) {
 }
 
 TEST(CliErrors, MissingModelFolder) {
-  expect_clean_error(run_command(generate_cmd("/nonexistent/model")), "model folder not found");
+  expect_clean_error(run_command(generate_cmd("/nonexistent/model")), "not found: '/nonexistent/model'");
 }
 
 TEST(CliErrors, MissingWeights) {

@@ -110,7 +110,7 @@ TEST(PressCli, BadInputIsOneLineError) {
   expect_clean_error(test::run_command(test::bin("kvc-generate") + " -m " + stories() +
                                        " -p hi -n 2 --press snapkv:windw=3 --ratio 0.5"),
                      "unknown parameter 'windw'");
-  expect_clean_error(test::run_command(test::bin("kvc-profile") + " -m " + stories() + " -o /tmp/x"), "--data");
+  expect_clean_error(test::run_command(test::bin("kvc-profile") + " -m " + stories() + " -o /tmp/x"), "-f/--file");
   expect_clean_error(test::run_command(test::bin("kvc-profile") + " -m " + stories() + " --data " + text() +
                                        " -o /tmp/kvc_profile_bad --ratios 1.5"),
                      "--ratios");

@@ -3,7 +3,9 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <omp.h>
 
+#include <atomic>
 #include <cmath>
 #include <limits>
 
@@ -81,6 +83,20 @@ struct AttentionCase {
 
 // The kernels' at::parallel_for was once compiled without OpenMP and ran every kernel on one core.
 TEST(KernelBuild, ParallelForIsCompiledWithOpenMP) { EXPECT_TRUE(kvc::kernels_run_in_parallel()); }
+
+// One OpenMP runtime for LibTorch and our code (PyPI's wheel carries its own libgomp): the count that
+// at::set_num_threads (--threads) sets inside LibTorch is the one our parallel regions run with.
+TEST(KernelBuild, ThreadCountReachesOurParallelRegions) {
+  const int before = at::get_num_threads();
+  for (const int n : {1, 3}) {
+    at::set_num_threads(n);
+    EXPECT_EQ(omp_get_max_threads(), n);
+    std::atomic<int> mask{0};
+    at::parallel_for(0, 3000, 1, [&](int64_t, int64_t) { mask |= 1 << omp_get_thread_num(); });
+    EXPECT_EQ(__builtin_popcount(mask.load()), n);
+  }
+  at::set_num_threads(before);
+}
 
 TEST_F(KernelTest, DecodeAttentionMatchesBruteForce) {
   const AttentionCase cases[] = {{8, 4, 95, 8, 0, false},  {6, 2, 1000, 32, 0, true}, {12, 12, 513, 64, 0, false},

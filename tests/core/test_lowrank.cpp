@@ -1,6 +1,7 @@
 // The variable-rank cache against brute force: per-token truncation in the basis, CSR storage,
 // attention equal to dense attention over explicitly rebuilt keys/values, retain(), footprint;
 // the gate's mask; PCA bases; artifacts refused for another model.
+#include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
 
 #include "cache/dense_layer_cache.h"

@@ -14,6 +14,7 @@
 #include "io/safetensors.h"
 #include "model/llama_model.h"
 #include "model/tensor_bridge.h"
+#include "press/kept_dump.h"
 #include "press/press.h"
 #include "press/press_observer.h"
 #include "runtime/generation.h"
@@ -199,8 +200,10 @@ TEST(PressBattery, FullBudgetGivesIdenticalLogits) {
   const PressRun full = run(CacheSetup{}, prompt(kPrompt), 6, exact_model());
   for (const auto& name : presses()) {
     SCOPED_TRACE(name);
-    // Both "no ratio" and a budget equal to the prompt keep everything: the press must be a no-op.
-    for (const int64_t budget : {int64_t{0}, kPrompt}) {
+    // A press without a size is refused (it would compress nothing); a budget equal to the prompt
+    // keeps everything: the press must be a no-op.
+    EXPECT_THROW(setup_for(name, 0.0, 0, exact_model()), Error);
+    for (const int64_t budget : {kPrompt}) {
       const CacheSetup setup = setup_for(name, 0.0, budget, exact_model());
       const PressRun r = run(setup, prompt(kPrompt), 6, exact_model());
       ASSERT_EQ(r.logits.size(), full.logits.size());
@@ -449,7 +452,8 @@ TEST(PressMethods, D2OMergeIsSimilarityWeightedWithEmaThreshold) {
         }
       }
       const double mean = sum / static_cast<double>(kv * static_cast<int64_t>(evicted.size()));
-      threshold_after = threshold_before < 0 ? mean : beta * threshold_before + (1 - beta) * mean;
+      // D2O Eq. 10: τ_t = β · mean_t + (1 − β) · τ_{t−1}; the first mean starts it.
+      threshold_after = threshold_before < 0 ? mean : beta * mean + (1 - beta) * threshold_before;
       k_out = at::zeros({kv, static_cast<int64_t>(kept.size()), c.head_dim}, at::kDouble);
       v_out = at::zeros_like(k_out);
       for (int64_t h = 0; h < kv; ++h) {
@@ -503,6 +507,256 @@ TEST(PressMethods, D2OAblationParameters) {
   const PressRun uniform = run(setup_for("d2o:layers=uniform", 0.5), prompt(kPrompt), 0);
   for (int64_t l = 0; l < c.num_layers; ++l) EXPECT_EQ(uniform.cache.layer(l).lengths()[0].item<int64_t>(), kPrompt / 2);
   EXPECT_THROW(setup_for("d2o:layers=pyramid", 0.5), Error);
+}
+
+// D2O Eq. 10 with a threshold already set: the current mean of the per-token best similarities gets
+// the weight β, the history 1 − β ("greater weight to more recent").
+TEST(CompressionPaperEquations, D2OEq10EmaWeightsTheCurrentMeanByBeta) {
+  const auto& c = model().config();
+  const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, 0};
+  DenseLayerCache cache(shape, model().rope(), at::TensorOptions().dtype(at::kDouble));
+  at::manual_seed(11);
+  const int64_t n = 12, kv = c.num_kv_heads;
+  cache.append(at::randn({kv, n, c.head_dim}, at::kDouble), at::randn({kv, n, c.head_dim}, at::kDouble),
+               at::arange(n, at::kLong));
+  const std::vector<int64_t> kept{0, 2, 5, 7, 11};
+  const at::Tensor K = cache.keys().clone();
+  double sum = 0;
+  int64_t count = 0;
+  for (int64_t h = 0; h < kv; ++h) {
+    for (int64_t e = 0; e < n; ++e) {
+      if (std::find(kept.begin(), kept.end(), e) != kept.end()) continue;
+      double best = -2;
+      for (int64_t j : kept) best = std::max(best, (at::dot(K[h][e], K[h][j]) / (K[h][e].norm() * K[h][j].norm())).item<double>());
+      sum += best;
+      ++count;
+    }
+  }
+  const double previous = 0.9, beta = 0.7, mean = sum / static_cast<double>(count);
+  double threshold = previous;
+  const at::Tensor keep = at::tensor(kept, at::kLong).unsqueeze(0).expand({kv, 5}).contiguous();
+  d2o_merge(cache, keep, beta, threshold);
+  EXPECT_NEAR(threshold, beta * mean + (1 - beta) * previous, 1e-9);
+  EXPECT_GT(std::abs(threshold - (beta * previous + (1 - beta) * mean)), 1e-3);  // the old, swapped weights
+}
+
+// Records the prefill attention statistics every layer computes (what the presses' probes ask for).
+class StatsRecorder : public ForwardObserver {
+ public:
+  explicit StatsRecorder(int64_t window) : window_(window) {}
+  AttentionProbe probe(int64_t) const override { return {true, window_}; }
+  void after_attention(const LayerStep& step, KVCache&) override {
+    column_sums.push_back(step.stats.column_sums.to(at::kDouble).clone());
+    window_probs.push_back(step.stats.window_probs.to(at::kDouble).clone());
+  }
+  std::vector<at::Tensor> column_sums, window_probs;
+
+ private:
+  int64_t window_;
+};
+
+StatsRecorder record_stats(const std::vector<int>& ids, int64_t window) {
+  StatsRecorder rec(window);
+  KVCache cache = CacheSetup{}.new_cache(model());
+  ForwardOptions o;
+  o.all_logits = false;
+  o.observer = &rec;
+  model().forward(ids, cache, o);
+  return rec;
+}
+
+// Runs a press on the prompt and returns the per-layer entries per head it keeps after prefill.
+std::vector<int64_t> layer_budgets(const std::string& press, double ratio, const std::vector<int>& ids) {
+  const CacheSetup setup = setup_for(press, ratio);
+  KVCache cache = setup.new_cache(model());
+  auto observer = setup.new_observer();
+  ForwardOptions o;
+  o.all_logits = false;
+  o.observer = observer.get();
+  model().forward(ids, cache, o);
+  std::vector<int64_t> out;
+  for (int64_t l = 0; l < cache.num_layers(); ++l) out.push_back(cache.layer(l).lengths().max().item<int64_t>());
+  return out;
+}
+
+// Integer budgets proportional to `weights` summing to `total` (each within [0, cap]): the expectation
+// the tests compare with, within one entry per layer for rounding.
+std::vector<double> proportional(std::vector<double> weights, double total, double cap) {
+  std::vector<double> out(weights.size(), 0);
+  std::vector<bool> fixed(weights.size(), false);
+  for (size_t round = 0; round < weights.size(); ++round) {
+    double wsum = 0, left = total;
+    for (size_t i = 0; i < weights.size(); ++i) (fixed[i] ? left -= out[i] : wsum += weights[i]);
+    bool clamped = false;
+    for (size_t i = 0; i < weights.size(); ++i) {
+      if (fixed[i]) continue;
+      out[i] = left * weights[i] / wsum;
+      if (out[i] > cap) out[i] = cap, fixed[i] = true, clamped = true;
+    }
+    if (!clamped) break;
+  }
+  return out;
+}
+
+// D2O Eq. 4–5 (and A.9 Eq. 20): σ²_l = variance of each query head's cumulative-attention sequence
+// (column sums of the prompt's attention), averaged over the heads; layer budgets ∝ exp(1/σ²_l).
+TEST(CompressionPaperEquations, D2OEq5LayerBudgetsAreTheInverseVarianceSoftmax) {
+  const auto ids = prompt(kPrompt);
+  const StatsRecorder rec = record_stats(ids, 1);
+  const int64_t L = model().config().num_layers, budget = kPrompt / 2;
+  std::vector<double> inv, exp_inv;
+  for (const auto& cs : rec.column_sums) {
+    double var = 0;
+    for (int64_t h = 0; h < cs.size(0); ++h) {
+      const double mean = cs[h].mean().item<double>();
+      var += ((cs[h] - mean).pow(2).mean().item<double>()) / static_cast<double>(cs.size(0));
+    }
+    inv.push_back(1.0 / var);
+  }
+  const double mx = *std::max_element(inv.begin(), inv.end());
+  for (double v : inv) exp_inv.push_back(std::exp(v - mx));
+  const auto expected = proportional(exp_inv, static_cast<double>(budget * L), kPrompt);
+  const auto got = layer_budgets("d2o", 0.5, ids);
+  for (int64_t l = 0; l < L; ++l) EXPECT_NEAR(static_cast<double>(got[static_cast<size_t>(l)]), expected[static_cast<size_t>(l)], 1.0) << l;
+  // layers=scaled keeps the former split: exp(τ · (1/σ²) / mean(1/σ²)) over the head-averaged variance.
+  std::vector<double> scaled_inv, scaled;
+  for (const auto& cs : rec.column_sums) scaled_inv.push_back(1.0 / cs.mean(0).var().item<double>());
+  const double mean_inv = std::accumulate(scaled_inv.begin(), scaled_inv.end(), 0.0) / static_cast<double>(L);
+  for (double v : scaled_inv) scaled.push_back(std::exp(2.0 * v / mean_inv));
+  const auto expected_scaled = proportional(scaled, static_cast<double>(budget * L), kPrompt);
+  const auto got_scaled = layer_budgets("d2o:layers=scaled,tau=2,variance=head_mean", 0.5, ids);
+  for (int64_t l = 0; l < L; ++l) EXPECT_NEAR(static_cast<double>(got_scaled[static_cast<size_t>(l)]), expected_scaled[static_cast<size_t>(l)], 1.0) << l;
+}
+
+// DynamicKV Alg. 1 with one update after the last layer (m = L): global top-k, k = (wt − ws) · H · L,
+// over every non-window SnapKV score of all layers (line 6); Z = B^l · count / max(count) (line 8);
+// normalised to (wt − ws) · L (lines 9–10), capped at the B^l entries each layer holds.
+TEST(CompressionPaperEquations, DynamicKVAlgorithm1BudgetsFromTheGlobalTopK) {
+  const auto ids = prompt(kPrompt);
+  const int64_t L = model().config().num_layers, KV = model().config().num_kv_heads, ws = 32;
+  const StatsRecorder rec = record_stats(ids, ws);
+  const int64_t budget = kPrompt / 2, a = budget - ws, bmax = 2 * a;
+  std::vector<at::Tensor> scored;
+  std::vector<int64_t> layer_of;
+  for (int64_t l = 0; l < L; ++l) {
+    // SnapKV's score: window attention summed over queries, group mean, pooled with kernel 5 (edges
+    // averaging what exists); the window itself is not scored.
+    const at::Tensor votes = rec.window_probs[static_cast<size_t>(l)].sum(1);
+    const at::Tensor kv = votes.reshape({KV, -1, kPrompt}).mean(1);
+    at::Tensor pooled = at::zeros_like(kv);
+    for (int64_t j = 0; j < kPrompt; ++j) {
+      const int64_t lo = std::max<int64_t>(0, j - 2), hi = std::min<int64_t>(kPrompt, j + 3);
+      pooled.select(1, j).copy_(kv.narrow(1, lo, hi - lo).mean(1));
+    }
+    const at::Tensor outside = pooled.narrow(1, 0, kPrompt - ws).reshape({-1});
+    scored.push_back(outside);
+    for (int64_t i = 0; i < outside.numel(); ++i) layer_of.push_back(l);
+  }
+  const at::Tensor all = at::cat(scored);
+  const at::Tensor top = std::get<1>(all.topk(a * KV * L));
+  std::vector<double> counts(static_cast<size_t>(L), 0);
+  for (int64_t i = 0; i < top.numel(); ++i) counts[static_cast<size_t>(layer_of[static_cast<size_t>(top[i].item<int64_t>())])] += 1;
+  const double max_count = *std::max_element(counts.begin(), counts.end());
+  std::vector<double> z;
+  for (double c : counts) z.push_back(static_cast<double>(bmax) * c / max_count);
+  const auto expected = proportional(z, static_cast<double>(a * L), static_cast<double>(bmax));
+  const auto got = layer_budgets("dynamickv:m=" + std::to_string(L), 0.5, ids);
+  int64_t sum = 0;
+  for (int64_t l = 0; l < L; ++l) {
+    EXPECT_NEAR(static_cast<double>(got[static_cast<size_t>(l)] - ws), expected[static_cast<size_t>(l)], 1.0) << l;
+    sum += got[static_cast<size_t>(l)];
+  }
+  EXPECT_EQ(sum, budget * L);
+  // Intermediate updates (m = 1) normalise to (wt − ws) · L as well, so they trim little and the total
+  // still comes out exact.
+  const auto stepwise = layer_budgets("dynamickv:m=1", 0.5, ids);
+  EXPECT_EQ(std::accumulate(stepwise.begin(), stepwise.end(), int64_t{0}), budget * L);
+}
+
+// KVCompose Eq. 14–22: scores = max over the task tokens' attention, mean over a KV group's query heads,
+// plus the mean over KV heads; composite k = each head's k-th best, scored by the mean over heads; the
+// global top (1 − r) · L · N of the pooled composites sets each layer's budget. The protected task
+// tokens rank by their own scores there (no floor of `window` per layer) and survive in each layer's
+// own selection.
+TEST(CompressionPaperEquations, KVComposeEq22BudgetsWithoutATaskTokenFloor) {
+  const auto ids = prompt(kPrompt);
+  const int64_t L = model().config().num_layers, KV = model().config().num_kv_heads, task = 32;
+  const StatsRecorder rec = record_stats(ids, task);
+  for (double ratio : {0.5, 0.9}) {
+    SCOPED_TRACE(ratio);
+    const int64_t budget = std::llround((1 - ratio) * kPrompt);
+    std::vector<at::Tensor> composites;
+    for (int64_t l = 0; l < L; ++l) {
+      const at::Tensor per_head = std::get<0>(rec.window_probs[static_cast<size_t>(l)].max(1));
+      const at::Tensor kv = per_head.reshape({KV, -1, kPrompt}).mean(1);
+      const at::Tensor s = kv + kv.mean(0, true);
+      composites.push_back(std::get<0>(s.sort(-1, true)).mean(0));
+    }
+    const at::Tensor top = std::get<1>(at::cat(composites).topk(budget * L));
+    std::vector<double> expected(static_cast<size_t>(L), 0);
+    for (int64_t i = 0; i < top.numel(); ++i) expected[static_cast<size_t>(top[i].item<int64_t>() / kPrompt)] += 1;
+    const CacheSetup setup = setup_for("kvcompose:kernel=1", ratio);  // the paper scores without pooling
+    KVCache cache = setup.new_cache(model());
+    auto observer = setup.new_observer();
+    ForwardOptions o;
+    o.all_logits = false;
+    o.observer = observer.get();
+    model().forward(ids, cache, o);
+    for (int64_t l = 0; l < L; ++l) {
+      const int64_t got = cache.layer(l).lengths()[0].item<int64_t>();
+      EXPECT_NEAR(static_cast<double>(got), std::max(1.0, expected[static_cast<size_t>(l)]), 1.0) << l;
+      // The newest min(task, budget) prompt tokens are kept in every head.
+      for (const auto& p : head_positions(cache.layer(l))) {
+        const int64_t newest = std::min(task, got);
+        EXPECT_EQ(std::get<0>(p.sort()).narrow(0, got - newest, newest).equal(at::arange(kPrompt - newest, kPrompt)), true);
+      }
+    }
+  }
+}
+
+// --dump-kept: per layer × KV head the positions kept after prefill and held at the end, and D2O's
+// merges (evicted position -> kept position), read back from the file.
+TEST(CompressionKeptDump, PositionsAndMergesRoundTrip) {
+  const CacheSetup setup = setup_for("d2o", 0.5);
+  KVCache cache = setup.new_cache(model());
+  auto observer = setup.new_observer();
+  const std::string path = ::testing::TempDir() + "/kept.safetensors";
+  start_kept_dump(path, observer.get());
+  ForwardOptions o;
+  o.all_logits = false;
+  o.observer = observer.get();
+  const auto ids = prompt(kPrompt + 4);
+  model().forward(std::vector<int>(ids.begin(), ids.begin() + kPrompt), cache, o);
+  std::vector<std::vector<at::Tensor>> after_prefill;
+  for (int64_t l = 0; l < cache.num_layers(); ++l) after_prefill.push_back(head_positions(cache.layer(l)));
+  for (int64_t i = 0; i < 4; ++i) model().forward({ids[static_cast<size_t>(kPrompt + i)]}, cache, o);
+  finish_kept_dump(path, observer.get(), cache, {{"press", "d2o"}});
+  auto file = st::SafetensorsFile::open(path);
+  EXPECT_EQ(file->metadata().at("press"), "d2o");
+  EXPECT_EQ(file->metadata().at("prompt_tokens"), std::to_string(kPrompt));
+  int64_t merges = 0;
+  for (int64_t l = 0; l < cache.num_layers(); ++l) {
+    const auto final_heads = head_positions(cache.layer(l));
+    for (size_t h = 0; h < final_heads.size(); ++h) {
+      const std::string key = std::to_string(l) + "." + std::to_string(h);
+      const at::Tensor kept = load_tensor(file, "kept." + key);
+      EXPECT_EQ(kept.scalar_type(), at::kInt);
+      EXPECT_TRUE(kept.to(at::kLong).equal(std::get<0>(after_prefill[static_cast<size_t>(l)][h].sort())));
+      EXPECT_TRUE(load_tensor(file, "final." + key).to(at::kLong).equal(std::get<0>(final_heads[h].sort())));
+      if (!file->contains("merged." + key)) continue;
+      const at::Tensor m = load_tensor(file, "merged." + key).to(at::kLong);
+      ASSERT_EQ(m.size(1), 2);
+      merges += m.size(0);
+      // Every merge goes from a position no longer held into one that was held when it merged.
+      for (int64_t i = 0; i < m.size(0); ++i) {
+        EXPECT_NE(m[i][0].item<int64_t>(), m[i][1].item<int64_t>());
+        EXPECT_LT(m[i][1].item<int64_t>(), kPrompt + 4);
+      }
+    }
+  }
+  EXPECT_GT(merges, 0);
+  // Without a press there is nothing to record.
+  EXPECT_THROW(start_kept_dump(path, nullptr), Error);
 }
 
 // Query-agnostic protocol: the budget is set on the context; the question fed after it must be kept

@@ -3,17 +3,21 @@
 // or hand-computed expectation.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <set>
 
 #include "retrieval/cluster_cache.h"
 #include "retrieval/cluster_stats.h"
+#include "retrieval/index_reader.h"
 #include "retrieval/kmeans.h"
 #include "retrieval/page_store.h"
 #include "retrieval/retrieval_config.h"
@@ -285,6 +289,116 @@ TEST(RetrievalConfig, ParsesSpecsAndRejectsBadOnes) {
   EXPECT_NE(message("adaptive:topk=0").find("topk must be at least 1"), std::string::npos);
   EXPECT_NE(message("adaptive:tau_q=2").find("quantile"), std::string::npos);
   EXPECT_NE(message("local:every").find("expected key=value"), std::string::npos);
+}
+
+// --- verify covers every byte of the store (issue 16, item 7) ---
+
+// A store with every kind of page: the header, full and partial pages of two clusters sharing a pool,
+// never-written slots between them (zero), and the stale pages of a dropped cluster.
+StoreManifest store_with_every_page_kind(const std::string& path) {
+  PageStore store(path, 8, Layout::kDualHead, /*direct_io=*/false);
+  const int64_t pp = store.per_page();
+  const int64_t a = store.create(random_block(2 * pp + 3, 8, 0, 1));
+  store.create(random_block(5, 8, 500, 2), a);
+  store.drop(store.create(random_block(pp + 1, 8, 900, 3)));
+  return store.commit();
+}
+
+std::vector<uint8_t> file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(PageStoreVerify, EveryPageKindIsPresent) {
+  const std::string path = temp_file("kinds.kvs");
+  const StoreManifest m = store_with_every_page_kind(path);
+  const auto bytes = file_bytes(path);
+  const int64_t pages = static_cast<int64_t>(bytes.size()) / PageStore::kPageBytes;
+  std::set<int64_t> used;
+  bool partial = false;
+  for (const ExtentRecord& r : m.extents) {
+    for (int64_t s = 0; s < r.full_pages; ++s) used.insert(r.run_first_page + s);
+    if (r.tail_count > 0) used.insert(r.tail_page), partial = true;
+  }
+  int zero = 0, stale = 0;
+  for (int64_t p = 1; p < pages; ++p) {
+    if (used.count(p)) continue;
+    const auto* page = bytes.data() + p * PageStore::kPageBytes;
+    const bool empty = std::all_of(page, page + PageStore::kPageBytes, [](uint8_t b) { return b == 0; });
+    (empty ? zero : stale) += 1;
+  }
+  EXPECT_TRUE(partial);
+  EXPECT_GE(zero, 1) << "a never-written slot inside the file";
+  EXPECT_GE(stale, 1) << "a dropped cluster's page";
+  EXPECT_NO_THROW(PageStore::verify(path, m));
+}
+
+// Flips one byte at a time across every class of position — the header's fields and its zero rest,
+// page headers (magic, cluster, count, CRC), records, the zero slack after the last record, zero and
+// stale unused pages — and expects verify to refuse each, then to accept the restored file.
+TEST(PageStoreVerify, RefusesASingleByteFlipAnywhere) {
+  const std::string path = temp_file("flips.kvs");
+  const StoreManifest m = store_with_every_page_kind(path);
+  const auto bytes = file_bytes(path);
+  ASSERT_EQ(bytes.size() % PageStore::kPageBytes, 0u);
+  std::vector<int64_t> positions;
+  for (int64_t page = 0; page * PageStore::kPageBytes < static_cast<int64_t>(bytes.size()); ++page) {
+    const int64_t base = page * PageStore::kPageBytes;
+    for (int64_t i = 0; i < PageStore::kPageBytes; ++i)
+      if (i < 40 || i % 29 == 0 || i >= PageStore::kPageBytes - 64) positions.push_back(base + i);
+  }
+  const int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  int accepted = 0;
+  for (int64_t at : positions) {
+    const uint8_t flipped = bytes[static_cast<size_t>(at)] ^ 0x01;
+    ASSERT_EQ(::pwrite(fd, &flipped, 1, at), 1);
+    try {
+      PageStore::verify(path, m);
+      ADD_FAILURE() << "a flip at byte " << at << " (page " << at / PageStore::kPageBytes << ") was accepted";
+      ++accepted;
+    } catch (const Error&) {
+    }
+    ASSERT_EQ(::pwrite(fd, &bytes[static_cast<size_t>(at)], 1, at), 1);
+    if (accepted > 5) break;
+  }
+  ::close(fd);
+  EXPECT_NO_THROW(PageStore::verify(path, m));
+}
+
+// Found by tests/fuzz (fuzz_cluster_index): a number too large for JSON in the index's header escaped
+// the safetensors reader as nlohmann's out_of_range instead of a kvc::Error.
+TEST(ClusterIndex, NumberOverflowInTheHeaderIsAnError) {
+  EXPECT_THROW(read_index(std::string(KVC_SOURCE_DIR) + "/tests/fuzz/regressions/cluster_index/number-overflow.safetensors"),
+               Error);
+}
+
+TEST(PageStoreVerify, RefusesBytesBeyondTheStoreAndTruncation) {
+  const std::string path = temp_file("length.kvs");
+  const StoreManifest m = store_with_every_page_kind(path);
+  const auto bytes = file_bytes(path);
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::app);
+    out.put('\0');
+  }
+  EXPECT_THROW(PageStore::verify(path, m), Error) << "a byte appended";
+  // Pages a pool reserved but never wrote may exist as zeros up to file_pages; not one page more.
+  ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(m.file_pages * PageStore::kPageBytes)), 0);
+  EXPECT_NO_THROW(PageStore::verify(path, m));
+  ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>((m.file_pages + 1) * PageStore::kPageBytes)), 0);
+  EXPECT_THROW(PageStore::verify(path, m), Error) << "a zero page beyond file_pages";
+  // Cut at the last page a cluster holds (unused pages past the end read as never written).
+  int64_t last_used = 0;
+  for (const ExtentRecord& r : m.extents)
+    last_used = std::max({last_used, r.tail_page, r.run_first_page + r.full_pages - 1});
+  ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(last_used * PageStore::kPageBytes)), 0);
+  EXPECT_THROW(PageStore::verify(path, m), Error) << "a used page cut off";
+  StoreManifest wrong = m;
+  wrong.dim = 16;
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  EXPECT_NO_THROW(PageStore::verify(path, m));
+  EXPECT_THROW(PageStore::verify(path, wrong), Error) << "an index whose head_dim differs from the store's";
 }
 
 }  // namespace

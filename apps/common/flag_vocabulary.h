@@ -1,0 +1,57 @@
+#pragma once
+// One spelling per meaning across the tools (the README's flag table):
+//   -f, --file FILE...   input text          -c, --ctx-size N   length in tokens
+//   -o, --output FILE    an output file      --out-dir DIR      an output folder
+//   --json               one JSON object on stdout (a switch)
+//   --json-out FILE      the same JSON written to a file
+// `-` as an output file name means stdout. Old spellings keep working: parse_or_exit rewrites them to
+// the standard name before CLI11 sees them, so help shows one name per meaning.
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kvc::cli {
+
+// Old spelling -> standard name. Applied only inside a (sub)command that has the standard name and
+// does not use the old one for something else (kvc-make-checkpoint's --context stays its own).
+using AliasList = std::vector<std::pair<std::string, std::string>>;
+
+inline const AliasList& legacy_aliases() {
+  static const AliasList list = {
+      {"--data", "--file"},       {"--prompt-file", "--file"}, {"--window", "--ctx-size"},
+      {"--context", "--ctx-size"}, {"--seq-len", "--ctx-size"}, {"--out", "--out-dir"},
+      {"--stats-json", "--json-out"},
+  };
+  return list;
+}
+
+// Text input files (one or more).
+inline CLI::Option* add_text_files(CLI::App& app, std::vector<std::string>& files, const std::string& what) {
+  return app.add_option("-f,--file", files, what)->expected(1, -1);
+}
+inline CLI::Option* add_text_file(CLI::App& app, std::string& file, const std::string& what) {
+  return app.add_option("-f,--file", file, what);
+}
+
+template <typename Int>
+CLI::Option* add_ctx_size(CLI::App& app, Int& tokens, const std::string& what) {
+  return app.add_option("-c,--ctx-size", tokens, what);
+}
+
+inline CLI::Option* add_output_file(CLI::App& app, std::string& path, const std::string& what) {
+  return app.add_option("-o,--output", path, what + " ('-' = stdout)");
+}
+inline CLI::Option* add_out_dir(CLI::App& app, std::string& dir, const std::string& what) {
+  return app.add_option("--out-dir", dir, what);
+}
+
+inline CLI::Option* add_json_switch(CLI::App& app, bool& json, const std::string& what = "Print one JSON object on stdout") {
+  return app.add_flag("--json", json, what);
+}
+inline CLI::Option* add_json_out(CLI::App& app, std::string& path, const std::string& what) {
+  return app.add_option("--json-out", path, what + " ('-' = stdout)");
+}
+
+}  // namespace kvc::cli

@@ -1,0 +1,88 @@
+#include "model/gguf_config.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "model/gemma3_config.h"
+#include "util/error.h"
+#include "util/hash.h"
+
+namespace kvc {
+namespace {
+
+// llama.cpp fixes these for Gemma 3 in code rather than in the file: every sixth layer is global and
+// local layers use RoPE base 10000.
+constexpr int64_t kGemma3LayerPattern = 6;
+constexpr double kGemma3LocalRopeBase = 10000.0;
+constexpr int64_t kMaxSize = int64_t{1} << 24;
+
+int64_t positive(const gguf::GgufFile& f, const std::string& key) {
+  const uint64_t v = f.get_u64(key);
+  KVC_CHECK(v > 0 && v <= static_cast<uint64_t>(kMaxSize), "'{}': metadata key '{}' is {}, expected 1..{}", f.path(),
+            key, v, kMaxSize);
+  return static_cast<int64_t>(v);
+}
+
+}  // namespace
+
+ModelConfig model_config_from_gguf(const gguf::GgufFile& f) {
+  const std::string arch = f.get_string("general.architecture");
+  ModelConfig c;
+  c.traits = architecture_for_gguf(arch, "'" + f.path() + "'");
+  c.model_type = c.traits.model_type;
+  const std::string p = arch + ".";
+  c.hidden_size = positive(f, p + "embedding_length");
+  c.intermediate_size = positive(f, p + "feed_forward_length");
+  c.num_layers = positive(f, p + "block_count");
+  c.num_heads = positive(f, p + "attention.head_count");
+  c.num_kv_heads = f.has(p + "attention.head_count_kv") ? positive(f, p + "attention.head_count_kv") : c.num_heads;
+  c.head_dim = f.has(p + "attention.key_length") ? positive(f, p + "attention.key_length") : c.hidden_size / c.num_heads;
+  if (f.has(p + "attention.value_length")) {
+    KVC_CHECK(positive(f, p + "attention.value_length") == c.head_dim,
+              "'{}': {}attention.value_length differs from key_length; kvc needs them equal", f.path(), p);
+  }
+  KVC_CHECK(c.num_heads % c.num_kv_heads == 0, "'{}': {}attention.head_count ({}) is not a multiple of head_count_kv "
+            "({})", f.path(), p, c.num_heads, c.num_kv_heads);
+  KVC_CHECK(c.head_dim % 2 == 0, "'{}': {}attention.key_length ({}) must be even for RoPE", f.path(), p, c.head_dim);
+  c.max_position_embeddings = positive(f, p + "context_length");
+  c.rms_norm_eps = f.get_f32(p + "attention.layer_norm_rms_epsilon");
+  KVC_CHECK(c.rms_norm_eps > 0 && c.rms_norm_eps < 1, "'{}': {}attention.layer_norm_rms_epsilon is {}, outside (0, 1)",
+            f.path(), p, c.rms_norm_eps);
+  c.rope_theta = f.has(p + "rope.freq_base") ? f.get_f32(p + "rope.freq_base") : 10000.0;
+  KVC_CHECK(std::isfinite(c.rope_theta) && c.rope_theta > 1, "'{}': {}rope.freq_base is {}", f.path(), p,
+            c.rope_theta);
+  if (f.has(p + "rope.scaling.type")) {
+    const std::string type = f.get_string(p + "rope.scaling.type");
+    KVC_CHECK(type == "none" || type == "linear", "'{}': {}rope.scaling.type '{}' is not supported (none, linear)",
+              f.path(), p, type);
+    if (type == "linear") {
+      c.rope_scaling.type = "linear";
+      c.rope_scaling.factor = f.get_f32(p + "rope.scaling.factor");
+      KVC_CHECK(c.rope_scaling.factor > 0, "'{}': {}rope.scaling.factor must be positive", f.path(), p);
+    }
+  }
+  const auto& tokens = f.get_string_array("tokenizer.ggml.tokens");
+  c.vocab_size = static_cast<int64_t>(tokens.size());
+  if (f.has("tokenizer.ggml.bos_token_id")) c.bos_token_id = static_cast<int>(f.get_u32("tokenizer.ggml.bos_token_id"));
+  if (f.has("tokenizer.ggml.eos_token_id")) {
+    c.eos_token_ids = {static_cast<int>(f.get_u32("tokenizer.ggml.eos_token_id"))};
+  }
+  c.tie_word_embeddings = !f.has_tensor("output.weight");
+  if (c.traits.local_global_layers) {
+    c.local_window = positive(f, p + "attention.sliding_window");
+    c.local_layers = gemma3_local_layers(c.num_layers, kGemma3LayerPattern);
+    c.rope_local_theta = kGemma3LocalRopeBase;
+    c.query_pre_attn_scalar = static_cast<double>(c.head_dim);
+    // Gemma's end of turn ends generation too.
+    for (size_t id = 0; id < tokens.size(); ++id) {
+      if (tokens[id] == "<end_of_turn>") c.eos_token_ids.push_back(static_cast<int>(id));
+    }
+  }
+  c.torch_dtype = "float32";
+  c.config_hash = hash_string(fmt::format("gguf:{}:{}:{}:{}:{}:{}:{}", arch, c.hidden_size, c.num_layers, c.num_heads,
+                                          c.head_dim, c.vocab_size, f.file_size()));
+  return c;
+}
+
+}  // namespace kvc

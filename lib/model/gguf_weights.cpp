@@ -1,0 +1,72 @@
+#include "model/gguf_weights.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <regex>
+
+#include "io/gguf_dequant.h"
+#include "util/error.h"
+
+namespace kvc {
+
+std::string gguf_tensor_name(const std::string& hf_name, bool gemma_norm_names) {
+  if (hf_name == "model.embed_tokens.weight") return "token_embd.weight";
+  if (hf_name == "model.norm.weight") return "output_norm.weight";
+  if (hf_name == "lm_head.weight") return "output.weight";
+  static const std::regex layer(R"(model\.layers\.(\d+)\.(.+))");
+  std::smatch m;
+  if (!std::regex_match(hf_name, m, layer)) return "";
+  const std::string block = "blk." + m[1].str() + ".";
+  const std::string rest = m[2].str();
+  // Llama's post_attention_layernorm is the norm before the MLP; Gemma's is the one after attention.
+  const std::pair<const char*, const char*> names[] = {
+      {"input_layernorm.weight", "attn_norm.weight"},
+      {"self_attn.q_proj.weight", "attn_q.weight"},
+      {"self_attn.k_proj.weight", "attn_k.weight"},
+      {"self_attn.v_proj.weight", "attn_v.weight"},
+      {"self_attn.q_proj.bias", "attn_q.bias"},
+      {"self_attn.k_proj.bias", "attn_k.bias"},
+      {"self_attn.v_proj.bias", "attn_v.bias"},
+      {"self_attn.o_proj.weight", "attn_output.weight"},
+      {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+      {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+      {"post_attention_layernorm.weight", gemma_norm_names ? "post_attention_norm.weight" : "ffn_norm.weight"},
+      {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+      {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+      {"mlp.gate_proj.weight", "ffn_gate.weight"},
+      {"mlp.up_proj.weight", "ffn_up.weight"},
+      {"mlp.down_proj.weight", "ffn_down.weight"},
+  };
+  for (const auto& [hf, gg] : names) {
+    if (rest == hf) return block + gg;
+  }
+  return "";
+}
+
+GgufWeights::GgufWeights(std::shared_ptr<const gguf::GgufFile> file, bool gemma_norm_names, at::ScalarType dtype,
+                         at::Device device)
+    : file_(std::move(file)), gemma_norm_names_(gemma_norm_names), dtype_(dtype), device_(device) {}
+
+bool GgufWeights::contains(const std::string& hf_name) const {
+  const std::string name = gguf_tensor_name(hf_name, gemma_norm_names_);
+  return !name.empty() && file_->has_tensor(name);
+}
+
+at::Tensor GgufWeights::get(const std::string& hf_name, const std::vector<int64_t>& shape) const {
+  const std::string name = gguf_tensor_name(hf_name, gemma_norm_names_);
+  KVC_CHECK(!name.empty() && file_->has_tensor(name), "'{}': missing tensor '{}' (Hugging Face '{}')", file_->path(),
+            name.empty() ? hf_name : name, hf_name);
+  const gguf::TensorInfo& info = file_->tensor(name);
+  // ggml lists the contiguous dimension first; PyTorch last.
+  std::vector<int64_t> torch_shape(info.shape.rbegin(), info.shape.rend());
+  KVC_CHECK(torch_shape == shape, "'{}': tensor '{}' has shape [{}], but the metadata implies [{}]", file_->path(),
+            name, fmt::join(torch_shape, ", "), fmt::join(shape, ", "));
+  KVC_CHECK(gguf::can_dequantize(info.type), "'{}': tensor '{}' has type {}, which kvc cannot dequantize",
+            file_->path(), name, gguf::ggml_type_info(info.type) ? gguf::ggml_type_info(info.type)->name : "unknown");
+  at::Tensor out = at::empty(shape, at::TensorOptions().dtype(at::kFloat));
+  gguf::dequantize(info.type, info.data, info.elements(), out.data_ptr<float>());
+  return out.to(device_, dtype_);
+}
+
+}  // namespace kvc

@@ -1,0 +1,30 @@
+#pragma once
+// A GGUF file's tensors under their Hugging Face names (blk.N.attn_q.weight ->
+// model.layers.N.self_attn.q_proj.weight, ...), dequantized to the load dtype when asked for. The
+// blocks stay in the mapping until then, so a later loader can keep them in block format instead.
+#include <memory>
+
+#include "io/gguf_reader.h"
+#include "model/weight_source.h"
+
+namespace kvc {
+
+// GGUF's name for a Hugging Face tensor name; "" when there is none.
+std::string gguf_tensor_name(const std::string& hf_name, bool gemma_norm_names);
+
+class GgufWeights : public WeightSource {
+ public:
+  GgufWeights(std::shared_ptr<const gguf::GgufFile> file, bool gemma_norm_names, at::ScalarType dtype,
+              at::Device device);
+  bool contains(const std::string& hf_name) const override;
+  at::Tensor get(const std::string& hf_name, const std::vector<int64_t>& shape) const override;
+  bool norms_include_unit_offset() const override { return gemma_norm_names_; }
+
+ private:
+  std::shared_ptr<const gguf::GgufFile> file_;
+  bool gemma_norm_names_;
+  at::ScalarType dtype_;
+  at::Device device_;
+};
+
+}  // namespace kvc

@@ -1,0 +1,282 @@
+// Inputs that cannot be right, refused by the tools with one line and a non-zero exit: shapes no model
+// has, config values no model uses, non-finite weights and artifacts, files longer than their header
+// says, meaningless training and profiling flags, and writes that fail on a full disk.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "io/safetensors.h"
+#include "support/cli_expectations.h"
+#include "support/paths.h"
+#include "support/run_command.h"
+
+namespace fs = std::filesystem;
+
+namespace kvc {
+namespace {
+
+using test::bin;
+using test::expect_clean_error;
+using test::run_command;
+
+const std::string kStories = test::model_dir("stories260K");
+const std::string kText = test::data_file("tinystories/tinystories_excerpt_30k.txt");
+
+// A copy of stories260K that a test may damage.
+std::string copy_of_stories() {
+  const std::string dir = test::make_temp_dir("kvc-bad-model");
+  EXPECT_EQ(std::system(("cp " + kStories + "/* " + dir + "/").c_str()), 0);
+  return dir;
+}
+
+std::string generate_cmd(const std::string& model_dir) {
+  return bin("kvc-generate") + " -m " + model_dir + " -p 'Once upon a time' -n 2 -q -t 1";
+}
+
+// Runs `command` with writes limited to `kib` KiB per file: the kernel then fails a larger write
+// (EFBIG) as a full disk would (ENOSPC). SIGXFSZ is ignored so the write fails instead of killing.
+std::string with_file_size_limit(int kib, const std::string& command) {
+  return "bash -c \"trap '' XFSZ; ulimit -f " + std::to_string(kib) + "; exec " + command + "\"";
+}
+
+// Overwrites bytes of one tensor in a safetensors file, in place.
+void patch_tensor(const std::string& path, const std::string& tensor, const void* bytes, size_t size) {
+  uint64_t data_start = 0;
+  {
+    const auto file = st::SafetensorsFile::open(path);
+    std::ifstream in(path, std::ios::binary);
+    uint64_t header_length = 0;
+    in.read(reinterpret_cast<char*>(&header_length), 8);
+    data_start = 8 + header_length + file->info(tensor).begin;
+  }
+  std::fstream out(path, std::ios::binary | std::ios::in | std::ios::out);
+  out.seekp(static_cast<std::streamoff>(data_start));
+  out.write(static_cast<const char*>(bytes), static_cast<std::streamsize>(size));
+  ASSERT_TRUE(out.good()) << path;
+}
+
+void edit_config(const std::string& model_dir, const std::string& key, const nlohmann::json& value) {
+  const std::string path = model_dir + "/config.json";
+  nlohmann::json config = nlohmann::json::parse(test::slurp(path));
+  config[key] = value;
+  test::write_bytes(path, config.dump(2));
+}
+
+// ---- kvc-make-checkpoint ---------------------------------------------------------------------------
+
+struct ShapeCase {
+  const char* case_name;
+  std::map<std::string, std::string> overrides;  // flag -> value, over a small valid shape
+  std::string needle;
+};
+
+void PrintTo(const ShapeCase& c, std::ostream* os) { *os << c.case_name; }
+
+class MakeCheckpointShapes : public ::testing::TestWithParam<ShapeCase> {};
+
+TEST_P(MakeCheckpointShapes, AreRefusedBeforeAnythingIsWritten) {
+  const std::string out = test::make_temp_dir("kvc-bad-shape") + "/model";
+  std::map<std::string, std::string> flags = {{"--hidden", "16"}, {"--intermediate", "32"}, {"--layers", "1"},
+                                              {"--heads", "2"},   {"--kv-heads", "1"},      {"--head-dim", "8"},
+                                              {"--vocab", "64"}};
+  for (const auto& [flag, value] : GetParam().overrides) flags[flag] = value;
+  std::string command = bin("kvc-make-checkpoint");
+  for (const auto& [flag, value] : flags) command += " " + flag + " " + value;
+  expect_clean_error(run_command(command + " -o " + out), GetParam().needle);
+  EXPECT_FALSE(fs::exists(out));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ZeroOrNegative, MakeCheckpointShapes,
+    ::testing::Values(
+        ShapeCase{"KvHeadsZero", {{"--kv-heads", "0"}}, "num_key_value_heads (--kv-heads) must be at least 1"},
+        ShapeCase{"HeadsZero", {{"--heads", "0"}}, "num_attention_heads (--heads) must be at least 1"},
+        ShapeCase{"HiddenZero", {{"--hidden", "0"}}, "hidden_size (--hidden) must be at least 1"},
+        ShapeCase{"LayersZero", {{"--layers", "0"}}, "num_hidden_layers (--layers) must be at least 1"},
+        ShapeCase{"VocabZero", {{"--vocab", "0"}}, "vocab_size (--vocab) must be at least 1"},
+        ShapeCase{"VocabNegative", {{"--vocab", "-5"}}, "vocab_size (--vocab) must be at least 1"},
+        ShapeCase{"HeadsNotAMultiple", {{"--heads", "3"}, {"--kv-heads", "2"}}, "must be a multiple of"},
+        ShapeCase{"OddHeadDim", {{"--head-dim", "7"}}, "head_dim (7) must be even"}),
+    [](const ::testing::TestParamInfo<ShapeCase>& info) { return std::string(info.param.case_name); });
+
+TEST(MakeCheckpointDiskFull, LeavesNoFolderAndNoPartialFiles) {
+  const std::string parent = test::make_temp_dir("kvc-full-ckpt");
+  const std::string out = parent + "/model";
+  const auto r = run_command(with_file_size_limit(
+      16, bin("kvc-make-checkpoint") + " --hidden 64 --intermediate 128 --layers 2 --heads 4 --kv-heads 2 "
+                                      "--head-dim 16 --vocab 512 -o " + out));
+  expect_clean_error(r, "cannot write '" + out + "/model.safetensors': File too large");
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_TRUE(fs::is_empty(parent));
+}
+
+// ---- config.json ------------------------------------------------------------------------------------
+
+struct ConfigCase {
+  const char* case_name;
+  const char* key;
+  nlohmann::json value;
+  std::string needle;
+};
+
+void PrintTo(const ConfigCase& c, std::ostream* os) { *os << c.case_name; }
+
+class ConfigValues : public ::testing::TestWithParam<ConfigCase> {};
+
+TEST_P(ConfigValues, NoModelUsesAreRefused) {
+  const std::string model = copy_of_stories();
+  edit_config(model, GetParam().key, GetParam().value);
+  expect_clean_error(run_command(generate_cmd(model)), GetParam().needle);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    OutsideAnyModel, ConfigValues,
+    ::testing::Values(
+        ConfigCase{"HugeRmsNormEps", "rms_norm_eps", 4294967328.0, "field 'rms_norm_eps' is 4294967328"},
+        ConfigCase{"NegativeRmsNormEps", "rms_norm_eps", -1e-5, "'rms_norm_eps'"},
+        ConfigCase{"ZeroRmsNormEps", "rms_norm_eps", 0, "'rms_norm_eps'"},
+        ConfigCase{"HugeRopeTheta", "rope_theta", 1e30, "field 'rope_theta' is 1e+30"},
+        ConfigCase{"ZeroRopeTheta", "rope_theta", 0, "'rope_theta'"},
+        ConfigCase{"HiddenActNotAString", "hidden_act", 5, "field 'hidden_act' must be a string, got 5"},
+        ConfigCase{"HiddenActUnknown", "hidden_act", "gelu", "hidden_act 'gelu' is not supported"},
+        ConfigCase{"ZeroLayers", "num_hidden_layers", 0, "'num_hidden_layers' must be a positive integer"},
+        ConfigCase{"NegativeVocab", "vocab_size", -512, "'vocab_size' must be a positive integer"},
+        ConfigCase{"AbsurdHiddenSize", "hidden_size", int64_t{1} << 40, "'hidden_size' must be a positive integer"},
+        ConfigCase{"HeadsNotAMultipleOfKvHeads", "num_key_value_heads", 3, "is not a multiple of num_key_value_heads"}),
+    [](const ::testing::TestParamInfo<ConfigCase>& info) { return std::string(info.param.case_name); });
+
+TEST(ConfigHeadDim, HiddenSizeMustSplitIntoHeadsWithoutAnExplicitHeadDim) {
+  const std::string model = copy_of_stories();
+  nlohmann::json config = nlohmann::json::parse(test::slurp(model + "/config.json"));
+  config.erase("head_dim");
+  config["num_attention_heads"] = 6;
+  config["num_key_value_heads"] = 6;
+  test::write_bytes(model + "/config.json", config.dump(2));
+  expect_clean_error(run_command(generate_cmd(model)), "hidden_size (64) is not a multiple of num_attention_heads (6)");
+}
+
+// ---- Weights --------------------------------------------------------------------------------------
+
+TEST(ModelWeights, NonFiniteWeightIsRefusedNamingTheTensor) {
+  const std::string model = copy_of_stories();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  patch_tensor(model + "/model.safetensors", "model.layers.2.mlp.up_proj.weight", &nan, sizeof nan);
+  expect_clean_error(run_command(generate_cmd(model)),
+                     "tensor 'model.layers.2.mlp.up_proj.weight' holds a non-finite value");
+}
+
+TEST(ModelWeights, InfiniteWeightIsRefused) {
+  const std::string model = copy_of_stories();
+  const float inf = -std::numeric_limits<float>::infinity();
+  patch_tensor(model + "/model.safetensors", "model.norm.weight", &inf, sizeof inf);
+  expect_clean_error(run_command(generate_cmd(model)), "tensor 'model.norm.weight' holds a non-finite value");
+}
+
+TEST(ModelWeights, BytesInsertedIntoTheDataRegionAreRefused) {
+  // The tensors' offsets no longer match the bytes: read as is, every weight would come out shifted.
+  const std::string model = copy_of_stories();
+  const std::string path = model + "/model.safetensors";
+  std::string bytes = test::slurp(path);
+  uint64_t header_length = 0;
+  std::memcpy(&header_length, bytes.data(), 8);
+  bytes.insert(8 + header_length + 1000, "vedved");
+  test::write_bytes(path, bytes);
+  expect_clean_error(run_command(generate_cmd(model)), "6 data bytes after the last tensor belong to no tensor");
+}
+
+// ---- Training and profiling flags, artifacts ----------------------------------------------------------
+
+class LowRankBadInput : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = test::make_temp_dir("kvc-bad-lowrank");
+    const auto r = run_command(bin("kvc-calibrate") + " -m " + kStories + " -f " + kText +
+                               " --tokens 2000 -c 128 -t 1 -o " + dir_ + "/bases.safetensors");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  static std::string train_cmd(const std::string& extra) {
+    return bin("kvc-train") + " -m " + kStories + " --bases " + dir_ + "/bases.safetensors -f " + kText +
+           " --warmup 1 -c 32 --eval-every 0 --eval-windows 1 -t 1 --json " + extra;
+  }
+  static inline std::string dir_;
+};
+
+TEST_F(LowRankBadInput, MeaninglessTrainingFlagsAreRefused) {
+  const std::string out = dir_ + "/gates.safetensors";
+  const std::string two_steps = "--steps 2 --batch 1 -o " + out;
+  expect_clean_error(run_command(train_cmd("--lr nan " + two_steps)), "--lr must be a finite number > 0, got nan");
+  expect_clean_error(run_command(train_cmd("--lr -1 " + two_steps)), "--lr must be a finite number > 0");
+  expect_clean_error(run_command(train_cmd("--clip inf " + two_steps)), "--clip must be a finite number > 0");
+  expect_clean_error(run_command(train_cmd("--steps 0 --batch 1 -o " + out)), "--steps must be at least 1, got 0");
+  expect_clean_error(run_command(train_cmd("--steps -3 --batch 1 -o " + out)), "--steps must be at least 1");
+  expect_clean_error(run_command(train_cmd("--steps 2 --batch 0 -o " + out)), "--batch must be at least 1");
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST_F(LowRankBadInput, CheckpointOnAFullDiskIsOneLineAndLeavesNoTemporary) {
+  const std::string small = test::make_temp_dir("kvc-full-train");
+  const std::string checkpoint = small + "/t.ckpt";
+  const auto r = run_command(
+      with_file_size_limit(4, train_cmd("--steps 2 --batch 1 --checkpoint " + checkpoint + " --checkpoint-every 1 -o " +
+                                        small + "/g.st")));
+  expect_clean_error(r, "cannot write '" + checkpoint + "': File too large");
+  EXPECT_TRUE(fs::is_empty(small));
+}
+
+TEST_F(LowRankBadInput, NonFiniteBasisIsRefusedNamingTheTensor) {
+  const std::string bases = dir_ + "/nan_bases.safetensors";
+  fs::copy_file(dir_ + "/bases.safetensors", bases, fs::copy_options::overwrite_existing);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  patch_tensor(bases, "layers.1.v.U", &nan, sizeof nan);
+  expect_clean_error(run_command(bin("kvc-eval") + " kl -m " + kStories + " -f " + kText +
+                                 " -c 64 --max-windows 1 -t 1 --lowrank " + bases + " --rank 4"),
+                     "tensor 'layers.1.v.U' holds a non-finite value");
+}
+
+TEST(ProfileBadInput, ZeroWindowsIsRefused) {
+  const std::string out = test::make_temp_dir("kvc-bad-profile") + "/p";
+  const std::string base = bin("kvc-profile") + " -m " + kStories + " -f " + kText + " -c 128 -t 1 ";
+  expect_clean_error(run_command(base + "--windows 0 --task-window 16 --out-dir " + out),
+                     "--windows must be at least 1, got 0");
+  expect_clean_error(run_command(base + "--windows 1 --task-window 0 --out-dir " + out),
+                     "--task-window must be at least 1");
+  EXPECT_FALSE(fs::exists(out + "/profile.safetensors"));
+}
+
+// ---- Outputs ---------------------------------------------------------------------------------------
+
+TEST(PipeSafeOutputs, JsonOutThroughASymlinkKeepsTheLink) {
+  const std::string dir = test::make_temp_dir("kvc-out-link");
+  test::write_bytes(dir + "/stats.json", "old");
+  fs::create_symlink("stats.json", dir + "/link.json");
+  const auto r = run_command(generate_cmd(kStories) + " --json-out " + dir + "/link.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::is_symlink(dir + "/link.json"));
+  EXPECT_EQ(nlohmann::json::parse(test::slurp(dir + "/stats.json"))["tool"], "kvc-generate");
+}
+
+TEST(PipeSafeOutputs, JsonOutToDevNullAndDashWork) {
+  const auto null = run_command(generate_cmd(kStories) + " --json-out /dev/null");
+  ASSERT_EQ(null.exit_code, 0) << null.err;
+  struct stat st {};
+  ASSERT_EQ(::stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  const auto dash = run_command(generate_cmd(kStories) + " --json-out - > /dev/null");
+  EXPECT_EQ(dash.exit_code, 0) << dash.err;
+}
+
+TEST(PipeSafeOutputs, JsonOutIntoAMissingFolderNamesThePath) {
+  const std::string wanted = test::make_temp_dir("kvc-out-missing") + "/no/such/stats.json";
+  expect_clean_error(run_command(generate_cmd(kStories) + " --json-out " + wanted), "cannot write '" + wanted + "'");
+}
+
+}  // namespace
+}  // namespace kvc

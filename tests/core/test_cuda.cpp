@@ -1,0 +1,187 @@
+// --device cuda against the float64 reference and against the CPU path, in float32. Every test skips
+// when this LibTorch has no CUDA or no GPU is visible (CI runs on CPU).
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "compression/compression_spec.h"
+#include "io/safetensors.h"
+#include "lowrank/lowrank_artifacts.h"
+#include "lowrank/lowrank_layer_cache.h"
+#include "model/llama_model.h"
+#include "model/tensor_bridge.h"
+#include "runtime/generation.h"
+#include "support/paths.h"
+#include "support/run_command.h"
+
+namespace kvc {
+namespace {
+
+std::vector<int> to_ids(const at::Tensor& t) {
+  const at::Tensor c = t.to(at::kLong).contiguous();
+  return std::vector<int>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+}
+
+class CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA in this LibTorch or no GPU visible";
+  }
+  static auto load(const std::string& device, const std::string& name = "stories260K") {
+    return LlamaModel::load(test::model_dir(name), LoadOptions{device, "float32"});
+  }
+};
+
+TEST_F(CudaTest, LogitsMatchReference) {
+  for (const std::string name : {"stories260K", "kvc-tiny-lm"}) {
+    auto file = st::SafetensorsFile::open(test::reference_dir(name) + "/reference.safetensors");
+    const at::Tensor prompt = load_tensor(file, "prompt_ids").clone(), ref = load_tensor(file, "logits").clone();
+    auto model = load("cuda", name);
+    KVCache cache = model->new_cache();
+    const at::Tensor logits = model->forward(to_ids(prompt), cache);
+    ASSERT_TRUE(logits.device().is_cuda());
+    // cuBLAS sums in another order than the float64 reference: float32 rounding only.
+    EXPECT_LT((logits.cpu().to(at::kDouble) - ref.to(at::kDouble)).abs().max().item<double>(), 1e-3) << name;
+  }
+}
+
+TEST_F(CudaTest, GreedyContinuationMatchesReference) {
+  auto file = st::SafetensorsFile::open(test::reference_dir("stories260K") + "/reference.safetensors");
+  auto model = load("cuda");
+  KVCache cache = model->new_cache();
+  GenerationRequest request;
+  request.prompt = to_ids(load_tensor(file, "greedy_prompt_ids"));
+  const std::vector<int> want = to_ids(load_tensor(file, "greedy_continuation_ids"));
+  request.max_new_tokens = static_cast<int64_t>(want.size());
+  request.stop_at_eos = false;
+  EXPECT_EQ(generate(*model, cache, request).tokens, want);
+}
+
+// Prefill, then teacher-forced decoding: the logits of every step, on the CPU.
+std::vector<at::Tensor> decode_logits(const LlamaModel& model, const CacheSetup& setup, int64_t prompt, int64_t steps) {
+  std::vector<int> ids;
+  for (int64_t i = 0; i < prompt + steps; ++i) ids.push_back(static_cast<int>(1 + (i * 37) % 500));
+  KVCache cache = setup.new_cache(model);
+  auto observer = setup.new_observer();
+  ForwardOptions o;
+  o.all_logits = false;
+  o.observer = observer.get();
+  std::vector<at::Tensor> rows{model.forward(std::vector<int>(ids.begin(), ids.begin() + prompt), cache, o).cpu()};
+  for (int64_t i = prompt; i < prompt + steps; ++i) rows.push_back(model.forward({ids[i]}, cache, o).cpu());
+  return rows;
+}
+
+double max_difference(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  return (at::cat(a) - at::cat(b)).abs().max().item<double>();
+}
+
+TEST_F(CudaTest, CompressedDecodingMatchesCpu) {
+  auto cpu = load("cpu"), gpu = load("cuda");
+  const ModelConfig& c = cpu->config();
+  // A fixed-rank basis (the uniform-rank store) for the low-rank cache.
+  lowrank::Artifact a;
+  a.kind = lowrank::kBasesKind;
+  at::manual_seed(5);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const at::Tensor U = std::get<0>(at::linalg_qr(at::randn({c.kv_dim(), c.kv_dim()}, at::kDouble))).to(at::kFloat);
+    const at::Tensor ev = at::ones({c.kv_dim()}, at::kDouble);
+    a.layers.push_back({{U, {}, {}, ev}, {U, {}, {}, ev}});
+  }
+  const std::string bases = test::make_temp_dir("cuda_lowrank") + "/bases.safetensors";
+  lowrank::write_artifact(bases, a, c);
+  struct Case {
+    std::string press;
+    double ratio;
+    std::string lowrank;
+    int64_t rank;
+  };
+  // streaming_llm and h2o evict one entry per step while decoding (DenseLayerCache::evict_one).
+  const Case cases[] = {{"none", 0, "", 0},         {"snapkv", 0.5, "", 0}, {"streaming_llm", 0.5, "", 0},
+                        {"h2o", 0.5, "", 0},        {"tova", 0.5, "", 0},   {"none", 0, bases, c.kv_dim() / 2},
+                        {"snapkv:heads=shared", 0.5, bases, c.kv_dim() / 2}};
+  for (const Case& k : cases) {
+    CompressionSpec spec;
+    spec.press = k.press;
+    spec.ratio = k.ratio;
+    spec.lowrank_file = k.lowrank;
+    spec.rank = k.rank;
+    const auto want = decode_logits(*cpu, build_cache_setup(spec, *cpu), 96, 24);
+    const auto got = decode_logits(*gpu, build_cache_setup(spec, *gpu), 96, 24);
+    EXPECT_LT(max_difference(want, got), 1e-3) << spec.describe();
+  }
+}
+
+TEST_F(CudaTest, GreedyGenerationMatchesCpu) {
+  for (const std::string press : {"none", "snapkv", "streaming_llm"}) {
+    std::vector<GenerationResult> results;
+    for (const std::string device : {"cpu", "cuda"}) {
+      auto model = load(device);
+      CompressionSpec spec;
+      spec.press = press;
+      spec.ratio = press == "none" ? 0.0 : 0.5;
+      const CacheSetup setup = build_cache_setup(spec, *model);
+      KVCache cache = setup.new_cache(*model);
+      auto observer = setup.new_observer();
+      GenerationRequest request;
+      for (int i = 0; i < 80; ++i) request.prompt.push_back(1 + (i * 53) % 400);
+      request.max_new_tokens = 48;
+      request.stop_at_eos = false;
+      results.push_back(generate(*model, cache, request, {}, observer.get()));
+    }
+    EXPECT_EQ(results[0].tokens, results[1].tokens) << press;
+    EXPECT_EQ(results[0].stats.kv_final.entries, results[1].stats.kv_final.entries) << press;
+  }
+}
+
+// The gated store keeps a different rank per token: its CSR coefficients are padded on the GPU.
+TEST_F(CudaTest, GatedLowRankStoreMatchesCpu) {
+  at::manual_seed(11);
+  auto cpu = load("cpu");
+  const ModelConfig& c = cpu->config();
+  const int64_t dkv = c.kv_dim(), KV = c.num_kv_heads, d = c.head_dim, T = 40;
+  const AttentionShape shape{c.num_heads, KV, d, c.sliding_window};
+  const at::Tensor U = std::get<0>(at::linalg_qr(at::randn({dkv, dkv}, at::kDouble))).to(at::kFloat);
+  // A sharp gate: each token's rank is where its softmax peaks, far from the threshold.
+  const at::Tensor W = at::randn({dkv, dkv}) * 40, b = at::zeros({dkv});
+  const at::Tensor keys = at::randn({KV, T, d}), values = at::randn({KV, T, d});
+  const at::Tensor queries = at::randn({c.num_heads, 1, d});
+  std::vector<at::Tensor> outs, ranks, rebuilt;
+  for (const std::string device : {"cpu", "cuda"}) {
+    auto model = load(device);
+    const at::Device dev = model->device();
+    auto proj = std::make_shared<lowrank::RankedProjection>();
+    proj->U = U.to(dev);
+    proj->U_inv = U.t().contiguous().to(dev);
+    proj->W = W.to(dev);
+    proj->b = b.to(dev);
+    proj->tau = 0.5;
+    lowrank::LowRankLayerCache cache(shape, model->rope(), at::TensorOptions().dtype(at::kFloat).device(dev), proj,
+                                     proj);
+    const auto pos = [&](int64_t from, int64_t n) { return at::arange(from, from + n, at::kLong).to(dev); };
+    cache.append(keys.narrow(1, 0, 32).to(dev), values.narrow(1, 0, 32).to(dev), pos(0, 32));
+    for (int64_t t = 32; t < T; ++t) cache.append(keys.narrow(1, t, 1).to(dev), values.narrow(1, t, 1).to(dev), pos(t, 1));
+    outs.push_back(cache.attend(queries.to(dev), pos(T, 1), {}, nullptr).cpu());
+    cache.retain(at::arange(0, T, 2, at::kLong).unsqueeze(0).expand({KV, T / 2}).contiguous().to(dev));
+    outs.push_back(cache.attend(queries.to(dev), pos(T, 1), {}, nullptr).cpu());
+    ranks.push_back(cache.key_ranks());
+    rebuilt.push_back(cache.reconstructed_keys().cpu());
+  }
+  ASSERT_TRUE(at::equal(ranks[0], ranks[1]));
+  EXPECT_GT(std::get<0>(at::_unique(ranks[0])).numel(), 3) << "the gate should give several ranks";
+  EXPECT_LT((rebuilt[0] - rebuilt[1]).abs().max().item<double>(), 1e-4);
+  EXPECT_LT((outs[0] - outs[2]).abs().max().item<double>(), 1e-4);
+  EXPECT_LT((outs[1] - outs[3]).abs().max().item<double>(), 1e-4);
+}
+
+TEST_F(CudaTest, RetrievalRefusesTheGpu) {
+  const std::string tmp = test::make_temp_dir("cuda_retrieval");
+  const auto r = test::run_command(test::bin("kvc-generate") + " -m " + test::model_dir("stories260K") +
+                                   " --device cuda --prompt 'Once upon a time' -n 4 --retrieval adaptive"
+                                   " --retrieval-store " + tmp + "/store.kvs");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--device cpu"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace kvc

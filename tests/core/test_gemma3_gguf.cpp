@@ -1,0 +1,181 @@
+// Gemma 3 270M from its GGUF (installed by scripts/setup.sh; skipped when absent): the tokenizer and
+// the logits against the golden files that scripts/make_gemma3_*_goldens.py write with independent
+// references, and the one-line errors for GGUFs kvc cannot run.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "eval/perplexity.h"
+#include "model/llama_model.h"
+#include "support/gguf_test_writer.h"
+#include "support/paths.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+namespace {
+
+std::string gemma3_gguf() {
+  if (const char* env = std::getenv("KVC_GEMMA3_GGUF")) return env;
+  return std::string(KVC_SOURCE_DIR) + "/.venv-models/gemma3-270m/gemma-3-270m-q4_k_m.gguf";
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << path;
+  return nlohmann::json::parse(in);
+}
+
+#define SKIP_WITHOUT_GEMMA3()                                                                            \
+  if (!std::filesystem::exists(gemma3_gguf()))                                                           \
+  GTEST_SKIP() << gemma3_gguf() << " is absent (scripts/setup.sh installs it)"
+
+TEST(Gemma3Gguf, TokenizerMatchesSentencePiece) {
+  SKIP_WITHOUT_GEMMA3();
+  const kvc::Tokenizer tok = kvc::Tokenizer::load(gemma3_gguf());
+  const auto golden = read_json(kvc::test::reference_dir("gemma3-270m") + "/tokenizer.json");
+  ASSERT_EQ(tok.bos_id(), golden["bos_id"].get<int>());
+  EXPECT_EQ(tok.with_special_ids({}), std::vector<int>{golden["bos_id"].get<int>()});
+  int agree = 0, total = 0;
+  for (const auto& c : golden["cases"]) {
+    const std::string text = c["text"].get<std::string>();
+    const std::vector<int> ids = tok.encode(text);
+    const bool same = ids == c["ids"].get<std::vector<int>>();
+    agree += same;
+    ++total;
+    EXPECT_TRUE(same) << "text: " << text << "\nkvc: " << ::testing::PrintToString(ids);
+    // Every text decodes back to itself.
+    EXPECT_EQ(tok.decode(ids), text);
+  }
+  std::printf("tokenizer: %d/%d texts identical to the reference\n", agree, total);
+}
+
+TEST(Gemma3Gguf, LogitsMatchTransformers) {
+  SKIP_WITHOUT_GEMMA3();
+  const std::string golden_path = kvc::test::reference_dir("gemma3-270m") + "/logits.json";
+  if (!std::filesystem::exists(golden_path)) GTEST_SKIP() << golden_path << " not generated";
+  const auto golden = read_json(golden_path);
+  const auto model = kvc::LlamaModel::load(gemma3_gguf());
+  const kvc::Tokenizer tok = kvc::Tokenizer::load(gemma3_gguf());
+  double worst = 0;
+  for (const auto& p : golden["prompts"]) {
+    const std::vector<int> ids = p["ids"].get<std::vector<int>>();
+    EXPECT_EQ(tok.with_special_ids(tok.encode(p["text"].get<std::string>())), ids);
+    kvc::KVCache cache = model->new_cache();
+    kvc::ForwardOptions options;
+    options.all_logits = true;
+    // Long prompts keep only their last positions in the file; those are decoded one token at a time,
+    // after the local layers' caches have been trimmed to their window.
+    const size_t first = p.value("first_position", size_t{0});
+    at::Tensor logits;
+    if (first == 0) {
+      logits = model->forward(ids, cache, options);
+    } else {
+      std::vector<at::Tensor> rows;
+      model->forward(std::vector<int>(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(first)), cache, {});
+      for (size_t t = first; t < ids.size(); ++t) rows.push_back(model->forward({ids[t]}, cache, {})[0]);
+      // Rows before `first` are not compared; zeros keep the indexing by position.
+      logits = at::cat({at::zeros({static_cast<int64_t>(first), rows[0].size(0)}), at::stack(rows)});
+    }
+    const std::vector<int64_t> vocab = p["vocab_ids"].get<std::vector<int64_t>>();
+    const auto expected = p["logits"].get<std::vector<std::vector<double>>>();
+    const auto argmax = p["argmax"].get<std::vector<int64_t>>();
+    ASSERT_EQ(expected.size(), ids.size() - first);
+    double max_diff = 0;
+    for (size_t t = 0; t < expected.size(); ++t) {
+      const at::Tensor row = logits[static_cast<int64_t>(first + t)];
+      EXPECT_EQ(row.argmax().item<int64_t>(), argmax[t]) << "position " << first + t;
+      for (size_t j = 0; j < vocab.size(); ++j) {
+        max_diff = std::max(max_diff, std::fabs(row[vocab[j]].item<double>() - expected[t][j]));
+      }
+    }
+    std::printf("prompt of %zu tokens: max abs logit diff %.3g\n", ids.size(), max_diff);
+    worst = std::max(worst, max_diff);
+  }
+  EXPECT_LT(worst, golden["tolerance"].get<double>());
+}
+
+TEST(Gemma3Gguf, PerplexityMatchesTransformers) {
+  SKIP_WITHOUT_GEMMA3();
+  const std::string golden_path = kvc::test::reference_dir("gemma3-270m") + "/perplexity.json";
+  if (!std::filesystem::exists(golden_path)) GTEST_SKIP() << golden_path << " not generated";
+  const auto golden = read_json(golden_path);
+  const auto model = kvc::LlamaModel::load(gemma3_gguf());
+  const kvc::Tokenizer tok = kvc::Tokenizer::load(gemma3_gguf());
+  std::ifstream in(kvc::test::data_file("wikitext2/wiki.test.raw"), std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<int> ids = tok.with_special_ids(tok.encode(text));
+  EXPECT_EQ(static_cast<int64_t>(ids.size()), golden["tokens_in_file"].get<int64_t>());
+  kvc::WindowPlan plan;
+  plan.window = golden["window"].get<int64_t>();
+  plan.max_windows = golden["max_windows"].get<int64_t>();
+  const kvc::PerplexityResult r = kvc::evaluate_perplexity(*model, ids, plan, false);
+  std::printf("perplexity kvc %.5f, transformers %.5f over %lld tokens\n", r.ppl, golden["ppl"].get<double>(),
+              static_cast<long long>(r.tokens_scored));
+  EXPECT_EQ(r.tokens_scored, golden["tokens_scored"].get<int64_t>());
+  EXPECT_NEAR(r.ppl / golden["ppl"].get<double>(), 1.0, 1e-4);
+}
+
+std::string write_file(const std::string& name, const std::string& bytes) {
+  const std::string path = (std::filesystem::temp_directory_path() / name).string();
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+void expect_one_line_error(const std::function<void()>& action, const std::string& needle) {
+  try {
+    action();
+    FAIL() << "expected an error mentioning " << needle;
+  } catch (const kvc::Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(needle), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+}
+
+TEST(Gemma3GgufErrors, UnsupportedArchitecture) {
+  kvc::test::GgufTestWriter w;
+  w.add_string("general.architecture", "bert");
+  const std::string path = write_file("kvc_bert.gguf", w.build());
+  expect_one_line_error([&] { kvc::LlamaModel::load(path); }, "unsupported GGUF architecture 'bert'");
+}
+
+TEST(Gemma3GgufErrors, MissingTokenizerMetadata) {
+  kvc::test::GgufTestWriter w;
+  w.add_string("general.architecture", "gemma3");
+  const std::string path = write_file("kvc_no_tokenizer.gguf", w.build());
+  expect_one_line_error([&] { kvc::Tokenizer::load(path); }, "tokenizer.ggml.model");
+  kvc::test::GgufTestWriter spm;
+  spm.add_string("tokenizer.ggml.model", "llama");
+  spm.add_string_array("tokenizer.ggml.tokens", {"<pad>", "a"});
+  const std::string spm_path = write_file("kvc_no_scores.gguf", spm.build());
+  expect_one_line_error([&] { kvc::Tokenizer::load(spm_path); }, "tokenizer.ggml.scores");
+}
+
+// A Gemma 3 GGUF small enough to write here, whose one tensor of an IQ type kvc cannot decode.
+TEST(Gemma3GgufErrors, TensorOfUnknownBlockType) {
+  kvc::test::GgufTestWriter w;
+  w.add_string("general.architecture", "gemma3");
+  const std::pair<const char*, uint32_t> sizes[] = {
+      {"gemma3.embedding_length", 256}, {"gemma3.feed_forward_length", 256}, {"gemma3.block_count", 1},
+      {"gemma3.attention.head_count", 1}, {"gemma3.attention.head_count_kv", 1}, {"gemma3.attention.key_length", 256},
+      {"gemma3.attention.value_length", 256}, {"gemma3.context_length", 64}, {"gemma3.attention.sliding_window", 8}};
+  for (const auto& [key, value] : sizes) w.add_u32(key, value);
+  w.add_f32("gemma3.attention.layer_norm_rms_epsilon", 1e-6f);
+  w.add_string("tokenizer.ggml.model", "llama");
+  w.add_string_array("tokenizer.ggml.tokens", {"<pad>", "<eos>", "<bos>", "a"});
+  // token_embd as IQ2_XXS (type 16: 256 values in 66 bytes), 4 rows of 256.
+  w.add_tensor("token_embd.weight", {256, 4}, 16, 0, std::string(4 * 66, '\0'));
+  const std::string path = write_file("kvc_iq2.gguf", w.build());
+  expect_one_line_error([&] { kvc::LlamaModel::load(path); }, "IQ2_XXS");
+}
+
+}  // namespace

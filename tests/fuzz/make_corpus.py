@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Writes the fuzz seed corpora (tests/fuzz/corpus/<target>/): small valid inputs for each reader.
+
+Usage: tests/fuzz/make_corpus.py [build-fuzz]   (the build folder supplies fuzz_store_pages for its seed)
+Copies of tiny committed files where they exist, hand-built files where they do not (GGUF, the index).
+"""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+OUT = os.path.join(ROOT, "tests", "fuzz", "corpus")
+
+
+def put(target, name, data):
+    folder = os.path.join(OUT, target)
+    os.makedirs(folder, exist_ok=True)
+    mode = "wb" if isinstance(data, bytes) else "w"
+    with open(os.path.join(folder, name), mode) as f:
+        f.write(data)
+
+
+def safetensors(tensors, metadata=None):
+    """tensors: name -> (dtype, shape, raw bytes); laid out in name order."""
+    header, blobs, offset = {}, [], 0
+    for name in sorted(tensors):
+        dtype, shape, raw = tensors[name]
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    if metadata:
+        header["__metadata__"] = metadata
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + b"".join(blobs)
+
+
+def f32(values):
+    return struct.pack("<%df" % len(values), *values)
+
+
+def i64(values):
+    return struct.pack("<%dq" % len(values), *values)
+
+
+# GGUF v3 writer: enough of the format for metadata, string/int arrays and F32 tensors.
+def gguf_string(s):
+    b = s.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf(kv, tensors, alignment=32):
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv))
+    for key, (kind, value) in kv.items():
+        out += gguf_string(key)
+        if kind == "str":
+            out += struct.pack("<I", 8) + gguf_string(value)
+        elif kind == "u32":
+            out += struct.pack("<II", 4, value)
+        elif kind == "f32":
+            out += struct.pack("<If", 6, value)
+        elif kind == "bool":
+            out += struct.pack("<IB", 7, value)
+        elif kind == "strs":
+            out += struct.pack("<IIQ", 9, 8, len(value)) + b"".join(gguf_string(v) for v in value)
+        elif kind == "i32s":
+            out += struct.pack("<IIQ", 9, 5, len(value)) + struct.pack("<%di" % len(value), *value)
+    offset, blobs = 0, []
+    for name, shape, raw in tensors:
+        out += gguf_string(name) + struct.pack("<I", len(shape)) + struct.pack("<%dQ" % len(shape), *shape)
+        out += struct.pack("<IQ", 0, offset)  # type 0: F32
+        pad = -len(raw) % alignment
+        blobs.append(raw + b"\0" * pad)
+        offset += len(raw) + pad
+    out += b"\0" * (-len(out) % alignment)
+    return out + b"".join(blobs)
+
+
+def main():
+    build = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build-fuzz")
+    shutil.rmtree(OUT, ignore_errors=True)
+
+    # safetensors: two tiny committed artifacts and a hand-built file with every dtype family.
+    parity = os.path.join(ROOT, "data", "parity", "kvc-tiny-lm")
+    for name in ("tova_0.9.safetensors", "streaming_llm_0.9.safetensors"):
+        put("safetensors", name, open(os.path.join(parity, name), "rb").read())
+    put("safetensors", "mixed.safetensors", safetensors({
+        "a": ("F32", [2, 2], f32([1, 2, 3, 4])),
+        "b": ("BF16", [3], b"\x80\x3f" * 3),
+        "c": ("I64", [1], i64([7])),
+        "d": ("F16", [0], b""),
+    }, {"format": "pt", "kind": "bases"}))
+
+    # config.json: the committed models' configs and a local/global (Gemma 3) variant.
+    for model in ("stories260K", "kvc-tiny-lm"):
+        put("model_config", model + ".json", open(os.path.join(ROOT, "data", "models", model, "config.json")).read())
+    gemma = {"model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 6,
+             "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 256,
+             "max_position_embeddings": 512, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+             "rope_local_base_freq": 10000.0, "sliding_window": 32, "sliding_window_pattern": 6,
+             "query_pre_attn_scalar": 16, "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+             "bos_token_id": 2, "eos_token_id": [1, 106]}
+    put("model_config", "gemma3.json", json.dumps(gemma, indent=1))
+
+    # GGUF: llama metadata, a byte-level BPE vocabulary, two F32 tensors.
+    tokens = ["a", "b", "c", " ", "ab", "abc", "<|endoftext|>"]
+    kv = {
+        "general.architecture": ("str", "llama"),
+        "llama.block_count": ("u32", 1),
+        "llama.context_length": ("u32", 64),
+        "llama.embedding_length": ("u32", 8),
+        "llama.feed_forward_length": ("u32", 16),
+        "llama.attention.head_count": ("u32", 2),
+        "llama.attention.head_count_kv": ("u32", 1),
+        "llama.attention.layer_norm_rms_epsilon": ("f32", 1e-5),
+        "llama.rope.freq_base": ("f32", 10000.0),
+        "tokenizer.ggml.model": ("str", "gpt2"),
+        "tokenizer.ggml.pre": ("str", "gpt2"),
+        "tokenizer.ggml.tokens": ("strs", tokens),
+        "tokenizer.ggml.token_type": ("i32s", [1, 1, 1, 1, 1, 1, 3]),
+        "tokenizer.ggml.merges": ("strs", ["a b", "ab c"]),
+        "tokenizer.ggml.bos_token_id": ("u32", 6),
+        "tokenizer.ggml.eos_token_id": ("u32", 6),
+        "tokenizer.ggml.add_bos_token": ("bool", 0),
+    }
+    tensors = [("token_embd.weight", [8, 7], f32([0.5] * 56)), ("output_norm.weight", [8], f32([1.0] * 8))]
+    put("gguf_tokenizer", "gpt2.gguf", gguf(kv, tensors))
+    # The GGUF config reader knows Gemma 3 only: the same file under that architecture's keys.
+    gemma_kv = {k.replace("llama.", "gemma3."): v for k, v in kv.items()}
+    gemma_kv.update({"general.architecture": ("str", "gemma3"), "gemma3.attention.key_length": ("u32", 4),
+                     "gemma3.attention.value_length": ("u32", 4), "gemma3.attention.sliding_window": ("u32", 16),
+                     "gemma3.rope.scaling.type": ("str", "linear"), "gemma3.rope.scaling.factor": ("f32", 8.0)})
+    put("gguf", "gemma3.gguf", gguf(gemma_kv, tensors))
+    kv["tokenizer.ggml.pre"] = ("str", "llama-bpe")
+    put("gguf_tokenizer", "llama-bpe.gguf", gguf(kv, []))
+
+    # tokenizer.json: the committed gpt2-style file with its vocabulary and merges trimmed.
+    tok = json.load(open(os.path.join(ROOT, "data", "tokenizers", "gpt2-style", "tokenizer.json")))
+    vocab = tok["model"]["vocab"]
+    keep = dict(sorted(vocab.items(), key=lambda kv: kv[1])[:300])
+    tok["model"]["vocab"] = keep
+    merges = []
+    for m in tok["model"]["merges"]:
+        pair = m.split(" ") if isinstance(m, str) else m
+        if len(pair) == 2 and pair[0] in keep and pair[1] in keep and "".join(pair) in keep:
+            merges.append(m)
+    tok["model"]["merges"] = merges
+    tok["added_tokens"] = [t for t in tok.get("added_tokens", []) if t["id"] < 300]
+    put("tokenizer_json", "gpt2-style.json", json.dumps(tok, ensure_ascii=False))
+
+    # Cluster index: 2 clusters, one layer of 2 KV heads, head_dim 8.
+    index = safetensors({
+        "centroids": ("F32", [2, 8], f32([0.25] * 16)),
+        "variances": ("F32", [2], f32([1.0, 2.0])),
+        "clusters": ("I64", [2, 4], i64([0, 0, 0, 3, 1, 0, 1, 2])),
+        "entry_cluster": ("I64", [5, 4], i64([0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 1, 0, 1, 0, 1, 1, 1])),
+        "extents": ("I64", [2, 6], i64([0, -1, 0, 1, 3, 12345, 1, -1, 0, 2, 2, 678])),
+        "thresholds": ("F32", [1, 2], f32([0.5, 0.75])),
+    }, {"format": "kvc-cluster-index", "store": "s.kvs", "generation": "42", "head_dim": "8",
+        "page_bytes": "4096", "file_pages": "3", "strategy": "adaptive", "model": "m"})
+    put("cluster_index", "index.safetensors", index)
+
+    # Store pages: the store fuzz_store_pages checks against, written by the target itself.
+    folder = os.path.join(OUT, "store_pages")
+    os.makedirs(folder, exist_ok=True)
+    env = dict(os.environ, KVC_FUZZ_WRITE_SEED=os.path.join(folder, "store.kvs"))
+    subprocess.run([os.path.join(build, "bin", "fuzz_store_pages")], env=env, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+if __name__ == "__main__":
+    main()
