@@ -34,6 +34,10 @@ std::string base_name_of(const std::string& path) {
 // Follows symlinks one hop at a time (also dangling ones, whose target a write creates). Only the last
 // component matters: folders on the way are resolved by the kernel as usual.
 std::string follow_symlinks(const std::string& path) {
+  // A link that ends at a pipe or device is opened as given: /dev/stdout -> /proc/self/fd/1 -> "pipe:[N]"
+  // only resolves through the kernel's own lookup.
+  struct stat resolved {};
+  if (::stat(path.c_str(), &resolved) == 0 && !S_ISREG(resolved.st_mode) && !S_ISDIR(resolved.st_mode)) return path;
   std::string current = path;
   for (int hop = 0; hop < kMaxSymlinkHops; ++hop) {
     struct stat st {};

@@ -85,6 +85,23 @@ TEST_F(FileWritersTest, DashWritesToStandardOutput) {
   EXPECT_TRUE(listing(dir_).empty());
 }
 
+TEST_F(FileWritersTest, DevStdoutReachesAPipe) {
+  // /dev/stdout -> /proc/self/fd/1 -> "pipe:[N]": only the kernel's lookup resolves the last hop.
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::fflush(stdout);
+  const int saved_stdout = ::dup(STDOUT_FILENO);
+  ASSERT_GE(::dup2(fds[1], STDOUT_FILENO), 0);
+  ::close(fds[1]);
+  write_file_atomic("/dev/stdout", "through /dev/stdout\n");
+  ::dup2(saved_stdout, STDOUT_FILENO);
+  ::close(saved_stdout);
+  char buffer[64];
+  const ssize_t n = ::read(fds[0], buffer, sizeof buffer);
+  ::close(fds[0]);
+  EXPECT_EQ(std::string(buffer, n > 0 ? static_cast<size_t>(n) : 0), "through /dev/stdout\n");
+}
+
 TEST_F(FileWritersTest, FifoIsWrittenThroughAndStaysAFifo) {
   const std::string fifo = path("pipe");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
