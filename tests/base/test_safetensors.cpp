@@ -22,7 +22,7 @@ using namespace kvc::st;
 
 namespace {
 
-const std::string kStories = std::string(KVC_SHARED_DIR) + "/models/stories260K";
+const std::string kStories = std::string(KVC_SOURCE_DIR) + "/data/models/stories260K";
 
 std::string le64(uint64_t value) {
   std::string bytes(8, '\0');

@@ -32,9 +32,9 @@ size_t count_words(const std::string& text) {
 const kvc::TokenCounter kWordCounter = count_words;
 
 std::string essays() {
-  static const std::string text = kvc::load_haystack({std::string(KVC_SHARED_DIR) + "/data/pg_essays/addiction.txt",
-                                                      std::string(KVC_SHARED_DIR) + "/data/pg_essays/aord.txt",
-                                                      std::string(KVC_SHARED_DIR) + "/data/pg_essays/apple.txt"});
+  static const std::string text = kvc::load_haystack({std::string(KVC_SOURCE_DIR) + "/data/text/pg_essays/addiction.txt",
+                                                      std::string(KVC_SOURCE_DIR) + "/data/text/pg_essays/aord.txt",
+                                                      std::string(KVC_SOURCE_DIR) + "/data/text/pg_essays/apple.txt"});
   return text;
 }
 

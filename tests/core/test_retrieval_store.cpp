@@ -291,7 +291,7 @@ TEST(RetrievalConfig, ParsesSpecsAndRejectsBadOnes) {
   EXPECT_NE(message("local:every").find("expected key=value"), std::string::npos);
 }
 
-// --- verify covers every byte of the store (issue 16, item 7) ---
+// --- verify covers every byte of the store ---
 
 // A store with every kind of page: the header, full and partial pages of two clusters sharing a pool,
 // never-written slots between them (zero), and the stale pages of a dropped cluster.
