@@ -20,6 +20,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 #include "util/error.h"
+#include "support/expect_error.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -58,17 +59,7 @@ json golden(const std::string& name) { return json::parse(slurp(kTokenizers + "/
 
 std::string committed_tokenizer(const std::string& name) { return kTokenizers + "/" + name + "/tokenizer.json"; }
 
-template <typename Action>
-void expect_error(Action action, const std::string& needle) {
-  try {
-    action();
-    ADD_FAILURE() << "expected kvc::Error containing '" << needle << "'";
-  } catch (const kvc::Error& e) {
-    const std::string message = e.what();
-    EXPECT_NE(message.find(needle), std::string::npos) << "message: " << message;
-    EXPECT_EQ(message.find('\n'), std::string::npos) << "message: " << message;
-  }
-}
+using kvc::test::expect_error;
 
 // Compares every corpus text token for token; prints one agreement line per vocabulary.
 // `skip_unnormalized` leaves out texts that NFC changes (GGUF files carry no normalizer).

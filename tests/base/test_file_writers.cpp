@@ -21,6 +21,7 @@
 
 #include "util/error.h"
 #include "util/files.h"
+#include "support/expect_error.h"
 
 namespace fs = std::filesystem;
 
@@ -34,18 +35,7 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 
-// Runs `action`, expecting a kvc::Error whose message holds `needle` and is a single line.
-template <typename Action>
-void expect_error(Action action, const std::string& needle) {
-  try {
-    action();
-    ADD_FAILURE() << "expected kvc::Error containing '" << needle << "'";
-  } catch (const kvc::Error& e) {
-    const std::string message = e.what();
-    EXPECT_NE(message.find(needle), std::string::npos) << "message: " << message;
-    EXPECT_EQ(message.find('\n'), std::string::npos) << "message: " << message;
-  }
-}
+using kvc::test::expect_error;
 
 class FileWritersTest : public ::testing::Test {
  protected:

@@ -11,6 +11,7 @@
 #include "io/gguf_reader.h"
 #include "support/gguf_test_writer.h"
 #include "util/error.h"
+#include "support/expect_error.h"
 
 namespace fs = std::filesystem;
 using kvc::gguf::GgufFile;
@@ -31,17 +32,7 @@ std::string write_file(const std::string& name, const std::string& bytes) {
   return path;
 }
 
-template <typename Action>
-void expect_error(Action action, const std::string& needle) {
-  try {
-    action();
-    ADD_FAILURE() << "expected kvc::Error containing '" << needle << "'";
-  } catch (const kvc::Error& e) {
-    const std::string message = e.what();
-    EXPECT_NE(message.find(needle), std::string::npos) << "message: " << message;
-    EXPECT_EQ(message.find('\n'), std::string::npos) << "message: " << message;
-  }
-}
+using kvc::test::expect_error;
 
 void expect_open_error(const std::string& name, const std::string& bytes, const std::string& needle) {
   const std::string path = write_file(name, bytes);

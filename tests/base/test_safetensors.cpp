@@ -16,6 +16,7 @@
 
 #include "io/safetensors.h"
 #include "util/error.h"
+#include "support/expect_error.h"
 
 namespace fs = std::filesystem;
 using namespace kvc::st;
@@ -48,18 +49,7 @@ std::vector<T> read_as(const uint8_t* data, size_t count) {
   return values;
 }
 
-// Runs `action`, expecting a kvc::Error whose message holds `needle` and is a single line.
-template <typename Action>
-void expect_error(Action action, const std::string& needle) {
-  try {
-    action();
-    ADD_FAILURE() << "expected kvc::Error containing '" << needle << "'";
-  } catch (const kvc::Error& e) {
-    const std::string message = e.what();
-    EXPECT_NE(message.find(needle), std::string::npos) << "message: " << message;
-    EXPECT_EQ(message.find('\n'), std::string::npos) << "message: " << message;
-  }
-}
+using kvc::test::expect_error;
 
 class SafetensorsTest : public ::testing::Test {
  protected:
