@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "compression/compression_spec.h"
-#include "compression/press_registry.h"
+#include "press/press_registry.h"
 
 namespace kvc::cli {
 
@@ -22,7 +22,14 @@ struct CompressionOptions {
     app.add_option("--budgets", spec.budgets_file, "Per-layer budgets from kvc-profile (profile.safetensors)");
     app.add_option("--lowrank", spec.lowrank_file, "Low-rank cache: gates.safetensors, or bases.safetensors with --rank");
     app.add_option("--rank", spec.rank, "Fixed rank per token with a bases file");
+    app.add_option("--retrieval", spec.retrieval,
+                   "KV cache on storage, clustered: adaptive|static|local[:topk=4,cache_kb=64,...] (see kvc-cluster --help)");
     app.add_flag("--list-presses", list_presses, "List the registered eviction methods and exit");
+  }
+
+  // Only for kvc-generate, which makes one cache per run (evaluations make one per sequence, on temporary files).
+  void add_retrieval_store_to(CLI::App& app) {
+    app.add_option("--retrieval-store", spec.retrieval_store, "Store file for --retrieval (default: a temporary file)");
   }
 
   // Only for the tools that write the file (a flag a tool accepted and ignored would be a silent no-op).

@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
+#include <climits>
 #include <filesystem>
 #include <memory>
 #include <regex>
@@ -11,6 +13,7 @@
 #include "model/llama_model.h"
 #include "runtime/thread_policy.h"
 #include "tokenizer/tokenizer.h"
+#include "util/checked_number.h"
 #include "util/error.h"
 #include "util/files.h"
 
@@ -61,11 +64,9 @@ struct ModelOptions {
         ->transform([](const std::string& given) { return resolve_model_path(given); });
     app.add_option("-t,--threads", threads, "CPU threads (default: the cores not busy with other processes)")
         ->check([](const std::string& given) {
-          try {
-            return check_thread_count(std::stoi(given));
-          } catch (const std::exception&) {
-            return std::string();  // not a number: CLI11's conversion reports it
-          }
+          const auto count = parse_integer(given);  // not a number: CLI11's conversion reports it
+          if (!count) return std::string();
+          return check_thread_count(static_cast<int>(std::clamp<int64_t>(*count, INT_MIN, INT_MAX)));
         });
     app.add_option("--device", device, "cpu or cuda")->capture_default_str();
     app.add_option("--dtype", dtype, "auto, float32, float16 or bfloat16 (CUDA only)")->capture_default_str();

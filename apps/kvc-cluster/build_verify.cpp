@@ -61,12 +61,11 @@ int run_build(const BuildOptions& o) {
     const WorkingDirectory in_index_dir(index_dir);
     const std::string store_from_index = store_path.lexically_relative(index_dir).string();
     auto shared = rt::make_retrieval_shared(config, mc.head_dim, store_from_index, false);
-    KVCache cache = model->new_cache(rt::retrieval_layer_factory(shape, model->rope(), shared));
+    std::vector<rt::RetrievalLayerCache*> layers;
+    KVCache cache = model->new_cache(rt::retrieval_layer_factory(shape, model->rope(), shared, &layers));
     ForwardOptions last;
     last.all_logits = false;
     model->forward(prompt, cache, last);
-    std::vector<rt::RetrievalLayerCache*> layers;
-    for (int64_t l = 0; l < cache.num_layers(); ++l) layers.push_back(dynamic_cast<rt::RetrievalLayerCache*>(&cache.layer(l)));
     rt::write_index(index_path.filename().string(), *shared, layers, o.model.model_dir);
     index = rt::read_index(index_path.filename().string());
     rt::PageStore::verify(index.store_path, index.manifest);

@@ -165,9 +165,8 @@ int run_replay(const ReplayOptions& o) {
     Run r;
     r.config = configs[i];
     r.shared = rt::make_retrieval_shared(r.config, mc.head_dim, dir + "/store-" + std::to_string(i) + ".kvs", true);
-    r.cache = std::make_unique<KVCache>(model->new_cache(rt::retrieval_layer_factory(shape, model->rope(), r.shared)));
-    for (int64_t l = 0; l < r.cache->num_layers(); ++l)
-      r.layers.push_back(dynamic_cast<rt::RetrievalLayerCache*>(&r.cache->layer(l)));
+    r.cache = std::make_unique<KVCache>(
+        model->new_cache(rt::retrieval_layer_factory(shape, model->rope(), r.shared, &r.layers)));
     runs.push_back(std::move(r));
   }
   KVCache exact = model->new_cache();

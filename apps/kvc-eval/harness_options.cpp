@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "eval_common.h"
+#include "util/checked_number.h"
 #include "util/hash.h"
 
 namespace kvc::eval_app {
@@ -29,15 +30,9 @@ std::vector<std::string> split_list(const std::string& text) {
 std::vector<int64_t> parse_int_list(const std::string& text, const std::string& flag) {
   std::vector<int64_t> out;
   for (const auto& item : split_list(text)) {
-    size_t used = 0;
-    int64_t v = 0;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    KVC_CHECK(used == item.size() && v > 0, "{}: '{}' is not a positive integer (expected e.g. 256,512)", flag, item);
-    out.push_back(v);
+    const auto v = parse_integer(item);
+    KVC_CHECK(v && *v > 0, "{}: '{}' is not a positive integer (expected e.g. 256,512)", flag, item);
+    out.push_back(*v);
   }
   KVC_CHECK(!out.empty(), "{}: empty list", flag);
   return out;
@@ -46,15 +41,9 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
 std::vector<double> parse_double_list(const std::string& text, const std::string& flag) {
   std::vector<double> out;
   for (const auto& item : split_list(text)) {
-    size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    KVC_CHECK(used == item.size(), "{}: '{}' is not a number (expected e.g. 0,0.5,1)", flag, item);
-    out.push_back(v);
+    const auto v = parse_finite_number(item);
+    KVC_CHECK(v.has_value(), "{}: '{}' is not a number (expected e.g. 0,0.5,1)", flag, item);
+    out.push_back(*v);
   }
   KVC_CHECK(!out.empty(), "{}: empty list", flag);
   return out;

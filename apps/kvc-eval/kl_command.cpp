@@ -25,7 +25,9 @@ void add_kl_command(CLI::App& app, std::function<int()>& action) {
               "  kvc-eval kl -m data/models/stories260K -f data/text/tinystories/tinystories_excerpt_30k.txt "
               "-c 256 --max-windows 8 --json\n"
               "  kvc-eval kl -m data/models/stories260K -f data/text/wikitext2/wiki.test.raw -c 256 --max-windows 4 "
-              "--press snapkv --ratio 0.5\n");
+              "--press snapkv --ratio 0.5\n"
+              "  kvc-eval kl -m data/models/stories260K -f data/text/wikitext2/wiki.test.raw -c 256 --max-windows 2 "
+              "--retrieval adaptive:budget=64\n");
   o->model.add_to(*cmd);
   o->compression.add_to(*cmd);
   cli::add_text_file(*cmd, o->file, "UTF-8 text file")->required();

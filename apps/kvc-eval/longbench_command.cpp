@@ -4,11 +4,11 @@
 #include <chrono>
 #include <cstdio>
 
-#include "compression_options.h"
 #include "harness/tables.h"
 #include "flag_vocabulary.h"
 #include "harness_options.h"
 #include "subcommands.h"
+#include "task_command.h"
 #include "tasks/longbench.h"
 #include "util/files.h"
 #include "util/interrupt.h"
@@ -17,17 +17,12 @@
 namespace kvc::eval_app {
 namespace {
 
-struct Options {
-  cli::ModelOptions model;
-  cli::CompressionOptions compression;
-  HarnessOptions harness;
+struct Options : TaskCommandOptions {
   std::string data;
   std::string dataset;
   std::string on_bad_line = "skip";
   int64_t max_samples = 0;
   int64_t max_new_tokens = 0;
-  std::string out;
-  bool json = false;
 };
 
 OnBadLine parse_on_bad_line(const std::string& text) {
@@ -36,18 +31,14 @@ OnBadLine parse_on_bad_line(const std::string& text) {
   fail("--on-bad-line: unknown policy '{}' (use skip or stop)", text);
 }
 
-int run(const Options& o) {
-  const auto start = std::chrono::steady_clock::now();
+int run(Options& o) {
   const DatasetSpec& spec = dataset_spec(o.dataset);  // unknown names fail before the model loads
   const OnBadLine policy = parse_on_bad_line(o.on_bad_line);
   parse_truncation(o.harness.truncate);
   KVC_CHECK(file_exists(o.data), "-f/--file: '{}' not found (a LongBench .jsonl file)", o.data);
   const LongBenchData data = load_longbench_jsonl(o.data, policy);
-  if (!o.out.empty()) check_writable_output_folder(o.out);
-  auto model = o.model.load_model();
-  const Tokenizer tokenizer = o.model.load_tokenizer();
-  const CacheSetup setup = build_cache_setup(o.compression.spec, *model);
-  const EvalContext ctx = o.harness.context(*model, tokenizer);
+  const TaskRun loaded(o);
+  const CacheSetup& setup = loaded.setup;
   const DecodeOptions decode{o.max_new_tokens > 0 ? o.max_new_tokens : spec.max_new_tokens, spec.first_line_only};
 
   const size_t n = o.max_samples > 0 ? std::min<size_t>(data.samples.size(), static_cast<size_t>(o.max_samples))
@@ -58,13 +49,12 @@ int run(const Options& o) {
   for (size_t i = 0; i < n && !interrupted(); ++i) {
     const TaskSample& sample = data.samples[i];
     const PromptParts parts = split_prompt(spec.prompt_template, sample);
-    records.push_back(evaluate_sample(ctx, setup, sample.id, parts.context_part, parts.question_part, sample.answers,
+    records.push_back(evaluate_sample(loaded.ctx, setup, sample.id, parts.context_part, parts.question_part, sample.answers,
                                       decode, [&](const std::string& p) { return score_prediction(spec, p, sample); }));
     truncated += records.back().dropped_tokens > 0;
     progress.advance();
   }
   progress.finish();
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   nlohmann::json samples = nlohmann::json::array();
   for (const auto& r : records) samples.push_back(r.to_json());
   nlohmann::json out = {{"dataset", spec.name},
@@ -75,7 +65,7 @@ int run(const Options& o) {
                         {"skipped_lines", data.skipped_lines},
                         {"truncated_samples", truncated},
                         {"samples", samples},
-                        {"metadata", harness_metadata(o.model, *model, {o.data}, setup.name, o.harness, wall)}};
+                        {"metadata", harness_metadata(o.model, *loaded.model, {o.data}, setup.name, o.harness, loaded.seconds())}};
   out["metadata"]["on_bad_line"] = o.on_bad_line;
   out["metadata"]["complete"] = records.size() == n;
   if (!o.out.empty()) {
@@ -89,7 +79,7 @@ int run(const Options& o) {
                 spec.name.c_str(), spec.metric.c_str(), mean_score(records), records.size(), setup.name.c_str(),
                 o.harness.query.c_str(), data.skipped_lines, static_cast<long long>(truncated));
   }
-  return interrupted() ? 130 : 0;
+  return task_exit_code();
 }
 
 }  // namespace
@@ -106,23 +96,15 @@ void add_longbench_command(CLI::App& app, std::function<int()>& action) {
       "  kvc-eval longbench -m data/models/kvc-tiny-lm --dataset hotpotqa -f hotpotqa.jsonl "
       "--truncate middle --max-samples 20 --json\n",
       fmt::join(longbench_dataset_names(), ", ")));
-  o->model.add_to(*cmd);
-  o->compression.add_to(*cmd);
-  o->harness.add_to(*cmd);
+  o->add_common_to(*cmd);
   cli::add_text_file(*cmd, o->data, "LongBench .jsonl file")->required();
   cmd->add_option("--dataset", o->dataset, "Which LongBench data set the file is (prompt, metric)")->required();
   cmd->add_option("--on-bad-line", o->on_bad_line, "skip (warn with file:line and go on) or stop")
       ->capture_default_str();
   cmd->add_option("--max-samples", o->max_samples, "Score only the first N samples (0 = all)")->capture_default_str();
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "Override the data set's generation length");
-  cli::add_out_dir(*cmd, o->out, "Folder for longbench_<dataset>.json");
-  cli::add_json_switch(*cmd, o->json);
-  cmd->callback([o, &action] {
-    action = [o] {
-      if (o->compression.handle_listing()) return 0;
-      return run(*o);
-    };
-  });
+  o->add_output_to(*cmd, "Folder for longbench_<dataset>.json", "Print one JSON object on stdout");
+  on_run(cmd, o, action, run);
 }
 
 }  // namespace kvc::eval_app

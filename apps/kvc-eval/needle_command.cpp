@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 
-#include "compression_options.h"
 #include "harness/needle_report.h"
 #include "harness/result_store.h"
 #include "harness/tables.h"
@@ -13,6 +12,7 @@
 #include "harness_options.h"
 #include "util/files.h"
 #include "subcommands.h"
+#include "task_command.h"
 #include "tasks/haystack.h"
 #include "util/hash.h"
 #include "util/interrupt.h"
@@ -21,18 +21,13 @@
 namespace kvc::eval_app {
 namespace {
 
-struct Options {
-  cli::ModelOptions model;
-  cli::CompressionOptions compression;
-  HarnessOptions harness;
+struct Options : TaskCommandOptions {
   std::string haystack;
   std::string lengths, depths = "0,0.25,0.5,0.75,1";
   std::string templates = "secret";
   std::string needle_template, question_template, entities;
   int samples = 3;
   int64_t max_new_tokens = 8;
-  std::string out;
-  bool json = false;
 };
 
 NeedleSpec needle_spec(const Options& o) {
@@ -54,19 +49,16 @@ std::vector<int64_t> default_lengths(const LlamaModel& model, int64_t max_new_to
   return {limit / 4, limit / 2, 3 * limit / 4, top};
 }
 
-int run(const Options& o) {
-  const auto start = std::chrono::steady_clock::now();
-  if (!o.out.empty()) check_writable_output_folder(o.out);  // before the model loads
-  auto model = o.model.load_model();
-  const Tokenizer tokenizer = o.model.load_tokenizer();
-  const CacheSetup setup = build_cache_setup(o.compression.spec, *model);
-  const EvalContext ctx = o.harness.context(*model, tokenizer);
+int run(Options& o) {
+  const TaskRun loaded(o);
+  const LlamaModel& model = *loaded.model;
+  const CacheSetup& setup = loaded.setup;
   const std::vector<std::string> files = haystack_files(o.haystack);
 
   NeedleGridOptions grid_options;
   grid_options.spec = needle_spec(o);
   grid_options.haystack = load_haystack(files);
-  grid_options.lengths = o.lengths.empty() ? default_lengths(*model, o.max_new_tokens) : parse_int_list(o.lengths, "--lengths");
+  grid_options.lengths = o.lengths.empty() ? default_lengths(model, o.max_new_tokens) : parse_int_list(o.lengths, "--lengths");
   grid_options.depths = parse_double_list(o.depths, "--depths");
   for (double d : grid_options.depths) KVC_CHECK(d >= 0 && d <= 1, "--depths: {} is outside [0, 1]", d);
   KVC_CHECK(o.samples >= 1, "--samples must be >= 1, got {}", o.samples);
@@ -76,7 +68,7 @@ int run(const Options& o) {
 
   // Cells of an earlier run with the same settings are reused from cells.jsonl in --out.
   const std::string run_key = hash_string(fmt::format(
-      "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", model->config().config_hash, setup.name, o.harness.query, o.harness.seed,
+      "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", model.config().config_hash, setup.name, o.harness.query, o.harness.seed,
       o.samples, grid_options.spec.needle_template, grid_options.spec.question_template,
       fmt::join(grid_options.spec.entities, ","), hash_files(files), o.max_new_tokens));
   std::unique_ptr<ResultStore> store;
@@ -117,20 +109,19 @@ int run(const Options& o) {
         break;
       }
       const auto cell_start = std::chrono::steady_clock::now();
-      grid.cells.push_back(run_needle_cell(ctx, setup, grid_options, length, depth));
+      grid.cells.push_back(run_needle_cell(loaded.ctx, setup, grid_options, length, depth));
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - cell_start).count();
       if (store) {
         store->append({{"cell", key},
                        {"result", grid.cells.back().to_json()},
-                       {"metadata", harness_metadata(o.model, *model, files, setup.name, o.harness, secs)}});
+                       {"metadata", harness_metadata(o.model, model, files, setup.name, o.harness, secs)}});
       }
       progress.advance();
     }
     if (stopped) break;
   }
   progress.finish();
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  nlohmann::json metadata = harness_metadata(o.model, *model, files, setup.name, o.harness, wall);
+  nlohmann::json metadata = harness_metadata(o.model, model, files, setup.name, o.harness, loaded.seconds());
   metadata["needle_template"] = grid_options.spec.needle_template;
   metadata["question_template"] = grid_options.spec.question_template;
   metadata["samples_per_cell"] = o.samples;
@@ -138,7 +129,7 @@ int run(const Options& o) {
   metadata["complete"] = !stopped;
   std::string png;
   if (!o.out.empty()) {
-    const std::string title = fmt::format("needle retrieval: {} ({}, query-{})", model->dir(), setup.name, o.harness.query);
+    const std::string title = fmt::format("needle retrieval: {} ({}, query-{})", model.dir(), setup.name, o.harness.query);
     png = write_needle_report(o.out, title, grid, metadata);
   }
   if (o.json) {
@@ -161,7 +152,7 @@ int run(const Options& o) {
     }
     if (!o.out.empty()) std::printf("wrote %s/needle_grid.{json,csv,md}%s\n", o.out.c_str(), png.empty() ? "" : " and needle_heatmap.png");
   }
-  return stopped ? 130 : 0;
+  return task_exit_code();
 }
 
 }  // namespace
@@ -179,10 +170,10 @@ void add_needle_command(CLI::App& app, std::function<int()>& action) {
       "  kvc-eval needle -m data/models/stories260K --haystack data/text/tinystories/tinystories_excerpt_30k.txt "
       "--lengths 128,256 --depths 0,0.5,1 --templates passkey --json\n"
       "  kvc-eval needle -m data/models/kvc-tiny-lm --haystack data/text/pg_essays --lengths 256 --depths 0.5 "
-      "--samples 2 --press snapkv --ratio 0.5 --query agnostic --out-dir out/needle-snapkv50\n");
-  o->model.add_to(*cmd);
-  o->compression.add_to(*cmd);
-  o->harness.add_to(*cmd);
+      "--samples 2 --press snapkv --ratio 0.5 --query agnostic --out-dir out/needle-snapkv50\n"
+      "  kvc-eval needle -m data/models/kvc-tiny-lm --haystack data/text/pg_essays --lengths 256 --depths 0.5 "
+      "--samples 2 --retrieval adaptive:budget=64 --out-dir out/needle-retrieval\n");
+  o->add_common_to(*cmd);
   cmd->add_option("--haystack", o->haystack, "Filler text: a file or a folder of .txt (e.g. data/text/pg_essays)")
       ->required();
   cmd->add_option("--lengths", o->lengths, "Prompt lengths in tokens (default: quarters of the model's context)");
@@ -193,14 +184,9 @@ void add_needle_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--question-template", o->question_template, "Question (ending where the answer starts)");
   cmd->add_option("--entities", o->entities, "Comma-separated entities for {entity} (held-out variants)");
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens decoded for the answer")->capture_default_str();
-  cli::add_out_dir(*cmd, o->out, "Folder for cells.jsonl, needle_grid.{json,csv,md}, needle_heatmap.png");
-  cli::add_json_switch(*cmd, o->json, "Print the grid as one JSON object on stdout");
-  cmd->callback([o, &action] {
-    action = [o] {
-      if (o->compression.handle_listing()) return 0;
-      return run(*o);
-    };
-  });
+  o->add_output_to(*cmd, "Folder for cells.jsonl, needle_grid.{json,csv,md}, needle_heatmap.png",
+                   "Print the grid as one JSON object on stdout");
+  on_run(cmd, o, action, run);
 }
 
 }  // namespace kvc::eval_app

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdio>
 
-#include "compression_options.h"
 #include "eval/kl_divergence.h"
 #include "eval_common.h"
 #include "harness/result_store.h"
@@ -13,6 +12,7 @@
 #include "flag_vocabulary.h"
 #include "harness_options.h"
 #include "subcommands.h"
+#include "task_command.h"
 #include "tasks/haystack.h"
 #include "tasks/synthetic.h"
 #include "util/hash.h"
@@ -22,10 +22,12 @@
 namespace kvc::eval_app {
 namespace {
 
-struct Options {
-  cli::ModelOptions model;
-  HarnessOptions harness;
+// Retrieval cells are named "retrieval/SPEC" and have no ratio: what they read back is set by the spec.
+const std::string kRetrievalPrefix = "retrieval/";
+
+struct Options : TaskCommandOptions {
   std::vector<std::string> methods{"none"};
+  std::vector<std::string> retrieval;
   std::string ratios = "0.25,0.5,0.75,0.9";
   std::string tasks = "kl,needle";
   std::string file;
@@ -37,8 +39,6 @@ struct Options {
   std::string task_lengths;
   int64_t max_new_tokens = 32;
   int64_t max_cells = 0;
-  std::string out;
-  bool json = false;
 };
 
 std::vector<std::string> known_tasks() {
@@ -59,8 +59,12 @@ struct TaskInputs {
 nlohmann::json evaluate_cell(const Options& o, const SweepCell& cell, const LlamaModel& model, const EvalContext& ctx,
                              const TaskInputs& in) {
   CompressionSpec spec;
-  spec.press = cell.method;
-  spec.ratio = cell.ratio;
+  if (cell.method.rfind(kRetrievalPrefix, 0) == 0) {
+    spec.retrieval = cell.method.substr(kRetrievalPrefix.size());
+  } else {
+    spec.press = cell.method;
+    spec.ratio = cell.ratio;
+  }
   const CacheSetup setup = build_cache_setup(spec, model);
   if (cell.task == "ppl" || cell.task == "kl") {
     const KlResult r = evaluate_kl(model, in.text_ids, o.kl, setup, false);
@@ -107,12 +111,13 @@ nlohmann::json evaluate_cell(const Options& o, const SweepCell& cell, const Llam
           {"samples", samples}};
 }
 
-int run(const Options& o) {
-  const auto start = std::chrono::steady_clock::now();
+int run(Options& o) {
   const std::vector<std::string> tasks = split_list(o.tasks);
   check_task_names(tasks, known_tasks());
   const std::vector<std::string> methods = resolve_methods(o.methods, press_names());
-  const std::vector<SweepCell> cells = plan_sweep(tasks, methods, parse_double_list(o.ratios, "--ratios"));
+  std::vector<SweepCell> cells = plan_sweep(tasks, methods, parse_double_list(o.ratios, "--ratios"));
+  for (const auto& task : tasks)
+    for (const auto& spec : o.retrieval) cells.push_back(SweepCell{task, kRetrievalPrefix + spec, 0});
   KVC_CHECK(!o.out.empty(), "--out-dir is required (the folder for results.jsonl, tables and plots)");
   const auto uses = [&](auto pred) { return std::any_of(tasks.begin(), tasks.end(), pred); };
   const bool text_tasks = uses([](const std::string& t) { return t == "ppl" || t == "kl"; });
@@ -124,30 +129,29 @@ int run(const Options& o) {
   ensure_out_dir(o.out);
   ResultStore store(o.out + "/results.jsonl");
 
-  auto model = o.model.load_model();
-  const Tokenizer tokenizer = o.model.load_tokenizer();
-  const EvalContext ctx = o.harness.context(*model, tokenizer);
+  const TaskRun loaded(o);  // its own setup is the uncompressed one; each cell builds its method's
+  const LlamaModel& model = *loaded.model;
   TaskInputs in;
-  if (text_tasks) in.text_ids = tokenize_file(o.model, *model, o.file);
+  if (text_tasks) in.text_ids = tokenize_file(o.model, model, o.file);
   if (needle_task) {
     in.haystack_files = haystack_files(o.haystack);
     in.haystack = load_haystack(in.haystack_files);
     in.needle.haystack = in.haystack;
     if (o.templates == "passkey") in.needle.spec = passkey_needle_spec();
     else KVC_CHECK(o.templates == "secret", "--templates: unknown set '{}' (use secret or passkey)", o.templates);
-    const int64_t limit = model->config().max_position_embeddings;
+    const int64_t limit = model.config().max_position_embeddings;
     in.needle.lengths = o.needle_lengths.empty() ? std::vector<int64_t>{limit / 2} : parse_int_list(o.needle_lengths, "--needle-lengths");
     in.needle.depths = parse_double_list(o.needle_depths, "--needle-depths");
     in.needle.samples = o.samples;
     in.needle.seed = o.harness.seed;
   }
-  const int64_t limit = model->config().max_position_embeddings;
+  const int64_t limit = model.config().max_position_embeddings;
   in.task_lengths = o.task_lengths.empty() ? std::vector<int64_t>{std::min<int64_t>(512, limit / 2)}
                                            : parse_int_list(o.task_lengths, "--task-lengths");
 
   // Cells are reused only under the settings they were made with; methods, ratios and tasks may grow.
   const std::string settings = hash_string(fmt::format(
-      "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", model->config().config_hash, o.harness.query, o.harness.truncate,
+      "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", model.config().config_hash, o.harness.query, o.harness.truncate,
       o.harness.seed, o.file, o.kl.plan.window, o.kl.plan.max_windows, o.haystack, o.needle_lengths, o.needle_depths,
       o.templates, o.samples, o.task_lengths, o.max_new_tokens));
   for (const auto& r : store.records()) {
@@ -171,11 +175,11 @@ int run(const Options& o) {
       break;
     }
     const auto cell_start = std::chrono::steady_clock::now();
-    nlohmann::json result = evaluate_cell(o, cell, *model, ctx, in);
+    nlohmann::json result = evaluate_cell(o, cell, model, loaded.ctx, in);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - cell_start).count();
     const bool text_task = cell.task == "ppl" || cell.task == "kl";
     std::vector<std::string> data = text_task ? std::vector<std::string>{o.file} : in.haystack_files;
-    nlohmann::json meta = harness_metadata(o.model, *model, data, cell.method, o.harness, secs);
+    nlohmann::json meta = harness_metadata(o.model, model, data, cell.method, o.harness, secs);
     meta["ratio"] = cell.ratio;
     store.append({{"cell", cell.key()},
                   {"settings", settings},
@@ -189,14 +193,13 @@ int run(const Options& o) {
   }
   progress.finish();
   const std::vector<std::string> pngs = write_sweep_report(o.out, store.records());
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   nlohmann::json summary = {{"cells", cells.size()},
                             {"ran", ran},
                             {"reused", cells.size() - todo},
                             {"complete", store.records().size() >= cells.size() && !stopped},
                             {"results", store.path()},
                             {"plots", pngs},
-                            {"wall_seconds", wall}};
+                            {"wall_seconds", loaded.seconds()}};
   if (o.json) {
     std::printf("%s\n", summary.dump().c_str());
   } else {
@@ -225,11 +228,13 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
       "--haystack data/text/pg_essays --needle-lengths 256 --needle-depths 0.5 --samples 1 --task-lengths 256 "
       "--out-dir out/sweep2\n",
       fmt::join(synthetic_task_names(), ", ")));
-  o->model.add_to(*cmd);
-  o->harness.add_to(*cmd);
+  o->add_common_to(*cmd, /*with_compression=*/false);
   cmd->add_option("--methods", o->methods, "Press specs NAME[:key=val,...], comma-separated, or all")
       ->delimiter('\0')
       ->capture_default_str();
+  cmd->add_option("--retrieval", o->retrieval,
+                  "Also evaluate the cache on storage: a retrieval spec per cell row, e.g. adaptive:budget=64 (repeatable)")
+      ->delimiter('\0');
   cmd->add_option("--ratios", o->ratios, "Compression ratios (share of the cache removed)")->capture_default_str();
   cmd->add_option("--tasks", o->tasks, "Comma-separated tasks")->capture_default_str();
   cli::add_text_file(*cmd, o->file, "Text for ppl and kl (e.g. data/text/wikitext2/wiki.test.raw)");
@@ -247,7 +252,7 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--max-cells", o->max_cells, "Run at most N new cells, then stop (0 = all)")->capture_default_str();
   cli::add_out_dir(*cmd, o->out, "Result folder")->required();
   cli::add_json_switch(*cmd, o->json, "Print a JSON summary on stdout");
-  cmd->callback([o, &action] { action = [o] { return run(*o); }; });
+  on_run(cmd, o, action, run);
 }
 
 }  // namespace kvc::eval_app

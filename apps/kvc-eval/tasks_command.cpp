@@ -4,12 +4,12 @@
 #include <chrono>
 #include <cstdio>
 
-#include "compression_options.h"
 #include "harness/sweep_plan.h"
 #include "harness/tables.h"
 #include "flag_vocabulary.h"
 #include "harness_options.h"
 #include "subcommands.h"
+#include "task_command.h"
 #include "tasks/haystack.h"
 #include "tasks/synthetic.h"
 #include "util/files.h"
@@ -19,30 +19,22 @@
 namespace kvc::eval_app {
 namespace {
 
-struct Options {
-  cli::ModelOptions model;
-  cli::CompressionOptions compression;
-  HarnessOptions harness;
+struct Options : TaskCommandOptions {
   std::string tasks = "niah_single";
   std::string lengths = "256";
   std::string haystack;
   int samples = 5;
   int64_t max_new_tokens = 48;
-  std::string out;
-  bool json = false;
 };
 
-int run(const Options& o) {
-  const auto start = std::chrono::steady_clock::now();
+int run(Options& o) {
+  if (o.tasks == "all") o.tasks = fmt::format("{}", fmt::join(synthetic_task_names(), ","));
   const std::vector<std::string> tasks = split_list(o.tasks);
   check_task_names(tasks, synthetic_task_names());  // before the model loads
   const std::vector<int64_t> lengths = parse_int_list(o.lengths, "--lengths");
   KVC_CHECK(o.samples >= 1, "--samples must be >= 1, got {}", o.samples);
-  if (!o.out.empty()) check_writable_output_folder(o.out);
-  auto model = o.model.load_model();
-  const Tokenizer tokenizer = o.model.load_tokenizer();
-  const CacheSetup setup = build_cache_setup(o.compression.spec, *model);
-  const EvalContext ctx = o.harness.context(*model, tokenizer);
+  const TaskRun loaded(o);
+  const CacheSetup& setup = loaded.setup;
   const std::vector<std::string> files = o.haystack.empty() ? std::vector<std::string>{} : haystack_files(o.haystack);
   const std::string haystack = files.empty() ? "" : load_haystack(files);
   const DecodeOptions decode{o.max_new_tokens, true};
@@ -52,11 +44,10 @@ int run(const Options& o) {
   std::vector<std::string> failed;
   // Everything finished so far, written again after each task so a later failure or Ctrl-C keeps it.
   const auto report = [&] {
-    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     nlohmann::json out = {{"method", setup.name},
                           {"results", results},
                           {"failed_tasks", failed},
-                          {"metadata", harness_metadata(o.model, *model, files, setup.name, o.harness, wall)}};
+                          {"metadata", harness_metadata(o.model, *loaded.model, files, setup.name, o.harness, loaded.seconds())}};
     out["metadata"]["complete"] = !interrupted() && failed.empty();
     if (!o.out.empty()) {
       write_file_atomic(o.out + "/tasks.json", out.dump(2) + "\n");
@@ -74,7 +65,7 @@ int run(const Options& o) {
         std::vector<SampleRecord> records;
         for (int s = 0; s < o.samples && !interrupted(); ++s) {
           // One sample at a time, so the bar moves and Ctrl-C stops between samples.
-          auto one = run_synthetic_cell(ctx, setup, task, length, 1, sample_seed(o.harness.seed, std::to_string(s)),
+          auto one = run_synthetic_cell(loaded.ctx, setup, task, length, 1, sample_seed(o.harness.seed, std::to_string(s)),
                                         haystack, decode);
           one.front().id = fmt::format("{}-{}tok-{}", task, length, s);
           records.push_back(one.front());
@@ -97,8 +88,7 @@ int run(const Options& o) {
   const nlohmann::json out = report();
   if (o.json) std::printf("%s\n", out.dump().c_str());
   else std::printf("%s(%s, query-%s)\n", to_markdown(table).c_str(), setup.name.c_str(), o.harness.query.c_str());
-  if (interrupted()) return 130;
-  return failed.empty() ? 0 : 1;
+  return task_exit_code(!failed.empty());
 }
 
 }  // namespace
@@ -114,23 +104,15 @@ void add_tasks_command(CLI::App& app, std::function<int()>& action) {
       "  kvc-eval tasks -m data/models/stories260K --tasks niah_single,variable_tracking --lengths 448 --samples 2\n"
       "  kvc-eval tasks -m data/models/kvc-tiny-lm --tasks all --lengths 512 --samples 1 --query agnostic --json\n",
       fmt::join(synthetic_task_names(), ", ")));
-  o->model.add_to(*cmd);
-  o->compression.add_to(*cmd);
-  o->harness.add_to(*cmd);
+  o->add_common_to(*cmd);
   cmd->add_option("--tasks", o->tasks, "Comma-separated task names, or all")->capture_default_str();
   cmd->add_option("--lengths", o->lengths, "Prompt lengths in tokens")->capture_default_str();
   cmd->add_option("--samples", o->samples, "Samples per task and length")->capture_default_str();
   cmd->add_option("--haystack", o->haystack, "Filler text (file or folder); default RULER's noise sentences");
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens decoded per answer")->capture_default_str();
-  cli::add_out_dir(*cmd, o->out, "Folder for tasks.{json,csv,md}, rewritten as each task finishes");
-  cli::add_json_switch(*cmd, o->json);
-  cmd->callback([o, &action] {
-    action = [o] {
-      if (o->compression.handle_listing()) return 0;
-      if (o->tasks == "all") o->tasks = fmt::format("{}", fmt::join(synthetic_task_names(), ","));
-      return run(*o);
-    };
-  });
+  o->add_output_to(*cmd, "Folder for tasks.{json,csv,md}, rewritten as each task finishes",
+                   "Print one JSON object on stdout");
+  on_run(cmd, o, action, run);
 }
 
 }  // namespace kvc::eval_app

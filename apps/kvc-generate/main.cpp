@@ -10,8 +10,7 @@
 #include "press/kept_dump.h"
 #include "flag_vocabulary.h"
 #include "model_options.h"
-#include "retrieval_options.h"
-#include "runtime/generation.h"
+#include "generation/generation.h"
 #include "tool_main.h"
 #include "util/build_info.h"
 #include "util/files.h"
@@ -36,7 +35,6 @@ Examples:
 struct GenerateOptions {
   kvc::cli::ModelOptions model;
   kvc::cli::CompressionOptions compression;
-  kvc::cli::RetrievalOptions retrieval;
   std::string prompt, prompt_file, json_out;
   bool json = false;
   int64_t max_new_tokens = 128;
@@ -94,8 +92,6 @@ nlohmann::json stats_json(const GenerateOptions& o, const std::vector<int>& prom
 void check_flags(const GenerateOptions& o, const std::vector<const CLI::Option*>& sampling_filters) {
   kvc::validate_sampling(o.sampling);
   kvc::check_flag_combination(o.compression.spec);
-  KVC_CHECK(o.retrieval.store.empty() || o.retrieval.enabled(),
-            "--retrieval-store {} needs --retrieval STRATEGY (e.g. --retrieval adaptive)", o.retrieval.store);
   KVC_CHECK(!(o.json && o.json_out == "-"), "--json and --json-out - would both print the JSON on stdout; keep one");
   KVC_CHECK(o.ctx_size >= 0, "-c/--ctx-size must be >= 0 (0 = the model's context), got {}", o.ctx_size);
   std::string ignored;
@@ -129,13 +125,9 @@ int run(GenerateOptions& o) {
   request.stop_at_eos = !o.ignore_eos;
 
   kvc::CacheSetup setup = kvc::build_cache_setup(o.compression.spec, *model);
-  // A bounded cache (eviction while decoding) keeps memory flat, so it may run past the context.
+  // A bounded cache (eviction while decoding, or the cache on storage) keeps RAM flat, so it may run past
+  // the context.
   request.allow_past_context = setup.bounded;
-  if (o.retrieval.enabled()) {  // KV cache on storage: RAM stays bounded, so it may run past the context too
-    KVC_CHECK(!setup.factory && !setup.make_observer, "--retrieval cannot be combined with --press or --lowrank");
-    setup.factory = o.retrieval.factory(*model);
-    request.allow_past_context = true;
-  }
   if (o.ctx_size > 0) {
     const int64_t context = model->config().max_position_embeddings;
     KVC_CHECK(o.ctx_size <= context || request.allow_past_context,
@@ -181,7 +173,7 @@ int run(GenerateOptions& o) {
                static_cast<long long>(s.generated_tokens), s.decode_tokens_per_second(),
                s.kv_final.resident_bytes / 1024.0, s.kv_after_prefill.resident_bytes / 1024.0,
                s.kv_peak_resident_bytes / 1024.0, result.stop_reason.c_str());
-  if (o.retrieval.enabled()) std::fprintf(stderr, "%s: %s\n", kTool, o.retrieval.summary().c_str());
+  if (setup.report) std::fprintf(stderr, "%s: %s\n", kTool, setup.report().c_str());
   if (result.stop_reason == "context") {
     std::fprintf(stderr, "%s: warning: stopped at the model's context of %lld tokens\n", kTool,
                  static_cast<long long>(model->config().max_position_embeddings));
@@ -200,7 +192,7 @@ int main(int argc, char** argv) {
   GenerateOptions o;
   o.compression.add_to(app);
   o.compression.add_dump_kept_to(app);
-  o.retrieval.add_to(app);
+  o.compression.add_retrieval_store_to(app);
   o.model.add_to(app);
   app.add_option("-p,--prompt", o.prompt, "Prompt text (default: read -f/--file, else stdin)");
   kvc::cli::add_text_file(app, o.prompt_file, "File holding the prompt");

@@ -64,17 +64,20 @@ Examples:
       std::vector<int> ids{model->config().bos_token_id};
       const auto body = tok.encode(text);
       ids.insert(ids.end(), body.begin(), body.end());
-      const auto factory = lowrank::make_lowrank_factory(lowrank::parse_lowrank_spec(o->lowrank, o->rank), *model);
+      std::vector<lowrank::LowRankLayerCache*> lowrank_layers;
+      const auto factory =
+          lowrank::make_lowrank_factory(lowrank::parse_lowrank_spec(o->lowrank, o->rank), *model, &lowrank_layers);
       KVCache cache = model->new_cache(factory);
       {
         at::NoGradGuard no_grad;
         model->forward(ids, cache);
       }
-      const int64_t L = cache.num_layers(), d = model->config().kv_dim();
+      const auto L = static_cast<int64_t>(lowrank_layers.size());
+      const int64_t d = model->config().kv_dim();
       nlohmann::json tokens = nlohmann::json::array(), layers = nlohmann::json::array();
       std::vector<at::Tensor> kr, vr;
       for (int64_t l = 0; l < L; ++l) {
-        auto& lc = dynamic_cast<lowrank::LowRankLayerCache&>(cache.layer(l));
+        const auto& lc = *lowrank_layers[static_cast<size_t>(l)];
         kr.push_back(lc.key_ranks());
         vr.push_back(lc.value_ranks());
         layers.push_back({{"layer", l}, {"retain_rate", lc.retain_rate()}});

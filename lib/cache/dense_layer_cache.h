@@ -6,7 +6,7 @@
 
 #include "cache/attention.h"
 #include "cache/layer_cache.h"
-#include "model/rope.h"
+#include "core/rope.h"
 
 namespace kvc {
 

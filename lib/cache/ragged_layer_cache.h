@@ -8,7 +8,7 @@
 
 #include "cache/attention.h"
 #include "cache/layer_cache.h"
-#include "model/rope.h"
+#include "core/rope.h"
 
 namespace kvc {
 

@@ -2,14 +2,16 @@
 
 #include <fmt/format.h>
 
-#include "compression/press_registry.h"
+#include "press/press_registry.h"
 #include "lowrank/lowrank_setup.h"
+#include "retrieval/retrieval_setup.h"
 #include "util/error.h"
 
 namespace kvc {
 
 std::string CompressionSpec::describe() const {
   if (is_uncompressed()) return "none";
+  if (!retrieval.empty()) return "retrieval " + retrieval;
   std::string d = press.empty() ? "none" : press;
   if (budget > 0) d += fmt::format(" budget={}", budget);
   else if (ratio > 0) d += fmt::format(" ratio={}", ratio);
@@ -32,12 +34,23 @@ void check_flag_combination(const CompressionSpec& spec) {
             spec.press);
   KVC_CHECK(spec.rank == 0 || !spec.lowrank_file.empty(),
             "--rank needs --lowrank bases.safetensors (from kvc-calibrate)");
+  KVC_CHECK(spec.retrieval.empty() || (name == "none" && spec.lowrank_file.empty()),
+            "--retrieval {} keeps the cache on storage and reads back what each step needs; it cannot be combined "
+            "with --press or --lowrank: give one of them",
+            spec.retrieval);
+  KVC_CHECK(spec.retrieval_store.empty() || !spec.retrieval.empty(),
+            "--retrieval-store {} needs --retrieval STRATEGY (e.g. --retrieval adaptive)", spec.retrieval_store);
 }
 
 CacheSetup build_cache_setup(const CompressionSpec& spec, const LlamaModel& model) {
   KVC_CHECK(spec.ratio >= 0 && spec.ratio < 1, "--ratio must be in [0, 1), got {}", spec.ratio);
   KVC_CHECK(spec.budget >= 0, "--budget must be >= 0, got {}", spec.budget);
   check_flag_combination(spec);
+  if (!spec.retrieval.empty()) {
+    CacheSetup setup = retrieval::make_retrieval_setup(spec.retrieval, spec.retrieval_store, model);
+    setup.name = spec.describe();
+    return setup;
+  }
   PressParams params = PressParams::parse(spec.press.empty() ? "none" : spec.press);
   params.ratio = spec.ratio;
   params.budget = spec.budget;

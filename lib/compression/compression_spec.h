@@ -1,9 +1,9 @@
 #pragma once
-// What a user asked for on the command line (--press, --ratio, --budget, --budgets, --lowrank,
-// --rank), turned into a CacheSetup: the one place tools combine compression families.
+// What a user asked for on the command line (--press, --ratio, --budget, --budgets, --lowrank, --rank,
+// --retrieval), turned into a CacheSetup: the one place tools combine compression families.
 #include <string>
 
-#include "eval/cache_setup.h"
+#include "model/cache_setup.h"
 #include "model/llama_model.h"
 
 namespace kvc {
@@ -15,8 +15,12 @@ struct CompressionSpec {
   std::string budgets_file;    // per-layer budgets from kvc-profile
   std::string lowrank_file;    // gates.safetensors (adaptive) or bases.safetensors (fixed rank)
   int64_t rank = 0;            // fixed rank with a bases file
+  std::string retrieval;       // KV cache on storage, clustered: STRATEGY[:key=val,...]
+  std::string retrieval_store; // its store file (empty: temporary files)
 
-  bool is_uncompressed() const { return (press == "none" || press.empty()) && lowrank_file.empty(); }
+  bool is_uncompressed() const {
+    return (press == "none" || press.empty()) && lowrank_file.empty() && retrieval.empty();
+  }
   std::string describe() const;  // e.g. "snapkv:window=32 ratio=0.5"
 };
 

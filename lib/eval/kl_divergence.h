@@ -5,7 +5,7 @@
 // the same schedule, so an uncompressed run gives KL exactly 0 and agreement exactly 1.
 #include <vector>
 
-#include "eval/cache_setup.h"
+#include "model/cache_setup.h"
 #include "eval/perplexity.h"
 
 namespace kvc {

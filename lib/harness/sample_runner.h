@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "eval/cache_setup.h"
+#include "model/cache_setup.h"
 #include "model/llama_model.h"
 #include "tokenizer/tokenizer.h"
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu_features.h"
-#include "kernels/parallel_grain.h"
+#include "runtime/parallel_grain.h"
 #include "kernels/simd_avx2.h"
 
 namespace kvc {

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "kernels/parallel_grain.h"
+#include "runtime/parallel_grain.h"
 #include "runtime/blas_threads.h"
 
 namespace kvc {

@@ -9,7 +9,7 @@
 
 #include "kernels/attention_tiles.h"
 #include "kernels/cpu_features.h"
-#include "kernels/parallel_grain.h"
+#include "runtime/parallel_grain.h"
 #include "kernels/simd_avx2.h"
 
 namespace kvc {

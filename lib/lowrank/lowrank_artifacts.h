@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "model/model_config.h"
+#include "core/model_config.h"
 
 namespace kvc::lowrank {
 

@@ -13,7 +13,7 @@
 
 #include "cache/attention.h"
 #include "cache/layer_cache.h"
-#include "model/rope.h"
+#include "core/rope.h"
 
 namespace kvc::lowrank {
 

@@ -2,21 +2,17 @@
 
 #include <sstream>
 
-#include "compression/spec_parser.h"
 #include "lowrank/lowrank_artifacts.h"
 #include "lowrank/lowrank_layer_cache.h"
+#include "util/checked_number.h"
 #include "util/error.h"
+#include "util/spec_parser.h"
 
 namespace kvc::lowrank {
 namespace {
 
 int64_t parse_int(const std::string& s, const std::string& what) {
-  try {
-    size_t used = 0;
-    const long long v = std::stoll(s, &used);
-    if (used == s.size()) return v;
-  } catch (const std::exception&) {
-  }
+  if (const auto v = parse_integer(s)) return *v;
   fail("--lowrank: {} must be an integer, got '{}'", what, s);
 }
 
@@ -47,11 +43,9 @@ LowRankSpec parse_lowrank_spec(const std::string& text, int64_t rank) {
     spec.path = text.substr(0, colon);
     for (const auto& [key, value] : parse_spec_params(text.substr(colon + 1), "--lowrank", text)) {
       if (key == "tau") {
-        try {
-          spec.tau = std::stod(value);
-        } catch (const std::exception&) {
-          fail("--lowrank: tau must be a number, got '{}'", value);
-        }
+        const auto tau = parse_finite_number(value);
+        KVC_CHECK(tau.has_value(), "--lowrank: tau must be a number, got '{}'", value);
+        spec.tau = *tau;
         KVC_CHECK(spec.tau > 0 && spec.tau < 1, "--lowrank: tau must be in (0, 1), got {}", spec.tau);
       } else if (key == "ranks") {
         std::stringstream rs(value);
@@ -68,7 +62,8 @@ LowRankSpec parse_lowrank_spec(const std::string& text, int64_t rank) {
   return spec;
 }
 
-LayerCacheFactory make_lowrank_factory(const LowRankSpec& spec, const LlamaModel& model) {
+LayerCacheFactory make_lowrank_factory(const LowRankSpec& spec, const LlamaModel& model,
+                                       std::vector<LowRankLayerCache*>* created) {
   const ModelConfig& c = model.config();
   const Artifact a = load_artifact(spec.path, c);
   const int64_t L = c.num_layers, dkv = c.kv_dim();
@@ -97,8 +92,10 @@ LayerCacheFactory make_lowrank_factory(const LowRankSpec& spec, const LlamaModel
   }
   const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, c.sliding_window};
   auto rope = model.rope();
-  return [=](int64_t layer) {
-    return std::make_unique<LowRankLayerCache>(shape, rope, options, keys[layer], values[layer]);
+  return [=](int64_t layer) -> std::unique_ptr<LayerCache> {
+    auto cache = std::make_unique<LowRankLayerCache>(shape, rope, options, keys[layer], values[layer]);
+    if (created) created->push_back(cache.get());
+    return cache;
   };
 }
 

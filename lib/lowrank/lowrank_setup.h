@@ -12,6 +12,8 @@
 
 namespace kvc::lowrank {
 
+class LowRankLayerCache;
+
 struct LowRankSpec {
   std::string path;
   double tau = -1;           // < 0: the artifact's
@@ -22,6 +24,8 @@ struct LowRankSpec {
 LowRankSpec parse_lowrank_spec(const std::string& text, int64_t rank);
 
 // Loads and validates the artifact and returns a factory of LowRankLayerCache for `model`.
-LayerCacheFactory make_lowrank_factory(const LowRankSpec& spec, const LlamaModel& model);
+// `created`, when given, receives each layer cache the factory makes (tools that inspect ranks).
+LayerCacheFactory make_lowrank_factory(const LowRankSpec& spec, const LlamaModel& model,
+                                       std::vector<LowRankLayerCache*>* created = nullptr);
 
 }  // namespace kvc::lowrank

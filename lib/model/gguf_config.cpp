@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "model/gemma3_config.h"
+#include "core/gemma3_config.h"
 #include "util/error.h"
 #include "util/hash.h"
 

@@ -2,7 +2,7 @@
 // A GGUF file's metadata (llama.cpp's "<arch>.*" keys) -> ModelConfig, the same description that a
 // config.json gives. Only architectures in the table with a gguf_architecture are read.
 #include "io/gguf_reader.h"
-#include "model/model_config.h"
+#include "core/model_config.h"
 
 namespace kvc {
 

@@ -9,8 +9,8 @@
 
 #include "cache/kv_cache.h"
 #include "model/forward_observer.h"
-#include "model/model_config.h"
-#include "model/rope.h"
+#include "core/model_config.h"
+#include "core/rope.h"
 
 namespace kvc {
 

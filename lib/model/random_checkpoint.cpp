@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "io/safetensors.h"
-#include "model/model_config.h"
+#include "core/model_config.h"
 #include "model/tensor_bridge.h"
 #include "util/error.h"
 #include "util/files.h"

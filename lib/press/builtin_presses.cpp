@@ -1,4 +1,4 @@
-#include "compression/press_registry.h"
+#include "press/press_registry.h"
 #include "press/press.h"
 
 namespace kvc {

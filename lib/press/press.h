@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "compression/press_registry.h"
+#include "press/press_registry.h"
 #include "model/forward_observer.h"
 #include "util/error.h"
 

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "cache/attention.h"
-#include "model/rope.h"
+#include "core/rope.h"
 #include "press/kept_dump.h"
 #include "press/press.h"
 

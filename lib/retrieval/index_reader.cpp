@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "io/safetensors.h"
+#include "util/checked_number.h"
 #include "util/error.h"
 #include "util/files.h"
 
@@ -18,14 +19,9 @@ std::string required_metadata(const st::SafetensorsFile& file, const std::string
 
 int64_t metadata_count(const st::SafetensorsFile& file, const std::string& key) {
   const std::string text = required_metadata(file, key);
-  size_t used = 0;
-  long long value = -1;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::exception&) {
-  }
-  KVC_CHECK(used == text.size() && value >= 0, "index '{}': metadata '{}' is '{}', not a count", file.path(), key, text);
-  return value;
+  const auto value = parse_integer(text);
+  KVC_CHECK(value && *value >= 0, "index '{}': metadata '{}' is '{}', not a count", file.path(), key, text);
+  return *value;
 }
 
 // A tensor of the expected dtype and rank, with `columns` columns when given (the record width).

@@ -2,29 +2,22 @@
 
 #include <sstream>
 
-#include "compression/spec_parser.h"
+#include "util/checked_number.h"
 #include "util/error.h"
+#include "util/spec_parser.h"
 
 namespace kvc::retrieval {
 namespace {
 
 int64_t to_int(const std::string& spec, const std::string& key, const std::string& v) {
-  try {
-    size_t used = 0;
-    const long long x = std::stoll(v, &used);
-    if (used == v.size() && x >= 0) return x;
-  } catch (const std::exception&) {
-  }
+  const auto x = parse_integer(v);
+  if (x && *x >= 0) return *x;
   fail("--retrieval '{}': {}={} is not a non-negative integer", spec, key, v);
 }
 
 double to_double(const std::string& spec, const std::string& key, const std::string& v) {
-  try {
-    size_t used = 0;
-    const double x = std::stod(v, &used);
-    if (used == v.size() && x >= 0) return x;
-  } catch (const std::exception&) {
-  }
+  const auto x = parse_finite_number(v);
+  if (x && *x >= 0) return *x;
   fail("--retrieval '{}': {}={} is not a non-negative number", spec, key, v);
 }
 

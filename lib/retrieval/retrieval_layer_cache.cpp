@@ -36,9 +36,12 @@ std::shared_ptr<RetrievalShared> make_retrieval_shared(const RetrievalConfig& co
 }
 
 LayerCacheFactory retrieval_layer_factory(const AttentionShape& shape, std::shared_ptr<const Rope> rope,
-                                          std::shared_ptr<RetrievalShared> shared) {
+                                          std::shared_ptr<RetrievalShared> shared,
+                                          std::vector<RetrievalLayerCache*>* created) {
   return [=](int64_t layer) -> std::unique_ptr<LayerCache> {
-    return std::make_unique<RetrievalLayerCache>(shape, rope, shared, layer);
+    auto cache = std::make_unique<RetrievalLayerCache>(shape, rope, shared, layer);
+    if (created) created->push_back(cache.get());
+    return cache;
   };
 }
 

@@ -86,5 +86,33 @@ TEST(ClusterCli, GenerateWithRetrieval) {
                      "--retrieval none");
 }
 
+// --retrieval goes through the same compression spec as --press and --lowrank, so kvc-eval evaluates it.
+// Prefill attends exactly and each decoded token reads back at most 64 entries per head: the decode
+// differs from the exact model (KL > 0), but not wildly, and each sequence's temporary store is removed.
+TEST(ClusterCli, EvalKlAndNeedleWithRetrieval) {
+  const std::string tmp = test::make_temp_dir("kvc-eval-retrieval");
+  const std::string eval = "TMPDIR=" + tmp + " " + bin("kvc-eval");
+  auto r = run_command(eval + " kl -m " + kModel + " -f " + test::data_file("wikitext2/wiki.test.raw") +
+                       " -c 256 --max-windows 2 --retrieval adaptive:budget=64 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["kl"].get<double>(), 0.0) << "64 of up to 255 entries per head cannot be exact";
+  EXPECT_LT(j["kl"].get<double>(), 1.0);
+  EXPECT_GT(j["top1_agreement"].get<double>(), 0.5);
+  EXPECT_LE(j["top1_agreement"].get<double>(), 1.0);
+  EXPECT_EQ(test::run_command("ls " + tmp).out, "") << "temporary stores are removed with their cache";
+
+  r = run_command(eval + " needle -m " + test::model_dir("kvc-tiny-lm") + " --haystack " +
+                  test::data_file("pg_essays") + " --lengths 256 --depths 0.5 --samples 2 "
+                  "--retrieval adaptive:budget=64 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_NE(j.dump().find("retrieval adaptive:budget=64"), std::string::npos) << "the method is named in the results";
+
+  expect_clean_error(run_command(eval + " kl -m " + kModel + " -f " + test::data_file("wikitext2/wiki.test.raw") +
+                                 " --retrieval adaptive --press snapkv --ratio 0.5"),
+                     "cannot be combined with --press or --lowrank");
+}
+
 }  // namespace
 }  // namespace kvc

@@ -13,7 +13,7 @@
 #include <set>
 #include <sstream>
 
-#include "runtime/sampler.h"
+#include "generation/sampler.h"
 #include "support/cli_expectations.h"
 #include "support/paths.h"
 #include "support/run_command.h"

@@ -11,7 +11,7 @@
 #include "lowrank/lowrank_layer_cache.h"
 #include "model/llama_model.h"
 #include "model/tensor_bridge.h"
-#include "runtime/generation.h"
+#include "generation/generation.h"
 #include "support/paths.h"
 #include "support/run_command.h"
 

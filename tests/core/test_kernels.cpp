@@ -14,7 +14,7 @@
 #include "kernels/matvec.h"
 #include "kernels/prefill_attention.h"
 #include "kernels/rms_norm.h"
-#include "model/rope.h"
+#include "core/rope.h"
 
 namespace {
 

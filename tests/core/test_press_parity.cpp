@@ -13,7 +13,7 @@
 #include "cache/dense_layer_cache.h"
 #include "cache/ragged_layer_cache.h"
 #include "compression/compression_spec.h"
-#include "compression/press_registry.h"
+#include "press/press_registry.h"
 #include "io/safetensors.h"
 #include "model/llama_model.h"
 #include "model/tensor_bridge.h"

@@ -10,7 +10,7 @@
 #include "eval/perplexity.h"
 #include "model/llama_model.h"
 #include "model/tensor_bridge.h"
-#include "runtime/generation.h"
+#include "generation/generation.h"
 #include "support/paths.h"
 #include "support/run_command.h"
 #include "tokenizer/tokenizer.h"

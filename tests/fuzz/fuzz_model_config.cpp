@@ -1,7 +1,7 @@
 // config.json -> ModelConfig (every architecture in the table, value ranges, rope scaling, Gemma 3).
 #include <string>
 
-#include "model/model_config.h"
+#include "core/model_config.h"
 #include "fuzz_input.h"
 #include "util/error.h"
 

@@ -1,4 +1,4 @@
-#include "compression/spec_parser.h"
+#include "util/spec_parser.h"
 
 #include <algorithm>
 

@@ -3,7 +3,7 @@
 // computed in float64 and rounded once, so positions near the context limit stay accurate.
 #include <ATen/ATen.h>
 
-#include "model/model_config.h"
+#include "core/model_config.h"
 
 namespace kvc {
 

@@ -1,4 +1,4 @@
-#include "runtime/generation.h"
+#include "generation/generation.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "model/architecture.h"
+#include "core/architecture.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,11 +1,11 @@
-#include "model/model_config.h"
+#include "core/model_config.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
 
-#include "model/gemma3_config.h"
+#include "core/gemma3_config.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/hash.h"

@@ -6,7 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "compression/compression_spec.h"
+#include "model/cache_setup.h"
+#include "model/llama_model.h"
 
 namespace kvc {
 

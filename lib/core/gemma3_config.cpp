@@ -1,4 +1,4 @@
-#include "model/gemma3_config.h"
+#include "core/gemma3_config.h"
 
 #include <cmath>
 

@@ -1,12 +1,13 @@
-#include "compression/press_registry.h"
+#include "press/press_registry.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <mutex>
 
-#include "compression/spec_parser.h"
+#include "util/checked_number.h"
 #include "util/error.h"
+#include "util/spec_parser.h"
 
 namespace kvc {
 namespace {
@@ -41,24 +42,14 @@ PressParams PressParams::parse(const std::string& text) {
 double PressParams::get_double(const std::string& key, double fallback) const {
   const auto it = values.find(key);
   if (it == values.end()) return fallback;
-  try {
-    size_t used = 0;
-    const double v = std::stod(it->second, &used);
-    if (used == it->second.size()) return v;
-  } catch (const std::exception&) {
-  }
+  if (const auto v = parse_finite_number(it->second)) return *v;
   fail("--press {}: '{}={}' is not a number", name, key, it->second);
 }
 
 int64_t PressParams::get_int(const std::string& key, int64_t fallback) const {
   const auto it = values.find(key);
   if (it == values.end()) return fallback;
-  try {
-    size_t used = 0;
-    const long long v = std::stoll(it->second, &used);
-    if (used == it->second.size()) return v;
-  } catch (const std::exception&) {
-  }
+  if (const auto v = parse_integer(it->second)) return *v;
   fail("--press {}: '{}={}' is not an integer", name, key, it->second);
 }
 

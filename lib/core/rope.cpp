@@ -1,11 +1,11 @@
-#include "model/rope.h"
+#include "core/rope.h"
 
 #include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/parallel_grain.h"
+#include "runtime/parallel_grain.h"
 #include "util/error.h"
 
 namespace kvc {

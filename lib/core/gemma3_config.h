@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "model/model_config.h"
+#include "core/model_config.h"
 
 namespace kvc {
 

@@ -6,7 +6,7 @@
 
 #include "cache/kv_cache.h"
 #include "model/llama_model.h"
-#include "runtime/sampler.h"
+#include "generation/sampler.h"
 
 namespace kvc {
 

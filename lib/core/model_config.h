@@ -5,7 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "model/architecture.h"
+#include "core/architecture.h"
+#include "core/attention_shape.h"
 
 namespace kvc {
 
@@ -48,6 +49,7 @@ struct ModelConfig {
 
   int64_t kv_dim() const { return num_kv_heads * head_dim; }
   int64_t group_size() const { return num_heads / num_kv_heads; }
+  AttentionShape attention_shape() const { return {num_heads, num_kv_heads, head_dim, sliding_window}; }
   bool is_eos(int id) const;
   bool is_local_layer(int64_t layer) const {
     return layer >= 0 && layer < static_cast<int64_t>(local_layers.size()) && local_layers[static_cast<size_t>(layer)];

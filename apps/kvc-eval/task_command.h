@@ -1,0 +1,63 @@
+#pragma once
+// The skeleton every task subcommand (needle, tasks, longbench, sweep) shares: the same options
+// (model, compression, harness, output folder, --json), the same steps (check the output folder before
+// the model loads → model → tokenizer → cache setup → evaluation context), and the same exit codes.
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "compression_options.h"
+#include "harness_options.h"
+#include "model_options.h"
+
+namespace kvc::eval_app {
+
+struct TaskCommandOptions {
+  cli::ModelOptions model;
+  cli::CompressionOptions compression;  // sweep leaves it unregistered: its cells name their methods
+  HarnessOptions harness;
+  std::string out;
+  bool json = false;
+
+  // Model, compression and harness flags (without_compression: model and harness only).
+  void add_common_to(CLI::App& cmd, bool with_compression = true);
+  // --out-dir and --json.
+  void add_output_to(CLI::App& cmd, const std::string& out_help, const std::string& json_help);
+};
+
+// A loaded run. Built in place (the evaluation context refers to the model and tokenizer it holds).
+class TaskRun {
+  std::chrono::steady_clock::time_point start_;  // first: the run's time includes loading
+
+ public:
+  explicit TaskRun(const TaskCommandOptions& options);
+  TaskRun(const TaskRun&) = delete;
+  TaskRun& operator=(const TaskRun&) = delete;
+
+  double seconds() const;
+
+  const std::shared_ptr<LlamaModel> model;
+  const Tokenizer tokenizer;
+  const CacheSetup setup;
+  const EvalContext ctx;
+};
+
+// 130 after Ctrl-C (finished results are kept), 1 when some part failed, else 0.
+int task_exit_code(bool failed = false);
+
+// Registers the subcommand's body: --list-presses is answered first, then `run` runs.
+template <class Options>
+void on_run(CLI::App* cmd, std::shared_ptr<Options> options, std::function<int()>& action,
+            int (*run)(Options&)) {
+  cmd->callback([options, &action, run] {
+    action = [options, run] {
+      if (options->compression.handle_listing()) return 0;
+      return run(*options);
+    };
+  });
+}
+
+}  // namespace kvc::eval_app

@@ -1,0 +1,33 @@
+#pragma once
+// How a run builds (and compresses) its caches: the one thing tools and evaluations receive from the
+// compression flags. The default is the uncompressed dense cache; a method provides a layer factory
+// (its storage layout), an observer (it acts on the cache inside the forward pass), or both.
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "cache/kv_cache.h"
+#include "model/forward_observer.h"
+#include "model/llama_model.h"
+
+namespace kvc {
+
+struct CacheSetup {
+  std::string name = "none";
+  LayerCacheFactory factory;  // empty: the model's dense cache
+  // For layouts with state per cache (a store file per sequence): called once per new cache, instead of
+  // `factory`.
+  std::function<LayerCacheFactory()> fresh_factory;
+  std::function<std::unique_ptr<ForwardObserver>()> make_observer;  // empty: no observer; one per sequence
+  bool bounded = false;  // RAM stays within a fixed size while decoding (eviction, or a cache on storage)
+  std::function<std::string()> report;  // one line about the last cache (e.g. storage reads); may be empty
+
+  KVCache new_cache(const LlamaModel& model) const {
+    if (fresh_factory) return model.new_cache(fresh_factory());
+    return factory ? model.new_cache(factory) : model.new_cache();
+  }
+  std::unique_ptr<ForwardObserver> new_observer() const { return make_observer ? make_observer() : nullptr; }
+  bool has_layout() const { return static_cast<bool>(factory) || static_cast<bool>(fresh_factory); }
+};
+
+}  // namespace kvc

@@ -1,0 +1,79 @@
+#include "retrieval/retrieval_setup.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+
+#include "retrieval/retrieval_layer_cache.h"
+#include "util/error.h"
+
+namespace kvc::retrieval {
+namespace {
+
+// A store with its file: the file is removed once the last layer of its cache lets go (temporary stores).
+struct OwnedStore {
+  std::shared_ptr<RetrievalShared> shared;
+  std::string remove_path;
+  ~OwnedStore() {
+    shared.reset();  // closes the file first
+    if (!remove_path.empty()) ::unlink(remove_path.c_str());
+  }
+};
+
+struct RetrievalRun {
+  RetrievalConfig config;
+  std::string store_path;
+  int64_t caches = 0;
+  std::shared_ptr<RetrievalShared> latest;
+};
+
+std::string temporary_store_path(int64_t index) {
+  return (std::filesystem::temp_directory_path() / fmt::format("kvc-retrieval-{}-{}.kvs", ::getpid(), index)).string();
+}
+
+}  // namespace
+
+CacheSetup make_retrieval_setup(const std::string& spec, const std::string& store_path, const LlamaModel& model) {
+  auto run = std::make_shared<RetrievalRun>();
+  run->config = RetrievalConfig::parse(spec);
+  run->store_path = store_path;
+  KVC_CHECK(run->config.strategy != Strategy::kNone,
+            "--retrieval none needs every key in RAM to pick entries; use adaptive, static or local");
+  const AttentionShape shape = model.config().attention_shape();
+  const std::shared_ptr<const Rope> rope = model.rope();
+  CacheSetup setup;
+  setup.name = "retrieval " + run->config.name();
+  setup.bounded = true;
+  setup.fresh_factory = [run, shape, rope]() {
+    const bool temporary = run->store_path.empty();
+    KVC_CHECK(temporary || run->caches == 0,
+              "--retrieval-store {} holds one cache; this run makes several: leave --retrieval-store out",
+              run->store_path);
+    const std::string path = temporary ? temporary_store_path(run->caches) : run->store_path;
+    ++run->caches;
+    auto owned = std::make_shared<OwnedStore>();
+    owned->shared = make_retrieval_shared(run->config, shape.head_dim, path, false);
+    if (temporary) owned->remove_path = path;
+    // The layers hold the store through `owned`, so the file goes when the cache does.
+    std::shared_ptr<RetrievalShared> shared(owned, owned->shared.get());
+    run->latest = shared;
+    return retrieval_layer_factory(shape, rope, shared);
+  };
+  setup.report = [run]() { return run->latest ? describe_storage_io(*run->latest) : std::string(); };
+  return setup;
+}
+
+std::string describe_storage_io(const RetrievalShared& shared) {
+  const auto& io = shared.store->counters();
+  const auto& cc = shared.cache->counters();
+  return fmt::format("retrieval {}: read {:.1f} KiB in {} ops ({:.3f} s, {}), wrote {:.1f} KiB, cache hit rate {:.3f}, "
+                     "{} splits, store {:.1f} KiB",
+                     shared.config.name(), io.read_bytes / 1024.0, io.read_ops, io.read_seconds,
+                     shared.store->direct() ? "O_DIRECT" : "fadvise", io.written_bytes / 1024.0,
+                     cc.lookups > 0 ? static_cast<double>(cc.hits) / cc.lookups : 0.0, shared.splits,
+                     shared.store->file_pages() * 4.0);
+}
+
+}  // namespace kvc::retrieval
