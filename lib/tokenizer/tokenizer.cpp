@@ -6,9 +6,9 @@
 #include "tokenizer/sentencepiece_backend.h"
 #include "tokenizer/spm_from_gguf.h"
 #include "tokenizer/tokenizer_json.h"
-#include "tokenizer/utf8.h"
 #include "util/error.h"
 #include "util/files.h"
+#include "util/utf8.h"
 
 namespace kvc {
 namespace {
