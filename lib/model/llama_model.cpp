@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "cache/dense_layer_cache.h"
+#include "io/gguf_reader.h"
 #include "io/safetensors.h"
 #include "kernels/matvec.h"
 #include "kernels/parallel_linear.h"
@@ -68,10 +69,6 @@ class SafetensorsWeights : public WeightSource {
   at::Device device_;
 };
 
-bool is_gguf_path(const std::string& path) {
-  return path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0 && !is_directory(path);
-}
-
 // RMSNorm weights as the forward pass multiplies by them: Gemma's (1 + w) is stored as one tensor.
 at::Tensor norm_weight(const WeightSource& w, const ModelConfig& c, const std::string& name, int64_t size) {
   const at::Tensor t = w.get(name, {size});
@@ -94,7 +91,7 @@ at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const at::Tens
 }  // namespace
 
 std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadOptions& options) {
-  const bool gguf_file = is_gguf_path(dir);
+  const bool gguf_file = gguf::is_gguf_file(dir);
   KVC_CHECK(gguf_file || is_directory(dir), "model folder not found: '{}'", dir);
   std::shared_ptr<LlamaModel> model(new LlamaModel());
   model->dir_ = dir;

@@ -1,5 +1,7 @@
 #include "tokenizer/tokenizer.h"
 
+#include <filesystem>
+
 #include "io/gguf_reader.h"
 
 #include "tokenizer/bpe_from_gguf.h"
@@ -13,19 +15,15 @@
 namespace kvc {
 namespace {
 
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 std::unique_ptr<TokenizerBackend> load_file(const std::string& path) {
-  if (ends_with(path, ".gguf")) {
+  if (gguf::is_gguf_file(path)) {
     const auto file = gguf::GgufFile::open(path);
     KVC_CHECK(file->has("tokenizer.ggml.model"), "'{}': metadata key 'tokenizer.ggml.model' is missing (no tokenizer "
               "in this GGUF)", path);
     if (file->get_string("tokenizer.ggml.model") == "llama") return load_spm_from_gguf(*file);
     return load_bpe_from_gguf(path);
   }
-  if (ends_with(path, ".json")) return load_tokenizer_json(path);
+  if (std::filesystem::path(path).extension() == ".json") return load_tokenizer_json(path);
   return load_sentencepiece(path);
 }
 
