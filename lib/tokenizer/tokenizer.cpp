@@ -47,6 +47,13 @@ Tokenizer Tokenizer::load(const std::string& path) {
   fail("'{}' has no tokenizer.json or tokenizer.model; copy the model's tokenizer next to config.json", path);
 }
 
+std::vector<int> Tokenizer::encode_prompt(const std::string& text, int bos_id) const {
+  std::vector<int> ids{bos_id};
+  const std::vector<int> body = encode(text);
+  ids.insert(ids.end(), body.begin(), body.end());
+  return ids;
+}
+
 std::vector<int> Tokenizer::with_special_ids(const std::vector<int>& ids) const {
   std::vector<int> out = backend_->prefix_ids();
   out.insert(out.end(), ids.begin(), ids.end());
