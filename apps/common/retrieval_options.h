@@ -41,7 +41,7 @@ struct RetrievalOptions {
     }
     const ModelConfig& c = model.config();
     shared = retrieval::make_retrieval_shared(config, c.head_dim, store, false);
-    return retrieval::retrieval_layer_factory(AttentionShape{c.num_heads, c.num_kv_heads, c.head_dim, c.sliding_window},
+    return retrieval::retrieval_layer_factory(c.attention_shape(),
                                               model.rope(), shared);
   }
 

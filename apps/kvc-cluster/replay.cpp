@@ -155,7 +155,7 @@ int run_replay(const ReplayOptions& o) {
   auto model = o.model.load_model();
   const std::vector<int> prompt = o.prompt.tokens(o.model, *model);
   const ModelConfig& mc = model->config();
-  const AttentionShape shape{mc.num_heads, mc.num_kv_heads, mc.head_dim, mc.sliding_window};
+  const AttentionShape shape = mc.attention_shape();
   std::vector<std::vector<double>> thresholds;
   if (!o.index.empty()) thresholds = rt::read_index(o.index).thresholds;
 

@@ -3,16 +3,10 @@
 // exceeds a fixed size. Shared by the cache schemes that hold rotated keys densely.
 #include <ATen/ATen.h>
 
+#include "cache/attention_shape.h"
 #include "cache/layer_cache.h"
 
 namespace kvc {
-
-struct AttentionShape {
-  int64_t num_heads = 0;
-  int64_t num_kv_heads = 0;
-  int64_t head_dim = 0;
-  int64_t sliding_window = 0;  // 0: none
-};
 
 // queries [n_heads, T, d] (rotated); keys/values [n_kv, S, d]; key_positions [n_kv, S] int64;
 // q_positions [T] int64. Query head h reads KV head h / (n_heads / n_kv). Returns [n_heads, T, d].

@@ -200,7 +200,7 @@ std::shared_ptr<const Rope> LlamaModel::rope_for_layer(int64_t layer) const {
 }
 
 LayerCacheFactory LlamaModel::dense_layer_factory() const {
-  const AttentionShape shape{config_.num_heads, config_.num_kv_heads, config_.head_dim, config_.sliding_window};
+  const AttentionShape shape = config_.attention_shape();
   const auto options = at::TensorOptions().dtype(dtype_).device(device_);
   auto rope = rope_;
   return [shape, options, rope](int64_t) { return std::make_unique<DenseLayerCache>(shape, rope, options); };
@@ -210,7 +210,7 @@ LayerCacheFactory LlamaModel::dense_layer_factory() const {
 // factory's budgets act on the global layers only.
 KVCache LlamaModel::new_cache(const LayerCacheFactory& factory) const {
   std::vector<std::unique_ptr<LayerCache>> layers;
-  const AttentionShape local{config_.num_heads, config_.num_kv_heads, config_.head_dim, config_.local_window};
+  const AttentionShape local = config_.local_attention_shape();
   const auto options = at::TensorOptions().dtype(dtype_).device(device_);
   for (int64_t i = 0; i < config_.num_layers; ++i) {
     if (config_.is_local_layer(i)) {

@@ -363,7 +363,7 @@ TEST(RaggedCache, AttentionMatchesDenseAndStats) {
   for (int64_t h = 0; h < c.num_kv_heads; ++h) keep.push_back(at::arange(0, 20, h + 1, at::kLong));
   ragged.retain_ragged(keep);
   const at::Tensor out = ragged.attend(q, qp, {}, nullptr);
-  const int64_t g = c.num_heads / c.num_kv_heads;
+  const int64_t g = c.group_size();
   for (int64_t qh = 0; qh < c.num_heads; ++qh) {
     const int64_t h = qh / g;
     const at::Tensor kh = dense.keys()[h].index_select(0, keep[static_cast<size_t>(h)]);
