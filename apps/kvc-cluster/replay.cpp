@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "flag_vocabulary.h"
+#include "eval/kl_divergence.h"
 #include "retrieval/index_file.h"
 #include "retrieval/retrieval_layer_cache.h"
 #include "util/build_info.h"
@@ -107,11 +108,6 @@ std::pair<int64_t, double> cluster_summary(const Run& r) {
       heads += 1;
     }
   return {n, heads > 0 ? var / heads : 0.0};
-}
-
-double kl(const at::Tensor& p_logits, const at::Tensor& q_logits) {
-  const at::Tensor lp = at::log_softmax(p_logits.to(at::kDouble), -1), lq = at::log_softmax(q_logits.to(at::kDouble), -1);
-  return (lp.exp() * (lp - lq)).sum().item<double>();
 }
 
 void write_plots(const std::string& dir, const std::vector<Run>& runs) {
@@ -207,7 +203,7 @@ int run_replay(const ReplayOptions& o) {
       const at::Tensor l = model->forward({next}, *r.cache, last);
       r.seconds += std::chrono::duration<double>(Clock::now() - t0).count();
       const Snapshot after = snapshot(r);
-      const double k = kl(logits, l);
+      const double k = kl_divergence(log_probabilities(logits), log_probabilities(l)).sum().item<double>();
       r.kl_sum += k;
       r.top1_agree += l.argmax(-1).item<int64_t>() == logits.argmax(-1).item<int64_t>();
       const rt::IoCounters io = after.io.minus(before.io);
