@@ -123,6 +123,12 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadO
   const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.kv_dim(), inter = c.intermediate_size;
   model->embed_ = w.get("model.embed_tokens.weight", {c.vocab_size, h});
   model->final_norm_ = norm_weight(w, c, "model.norm.weight", h);
+  if (c.traits.scaled_embeddings) {
+    // As Hugging Face: sqrt(hidden) rounded to the activations' dtype first.
+    const at::Tensor scale = at::scalar_tensor(std::sqrt(static_cast<double>(h)),
+                                               at::TensorOptions().dtype(model->embed_.scalar_type()));
+    model->embedding_scale_ = scale.item().toDouble();
+  }
   if (c.tie_word_embeddings || !w.contains("lm_head.weight")) {
     KVC_CHECK(c.tie_word_embeddings, "{}: missing tensor 'lm_head.weight' and tie_word_embeddings is false", dir);
     model->lm_head_ = model->embed_;
@@ -301,12 +307,7 @@ at::Tensor LlamaModel::forward(const std::vector<int>& tokens, KVCache& cache, c
   const at::Tensor positions =
       at::arange(first, first + T, at::TensorOptions().dtype(at::kLong).device(device_));
   at::Tensor x = embed_.index_select(0, id_tensor);
-  if (config_.traits.scaled_embeddings) {
-    // As Hugging Face: sqrt(hidden) rounded to the activations' dtype first.
-    const at::Tensor normalizer = at::scalar_tensor(std::sqrt(static_cast<double>(config_.hidden_size)),
-                                                    at::TensorOptions().dtype(x.scalar_type()));
-    x = x * normalizer.item().toDouble();
-  }
+  if (config_.traits.scaled_embeddings) x = x * embedding_scale_;
   for (int64_t i = 0; i < config_.num_layers; ++i) {
     x = x + attention_block(i, x, positions, cache, options);
     x = x + mlp_block(i, x);
