@@ -5,18 +5,12 @@
 
 #include "cache/dense_layer_cache.h"
 
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/interrupt.h"
 #include "util/process_stats.h"
 
 namespace kvc {
-namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-}  // namespace
 
 GenerationResult generate(const LlamaModel& model, KVCache& cache, const GenerationRequest& request,
                           const std::function<void(int)>& on_token, ForwardObserver* observer) {
