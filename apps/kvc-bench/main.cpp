@@ -143,7 +143,7 @@ Examples:
       }
       const kvc::CacheFootprint kv = cache.footprint();
       // A decode step must at least stream every weight and the whole KV cache once. The bound uses the
-      // copy bandwidth (the definition); the pure-read figure is printed beside it, since a
+      // copy bandwidth, the conservative figure; the pure-read figure is printed beside it, since a
       // decode step only reads and that measurement can come out well above the copy figure.
       const double step_bytes = static_cast<double>(weight_bytes + kv.payload_bytes);
       const double bound_s = step_bytes / bw.copy_bytes_per_second;

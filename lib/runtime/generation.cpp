@@ -31,8 +31,8 @@ GenerationResult generate(const LlamaModel& model, KVCache& cache, const Generat
   options.observer = observer;
 
   // An uncompressed cache will hold prompt + new tokens: reserving them before prefill avoids growing
-  // it while decoding (a 1.5x larger allocation and a copy of the whole cache in one step: at 8K
-  // context on the 134M model, 1.4 GB and 921 MB). Compression methods manage their own capacity.
+  // it while decoding, where a larger allocation and a copy of the whole cache would land in one step.
+  // Compression methods manage their own capacity.
   if (observer == nullptr) {
     reserve_dense_layers(cache, std::min<int64_t>(prompt_len + request.max_new_tokens, c.max_position_embeddings));
   }

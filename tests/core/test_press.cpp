@@ -758,8 +758,8 @@ TEST(CompressionKeptDump, PositionsAndMergesRoundTrip) {
 }
 
 // Query-agnostic protocol: the budget is set on the context; the question fed after it must be kept
-// whole, without evicting context for it. Bounded presses used to hold the question's forward pass to
-// the context's budget, so the question pushed context (or, for TOVA and D2O, itself) out.
+// whole, without evicting context for it: a bounded press that held the question's forward pass to the
+// context's budget would let the question push context (or, for TOVA and D2O, itself) out.
 TEST(BoundedDecoding, QuestionFedAfterTheContextIsKeptWhole) {
   const auto& c = model().config();
   const int64_t q = 12, budget = kPrompt / 2;
