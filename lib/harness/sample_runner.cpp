@@ -14,8 +14,6 @@ QueryMode parse_query_mode(const std::string& text) {
   fail("--query: unknown mode '{}' (use aware or agnostic)", text);
 }
 
-std::string query_mode_name(QueryMode mode) { return mode == QueryMode::Aware ? "aware" : "agnostic"; }
-
 Truncation parse_truncation(const std::string& text) {
   if (text == "middle") return Truncation::Middle;
   if (text == "refuse") return Truncation::Refuse;
