@@ -18,6 +18,7 @@
 #include "press/press.h"
 #include "press/press_observer.h"
 #include "runtime/generation.h"
+#include "support/head_positions.h"
 #include "support/paths.h"
 #include "support/run_command.h"
 #include "tokenizer/tokenizer.h"
@@ -69,16 +70,7 @@ CacheSetup setup_for(const std::string& press, double ratio, int64_t budget = 0,
   return build_cache_setup(spec, m);
 }
 
-// Per-head positions of a layer, whatever its layout.
-std::vector<at::Tensor> head_positions(const LayerCache& layer) {
-  std::vector<at::Tensor> out;
-  if (const auto* d = dynamic_cast<const DenseLayerCache*>(&layer)) {
-    for (int64_t h = 0; h < d->positions().size(0); ++h) out.push_back(d->positions()[h].clone());
-  } else if (const auto* r = dynamic_cast<const RaggedLayerCache*>(&layer)) {
-    for (int64_t h = 0; h + 1 < r->indptr().numel(); ++h) out.push_back(r->head_positions(h).clone());
-  }
-  return out;
-}
+using test::head_positions;
 
 at::Tensor head_keys(const LayerCache& layer, int64_t h) {
   if (const auto* d = dynamic_cast<const DenseLayerCache*>(&layer)) return d->keys()[h];
