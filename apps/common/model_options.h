@@ -10,6 +10,7 @@
 #include <regex>
 #include <string>
 
+#include "io/gguf_reader.h"
 #include "model/llama_model.h"
 #include "runtime/thread_policy.h"
 #include "tokenizer/tokenizer.h"
@@ -36,7 +37,7 @@ inline std::string resolve_model_path(const std::string& given) {
     return given;
   }
   if (fs::exists(path, ec)) {
-    if (path.extension() == ".gguf") return given;
+    if (gguf::is_gguf_file(given)) return given;
     const std::string name = path.filename().string();
     const fs::path folder = path.has_parent_path() ? path.parent_path() : fs::path(".");
     const bool model_file = path.extension() == ".safetensors" || name == "config.json" || name == "tokenizer.model" ||

@@ -14,16 +14,13 @@
 #include "model_options.h"
 #include "tool_main.h"
 #include "util/build_info.h"
+#include "util/clock.h"
 #include "util/files.h"
 #include "util/process_stats.h"
 
 namespace {
 
 constexpr const char* kTool = "kvc-bench";
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 // Useful FLOPs of a prefill of n tokens: every weight multiply-add once per token, causal attention
 // (QK^T and PV over n(n+1)/2 pairs), logits for the last token only.
@@ -132,7 +129,7 @@ Examples:
       auto t0 = std::chrono::steady_clock::now();
       at::Tensor logits = model->forward(prompt, cache, last_only);
       int next = static_cast<int>(logits[0].argmax().item<int64_t>());  // on a GPU: waits for the prefill
-      const double prefill_s = seconds_since(t0);
+      const double prefill_s = kvc::seconds_since(t0);
       // The machine limits are best-of-5 measurements; decode gets the same treatment (best of
       // --decode-repeats runs) so that the ratio compares like with like on a noisy VM.
       double decode_s = 1e30;
@@ -142,11 +139,11 @@ Examples:
           logits = model->forward({next}, cache, last_only);
           next = static_cast<int>(logits[0].argmax().item<int64_t>());
         }
-        decode_s = std::min(decode_s, seconds_since(t0) / static_cast<double>(decode_tokens));
+        decode_s = std::min(decode_s, kvc::seconds_since(t0) / static_cast<double>(decode_tokens));
       }
       const kvc::CacheFootprint kv = cache.footprint();
       // A decode step must at least stream every weight and the whole KV cache once. The bound uses the
-      // copy bandwidth (the definition); the pure-read figure is printed beside it, since a
+      // copy bandwidth, the conservative figure; the pure-read figure is printed beside it, since a
       // decode step only reads and that measurement can come out well above the copy figure.
       const double step_bytes = static_cast<double>(weight_bytes + kv.payload_bytes);
       const double bound_s = step_bytes / bw.copy_bytes_per_second;

@@ -46,9 +46,8 @@ Examples:
     std::vector<int> ids;
     for (const auto& path : data) {
       KVC_CHECK(kvc::file_exists(path), "-f/--file: file not found: '{}'", path);
-      ids.push_back(model->config().bos_token_id);
-      const auto body = tokenizer.encode(kvc::read_text_file(path));
-      ids.insert(ids.end(), body.begin(), body.end());
+      const auto document = tokenizer.encode_prompt(kvc::read_text_file(path), model->config().bos_token_id);
+      ids.insert(ids.end(), document.begin(), document.end());
     }
     options.show_progress = !json;
     const auto result = kvc::lowrank::calibrate(*model, ids, options);

@@ -51,7 +51,7 @@ int run_build(const BuildOptions& o) {
   auto model = o.model.load_model();
   const std::vector<int> prompt = o.prompt.tokens(o.model, *model);
   const ModelConfig& mc = model->config();
-  const AttentionShape shape{mc.num_heads, mc.num_kv_heads, mc.head_dim, mc.sliding_window};
+  const AttentionShape shape = mc.attention_shape();
   const fs::path index_path = fs::absolute(o.index);
   const fs::path index_dir = index_path.parent_path();
   KVC_CHECK(fs::is_directory(index_dir), "--index {}: folder '{}' does not exist", o.index, index_dir.string());

@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "flag_vocabulary.h"
+#include "eval/kl_divergence.h"
 #include "retrieval/index_file.h"
 #include "retrieval/retrieval_layer_cache.h"
 #include "util/build_info.h"
@@ -38,8 +39,7 @@ void PromptOptions::add_to(CLI::App& app) {
 std::vector<int> PromptOptions::tokens(const kvc::cli::ModelOptions& model, const LlamaModel& m) const {
   KVC_CHECK(prompt.empty() != prompt_file.empty(), "give exactly one of -p/--prompt or -f/--file");
   const std::string text = prompt.empty() ? read_text_file(prompt_file) : prompt;
-  std::vector<int> ids{m.config().bos_token_id};
-  for (int id : model.load_tokenizer().encode(text)) ids.push_back(id);
+  std::vector<int> ids = model.load_tokenizer().encode_prompt(text, m.config().bos_token_id);
   if (prompt_tokens > 0 && static_cast<int64_t>(ids.size()) > prompt_tokens) ids.resize(static_cast<size_t>(prompt_tokens));
   KVC_CHECK(ids.size() >= 2, "the prompt has fewer than 2 tokens; give a longer --prompt");
   return ids;
@@ -110,11 +110,6 @@ std::pair<int64_t, double> cluster_summary(const Run& r) {
   return {n, heads > 0 ? var / heads : 0.0};
 }
 
-double kl(const at::Tensor& p_logits, const at::Tensor& q_logits) {
-  const at::Tensor lp = at::log_softmax(p_logits.to(at::kDouble), -1), lq = at::log_softmax(q_logits.to(at::kDouble), -1);
-  return (lp.exp() * (lp - lq)).sum().item<double>();
-}
-
 void write_plots(const std::string& dir, const std::vector<Run>& runs) {
   std::string names;
   for (const auto& r : runs) names += (names.empty() ? "" : " ") + r.config.name();
@@ -156,7 +151,7 @@ int run_replay(const ReplayOptions& o) {
   auto model = o.model.load_model();
   const std::vector<int> prompt = o.prompt.tokens(o.model, *model);
   const ModelConfig& mc = model->config();
-  const AttentionShape shape{mc.num_heads, mc.num_kv_heads, mc.head_dim, mc.sliding_window};
+  const AttentionShape shape = mc.attention_shape();
   std::vector<std::vector<double>> thresholds;
   if (!o.index.empty()) thresholds = rt::read_index(o.index).thresholds;
 
@@ -207,7 +202,7 @@ int run_replay(const ReplayOptions& o) {
       const at::Tensor l = model->forward({next}, *r.cache, last);
       r.seconds += std::chrono::duration<double>(Clock::now() - t0).count();
       const Snapshot after = snapshot(r);
-      const double k = kl(logits, l);
+      const double k = kl_divergence(log_probabilities(logits), log_probabilities(l)).sum().item<double>();
       r.kl_sum += k;
       r.top1_agree += l.argmax(-1).item<int64_t>() == logits.argmax(-1).item<int64_t>();
       const rt::IoCounters io = after.io.minus(before.io);

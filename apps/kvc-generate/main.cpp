@@ -107,15 +107,14 @@ int run(GenerateOptions& o) {
   const std::string text = read_prompt(o);
   auto model = o.model.load_model();
   const kvc::Tokenizer tokenizer = o.model.load_tokenizer();
-  std::vector<int> prompt;
-  if (!o.no_bos) prompt.push_back(model->config().bos_token_id);
-  std::vector<int> body = tokenizer.encode(text);
+  const int bos = model->config().bos_token_id;
+  std::vector<int> prompt = o.no_bos ? tokenizer.encode(text) : tokenizer.encode_prompt(text, bos);
   if (o.prompt_tokens > 0) {
-    const auto have = static_cast<int64_t>(body.size()) + (o.no_bos ? 0 : 1);
+    const auto have = static_cast<int64_t>(prompt.size());
     KVC_CHECK(have >= o.prompt_tokens, "--prompt-tokens {}: the prompt has only {} tokens", o.prompt_tokens, have);
-    body.resize(static_cast<size_t>(o.prompt_tokens - (o.no_bos ? 0 : 1)));
+    prompt.resize(static_cast<size_t>(o.prompt_tokens));
   }
-  prompt.insert(prompt.end(), body.begin(), body.end());
+  const std::vector<int> body(prompt.begin() + (o.no_bos ? 0 : 1), prompt.end());  // the prompt's text tokens
 
   kvc::GenerationRequest request;
   request.prompt = prompt;

@@ -103,9 +103,7 @@ int run(const Options& o) {
   kvc::check_writable_output_folder(o.out_dir);
   auto model = o.model.load_model();
   const kvc::Tokenizer tokenizer = o.model.load_tokenizer();
-  std::vector<int> ids{model->config().bos_token_id};
-  const auto body = tokenizer.encode(kvc::read_text_file(o.data));
-  ids.insert(ids.end(), body.begin(), body.end());
+  const std::vector<int> ids = tokenizer.encode_prompt(kvc::read_text_file(o.data), model->config().bos_token_id);
   std::filesystem::create_directories(o.out_dir);
 
   const kvc::AttentionProfile p = kvc::profile_attention(*model, ids, o.profile);

@@ -61,9 +61,7 @@ Examples:
       auto model = o->model.load_model();
       const Tokenizer tok = o->model.load_tokenizer();
       const std::string text = o->text.empty() ? read_text_file(o->text_file) : o->text;
-      std::vector<int> ids{model->config().bos_token_id};
-      const auto body = tok.encode(text);
-      ids.insert(ids.end(), body.begin(), body.end());
+      const std::vector<int> ids = tok.encode_prompt(text, model->config().bos_token_id);
       std::vector<lowrank::LowRankLayerCache*> lowrank_layers;
       const auto factory =
           lowrank::make_lowrank_factory(lowrank::parse_lowrank_spec(o->lowrank, o->rank), *model, &lowrank_layers);

@@ -68,9 +68,8 @@ int run_train(TrainCli& t) {
   std::vector<int> ids;
   for (const auto& path : t.data) {
     KVC_CHECK(kvc::file_exists(path), "-f/--file: file not found: '{}'", path);
-    ids.push_back(model->config().bos_token_id);
-    const auto body = tok.encode(kvc::read_text_file(path));
-    ids.insert(ids.end(), body.begin(), body.end());
+    const auto document = tok.encode_prompt(kvc::read_text_file(path), model->config().bos_token_id);
+    ids.insert(ids.end(), document.begin(), document.end());
   }
   const auto split = static_cast<size_t>(static_cast<double>(ids.size()) * (1.0 - t.heldout_share));
   const std::vector<int> train(ids.begin(), ids.begin() + split), heldout(ids.begin() + split, ids.end());

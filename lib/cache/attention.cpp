@@ -19,7 +19,7 @@ constexpr int64_t kMaxScoreElements = int64_t{16} << 20;
 at::Tensor grouped_attention(const AttentionShape& shape, const at::Tensor& queries, const at::Tensor& q_positions,
                              const at::Tensor& keys, const at::Tensor& values, const at::Tensor& key_positions,
                              const AttentionProbe& probe, AttentionStats* stats) {
-  const int64_t H = shape.num_heads, KV = shape.num_kv_heads, G = H / KV, d = shape.head_dim;
+  const int64_t H = shape.num_heads, KV = shape.num_kv_heads, G = shape.group_size(), d = shape.head_dim;
   const int64_t T = queries.size(1), S = keys.size(1);
   if (T == 1 && q_positions.device().is_cpu()) {
     // One query: its attention row is all a method can ask for (column sums = the last window).

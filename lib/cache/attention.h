@@ -3,8 +3,8 @@
 // exceeds a fixed size. Shared by the cache schemes that hold rotated keys densely.
 #include <ATen/ATen.h>
 
-#include "cache/layer_cache.h"
 #include "core/attention_shape.h"
+#include "cache/layer_cache.h"
 
 namespace kvc {
 

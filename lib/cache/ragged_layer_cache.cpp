@@ -43,7 +43,7 @@ void RaggedLayerCache::append(const at::Tensor& keys, const at::Tensor& values, 
 
 at::Tensor RaggedLayerCache::attend(const at::Tensor& queries, const at::Tensor& q_positions,
                                     const AttentionProbe& probe, AttentionStats* stats) {
-  const int64_t KV = shape_.num_kv_heads, G = shape_.num_heads / KV, T = queries.size(1);
+  const int64_t KV = shape_.num_kv_heads, G = shape_.group_size(), T = queries.size(1);
   AttentionShape one = shape_;
   one.num_heads = G;
   one.num_kv_heads = 1;

@@ -48,8 +48,11 @@ struct ModelConfig {
   std::string config_hash;  // hash of config.json, recorded in every artifact made for this model
 
   int64_t kv_dim() const { return num_kv_heads * head_dim; }
-  int64_t group_size() const { return num_heads / num_kv_heads; }
+  int64_t group_size() const { return attention_shape().group_size(); }
+  // The layout of the global layers' attention (the layers compression acts on).
   AttentionShape attention_shape() const { return {num_heads, num_kv_heads, head_dim, sliding_window}; }
+  // The layout of the local layers' attention: the same heads over the last `local_window` tokens.
+  AttentionShape local_attention_shape() const { return {num_heads, num_kv_heads, head_dim, local_window}; }
   bool is_eos(int id) const;
   bool is_local_layer(int64_t layer) const {
     return layer >= 0 && layer < static_cast<int64_t>(local_layers.size()) && local_layers[static_cast<size_t>(layer)];

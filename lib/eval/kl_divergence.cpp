@@ -38,6 +38,12 @@ ScheduledRun run_schedule(const LlamaModel& model, const std::vector<int>& token
 
 }  // namespace
 
+at::Tensor log_probabilities(const at::Tensor& logits) { return at::log_softmax(logits.to(at::kDouble), -1); }
+
+at::Tensor kl_divergence(const at::Tensor& log_p, const at::Tensor& log_q) {
+  return (log_p.exp() * (log_p - log_q)).sum(-1);
+}
+
 KlResult evaluate_kl(const LlamaModel& model, const std::vector<int>& ids, const KlOptions& options,
                      const CacheSetup& compressed, bool show_progress) {
   KVC_CHECK(options.context_fraction > 0 && options.context_fraction < 1,
@@ -60,9 +66,8 @@ KlResult evaluate_kl(const LlamaModel& model, const std::vector<int>& ids, const
     const std::vector<int> tokens(ids.begin() + begin, ids.begin() + end);
     const ScheduledRun ref = run_schedule(model, tokens, context, options.chunk, exact);
     const ScheduledRun cmp = run_schedule(model, tokens, context, options.chunk, compressed);
-    const at::Tensor logp_ref = at::log_softmax(ref.logits.to(at::kDouble), -1);
-    const at::Tensor logp_cmp = at::log_softmax(cmp.logits.to(at::kDouble), -1);
-    const at::Tensor kl = (logp_ref.exp() * (logp_ref - logp_cmp)).sum(-1);  // [n - context]
+    const at::Tensor logp_ref = log_probabilities(ref.logits), logp_cmp = log_probabilities(cmp.logits);
+    const at::Tensor kl = kl_divergence(logp_ref, logp_cmp);  // [n - context]
     kl_sum += kl.sum().item<double>();
     r.max_kl = std::max(r.max_kl, kl.max().item<double>());
     agree += logp_ref.argmax(-1).eq(logp_cmp.argmax(-1)).sum().item<int64_t>();

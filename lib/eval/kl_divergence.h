@@ -32,6 +32,11 @@ struct KlResult {
   double seconds = 0;
 };
 
+// Next-token log-probabilities in float64, the precision every KL divergence here is computed in.
+at::Tensor log_probabilities(const at::Tensor& logits);
+// KL(p || q) over the last dimension, from log-probabilities (log_probabilities): one value per row.
+at::Tensor kl_divergence(const at::Tensor& log_p, const at::Tensor& log_q);
+
 KlResult evaluate_kl(const LlamaModel& model, const std::vector<int>& ids, const KlOptions& options,
                      const CacheSetup& compressed, bool show_progress = true);
 

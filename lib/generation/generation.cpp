@@ -5,18 +5,12 @@
 
 #include "cache/dense_layer_cache.h"
 
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/interrupt.h"
 #include "util/process_stats.h"
 
 namespace kvc {
-namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-}  // namespace
 
 GenerationResult generate(const LlamaModel& model, KVCache& cache, const GenerationRequest& request,
                           const std::function<void(int)>& on_token, ForwardObserver* observer) {
@@ -37,8 +31,8 @@ GenerationResult generate(const LlamaModel& model, KVCache& cache, const Generat
   options.observer = observer;
 
   // An uncompressed cache will hold prompt + new tokens: reserving them before prefill avoids growing
-  // it while decoding (a 1.5x larger allocation and a copy of the whole cache in one step: at 8K
-  // context on the 134M model, 1.4 GB and 921 MB). Compression methods manage their own capacity.
+  // it while decoding, where a larger allocation and a copy of the whole cache would land in one step.
+  // Compression methods manage their own capacity.
   if (observer == nullptr) {
     reserve_dense_layers(cache, std::min<int64_t>(prompt_len + request.max_new_tokens, c.max_position_embeddings));
   }

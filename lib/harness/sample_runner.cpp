@@ -14,8 +14,6 @@ QueryMode parse_query_mode(const std::string& text) {
   fail("--query: unknown mode '{}' (use aware or agnostic)", text);
 }
 
-std::string query_mode_name(QueryMode mode) { return mode == QueryMode::Aware ? "aware" : "agnostic"; }
-
 Truncation parse_truncation(const std::string& text) {
   if (text == "middle") return Truncation::Middle;
   if (text == "refuse") return Truncation::Refuse;
@@ -34,9 +32,7 @@ PromptTokens tokenize_prompt(const Tokenizer& tokenizer, const LlamaModel& model
                              const std::string& question_part, int64_t max_new_tokens, Truncation truncation,
                              const std::string& sample_id) {
   PromptTokens p;
-  p.context.push_back(model.config().bos_token_id);
-  const std::vector<int> body = tokenizer.encode(context_part);
-  p.context.insert(p.context.end(), body.begin(), body.end());
+  p.context = tokenizer.encode_prompt(context_part, model.config().bos_token_id);
   p.question = tokenizer.encode(question_part);
   const int64_t limit = model.config().max_position_embeddings;
   const int64_t needed = p.size() + max_new_tokens;

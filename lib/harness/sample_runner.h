@@ -18,7 +18,6 @@ namespace kvc {
 enum class QueryMode { Aware, Agnostic };
 // "aware" | "agnostic"; throws kvc::Error naming the flag otherwise.
 QueryMode parse_query_mode(const std::string& text);
-std::string query_mode_name(QueryMode mode);
 
 enum class Truncation { Middle, Refuse };
 // "middle" | "refuse"; throws kvc::Error naming the flag otherwise.

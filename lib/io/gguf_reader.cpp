@@ -4,9 +4,11 @@
 #include <fmt/ranges.h>
 
 #include <cstring>
+#include <filesystem>
 #include <limits>
 
 #include "util/error.h"
+#include "util/files.h"
 
 namespace kvc::gguf {
 namespace {
@@ -327,6 +329,10 @@ const TensorInfo& GgufFile::tensor(const std::string& name) const {
   const auto it = tensor_index_.find(name);
   KVC_CHECK(it != tensor_index_.end(), "tensor '{}' not found in '{}'", name, path_);
   return tensors_[it->second];
+}
+
+bool is_gguf_file(const std::string& path) {
+  return std::filesystem::path(path).extension() == ".gguf" && !is_directory(path);
 }
 
 }  // namespace kvc::gguf

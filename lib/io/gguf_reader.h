@@ -101,4 +101,8 @@ class GgufFile {
   std::map<std::string, size_t> tensor_index_;
 };
 
+// Whether the model and tokenizer loaders read `path` as one GGUF file: a file (not a folder) named
+// NAME.gguf. Says nothing of its contents; GgufFile::open checks those.
+bool is_gguf_file(const std::string& path);
+
 }  // namespace kvc::gguf

@@ -1,7 +1,7 @@
 #pragma once
 // Matrix-vector product for decoding (one token): y = W x (+ b), fp32 on CPU, streaming W once with
-// AVX2/FMA over all LibTorch threads. Decode is bound by exactly this stream, and BLAS sgemv streamed
-// it well below the memory bandwidth on the 2-core test box.
+// AVX2/FMA over all LibTorch threads. Decode is bound by exactly this stream, and BLAS sgemv streams
+// it well below the memory bandwidth.
 #include <ATen/ATen.h>
 
 namespace kvc {

@@ -51,7 +51,7 @@ class SoftMaskLayerCache : public LayerCache {
 
   at::Tensor attend(const at::Tensor& queries, const at::Tensor& q_positions, const AttentionProbe&,
                     AttentionStats*) override {
-    const int64_t H = shape_.num_heads, KV = shape_.num_kv_heads, G = H / KV, d = shape_.head_dim;
+    const int64_t H = shape_.num_heads, KV = shape_.num_kv_heads, G = shape_.group_size(), d = shape_.head_dim;
     const int64_t T = queries.size(1);
     const torch::Tensor K = torch::cat(keys_, 1), V = torch::cat(values_, 1), kp = torch::cat(positions_);
     const int64_t S = K.size(1);
@@ -99,7 +99,7 @@ struct Forward {
 Forward run_window(const LlamaModel& model, const std::vector<GateParams>& k, const std::vector<GateParams>& v,
                    const std::vector<int>& window, double tau) {
   const ModelConfig& c = model.config();
-  const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, c.sliding_window};
+  const AttentionShape shape = c.attention_shape();
   MaskLog log;
   std::vector<std::unique_ptr<LayerCache>> layers;
   for (int64_t l = 0; l < c.num_layers; ++l) {

@@ -157,7 +157,8 @@ at::Tensor LowRankLayerCache::rotated_key_block(int64_t s0, int64_t s1) const {
 
 at::Tensor LowRankLayerCache::attend(const at::Tensor& queries, const at::Tensor& q_positions,
                                      const AttentionProbe& probe, AttentionStats* stats) {
-  const int64_t H = shape_.num_heads, KV = shape_.num_kv_heads, G = H / KV, d = shape_.head_dim, dkv = KV * d;
+  const int64_t H = shape_.num_heads, KV = shape_.num_kv_heads, G = shape_.group_size(), d = shape_.head_dim;
+  const int64_t dkv = KV * d;
   const int64_t T = queries.size(1), S = length_;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const at::Tensor q_grouped = queries.to(options_.dtype()).view({KV, G, T, d});

@@ -90,7 +90,7 @@ LayerCacheFactory make_lowrank_factory(const LowRankSpec& spec, const LlamaModel
     keys.push_back(to_device(a.layers[l].key, options, ranks[l], tau));
     values.push_back(to_device(a.layers[l].value, options, ranks[l], tau));
   }
-  const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, c.sliding_window};
+  const AttentionShape shape = c.attention_shape();
   auto rope = model.rope();
   return [=](int64_t layer) -> std::unique_ptr<LayerCache> {
     auto cache = std::make_unique<LowRankLayerCache>(shape, rope, options, keys[layer], values[layer]);

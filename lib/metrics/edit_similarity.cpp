@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "metrics/utf8.h"
+#include "util/utf8.h"
 
 namespace kvc {
 

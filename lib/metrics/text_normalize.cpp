@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "metrics/utf8.h"
+#include "util/utf8.h"
 
 namespace kvc {
 

@@ -7,13 +7,14 @@
 #include <optional>
 
 #include "cache/dense_layer_cache.h"
+#include "io/gguf_reader.h"
 #include "io/safetensors.h"
 #include "kernels/matvec.h"
 #include "kernels/parallel_linear.h"
 #include "kernels/rms_norm.h"
 #include "model/gguf_config.h"
 #include "model/gguf_weights.h"
-#include "model/local_window_cache.h"
+#include "cache/local_window_cache.h"
 #include "model/tensor_bridge.h"
 #include "runtime/blas_threads.h"
 #include "runtime/huge_page_allocator.h"
@@ -68,10 +69,6 @@ class SafetensorsWeights : public WeightSource {
   at::Device device_;
 };
 
-bool is_gguf_path(const std::string& path) {
-  return path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0 && !is_directory(path);
-}
-
 // RMSNorm weights as the forward pass multiplies by them: Gemma's (1 + w) is stored as one tensor.
 at::Tensor norm_weight(const WeightSource& w, const ModelConfig& c, const std::string& name, int64_t size) {
   const at::Tensor t = w.get(name, {size});
@@ -94,7 +91,7 @@ at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const at::Tens
 }  // namespace
 
 std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadOptions& options) {
-  const bool gguf_file = is_gguf_path(dir);
+  const bool gguf_file = gguf::is_gguf_file(dir);
   KVC_CHECK(gguf_file || is_directory(dir), "model folder not found: '{}'", dir);
   std::shared_ptr<LlamaModel> model(new LlamaModel());
   model->dir_ = dir;
@@ -126,6 +123,12 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadO
   const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.kv_dim(), inter = c.intermediate_size;
   model->embed_ = w.get("model.embed_tokens.weight", {c.vocab_size, h});
   model->final_norm_ = norm_weight(w, c, "model.norm.weight", h);
+  if (c.traits.scaled_embeddings) {
+    // As Hugging Face: sqrt(hidden) rounded to the activations' dtype first.
+    const at::Tensor scale = at::scalar_tensor(std::sqrt(static_cast<double>(h)),
+                                               at::TensorOptions().dtype(model->embed_.scalar_type()));
+    model->embedding_scale_ = scale.item().toDouble();
+  }
   if (c.tie_word_embeddings || !w.contains("lm_head.weight")) {
     KVC_CHECK(c.tie_word_embeddings, "{}: missing tensor 'lm_head.weight' and tie_word_embeddings is false", dir);
     model->lm_head_ = model->embed_;
@@ -203,7 +206,7 @@ std::shared_ptr<const Rope> LlamaModel::rope_for_layer(int64_t layer) const {
 }
 
 LayerCacheFactory LlamaModel::dense_layer_factory() const {
-  const AttentionShape shape{config_.num_heads, config_.num_kv_heads, config_.head_dim, config_.sliding_window};
+  const AttentionShape shape = config_.attention_shape();
   const auto options = at::TensorOptions().dtype(dtype_).device(device_);
   auto rope = rope_;
   return [shape, options, rope](int64_t) { return std::make_unique<DenseLayerCache>(shape, rope, options); };
@@ -213,7 +216,7 @@ LayerCacheFactory LlamaModel::dense_layer_factory() const {
 // factory's budgets act on the global layers only.
 KVCache LlamaModel::new_cache(const LayerCacheFactory& factory) const {
   std::vector<std::unique_ptr<LayerCache>> layers;
-  const AttentionShape local{config_.num_heads, config_.num_kv_heads, config_.head_dim, config_.local_window};
+  const AttentionShape local = config_.local_attention_shape();
   const auto options = at::TensorOptions().dtype(dtype_).device(device_);
   for (int64_t i = 0; i < config_.num_layers; ++i) {
     if (config_.is_local_layer(i)) {
@@ -304,12 +307,7 @@ at::Tensor LlamaModel::forward(const std::vector<int>& tokens, KVCache& cache, c
   const at::Tensor positions =
       at::arange(first, first + T, at::TensorOptions().dtype(at::kLong).device(device_));
   at::Tensor x = embed_.index_select(0, id_tensor);
-  if (config_.traits.scaled_embeddings) {
-    // As Hugging Face: sqrt(hidden) rounded to the activations' dtype first.
-    const at::Tensor normalizer = at::scalar_tensor(std::sqrt(static_cast<double>(config_.hidden_size)),
-                                                    at::TensorOptions().dtype(x.scalar_type()));
-    x = x * normalizer.item().toDouble();
-  }
+  if (config_.traits.scaled_embeddings) x = x * embedding_scale_;
   for (int64_t i = 0; i < config_.num_layers; ++i) {
     x = x + attention_block(i, x, positions, cache, options);
     x = x + mlp_block(i, x);

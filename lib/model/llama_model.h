@@ -66,6 +66,7 @@ class LlamaModel {
   std::shared_ptr<const Rope> rope_;
   std::shared_ptr<const Rope> rope_local_;  // local (sliding-window) layers' RoPE; null without them
   at::Tensor embed_, final_norm_, lm_head_;
+  double embedding_scale_ = 1.0;  // traits.scaled_embeddings: sqrt(hidden_size) as the activations' dtype rounds it
   std::vector<LayerWeights> layers_;
 };
 

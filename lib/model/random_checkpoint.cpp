@@ -43,8 +43,6 @@ CheckpointShape checkpoint_preset(const std::string& name) {
   fail("unknown checkpoint preset '{}' (known: llama-125m, tinyllama-1.1b, llama2-7b-1layer)", name);
 }
 
-std::vector<std::string> checkpoint_preset_names() { return {"llama-125m", "tinyllama-1.1b", "llama2-7b-1layer"}; }
-
 int64_t parameter_count(const CheckpointShape& s) {
   const int64_t q = s.num_heads * s.head_dim, kv = s.num_kv_heads * s.head_dim;
   const int64_t per_layer = s.hidden_size * (q + 2 * kv) + q * s.hidden_size + 3 * s.hidden_size * s.intermediate_size +

@@ -5,7 +5,6 @@
 
 #include <cstdint>
 #include <string>
-#include <vector>
 
 namespace kvc {
 
@@ -29,7 +28,6 @@ struct CheckpointShape {
 
 // Named shapes: llama-125m, tinyllama-1.1b, llama2-7b-1layer.
 CheckpointShape checkpoint_preset(const std::string& name);
-std::vector<std::string> checkpoint_preset_names();
 int64_t parameter_count(const CheckpointShape& shape);
 
 struct RandomCheckpointOptions {

@@ -29,11 +29,6 @@ class ClusterCache {
   // The cached cluster or nullptr; counts a lookup.
   const EntryBlock* get(int64_t uid);
   bool resident(int64_t uid) const { return items_.count(uid) != 0; }
-  // The cached cluster without counting a lookup (a second access within the same step).
-  const EntryBlock* peek(int64_t uid) const {
-    auto it = items_.find(uid);
-    return it == items_.end() ? nullptr : &it->second.block;
-  }
   void put(int64_t uid, EntryBlock block, bool updated);
   void append(int64_t uid, const float* key, const float* value, int64_t position);
   void erase(int64_t uid);

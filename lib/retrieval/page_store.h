@@ -123,6 +123,8 @@ class PageStore {
   int64_t slots(const Extent& e) const { return e.full_pages + (e.tail.empty() ? 0 : 1); }
   bool is_live(int64_t uid) const;
   int64_t slot_page(const Extent& e, int64_t slot) const;
+  // The lowest page of the cluster's full pages, which lie in one run (back clusters in reverse order).
+  int64_t run_first_page(const Extent& e) const;
   int64_t free_slots(const Pool& p) const;
   int64_t new_pool(int64_t capacity);
   void place(int64_t uid, int64_t pages_needed, int64_t partner);
@@ -149,7 +151,5 @@ class PageStore {
   int64_t pages_written_ = 0, crash_after_pages_ = -1;
   uint64_t next_version_ = 1;
 };
-
-uint32_t crc32(const void* data, size_t size, uint32_t crc = 0);
 
 }  // namespace kvc::retrieval

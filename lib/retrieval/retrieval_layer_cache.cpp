@@ -131,7 +131,7 @@ at::Tensor RetrievalLayerCache::attend_subset(const at::Tensor& q, const at::Ten
 }
 
 at::Tensor RetrievalLayerCache::attend_exact(const at::Tensor& queries, const at::Tensor& q_positions) {
-  const int64_t G = shape_.num_heads / shape_.num_kv_heads, T = queries.size(1), d = shape_.head_dim;
+  const int64_t G = shape_.group_size(), T = queries.size(1), d = shape_.head_dim;
   at::Tensor out = at::empty_like(queries);
   const at::Tensor qf = queries.to(at::kCPU, at::kFloat).contiguous();
   for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
@@ -175,7 +175,7 @@ at::Tensor RetrievalLayerCache::attend(const at::Tensor& queries, const at::Tens
     return out;
   }
   const RetrievalConfig& cfg = shared_->config;
-  const int64_t G = shape_.num_heads / shape_.num_kv_heads, d = shape_.head_dim;
+  const int64_t G = shape_.group_size(), d = shape_.head_dim;
   const at::Tensor qf = queries.to(at::kCPU, at::kFloat).contiguous();
   at::Tensor out = at::empty_like(queries);
   Prefetcher* prefetch = shared_->prefetch.get();

@@ -1,7 +1,9 @@
 #pragma once
-// OpenBLAS keeps its own thread pool beside LibTorch's OpenMP pool; when both spin on 2 cores they
-// spend most of a decode step in sched_yield. kvc gives OpenBLAS threads only for multi-row GEMMs
-// (prefill) and splits single-row products across LibTorch's threads itself.
+// OpenBLAS keeps its own thread pool beside LibTorch's OpenMP pool; when both spin on the same cores
+// they spend much of a step in sched_yield instead of computing. On the CPU, kvc therefore runs
+// OpenBLAS single-threaded and splits the work over LibTorch's threads itself: single-row products in
+// kernels/matvec.h, multi-row GEMMs in kernels/parallel_linear.h (one single-threaded GEMM per thread).
+// On a GPU the forward pass leaves OpenBLAS LibTorch's thread count.
 namespace kvc {
 
 // Sets OpenBLAS's thread count if the BLAS in use is OpenBLAS; otherwise does nothing.

@@ -20,9 +20,9 @@
 namespace kvc {
 namespace {
 
-// Pause instructions an idle OpenMP thread spins before it sleeps (~0.1 ms here): long enough to
-// bridge the serial gaps between a decode step's parallel regions, short enough to hand the core to
-// a descheduled partner thread or another process soon.
+// Pause instructions an idle OpenMP thread spins before it sleeps (a fraction of a millisecond): long
+// enough to bridge the serial gaps between a decode step's parallel regions, short enough to hand the
+// core to a descheduled partner thread or another process soon.
 constexpr char kSpinCount[] = "3000";
 
 // Set once the thread count is applied: libgomp has read its environment by then.

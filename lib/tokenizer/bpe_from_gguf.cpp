@@ -33,10 +33,6 @@ const PreName& pre_name(const std::string& pre, const std::string& path) {
 
 }  // namespace
 
-const char* gguf_pre_tokenizer_pattern(const std::string& pre, const std::string& path) {
-  return pre_name(pre, path).pattern;
-}
-
 std::unique_ptr<TokenizerBackend> load_bpe_from_gguf(const std::string& path) {
   const auto file = gguf::GgufFile::open(path);
   KVC_CHECK(file->has("tokenizer.ggml.model"), "'{}': metadata key 'tokenizer.ggml.model' is missing (no tokenizer "

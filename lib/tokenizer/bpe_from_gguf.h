@@ -12,7 +12,4 @@ namespace kvc {
 // tokenizer.ggml.pre, a SentencePiece-style "llama" vocabulary, ...).
 std::unique_ptr<TokenizerBackend> load_bpe_from_gguf(const std::string& path);
 
-// The split pattern llama.cpp uses for a tokenizer.ggml.pre name; throws naming the name if unknown.
-const char* gguf_pre_tokenizer_pattern(const std::string& pre, const std::string& path);
-
 }  // namespace kvc

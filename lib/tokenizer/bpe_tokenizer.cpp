@@ -11,8 +11,8 @@
 
 #include "tokenizer/byte_unicode.h"
 #include "tokenizer/normalizer.h"
-#include "tokenizer/utf8.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 namespace kvc {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 
 namespace kvc {
 namespace {

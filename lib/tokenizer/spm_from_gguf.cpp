@@ -6,8 +6,8 @@
 #include <queue>
 #include <unordered_map>
 
-#include "tokenizer/utf8.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 namespace kvc {
 namespace {

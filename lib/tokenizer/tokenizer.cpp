@@ -1,31 +1,29 @@
 #include "tokenizer/tokenizer.h"
 
+#include <filesystem>
+
 #include "io/gguf_reader.h"
 
 #include "tokenizer/bpe_from_gguf.h"
 #include "tokenizer/sentencepiece_backend.h"
 #include "tokenizer/spm_from_gguf.h"
 #include "tokenizer/tokenizer_json.h"
-#include "tokenizer/utf8.h"
 #include "util/error.h"
 #include "util/files.h"
+#include "util/utf8.h"
 
 namespace kvc {
 namespace {
 
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 std::unique_ptr<TokenizerBackend> load_file(const std::string& path) {
-  if (ends_with(path, ".gguf")) {
+  if (gguf::is_gguf_file(path)) {
     const auto file = gguf::GgufFile::open(path);
     KVC_CHECK(file->has("tokenizer.ggml.model"), "'{}': metadata key 'tokenizer.ggml.model' is missing (no tokenizer "
               "in this GGUF)", path);
     if (file->get_string("tokenizer.ggml.model") == "llama") return load_spm_from_gguf(*file);
     return load_bpe_from_gguf(path);
   }
-  if (ends_with(path, ".json")) return load_tokenizer_json(path);
+  if (std::filesystem::path(path).extension() == ".json") return load_tokenizer_json(path);
   return load_sentencepiece(path);
 }
 
@@ -47,6 +45,13 @@ Tokenizer Tokenizer::load(const std::string& path) {
     return Tokenizer(load_tokenizer_json(json_path));
   if (has_model) return Tokenizer(load_sentencepiece(model_path));
   fail("'{}' has no tokenizer.json or tokenizer.model; copy the model's tokenizer next to config.json", path);
+}
+
+std::vector<int> Tokenizer::encode_prompt(const std::string& text, int bos_id) const {
+  std::vector<int> ids{bos_id};
+  const std::vector<int> body = encode(text);
+  ids.insert(ids.end(), body.begin(), body.end());
+  return ids;
 }
 
 std::vector<int> Tokenizer::with_special_ids(const std::vector<int>& ids) const {

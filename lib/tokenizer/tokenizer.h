@@ -22,6 +22,9 @@ class Tokenizer {
 
   // Without BOS/EOS (see with_special_ids).
   std::vector<int> encode(const std::string& text) const { return backend_->encode(text); }
+  // `bos_id`, then the text's tokens: how every prompt and evaluation stream starts. The BOS is the
+  // model's (its config's bos_token_id), whatever the tokenizer's own rules would add.
+  std::vector<int> encode_prompt(const std::string& text, int bos_id) const;
   // The tokenizer's own BOS/EOS rules around `ids` (Hugging Face's add_special_tokens=True).
   std::vector<int> with_special_ids(const std::vector<int>& ids) const;
   std::string decode(const std::vector<int>& ids) const { return backend_->decode(ids); }

@@ -18,8 +18,8 @@
 #include "support/paths.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
 #include "util/error.h"
+#include "util/utf8.h"
 #include "support/expect_error.h"
 
 namespace fs = std::filesystem;

@@ -156,9 +156,7 @@ TEST(Harness, PromptTruncationRefusesOrCutsTheMiddleOfTheContext) {
   EXPECT_GT(p.dropped, 0);
   EXPECT_EQ(p.context.front(), m.model->config().bos_token_id);
   EXPECT_EQ(p.question, m.tokenizer.encode(question));  // the question survives whole
-  std::vector<int> full{m.model->config().bos_token_id};
-  const auto body = m.tokenizer.encode(context);
-  full.insert(full.end(), body.begin(), body.end());
+  const std::vector<int> full = m.tokenizer.encode_prompt(context, m.model->config().bos_token_id);
   EXPECT_EQ(p.context.back(), full.back());  // the tail of the context is kept
 }
 

@@ -18,6 +18,7 @@
 #include "press/press.h"
 #include "press/press_observer.h"
 #include "generation/generation.h"
+#include "support/head_positions.h"
 #include "support/paths.h"
 #include "support/run_command.h"
 #include "tokenizer/tokenizer.h"
@@ -47,10 +48,8 @@ const LlamaModel& exact_model() {
 std::vector<int> prompt(int64_t n) {
   static const std::vector<int> ids = [] {
     const Tokenizer tok = Tokenizer::load(test::model_dir("stories260K") + "/tokenizer.model");
-    std::vector<int> out{model().config().bos_token_id};
-    const auto body = tok.encode(test::slurp(test::data_file("tinystories/tinystories_excerpt_30k.txt")).substr(0, 6000));
-    out.insert(out.end(), body.begin(), body.end());
-    return out;
+    return tok.encode_prompt(test::slurp(test::data_file("tinystories/tinystories_excerpt_30k.txt")).substr(0, 6000),
+                             model().config().bos_token_id);
   }();
   return std::vector<int>(ids.begin(), ids.begin() + n);
 }
@@ -71,16 +70,7 @@ CacheSetup setup_for(const std::string& press, double ratio, int64_t budget = 0,
   return build_cache_setup(spec, m);
 }
 
-// Per-head positions of a layer, whatever its layout.
-std::vector<at::Tensor> head_positions(const LayerCache& layer) {
-  std::vector<at::Tensor> out;
-  if (const auto* d = dynamic_cast<const DenseLayerCache*>(&layer)) {
-    for (int64_t h = 0; h < d->positions().size(0); ++h) out.push_back(d->positions()[h].clone());
-  } else if (const auto* r = dynamic_cast<const RaggedLayerCache*>(&layer)) {
-    for (int64_t h = 0; h + 1 < r->indptr().numel(); ++h) out.push_back(r->head_positions(h).clone());
-  }
-  return out;
-}
+using test::head_positions;
 
 at::Tensor head_keys(const LayerCache& layer, int64_t h) {
   if (const auto* d = dynamic_cast<const DenseLayerCache*>(&layer)) return d->keys()[h];
@@ -365,7 +355,7 @@ TEST(RaggedCache, AttentionMatchesDenseAndStats) {
   for (int64_t h = 0; h < c.num_kv_heads; ++h) keep.push_back(at::arange(0, 20, h + 1, at::kLong));
   ragged.retain_ragged(keep);
   const at::Tensor out = ragged.attend(q, qp, {}, nullptr);
-  const int64_t g = c.num_heads / c.num_kv_heads;
+  const int64_t g = c.group_size();
   for (int64_t qh = 0; qh < c.num_heads; ++qh) {
     const int64_t h = qh / g;
     const at::Tensor kh = dense.keys()[h].index_select(0, keep[static_cast<size_t>(h)]);
@@ -760,8 +750,8 @@ TEST(CompressionKeptDump, PositionsAndMergesRoundTrip) {
 }
 
 // Query-agnostic protocol: the budget is set on the context; the question fed after it must be kept
-// whole, without evicting context for it. Bounded presses used to hold the question's forward pass to
-// the context's budget, so the question pushed context (or, for TOVA and D2O, itself) out.
+// whole, without evicting context for it: a bounded press that held the question's forward pass to the
+// context's budget would let the question push context (or, for TOVA and D2O, itself) out.
 TEST(BoundedDecoding, QuestionFedAfterTheContextIsKeptWhole) {
   const auto& c = model().config();
   const int64_t q = 12, budget = kPrompt / 2;

@@ -17,6 +17,7 @@
 #include "io/safetensors.h"
 #include "model/llama_model.h"
 #include "model/tensor_bridge.h"
+#include "support/head_positions.h"
 #include "support/paths.h"
 
 namespace kvc {
@@ -29,15 +30,7 @@ const LlamaModel& model(const std::string& name) {
   return *m;
 }
 
-std::vector<at::Tensor> head_positions(const LayerCache& layer) {
-  std::vector<at::Tensor> out;
-  if (const auto* d = dynamic_cast<const DenseLayerCache*>(&layer)) {
-    for (int64_t h = 0; h < d->positions().size(0); ++h) out.push_back(d->positions()[h].clone());
-  } else if (const auto* r = dynamic_cast<const RaggedLayerCache*>(&layer)) {
-    for (int64_t h = 0; h + 1 < r->indptr().numel(); ++h) out.push_back(r->head_positions(h).clone());
-  }
-  return out;
-}
+using test::head_positions;
 
 std::set<int64_t> as_set(const at::Tensor& t) {
   const at::Tensor c = t.to(at::kLong).contiguous();

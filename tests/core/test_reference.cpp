@@ -104,9 +104,8 @@ TEST_P(ReferenceTest, PerplexityMatchesReference) {
   const std::map<std::string, std::string> files = {{"tinystories_excerpt_30k.txt", "tinystories"},
                                                     {"wiki.test.raw", "wikitext2"}};
   for (const auto& [name, expected] : ref.json["perplexity"].items()) {
-    std::vector<int> ids{model->config().bos_token_id};
-    const auto body = tokenizer.encode(test::slurp(test::data_file(files.at(name) + "/" + name)));
-    ids.insert(ids.end(), body.begin(), body.end());
+    const std::string text = test::slurp(test::data_file(files.at(name) + "/" + name));
+    const std::vector<int> ids = tokenizer.encode_prompt(text, model->config().bos_token_id);
     WindowPlan plan;
     plan.window = expected["window"].get<int64_t>();
     plan.max_windows = expected["max_windows"].is_null() ? 0 : expected["max_windows"].get<int64_t>();

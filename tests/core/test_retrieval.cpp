@@ -83,7 +83,8 @@ INSTANTIATE_TEST_SUITE_P(Strategies, AllRetrieved,
 TEST(Retrieval, OneClusterMatchesBruteForce) {
   at::manual_seed(1);
   const auto& f = fixture();
-  const int64_t H = f.shape.num_heads, KV = f.shape.num_kv_heads, d = f.shape.head_dim, G = H / KV, T = 48;
+  const int64_t H = f.shape.num_heads, KV = f.shape.num_kv_heads, d = f.shape.head_dim, T = 48;
+  const int64_t G = f.shape.group_size();
   auto shared = make_shared("static:topk=1,sinks=0,recent=0,cache_kb=0");
   RetrievalLayerCache layer(f.shape, f.model->rope(), shared, 0);
   const at::Tensor k = at::randn({KV, T, d}) * 2, v = at::randn({KV, T, d});

@@ -21,7 +21,7 @@ struct Side {
 
 Side make_side(const LlamaModel& model, const std::string& spec) {
   const ModelConfig& mc = model.config();
-  const AttentionShape shape{mc.num_heads, mc.num_kv_heads, mc.head_dim, mc.sliding_window};
+  const AttentionShape shape = mc.attention_shape();
   Side s;
   s.shared = make_retrieval_shared(RetrievalConfig::parse(spec), mc.head_dim,
                                    test::make_temp_dir("kvc-prefetch") + "/store.kvs", true);

@@ -3,8 +3,8 @@
 
 namespace kvc::test {
 
-// The tests' models, references and texts live in the repository (data/); ../shared is an optional
-// extra that only a few tests use when it is present (they skip otherwise).
+// The tests' models, references and texts live in the repository (data/); KVC_SHARED_DIR (a CMake
+// option) names an optional folder of larger data that only a few tests use (they skip without it).
 inline std::string repo_data_dir() { return std::string(KVC_SOURCE_DIR) + "/data"; }
 inline std::string model_dir(const std::string& name) { return repo_data_dir() + "/models/" + name; }
 inline std::string reference_dir(const std::string& name) { return repo_data_dir() + "/reference/" + name; }

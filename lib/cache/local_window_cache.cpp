@@ -1,4 +1,4 @@
-#include "model/local_window_cache.h"
+#include "cache/local_window_cache.h"
 
 #include "util/error.h"
 

@@ -1,4 +1,4 @@
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 
 namespace kvc {
 namespace {
@@ -115,6 +115,30 @@ uint32_t utf8_decode(std::string_view text, size_t pos, size_t length) {
     case 3: return ((byte(0) & 0x0F) << 12) | ((byte(1) & 0x3F) << 6) | (byte(2) & 0x3F);
     default: return ((byte(0) & 0x07) << 18) | ((byte(1) & 0x3F) << 12) | ((byte(2) & 0x3F) << 6) | (byte(3) & 0x3F);
   }
+}
+
+std::u32string decode_utf8(const std::string& text) {
+  std::u32string out;
+  out.reserve(text.size());
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t length = utf8_sequence_length(text, pos);
+    if (length == 0) {
+      out.push_back(0xFFFD);
+      ++pos;
+    } else {
+      out.push_back(utf8_decode(text, pos, length));
+      pos += length;
+    }
+  }
+  return out;
+}
+
+std::string encode_utf8(const std::u32string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char32_t c : text) utf8_append(out, c);
+  return out;
 }
 
 }  // namespace kvc

@@ -1,5 +1,6 @@
 #pragma once
-// Small UTF-8 helpers: validation, the replacement the reference libraries apply, code point walking.
+// UTF-8 helpers shared by the tokenizers and the metrics: validation, the replacement the reference
+// libraries apply, code point walking, and whole-string conversion to and from code points.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -20,5 +21,11 @@ std::string utf8_lossy(std::string_view text);
 size_t utf8_incomplete_tail(std::string_view text);
 // Decodes the code point of the well-formed sequence at `text[pos]` of length `length`.
 uint32_t utf8_decode(std::string_view text, size_t pos, size_t length);
+
+// Whole strings as code points. Metrics compare characters the way Python's str does (LongBench and
+// RULER are Python), so "é" counts as one character in an edit distance, not two bytes. Each byte that
+// is not part of well-formed UTF-8 becomes U+FFFD, so scoring never throws on model output.
+std::u32string decode_utf8(const std::string& text);
+std::string encode_utf8(const std::u32string& text);
 
 }  // namespace kvc
