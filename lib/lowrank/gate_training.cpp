@@ -70,6 +70,7 @@ class SoftMaskLayerCache : public LayerCache {
     return at::full({shape_.num_kv_heads}, n, at::TensorOptions().dtype(at::kLong));
   }
   CacheFootprint footprint() const override { return {}; }
+  std::string layout() const override { return "gate-training"; }
 
  private:
   torch::Tensor project(const torch::Tensor& x, const GateParams& g, const torch::Tensor& inv) {
