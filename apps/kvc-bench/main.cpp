@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "bench/hardware_limits.h"
-#include "cache/dense_layer_cache.h"
+#include "cache/kv_cache.h"
 #include "flag_vocabulary.h"
 #include "model_options.h"
 #include "tool_main.h"
@@ -123,7 +123,7 @@ Examples:
       const std::vector<int> prompt = random_tokens(n, c.vocab_size, static_cast<uint64_t>(n));
       kvc::KVCache cache = model->new_cache();
       // As kvc-generate does: room for the prompt and every decode step, so the cache never grows.
-      kvc::reserve_dense_layers(cache, n + decode_tokens * decode_repeats);
+      cache.reserve(n + decode_tokens * decode_repeats);
       kvc::ForwardOptions last_only;
       last_only.all_logits = false;
       auto t0 = std::chrono::steady_clock::now();

@@ -11,10 +11,7 @@ std::vector<int> tokenize_file(const cli::ModelOptions& model_options, const Lla
                                const std::string& path) {
   const std::string text = read_text_file(path);
   const Tokenizer tokenizer = model_options.load_tokenizer();
-  std::vector<int> ids{model.config().bos_token_id};
-  const std::vector<int> body = tokenizer.encode(text);
-  ids.insert(ids.end(), body.begin(), body.end());
-  return ids;
+  return tokenizer.encode_prompt(text, model.config().bos_token_id);
 }
 
 nlohmann::json run_metadata(const cli::ModelOptions& model_options, const LlamaModel& model,

@@ -2,6 +2,7 @@
 
 #include <torch/version.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -15,6 +16,40 @@ namespace {
 constexpr int64_t kMaxScoreElements = int64_t{16} << 20;
 
 }  // namespace
+
+at::Tensor attention_mask(const at::Tensor& q_positions, const at::Tensor& key_positions, int64_t sliding_window) {
+  const at::Tensor qp = q_positions.view({1, -1, 1});
+  const at::Tensor kp = key_positions.unsqueeze(1);
+  at::Tensor masked = kp > qp;  // [n, tb, S]
+  if (sliding_window > 0) masked.logical_or_(kp <= qp - sliding_window);
+  return masked.unsqueeze(1);
+}
+
+ProbeCollector::ProbeCollector(const AttentionProbe& probe, AttentionStats* stats, int64_t num_heads,
+                               int64_t num_queries, int64_t num_entries, const at::TensorOptions& options)
+    : probe_(probe),
+      stats_(stats),
+      active_(stats != nullptr && probe.any()),
+      num_heads_(num_heads),
+      num_queries_(num_queries),
+      num_entries_(num_entries),
+      window_(active_ ? std::min(probe.window, num_queries) : 0) {
+  if (!active_) return;
+  if (probe_.column_sums) stats_->column_sums = at::zeros({num_heads_, num_entries_}, options.dtype(at::kFloat));
+  if (window_ > 0) stats_->window_probs = at::empty({num_heads_, window_, num_entries_}, options.dtype(at::kFloat));
+}
+
+void ProbeCollector::add(const at::Tensor& probs, int64_t t0) {
+  if (!active_) return;
+  const int64_t tb = probs.size(2), H = num_heads_, S = num_entries_, T = num_queries_;
+  if (probe_.column_sums) stats_->column_sums.add_(probs.sum(2).view({H, S}).to(at::kFloat));
+  // Queries t0..t0+tb-1 overlapping the last `window` queries T-window..T-1.
+  const int64_t w0 = std::max(t0, T - window_), w1 = t0 + tb;
+  if (window_ > 0 && w0 < w1) {
+    stats_->window_probs.narrow(1, w0 - (T - window_), w1 - w0)
+        .copy_(probs.narrow(2, w0 - t0, w1 - w0).reshape({H, w1 - w0, S}));
+  }
+}
 
 at::Tensor grouped_attention(const AttentionShape& shape, const at::Tensor& queries, const at::Tensor& q_positions,
                              const at::Tensor& keys, const at::Tensor& values, const at::Tensor& key_positions,
@@ -62,12 +97,8 @@ at::Tensor grouped_attention(const AttentionShape& shape, const at::Tensor& quer
                           (S > 0 && (!k_pos.device().is_cpu() ||
                                      k_pos.max().item<int64_t>() > q_pos.min().item<int64_t>()));
 
-  const bool want_stats = stats != nullptr && probe.any();
-  const int64_t window = want_stats ? std::min(probe.window, T) : 0;
-  if (want_stats) {
-    if (probe.column_sums) stats->column_sums = at::zeros({H, S}, queries.options().dtype(at::kFloat));
-    if (window > 0) stats->window_probs = at::empty({H, window, S}, queries.options().dtype(at::kFloat));
-  }
+  ProbeCollector collector(probe, stats, H, T, S, queries.options());
+  const bool want_stats = collector.active();
 
   // Causal prefill over entries stored in position order: a query block sees only a prefix of the
   // entries, so later ones are skipped instead of computed and masked (half the work at long context).
@@ -82,22 +113,11 @@ at::Tensor grouped_attention(const AttentionShape& shape, const at::Tensor& quer
     const at::Tensor q_block = q_grouped.narrow(2, t0, tb).reshape({KV, G * tb, d});
     at::Tensor scores = at::bmm(q_block, keys_t.narrow(2, 0, visible)).mul_(scale).view({KV, G, tb, visible});
     if (needs_mask) {
-      const at::Tensor qp = q_pos.narrow(0, t0, tb).view({1, tb, 1});
-      const at::Tensor kp = k_pos.narrow(1, 0, visible).unsqueeze(1);
-      at::Tensor masked = kp > qp;  // [KV, tb, visible]
-      if (shape.sliding_window > 0) masked.logical_or_(kp <= qp - shape.sliding_window);
-      scores.masked_fill_(masked.unsqueeze(1), -std::numeric_limits<float>::infinity());
+      scores.masked_fill_(attention_mask(q_pos.narrow(0, t0, tb), k_pos.narrow(1, 0, visible), shape.sliding_window),
+                          -std::numeric_limits<float>::infinity());
     }
     const at::Tensor probs = at::softmax(scores, -1, scores.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
-    if (want_stats) {
-      if (probe.column_sums) stats->column_sums.add_(probs.sum(2).view({H, S}).to(at::kFloat));
-      // Queries t0..t0+tb-1 overlapping the last `window` queries T-window..T-1.
-      const int64_t w0 = std::max(t0, T - window), w1 = t0 + tb;
-      if (window > 0 && w0 < w1) {
-        stats->window_probs.narrow(1, w0 - (T - window), w1 - w0)
-            .copy_(probs.narrow(2, w0 - t0, w1 - w0).reshape({H, w1 - w0, S}));
-      }
-    }
+    collector.add(probs, t0);
     const at::Tensor p = probs.scalar_type() == values.scalar_type() ? probs : probs.to(values.scalar_type());
     out.narrow(2, t0, tb).copy_(
         at::bmm(p.view({KV, G * tb, visible}), values.narrow(1, 0, visible)).view({KV, G, tb, d}));

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "cache/kv_cache.h"
+#include "cache/ragged_layer_cache.h"
 #include "util/error.h"
 
 namespace kvc {
@@ -72,9 +72,13 @@ void DenseLayerCache::retain(const at::Tensor& indices) {
   assign(keys().gather(1, idx3), values().gather(1, idx3), positions().gather(1, idx));
 }
 
-void DenseLayerCache::evict_one(const at::Tensor& slots) {
+at::Tensor DenseLayerCache::evict_one(const at::Tensor& slots) {
   const int64_t KV = shape_.num_kv_heads, d = shape_.head_dim, last = length_ - 1;
   KVC_CHECK(slots.dim() == 1 && slots.size(0) == KV && length_ > 0, "evict_one: expected {} slots", KV);
+  // The new storage order: every slot keeps its entry but the freed one, which now holds the last.
+  at::Tensor order = at::arange(last, slots.options()).unsqueeze(0).repeat({KV, 1});
+  const at::Tensor freed = slots.clamp_max(last - 1);
+  order.scatter_(1, freed.unsqueeze(1), at::where(slots < last, at::full_like(slots, last), freed).unsqueeze(1));
   if (!keys_.device().is_cpu()) {
     // On a GPU the slots stay there (reading them back would wait for the GPU every step): each head's
     // last entry is scattered into its slot, a copy onto itself where the slot is the last one.
@@ -84,7 +88,7 @@ void DenseLayerCache::evict_one(const at::Tensor& slots) {
     values_.scatter_(1, to3, values_.narrow(1, last, 1).clone());
     positions_.scatter_(1, to, positions_.narrow(1, last, 1).clone());
     length_ = last;
-    return;
+    return order;
   }
   const at::Tensor s = slots.to(at::kCPU, at::kLong).contiguous();
   const int64_t* slot = s.data_ptr<int64_t>();
@@ -112,6 +116,7 @@ void DenseLayerCache::evict_one(const at::Tensor& slots) {
     }
   }
   length_ = last;
+  return order;
 }
 
 void DenseLayerCache::assign(const at::Tensor& rotated_keys, const at::Tensor& values, const at::Tensor& positions) {
@@ -122,10 +127,20 @@ void DenseLayerCache::assign(const at::Tensor& rotated_keys, const at::Tensor& v
   length_ = capacity_ = keys_.size(1);
 }
 
-void reserve_dense_layers(KVCache& cache, int64_t entries) {
-  for (int64_t l = 0; l < cache.num_layers(); ++l) {
-    if (auto* dense = dynamic_cast<DenseLayerCache*>(&cache.layer(l))) dense->reserve(entries);
+std::unique_ptr<LayerCache> DenseLayerCache::retain_per_head(const std::vector<at::Tensor>& per_head) {
+  KVC_CHECK(static_cast<int64_t>(per_head.size()) == shape_.num_kv_heads, "retain: expected {} heads",
+            shape_.num_kv_heads);
+  // Only what is kept is copied into the per-head layout.
+  std::vector<at::Tensor> k, v, p;
+  for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
+    const at::Tensor i = per_head[static_cast<size_t>(h)].to(keys_.device());
+    k.push_back(keys()[h].index_select(0, i));
+    v.push_back(values()[h].index_select(0, i));
+    p.push_back(positions()[h].index_select(0, i));
   }
+  auto ragged = std::make_unique<RaggedLayerCache>(shape_, rope_, options_);
+  ragged->assign(k, v, p);
+  return ragged;
 }
 
 }  // namespace kvc

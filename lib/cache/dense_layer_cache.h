@@ -19,6 +19,7 @@ class DenseLayerCache : public LayerCache {
                     AttentionStats* stats) override;
   at::Tensor lengths() const override;
   CacheFootprint footprint() const override;
+  std::string layout() const override { return "dense"; }
 
   int64_t size() const { return length_; }
   // Views of the live entries: keys (rotated) and values [n_kv, size, d], positions [n_kv, size].
@@ -32,10 +33,17 @@ class DenseLayerCache : public LayerCache {
   // Evicts one entry per KV head in place: slots [n_kv] int64, one slot per head; the last entry moves
   // into the freed slot (positions travel with it), so nothing else is copied. What a bounded cache
   // does on every decode step.
-  void evict_one(const at::Tensor& slots);
+  at::Tensor evict_one(const at::Tensor& slots) override;
   // Replaces the whole content with exactly sized buffers: keys rotated, [n_kv, n, d]; positions [n_kv, n].
   void assign(const at::Tensor& rotated_keys, const at::Tensor& values, const at::Tensor& positions);
-  void reserve(int64_t capacity);
+  void reserve(int64_t capacity) override;
+
+  // Heads keep different lengths by moving into the per-head (ragged) layout.
+  bool supports_per_head_lengths() const override { return true; }
+  std::unique_ptr<LayerCache> retain_per_head(const std::vector<at::Tensor>& per_head) override;
+  bool supports_merge() const override { return true; }
+  Rows merge_rows() override { return {keys(), values()}; }
+  at::Tensor entry_positions(int64_t head) const override { return positions()[head]; }
 
  private:
   AttentionShape shape_;
@@ -44,10 +52,5 @@ class DenseLayerCache : public LayerCache {
   at::Tensor keys_, values_, positions_;
   int64_t length_ = 0, capacity_ = 0;
 };
-
-class KVCache;
-// Reserves room for `entries` per KV head in every dense layer of `cache` (other layouts are left
-// alone): an uncompressed cache that will hold prompt + new tokens never grows while decoding.
-void reserve_dense_layers(KVCache& cache, int64_t entries);
 
 }  // namespace kvc

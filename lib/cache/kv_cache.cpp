@@ -2,6 +2,14 @@
 
 namespace kvc {
 
+void KVCache::retain_per_head(int64_t i, const std::vector<at::Tensor>& per_head) {
+  if (auto replacement = layer(i).retain_per_head(per_head)) replace_layer(i, std::move(replacement));
+}
+
+void KVCache::reserve(int64_t entries) {
+  for (auto& layer : layers_) layer->reserve(entries);
+}
+
 CacheFootprint KVCache::footprint() const {
   CacheFootprint total;
   for (const auto& layer : layers_) total += layer->footprint();

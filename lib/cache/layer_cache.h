@@ -9,6 +9,9 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
 
 namespace kvc {
 
@@ -58,6 +61,35 @@ class LayerCache {
   // Number of entries held by each KV head: [n_kv_heads] int64.
   virtual at::Tensor lengths() const = 0;
   virtual CacheFootprint footprint() const = 0;
+
+  // The storage scheme's name, for errors ("dense", "low-rank", ...).
+  virtual std::string layout() const = 0;
+
+  // Capabilities compression methods rely on; setup checks them so impossible combinations fail early.
+  // Room for `entries` per KV head, so appends up to that size never reallocate (no-op where storage
+  // does not grow in place).
+  virtual void reserve(int64_t entries) {}
+  // Heads may keep different numbers of entries (retain_per_head works).
+  virtual bool supports_per_head_lengths() const { return false; }
+  // Keys and values are per-head rows that can be rewritten in place (merge_rows works).
+  virtual bool supports_merge() const { return false; }
+
+  // Keeps, for KV head h, the entries at per_head[h] (indices within that head's entries, storage
+  // order); heads may keep different numbers. Returns null when done in place, or the layer in a
+  // per-head layout to take this one's place (KVCache::retain_per_head swaps it in).
+  virtual std::unique_ptr<LayerCache> retain_per_head(const std::vector<at::Tensor>& per_head);
+  // Drops the entry at slots[h] ([n_kv_heads] int64) of every KV head; returns the new storage order
+  // [n_kv_heads, n - 1] (old index per slot). The default retains the others in order; a layout that
+  // can move its last entry into the freed slot does that instead.
+  virtual at::Tensor evict_one(const at::Tensor& slots);
+  // Writable views of the rotated keys and values [n_kv_heads, n, d], for methods that fold evicted
+  // entries into kept ones (D2O).
+  struct Rows {
+    at::Tensor keys, values;
+  };
+  virtual Rows merge_rows();
+  // Token positions [n] int64 of KV head h's entries, in storage order.
+  virtual at::Tensor entry_positions(int64_t head) const;
 };
 
 }  // namespace kvc

@@ -30,6 +30,13 @@ class RaggedLayerCache : public LayerCache {
   void retain_ragged(const std::vector<at::Tensor>& per_head);
   at::Tensor lengths() const override;
   CacheFootprint footprint() const override;
+  std::string layout() const override { return "ragged"; }
+  bool supports_per_head_lengths() const override { return true; }
+  std::unique_ptr<LayerCache> retain_per_head(const std::vector<at::Tensor>& per_head) override {
+    retain_ragged(per_head);
+    return nullptr;
+  }
+  at::Tensor entry_positions(int64_t head) const override { return head_positions(head); }
 
   const at::Tensor& indptr() const { return indptr_; }
   at::Tensor head_keys(int64_t h) const { return keys_.narrow(0, offset(h), length(h)); }

@@ -42,6 +42,23 @@ void check_flag_combination(const CompressionSpec& spec) {
             "--retrieval-store {} needs --retrieval STRATEGY (e.g. --retrieval adaptive)", spec.retrieval_store);
 }
 
+namespace {
+
+// The press's needs against a layer of the cache `cache_flag` asked for.
+void check_layout(const CacheSetup& setup, const std::string& press, const std::string& cache_flag) {
+  const std::unique_ptr<LayerCache> layer = setup.factory(0);
+  KVC_CHECK(!setup.needs.merge || layer->supports_merge(),
+            "--press {} merges evicted entries into kept ones and needs the dense cache; it cannot be combined with {} "
+            "(the {} cache)",
+            press, cache_flag, layer->layout());
+  KVC_CHECK(!setup.needs.per_head_lengths || layer->supports_per_head_lengths(),
+            "--press {} keeps a different number of entries per KV head, which the {} cache cannot; it cannot be "
+            "combined with {}",
+            press, layer->layout(), cache_flag);
+}
+
+}  // namespace
+
 CacheSetup build_cache_setup(const CompressionSpec& spec, const LlamaModel& model) {
   KVC_CHECK(spec.ratio >= 0 && spec.ratio < 1, "--ratio must be in [0, 1), got {}", spec.ratio);
   KVC_CHECK(spec.budget >= 0, "--budget must be >= 0, got {}", spec.budget);
@@ -59,6 +76,7 @@ CacheSetup build_cache_setup(const CompressionSpec& spec, const LlamaModel& mode
   // Low-rank storage composes with eviction: the press keeps its observer and calls retain() on it.
   if (!spec.lowrank_file.empty()) {
     setup.factory = lowrank::make_lowrank_factory(lowrank::parse_lowrank_spec(spec.lowrank_file, spec.rank), model);
+    check_layout(setup, params.name, "--lowrank");
   } else {
     KVC_CHECK(spec.rank == 0, "--rank needs --lowrank bases.safetensors (from kvc-calibrate)");
   }

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "cache/dense_layer_cache.h"
+#include "cache/kv_cache.h"
 
 #include "util/clock.h"
 #include "util/error.h"
@@ -34,7 +34,7 @@ GenerationResult generate(const LlamaModel& model, KVCache& cache, const Generat
   // it while decoding, where a larger allocation and a copy of the whole cache would land in one step.
   // Compression methods manage their own capacity.
   if (observer == nullptr) {
-    reserve_dense_layers(cache, std::min<int64_t>(prompt_len + request.max_new_tokens, c.max_position_embeddings));
+    cache.reserve(std::min<int64_t>(prompt_len + request.max_new_tokens, c.max_position_embeddings));
   }
   const auto prefill_start = std::chrono::steady_clock::now();
   at::Tensor logits = model.forward(request.prompt, cache, options);

@@ -3,7 +3,6 @@
 #include <chrono>
 #include <cstdio>
 
-#include "press/press_observer.h"
 #include "util/error.h"
 
 namespace kvc {
@@ -85,7 +84,7 @@ SampleOutput run_sample(const LlamaModel& model, const Tokenizer& tokenizer, con
   } else {
     model.forward(prompt.context, cache, options);  // compression acts here
     // The budget is the context's: a bounded press must not evict (context or question) for the question.
-    if (auto* press = dynamic_cast<PressObserver*>(observer.get())) press->hold_next_pass();
+    if (observer) observer->hold_next_pass();
     logits = model.forward(prompt.question, cache, options);
   }
   SampleOutput out;

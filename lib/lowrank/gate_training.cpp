@@ -56,9 +56,8 @@ class SoftMaskLayerCache : public LayerCache {
     const torch::Tensor K = torch::cat(keys_, 1), V = torch::cat(values_, 1), kp = torch::cat(positions_);
     const int64_t S = K.size(1);
     torch::Tensor scores = torch::matmul(queries.reshape({KV, G * T, d}), K.transpose(1, 2)) / std::sqrt(double(d));
-    torch::Tensor masked = kp.view({1, S}) > q_positions.view({T, 1});
-    if (shape_.sliding_window > 0) masked = masked.logical_or(kp.view({1, S}) <= q_positions.view({T, 1}) - shape_.sliding_window);
-    scores = scores.view({KV, G, T, S}).masked_fill(masked.view({1, 1, T, S}), -INFINITY);
+    const torch::Tensor masked = attention_mask(q_positions, kp.view({1, S}), shape_.sliding_window);
+    scores = scores.view({KV, G, T, S}).masked_fill(masked, -INFINITY);
     const torch::Tensor probs = torch::softmax(scores, -1).view({KV, G * T, S});
     return torch::matmul(probs, V).view({H, T, d});
   }
@@ -70,6 +69,7 @@ class SoftMaskLayerCache : public LayerCache {
     return at::full({shape_.num_kv_heads}, n, at::TensorOptions().dtype(at::kLong));
   }
   CacheFootprint footprint() const override { return {}; }
+  std::string layout() const override { return "gate-training"; }
 
  private:
   torch::Tensor project(const torch::Tensor& x, const GateParams& g, const torch::Tensor& inv) {

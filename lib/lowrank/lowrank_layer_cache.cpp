@@ -164,12 +164,7 @@ at::Tensor LowRankLayerCache::attend(const at::Tensor& queries, const at::Tensor
   const at::Tensor q_grouped = queries.to(options_.dtype()).view({KV, G, T, d});
   const at::Tensor q_pos = q_positions.to(positions_.device());
   const at::Tensor k_pos = positions();
-  const bool want_stats = stats != nullptr && probe.any();
-  const int64_t window = want_stats ? std::min(probe.window, T) : 0;
-  if (want_stats) {
-    if (probe.column_sums) stats->column_sums = at::zeros({H, S}, options_.dtype(at::kFloat));
-    if (window > 0) stats->window_probs = at::empty({H, window, S}, options_.dtype(at::kFloat));
-  }
+  ProbeCollector collector(probe, stats, H, T, S, options_);
   // Per KV head g, the slice of U_v^{-1} that maps the shared latent to that head's value.
   const at::Tensor uinv_v = value_proj_->U_inv.view({dkv, KV, d}).permute({1, 0, 2});  // [KV, dkv, d]
   const int64_t rv_all = value_.max_rank();
@@ -194,22 +189,13 @@ at::Tensor LowRankLayerCache::attend(const at::Tensor& queries, const at::Tensor
     std::vector<at::Tensor> parts;
     for (int64_t b = 0; b < n_blocks; ++b) parts.push_back(at::bmm(q_block, key_block(b).transpose(1, 2)));
     at::Tensor scores = (parts.size() == 1 ? parts[0] : at::cat(parts, 2)).mul_(scale).view({KV, G, tb, S});
-    const at::Tensor qp = q_pos.narrow(0, t0, tb).view({tb, 1});
     // Decoding past every cached entry without a window needs no mask (as in grouped_attention).
     if (T > 1 || shape_.sliding_window > 0 || !q_pos.device().is_cpu() || max_position_ > q_pos.min().item<int64_t>()) {
-      at::Tensor masked = k_pos.unsqueeze(0) > qp;  // [tb, S]
-      if (shape_.sliding_window > 0) masked.logical_or_(k_pos.unsqueeze(0) <= qp - shape_.sliding_window);
-      scores.masked_fill_(masked.view({1, 1, tb, S}), -std::numeric_limits<double>::infinity());
+      scores.masked_fill_(attention_mask(q_pos.narrow(0, t0, tb), k_pos.unsqueeze(0), shape_.sliding_window),
+                          -std::numeric_limits<double>::infinity());
     }
     const at::Tensor probs = at::softmax(scores, -1);
-    if (want_stats) {
-      if (probe.column_sums) stats->column_sums.add_(probs.sum(2).view({H, S}).to(at::kFloat));
-      const int64_t w0 = std::max(t0, T - window), w1 = t0 + tb;
-      if (window > 0 && w0 < w1) {
-        stats->window_probs.narrow(1, w0 - (T - window), w1 - w0)
-            .copy_(probs.narrow(2, w0 - t0, w1 - w0).reshape({H, w1 - w0, S}).to(at::kFloat));
-      }
-    }
+    collector.add(probs, t0);
     // Values: Σ_t a_t x̂_t in the spectral space (only the leading rv_all dims can be non-zero) ...
     const at::Tensor p = probs.view({KV, G * tb, S});
     at::Tensor z = at::zeros({KV, G * tb, rv_all}, options_);

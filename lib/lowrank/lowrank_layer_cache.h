@@ -38,6 +38,7 @@ class LowRankLayerCache : public LayerCache {
   void retain(const at::Tensor& indices) override;
   at::Tensor lengths() const override;
   CacheFootprint footprint() const override;
+  std::string layout() const override { return "low-rank"; }
 
   int64_t size() const { return length_; }
   // Kept coefficients per token [size] int64, and their mean share of d_kv over K and V.

@@ -12,6 +12,13 @@
 
 namespace kvc {
 
+// What an observer needs the cache layout to support (LayerCache capabilities); build_cache_setup
+// checks it against the layers the factory makes, so an impossible combination fails before any run.
+struct LayoutNeeds {
+  bool per_head_lengths = false;  // heads keep different numbers of entries
+  bool merge = false;             // evicted entries are folded into kept ones
+};
+
 struct CacheSetup {
   std::string name = "none";
   LayerCacheFactory factory;  // empty: the model's dense cache
@@ -21,6 +28,7 @@ struct CacheSetup {
   std::function<std::unique_ptr<ForwardObserver>()> make_observer;  // empty: no observer; one per sequence
   bool bounded = false;  // RAM stays within a fixed size while decoding (eviction, or a cache on storage)
   std::function<std::string()> report;  // one line about the last cache (e.g. storage reads); may be empty
+  LayoutNeeds needs;
 
   KVCache new_cache(const LlamaModel& model) const {
     if (fresh_factory) return model.new_cache(fresh_factory());

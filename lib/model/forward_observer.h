@@ -17,11 +17,19 @@ struct LayerStep {
   AttentionStats stats;  // what probe() asked for
 };
 
+class KeptRecorder;
+
 class ForwardObserver {
  public:
   virtual ~ForwardObserver() = default;
   virtual AttentionProbe probe(int64_t layer) const { return {}; }
   virtual void after_attention(const LayerStep& step, KVCache& cache) = 0;
+
+  // The next forward pass continues the prompt (a question fed after the compressed context): an
+  // observer that bounds the cache keeps that pass whole instead of evicting for it.
+  virtual void hold_next_pass() {}
+  // What records the entries a compression keeps (--dump-kept); null for observers that keep everything.
+  virtual KeptRecorder* kept_recorder() { return nullptr; }
 };
 
 struct ForwardOptions {

@@ -1,17 +1,20 @@
 // D2O (Wan et al. 2024), discriminative operations at two levels:
 //  - layers (Eq. 4–5): the variance of each query head's cumulative-attention sequence (column sums
 //    of the prompt's attention), averaged over the layer's heads, sets the layer's budget through the
-//    inverse-variance softmax α_l = exp(1/σ²_l) / Σ_j exp(1/σ²_j) (PressObserver::finish_prefill);
+//    inverse-variance softmax α_l = exp(1/σ²_l) / Σ_j exp(1/σ²_j) (D2OAllocator::finish_prefill);
 //  - tokens: sinks + a recent window + the top cumulative-attention tokens (important:recent 3:1);
 //    each evicted token is merged into its most similar kept token (cosine of keys) when the
 //    similarity clears an EMA threshold (Eq. 10: τ_t = β · mean_t + (1 − β) · τ_{t−1}, the current
 //    mean of the per-token best similarities weighted β = 0.7; τ starts at the first mean),
 //    weighted by similarity with the kept token's own weight highest (e^1); else it is dropped.
 // Works during decoding: one eviction (and possibly one merge) per step once over budget.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <numeric>
 
-#include "cache/dense_layer_cache.h"
+#include "press/kept_dump.h"
 #include "press/press.h"
 
 namespace kvc {
@@ -30,13 +33,86 @@ class D2OScorer : public Scorer {
   double recent_;
 };
 
+// How the layers share the budget.
+enum class D2OLayers {
+  Variance,  // the paper's inverse-variance softmax exp(1/σ²_l)
+  Scaled,    // exp(τ · (1/σ²_l) / mean_j(1/σ²_j))
+  Uniform,   // every layer the same budget
+};
+
+struct D2OOptions {
+  D2OLayers layers = D2OLayers::Variance;
+  bool variance_of_head_mean = false;  // variance of the head-averaged sequence, not per head
+  bool merge = true;
+  double beta = 0.7;  // EMA weight of the current similarities (Eq. 10)
+  double tau = 1.0;   // temperature of the scaled layer softmax (not the paper's)
+};
+
+class D2OAllocator : public Allocator {
+ public:
+  explicit D2OAllocator(D2OOptions options) : options_(options) {}
+
+  void adjust_probe(AttentionProbe& probe) const override {
+    if (options_.layers != D2OLayers::Uniform) probe.column_sums = true;
+  }
+  void prefill_layer(PressContext& ctx, const LayerStep& step) override {
+    if (options_.layers == D2OLayers::Uniform) return Allocator::prefill_layer(ctx, step);
+    // D2O Eq. 4 / A.9 Eq. 20: the variance of each query head's cumulative-attention sequence,
+    // averaged over the layer's heads (variance=head_mean: of the head-averaged sequence instead).
+    // The layer is compressed once every layer's variance is known (finish_prefill).
+    layer_variance_.resize(static_cast<size_t>(ctx.shape().num_layers), 0.0);
+    layer_variance_[static_cast<size_t>(step.layer)] =
+        options_.variance_of_head_mean
+            ? ctx.cumulative(step.layer).mean(0).var().item<double>()
+            : step.stats.column_sums.to(at::kDouble).var(1, /*unbiased=*/false).mean().item<double>();
+  }
+  void finish_prefill(PressContext& ctx) override {
+    if (options_.layers == D2OLayers::Uniform) return;
+    const int64_t L = ctx.shape().num_layers;
+    const std::vector<int64_t> bounds = distribute(layer_weights(), ctx.budget() * L,
+                                                   std::vector<int64_t>(static_cast<size_t>(L), 1),
+                                                   std::vector<int64_t>(static_cast<size_t>(L), ctx.prompt_length()));
+    for (int64_t l = 0; l < L; ++l) ctx.set_bound(l, bounds[static_cast<size_t>(l)]);
+    for (int64_t l = 0; l < L; ++l) ctx.compress(l, ctx.score(l, nullptr), ctx.bound(l));
+  }
+  void before_evict(int64_t layer, LayerCache& cache, const at::Tensor& kept, KeptRecord* record) override {
+    if (!options_.merge) return;
+    at::Tensor merged;
+    double& threshold = thresholds_.try_emplace(layer, -1.0).first->second;
+    d2o_merge(cache, kept, options_.beta, threshold, record != nullptr ? &merged : nullptr);
+    if (record != nullptr && merged.defined()) record->add_merges(layer, merged, cache);
+  }
+  bool splits_budget() const override { return options_.layers != D2OLayers::Uniform; }
+  bool merges() const override { return options_.merge; }
+
+ private:
+  std::vector<double> layer_weights() const {
+    // D2O Eq. 5: the inverse-variance softmax α_l = exp(1/σ²_l) / Σ_j exp(1/σ²_j): dense (low-variance)
+    // layers get more of the total. layers=scaled: exp(τ · (1/σ²_l) / mean_j(1/σ²_j)) instead.
+    std::vector<double> inv;
+    for (double var : layer_variance_) inv.push_back(1.0 / std::max(var, 1e-12));
+    const double mean_inv = std::accumulate(inv.begin(), inv.end(), 0.0) / static_cast<double>(inv.size());
+    std::vector<double> logits;
+    for (double v : inv) logits.push_back(options_.layers == D2OLayers::Scaled ? options_.tau * v / mean_inv : v);
+    const double mx = *std::max_element(logits.begin(), logits.end());
+    std::vector<double> w;
+    for (double x : logits) w.push_back(std::exp(x - mx));  // shifted by the max: same softmax, no overflow
+    return w;
+  }
+
+  D2OOptions options_;
+  std::vector<double> layer_variance_;  // per layer, from the prefill attention
+  std::map<int64_t, double> thresholds_;  // EMA merge threshold per layer
+};
+
 }  // namespace
 
-void d2o_merge(DenseLayerCache& cache, const at::Tensor& keep, double beta, double& threshold, at::Tensor* merged) {
+void d2o_merge(LayerCache& cache, const at::Tensor& keep, double beta, double& threshold, at::Tensor* merged) {
   // In place on the cache's own storage: while decoding, one pass over the keys for norms and one for
-  // similarities, and only the kept rows that receive a merge are rewritten (a copy of the whole cache
-  // per decode step made D2O slower than no compression).
-  at::Tensor keys = cache.keys(), values = cache.values();
+  // similarities, and only the kept rows that receive a merge are rewritten, because copying the whole
+  // cache at every decode step would cost more than eviction saves.
+  const LayerCache::Rows rows_of_cache = cache.merge_rows();
+  at::Tensor keys = rows_of_cache.keys, values = rows_of_cache.values;
   const int64_t kv = keys.size(0), s = keys.size(1), d = keys.size(2), k = keep.size(1), e = s - k;
   if (e <= 0) return;
   at::Tensor evicted_mask = at::ones({kv, s}, at::kBool);
@@ -100,18 +176,20 @@ void register_d2o() {
                     const std::string layers = p.get_string("layers", "variance");
                     KVC_CHECK(layers == "variance" || layers == "scaled" || layers == "uniform",
                               "--press d2o: layers must be variance, scaled or uniform, got '{}'", layers);
-                    c.allocation = layers == "uniform" ? Allocation::Uniform : Allocation::D2O;
-                    c.d2o_scaled_softmax = layers == "scaled";
+                    D2OOptions o;
+                    o.layers = layers == "uniform" ? D2OLayers::Uniform
+                                                   : layers == "scaled" ? D2OLayers::Scaled : D2OLayers::Variance;
                     const std::string variance = p.get_string("variance", "per_head");
                     KVC_CHECK(variance == "per_head" || variance == "head_mean",
                               "--press d2o: variance must be per_head or head_mean, got '{}'", variance);
-                    c.d2o_variance_of_head_mean = variance == "head_mean";
+                    o.variance_of_head_mean = variance == "head_mean";
                     c.bounded = true;
                     c.cumulative = true;
-                    c.merge = p.get_int("merge", 1) != 0;
-                    c.d2o_beta = p.get_double("beta", 0.7);
-                    c.d2o_tau = p.get_double("tau", 1.0);
-                    KVC_CHECK(c.d2o_beta >= 0 && c.d2o_beta <= 1, "--press d2o: beta must be in [0, 1]");
+                    o.merge = p.get_int("merge", 1) != 0;
+                    o.beta = p.get_double("beta", 0.7);
+                    o.tau = p.get_double("tau", 1.0);
+                    KVC_CHECK(o.beta >= 0 && o.beta <= 1, "--press d2o: beta must be in [0, 1]");
+                    c.allocator = [o] { return std::make_unique<D2OAllocator>(o); };
                     return c;
                   });
 }

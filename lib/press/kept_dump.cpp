@@ -1,11 +1,9 @@
 #include "press/kept_dump.h"
 
-#include "cache/dense_layer_cache.h"
 #include "cache/kv_cache.h"
-#include "cache/ragged_layer_cache.h"
 #include "io/safetensors.h"
+#include "model/forward_observer.h"
 #include "model/tensor_bridge.h"
-#include "press/press_observer.h"
 #include "util/error.h"
 
 namespace kvc {
@@ -18,21 +16,27 @@ void KeptRecord::reset(int64_t layers, int64_t kv_heads) {
                                                  static_cast<size_t>(kv_heads)));
 }
 
+void KeptRecord::add_merges(int64_t layer, const at::Tensor& rows, const LayerCache& cache) {
+  const at::Tensor r = rows.to(at::kCPU);
+  auto& per_head = merged[static_cast<size_t>(layer)];
+  std::vector<at::Tensor> positions;
+  for (size_t h = 0; h < per_head.size(); ++h) {
+    positions.push_back(cache.entry_positions(static_cast<int64_t>(h)).to(at::kCPU));
+  }
+  for (int64_t i = 0; i < r.size(0); ++i) {
+    const auto h = static_cast<size_t>(r[i][0].item<int64_t>());
+    per_head[h].emplace_back(positions[h][r[i][1].item<int64_t>()].item<int64_t>(),
+                             positions[h][r[i][2].item<int64_t>()].item<int64_t>());
+  }
+}
+
 std::vector<std::vector<at::Tensor>> KeptRecord::positions_of(const KVCache& cache) {
   std::vector<std::vector<at::Tensor>> out;
   for (int64_t l = 0; l < cache.num_layers(); ++l) {
     std::vector<at::Tensor> heads;
     const LayerCache& layer = cache.layer(l);
-    if (const auto* d = dynamic_cast<const DenseLayerCache*>(&layer)) {
-      const at::Tensor p = d->positions().to(at::kCPU);
-      for (int64_t h = 0; h < p.size(0); ++h) heads.push_back(std::get<0>(p[h].sort()));
-    } else if (const auto* r = dynamic_cast<const RaggedLayerCache*>(&layer)) {
-      for (int64_t h = 0; h + 1 < r->indptr().numel(); ++h) {
-        heads.push_back(std::get<0>(r->head_positions(h).to(at::kCPU).sort()));
-      }
-    } else {
-      fail("--dump-kept: this cache layout does not expose positions per head");
-    }
+    const int64_t kv_heads = layer.lengths().numel();
+    for (int64_t h = 0; h < kv_heads; ++h) heads.push_back(std::get<0>(layer.entry_positions(h).to(at::kCPU).sort()));
     out.push_back(std::move(heads));
   }
   return out;
@@ -66,19 +70,25 @@ void write_kept_dump(const std::string& path, const KeptRecord& record, const KV
   writer.write(path);
 }
 
-void start_kept_dump(const std::string& path, ForwardObserver* observer) {
-  if (path.empty()) return;
-  auto* press = dynamic_cast<PressObserver*>(observer);
-  KVC_CHECK(press != nullptr, "--dump-kept {}: needs a token-eviction method (--press)", path);
-  press->record_kept();
+namespace {
+
+KeptRecorder& recorder_of(const std::string& path, ForwardObserver* observer) {
+  KeptRecorder* recorder = observer != nullptr ? observer->kept_recorder() : nullptr;
+  KVC_CHECK(recorder != nullptr, "--dump-kept {}: needs a token-eviction method (--press)", path);
+  return *recorder;
 }
 
-void finish_kept_dump(const std::string& path, const ForwardObserver* observer, const KVCache& cache,
+}  // namespace
+
+void start_kept_dump(const std::string& path, ForwardObserver* observer) {
+  if (path.empty()) return;
+  recorder_of(path, observer).record_kept();
+}
+
+void finish_kept_dump(const std::string& path, ForwardObserver* observer, const KVCache& cache,
                       const std::map<std::string, std::string>& metadata) {
   if (path.empty()) return;
-  const auto* press = dynamic_cast<const PressObserver*>(observer);
-  KVC_CHECK(press != nullptr, "--dump-kept {}: needs a token-eviction method (--press)", path);
-  write_kept_dump(path, press->kept_record(), cache, metadata);
+  write_kept_dump(path, recorder_of(path, observer).kept_record(), cache, metadata);
 }
 
 }  // namespace kvc

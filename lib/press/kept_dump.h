@@ -11,6 +11,7 @@
 namespace kvc {
 
 class KVCache;
+class LayerCache;
 class ForwardObserver;
 
 struct KeptRecord {
@@ -21,8 +22,20 @@ struct KeptRecord {
   std::vector<std::vector<std::vector<std::pair<int64_t, int64_t>>>> merged;
 
   void reset(int64_t layers, int64_t kv_heads);
-  // Snapshot of the positions each layer of `cache` holds (dense or CSR layout).
+  // Adds merges of `layer`: rows (head, evicted slot, slot merged into) of `cache`, read before the
+  // eviction reorders its storage.
+  void add_merges(int64_t layer, const at::Tensor& rows, const LayerCache& cache);
+  // Snapshot of the positions each layer of `cache` holds (any layout that exposes them per head).
   static std::vector<std::vector<at::Tensor>> positions_of(const KVCache& cache);
+};
+
+// An observer that can record what its compression keeps (ForwardObserver::kept_recorder).
+class KeptRecorder {
+ public:
+  virtual ~KeptRecorder() = default;
+  // Records from the next prompt on.
+  virtual void record_kept() = 0;
+  virtual const KeptRecord& kept_record() const = 0;
 };
 
 // Writes FILE.safetensors: for every layer l and KV head h, "kept.{l}.{h}" int32 [n] (after prefill),
@@ -35,7 +48,7 @@ void write_kept_dump(const std::string& path, const KeptRecord& record, const KV
 // --dump-kept PATH for the tools: start before the prompt is run (no-op for an empty path; an error
 // when the observer is not a press's), write after generation.
 void start_kept_dump(const std::string& path, ForwardObserver* observer);
-void finish_kept_dump(const std::string& path, const ForwardObserver* observer, const KVCache& cache,
+void finish_kept_dump(const std::string& path, ForwardObserver* observer, const KVCache& cache,
                       const std::map<std::string, std::string>& metadata);
 
 }  // namespace kvc

@@ -3,8 +3,9 @@
 // kvc's departure; kernel=1 is the paper's), plus the mean over heads. The k-th
 // composite token of a layer takes each head's k-th best entry and scores the mean over heads; all
 // layers' composite scores are pooled and the global top (1 − r) × L × N kept (Eq. 20–22), which sets
-// each layer's budget; each head then keeps its own top entries (PressObserver::finish_prefill). The
-// unstructured variant pools per-head scores directly, giving per-(layer, head) budgets.
+// each layer's budget; each head then keeps its own top entries. The unstructured variant pools
+// per-head scores directly, giving per-(layer, head) budgets.
+#include <algorithm>
 #include <limits>
 
 #include "press/press.h"
@@ -27,7 +28,82 @@ class KVComposeScorer : public Scorer {
   int64_t task_tokens_, kernel_;
 };
 
-PressConfig build(const PressParams& p, Allocation allocation) {
+struct KVComposeOptions {
+  bool per_head = false;       // unstructured: per (layer, head) budgets
+  int64_t protect_recent = 0;  // newest entries kept in each layer's selection, not in the allocation
+  int64_t floor = 0;           // entries every layer keeps at least
+  bool first_layer_max = false;
+};
+
+class KVComposeAllocator : public Allocator {
+ public:
+  explicit KVComposeAllocator(KVComposeOptions options) : options_(options) {}
+
+  // Every layer's scores are needed before any budget is known.
+  void prefill_layer(PressContext& ctx, const LayerStep& step) override {
+    pending_.resize(static_cast<size_t>(ctx.shape().num_layers));
+    pending_[static_cast<size_t>(step.layer)] = ctx.score(step.layer, &step);
+  }
+  void finish_prefill(PressContext& ctx) override {
+    if (options_.per_head) {
+      allocate_per_head(ctx);
+    } else {
+      allocate_per_layer(ctx);
+    }
+    pending_.clear();
+  }
+  bool splits_budget() const override { return true; }
+  bool per_head_budgets() const override { return options_.per_head; }
+
+ private:
+  // kvpress' keep_token_lower_bound: the first `floor` composites always win.
+  static constexpr double kFloorBonus = 1e9;
+
+  // The allocation ranks the raw scores; the task tokens are protected only in each layer's own
+  // selection (a layer whose budget is below them keeps the newest).
+  at::Tensor selection(int64_t layer) const {
+    const at::Tensor& raw = pending_[static_cast<size_t>(layer)];
+    return options_.protect_recent > 0 ? protect_ends(raw, 0, options_.protect_recent) : raw;
+  }
+
+  void allocate_per_layer(PressContext& ctx) const {
+    const int64_t L = ctx.shape().num_layers, S = ctx.prompt_length(), total = ctx.budget() * L;
+    // Eq. 17–19: composite token k of a layer = every head's k-th best entry; its score is the mean over heads.
+    at::Tensor composite = at::empty({L, S}, pending_[0].options());
+    for (int64_t l = 0; l < L; ++l) {
+      composite[l] = std::get<0>(pending_[static_cast<size_t>(l)].sort(-1, /*descending=*/true)).mean(0);
+    }
+    if (options_.floor > 0) composite.narrow(1, 0, std::min(options_.floor, S)).add_(kFloorBonus);
+    if (options_.first_layer_max) composite[0] = std::get<0>(composite.max(0));
+    // Eq. 20–22: the global top B_total of the pooled composites; a layer's budget is its count.
+    const at::Tensor chosen = std::get<1>(composite.reshape({-1}).topk(std::min(total, L * S)));
+    const at::Tensor counts = at::bincount(chosen.div(S, "floor"), {}, L).to(at::kDouble).contiguous();
+    for (int64_t l = 0; l < L; ++l) {
+      ctx.set_bound(l, std::max<int64_t>(1, static_cast<int64_t>(counts.data_ptr<double>()[l])));
+      ctx.compress(l, selection(l), ctx.bound(l));
+    }
+  }
+
+  void allocate_per_head(PressContext& ctx) const {
+    const int64_t L = ctx.shape().num_layers, KV = ctx.shape().attention.num_kv_heads, S = ctx.prompt_length();
+    const int64_t total = ctx.budget() * L;
+    at::Tensor sorted = at::empty({L, KV, S}, pending_[0].options());
+    for (int64_t l = 0; l < L; ++l) sorted[l] = std::get<0>(pending_[static_cast<size_t>(l)].sort(-1, true));
+    if (options_.floor > 0) sorted.narrow(2, 0, std::min(options_.floor, S)).add_(kFloorBonus);
+    const at::Tensor chosen = std::get<1>(sorted.reshape({-1}).topk(std::min(total * KV, sorted.numel())));
+    const at::Tensor counts = at::bincount(chosen.div(S, "floor"), {}, L * KV).to(at::kDouble).contiguous();
+    for (int64_t l = 0; l < L; ++l) {
+      std::vector<int64_t> keep;
+      for (int64_t h = 0; h < KV; ++h) keep.push_back(static_cast<int64_t>(counts.data_ptr<double>()[l * KV + h]));
+      ctx.compress_per_head(l, selection(l), keep);
+    }
+  }
+
+  KVComposeOptions options_;
+  std::vector<at::Tensor> pending_;  // each layer's scores of every prompt entry
+};
+
+PressConfig build(const PressParams& p, bool per_head) {
   p.check_known_keys({"task", "window", "kernel", "floor", "first_layer_max", "agg", "heads"});
   const std::string task = p.get_string("task", "window");
   KVC_CHECK(task == "window" || task == "all", "--press {}: task must be window (the last `window` prompt tokens) "
@@ -35,6 +111,8 @@ PressConfig build(const PressParams& p, Allocation allocation) {
   const int64_t window = p.get_int("window", 32);
   KVC_CHECK(window >= 1, "--press {}: window must be >= 1", p.name);
   PressConfig c;
+  KVComposeOptions o;
+  o.per_head = per_head;
   // task=all: every prompt token is a task token (probe windows are clamped to the prompt length).
   // kernel: average pooling of each head's scores along the sequence, as SnapKV's. Not in the paper
   // (kernel=1 is the paper's and kvpress' scoring), but without it a multi-token fact loses the tokens
@@ -46,14 +124,14 @@ PressConfig build(const PressParams& p, Allocation allocation) {
   // The paper compresses the context and then asks the task; when the task tokens (the question) end
   // the compressed prompt they must survive, as SnapKV's window does: protected in each layer's own
   // selection, but ranked by their scores in the global allocation (no floor of `window` per layer).
-  c.protect_recent = task == "window" ? window : 0;
+  o.protect_recent = task == "window" ? window : 0;
   // floor: entries every layer keeps at least (kvpress' keep_token_lower_bound; the paper has none).
-  c.kvcompose_floor = p.get_int("floor", 0);
-  KVC_CHECK(c.kvcompose_floor >= 0, "--press {}: floor must be >= 0", p.name);
+  o.floor = p.get_int("floor", 0);
+  KVC_CHECK(o.floor >= 0, "--press {}: floor must be >= 0", p.name);
   // first_layer_max=1: the first layer's composite scores are the maximum over layers, so it gets the
   // largest budget (kvpress does this; the paper does not).
-  c.kvcompose_first_layer_max = p.get_int("first_layer_max", 0) != 0;
-  c.allocation = allocation;
+  o.first_layer_max = p.get_int("first_layer_max", 0) != 0;
+  c.allocator = [o] { return std::make_unique<KVComposeAllocator>(o); };
   return c;
 }
 
@@ -61,9 +139,9 @@ PressConfig build(const PressParams& p, Allocation allocation) {
 
 void register_kvcompose() {
   register_method("kvcompose", "composite tokens pooled over all layers set layer budgets (task=window|all,window=32,kernel=5)",
-                  [](const PressParams& p) { return build(p, Allocation::KVCompose); });
+                  [](const PressParams& p) { return build(p, /*per_head=*/false); });
   register_method("kvcompose_unstructured", "KVCompose with per-(layer, head) budgets (CSR cache)",
-                  [](const PressParams& p) { return build(p, Allocation::KVComposeUnstructured); });
+                  [](const PressParams& p) { return build(p, /*per_head=*/true); });
 }
 
 }  // namespace kvc

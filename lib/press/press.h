@@ -1,10 +1,11 @@
 #pragma once
 // The press framework (kvpress style): a method is a *scorer* (importance of each cached entry, per
 // layer × KV head) + a *selector* (keep the top entries under a budget; protected entries — sinks,
-// recent window — carry scores above kProtected so they always win) + an optional *allocator* (how
-// the total budget is split across layers or heads) + an optional *merger* (D2O). PressObserver runs
-// them inside the forward pass: at prefill (the first forward call of a sequence) it compresses each
-// layer, and for bounded methods it evicts on every later call once a layer is over its budget.
+// recent window — carry scores above kProtected so they always win) + an *allocator* (allocator.h:
+// how the total budget is split across layers or heads, and what happens to evicted entries, e.g.
+// D2O's merge). PressObserver runs them inside the forward pass: at prefill (the first forward call
+// of a sequence) it compresses each layer, and for bounded methods it evicts on every later call once
+// a layer is over its budget.
 #include <ATen/ATen.h>
 
 #include <functional>
@@ -14,6 +15,7 @@
 
 #include "press/press_registry.h"
 #include "model/forward_observer.h"
+#include "press/allocator.h"
 #include "util/error.h"
 
 namespace kvc {
@@ -46,44 +48,21 @@ class Scorer {
   virtual at::Tensor score(const ScoreInput& in) const = 0;
 };
 
-// How the total budget (budget × layers × KV heads) is split.
-enum class Allocation {
-  Uniform,                 // every layer and head the same budget
-  Pyramid,                 // PyramidKV: decreasing linearly with depth
-  DynamicKV,               // task-aware layer budgets updated every m layers
-  KVCompose,               // composite tokens pooled over all layers
-  KVComposeUnstructured,   // per (layer, head) budgets from the pooled per-head scores
-  D2O,                     // inverse-variance softmax over layers
-  AdaHeads,                // per layer, top entries across all heads (per-head variable lengths)
-};
-
 struct PressConfig {
   std::string name;
   std::shared_ptr<const Scorer> scorer;
-  Allocation allocation = Allocation::Uniform;
+  AllocatorFactory allocator;  // empty: every layer and head the same budget
   bool bounded = false;     // evict during decoding too (H2O, TOVA, StreamingLLM, D2O)
   bool cumulative = false;  // track Σ attention per entry across calls (H2O, D2O)
   bool current = false;     // track the newest query's attention (TOVA)
-  bool merge = false;       // D2O: merge evicted entries into similar kept ones
   HeadAgg agg = HeadAgg::Mean;
   bool shared_heads = false;  // one selection per layer for all heads (identical retain rows)
   double ratio = 0;
   int64_t budget = 0;
-  std::vector<double> layer_shares;  // from --budgets: share of the total per layer (sums to 1)
-  // Method parameters of the allocators.
-  double pyramid_beta = 20;
-  bool pyramid_kvpress_schedule = false;  // kvpress' schedule (window inside the linear split)
-  int64_t window = 0;  // DynamicKV: ws
-  int64_t dyn_interval = 1;
-  double dyn_rmax = 2.0;
-  int64_t protect_recent = 0;  // KVCompose: newest entries kept in each layer's selection, not in allocation
-  int64_t kvcompose_floor = 0;
-  bool kvcompose_first_layer_max = false;
-  double d2o_tau = 1.0;                    // temperature of the scaled layer softmax (not the paper's)
-  double ada_safeguard = 0;  // Ada-KV: share of each head's budget it keeps before the layer-wide top-k
-  double d2o_beta = 0.7;                   // EMA weight of the current similarities (Eq. 10)
-  bool d2o_scaled_softmax = false;         // exp(τ · (1/σ²) / mean(1/σ²)) instead of exp(1/σ²)
-  bool d2o_variance_of_head_mean = false;  // variance of the head-averaged sequence, not per head
+
+  std::unique_ptr<Allocator> new_allocator() const {
+    return allocator ? allocator() : std::make_unique<Allocator>();
+  }
 };
 
 // Aggregates per-query-head scores [n_heads, ...] onto KV heads [n_kv, ...].
@@ -105,7 +84,6 @@ at::Tensor top_indices(const at::Tensor& scores, int64_t keep);
 
 // Parses the parameters every press accepts (agg=mean|max, heads=shared|per) into config.
 void parse_common(const PressParams& p, PressConfig& config);
-std::vector<std::string> common_keys();
 // Per-layer shares from a kvc-profile file for params.ratio; refuses files made for another model.
 std::vector<double> load_layer_shares(const std::string& path, double ratio, const LlamaModel& model);
 
@@ -116,19 +94,6 @@ CacheSetup make_setup(PressConfig config, const PressParams& p, const LlamaModel
 using ConfigBuilder = std::function<PressConfig(const PressParams&)>;
 void register_method(const std::string& name, const std::string& description, ConfigBuilder build);
 PressConfig build_method_config(const PressParams& p);
-
-// Registration helpers, one per method file.
-void register_streaming_llm();
-void register_h2o();
-void register_tova();
-void register_snapkv();
-void register_pyramidkv();
-void register_knorm();
-void register_random();
-void register_dynamickv();
-void register_d2o();
-void register_kvcompose();
-void register_ada();
 
 // Shared scorers other presses reuse (SnapKV's window attention; H2O's cumulative attention).
 // SnapKV's pooling of the window votes: kernel, edge padding, and whether the window's columns are pooled.
@@ -141,9 +106,9 @@ struct SnapKVPooling {
 std::shared_ptr<const Scorer> make_snapkv_scorer(int64_t window, const PressParams& p);
 std::vector<std::string> snapkv_keys();
 // D2O's merge of the entries not in `keep` into kept ones, in place (defined in d2o.cpp); the caller then
-// evicts them as for any press. threshold is the layer's EMA state (<0 unset). `merged`, when given,
-// receives one row (head, evicted slot, slot merged into) per merge.
-void d2o_merge(class DenseLayerCache& cache, const at::Tensor& keep, double beta, double& threshold,
-               at::Tensor* merged = nullptr);
+// evicts them as for any press. The cache must support merging (LayerCache::merge_rows). threshold is
+// the layer's EMA state (<0 unset). `merged`, when given, receives one row (head, evicted slot, slot
+// merged into) per merge.
+void d2o_merge(LayerCache& cache, const at::Tensor& keep, double beta, double& threshold, at::Tensor* merged = nullptr);
 
 }  // namespace kvc

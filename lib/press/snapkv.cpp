@@ -57,8 +57,7 @@ void register_snapkv() {
                     keys.insert(keys.end(), {"agg", "heads"});
                     p.check_known_keys(keys);
                     PressConfig c;
-                    c.window = p.get_int("window", 32);
-                    c.scorer = make_snapkv_scorer(c.window, p);
+                    c.scorer = make_snapkv_scorer(p.get_int("window", 32), p);
                     return c;
                   });
 }

@@ -26,6 +26,7 @@ class RetrievalLayerCache : public LayerCache {
   void retain(const at::Tensor& indices) override;
   at::Tensor lengths() const override;
   CacheFootprint footprint() const override;
+  std::string layout() const override { return "retrieval"; }
 
   const std::vector<HeadIndex>& heads() const { return heads_; }
   std::vector<HeadIndex>& heads() { return heads_; }

@@ -106,6 +106,12 @@ TEST_F(LowRankCli, ForeignOrIncompleteArtifactsAreRefused) {
                                  " --window 64 --max-windows 1 --lowrank " + dir_ + "/bases.safetensors"),
                      "--rank");
   expect_clean_error(run_command(bin("kvc-eval") + " kl -m " + kModel + " --file " + kText + " --rank 4"), "--lowrank");
+  // Presses the shared latent cannot serve: merging (D2O) and per-head budgets (Ada-KV).
+  for (const std::string press : {"d2o", "ada"}) {
+    expect_clean_error(run_command(bin("kvc-eval") + " kl -m " + kModel + " --file " + kText + " --press " + press +
+                                   " --ratio 0.5 --lowrank " + dir_ + "/bases.safetensors --rank 16"),
+                       "cannot be combined with --lowrank");
+  }
   expect_clean_error(run_command(bin("kvc-eval") + " kl -m " + kModel + " --file " + kText +
                                  " --lowrank " + dir_ + "/bases.safetensors --rank 33"),
                      "outside 1..32");

@@ -1,16 +1,19 @@
 // The variable-rank cache against brute force: per-token truncation in the basis, CSR storage,
 // attention equal to dense attention over explicitly rebuilt keys/values, retain(), footprint;
-// the gate's mask; PCA bases; artifacts refused for another model.
+// the gate's mask; PCA bases; artifacts refused for another model; presses the shared latent cannot
+// serve refused at setup.
 #include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
 
 #include "cache/dense_layer_cache.h"
+#include "compression/compression_spec.h"
 #include "lowrank/covariance.h"
 #include "lowrank/lowrank_artifacts.h"
 #include "lowrank/lowrank_layer_cache.h"
 #include "lowrank/lowrank_setup.h"
 #include "lowrank/rank_gate.h"
 #include "model/llama_model.h"
+#include "support/expect_error.h"
 #include "support/paths.h"
 #include "support/run_command.h"
 #include "util/error.h"
@@ -181,9 +184,9 @@ TEST(LowRankArtifacts, RoundTripAndRefusals) {
   EXPECT_NO_THROW(make_lowrank_factory(parse_lowrank_spec(dir + "/gates.safetensors:tau=0.5", 0), *model));
 }
 
-TEST(LowRankModel, FullRankBasisReproducesTheDenseForward) {
-  auto model = LlamaModel::load(test::model_dir("stories260K"));
-  const ModelConfig& c = model->config();
+// A bases file of random orthogonal bases for `model` (at full rank, the dense forward).
+std::string write_full_rank_bases(const LlamaModel& model, const std::string& dir_name) {
+  const ModelConfig& c = model.config();
   Artifact a;
   a.kind = kBasesKind;
   at::manual_seed(5);
@@ -191,8 +194,15 @@ TEST(LowRankModel, FullRankBasisReproducesTheDenseForward) {
     const at::Tensor U = std::get<0>(at::linalg_qr(at::randn({c.kv_dim(), c.kv_dim()}, kF64))).to(at::kFloat);
     a.layers.push_back({{U, {}, {}, at::ones({c.kv_dim()}, kF64)}, {U, {}, {}, at::ones({c.kv_dim()}, kF64)}});
   }
-  const std::string path = test::make_temp_dir("lowrank_full") + "/bases.safetensors";
+  const std::string path = test::make_temp_dir(dir_name) + "/bases.safetensors";
   write_artifact(path, a, c);
+  return path;
+}
+
+TEST(LowRankModel, FullRankBasisReproducesTheDenseForward) {
+  auto model = LlamaModel::load(test::model_dir("stories260K"));
+  const ModelConfig& c = model->config();
+  const std::string path = write_full_rank_bases(*model, "lowrank_full");
   std::vector<int> ids;
   for (int i = 0; i < 40; ++i) ids.push_back(1 + (i * 37) % 500);
   KVCache dense = model->new_cache();
@@ -204,6 +214,30 @@ TEST(LowRankModel, FullRankBasisReproducesTheDenseForward) {
   EXPECT_TRUE(at::allclose(model->forward({7}, low), model->forward({7}, dense), 1e-3, 1e-3));
   EXPECT_THROW(make_lowrank_factory(parse_lowrank_spec(path, 0), *model), kvc::Error);  // bases need --rank
   EXPECT_THROW(make_lowrank_factory(parse_lowrank_spec(path, c.kv_dim() + 1), *model), kvc::Error);
+}
+
+// The latent holds one token set for all KV heads: presses that keep a different number per head, or
+// merge evicted entries into kept rows, are refused when the setup is built, in one line.
+TEST(LowRankWithPress, ImpossibleCombinationsFailAtSetup) {
+  auto model = LlamaModel::load(test::model_dir("stories260K"));
+  CompressionSpec spec;
+  spec.lowrank_file = write_full_rank_bases(*model, "lowrank_press");
+  spec.rank = 16;
+  spec.ratio = 0.5;
+  const auto setup = [&](const std::string& press) {
+    spec.press = press;
+    return build_cache_setup(spec, *model);
+  };
+  test::expect_error([&] { setup("d2o"); }, "--press d2o merges evicted entries into kept ones and needs the dense");
+  test::expect_error([&] { setup("d2o"); }, "cannot be combined with --lowrank");
+  test::expect_error([&] { setup("ada"); }, "--press ada keeps a different number of entries per KV head");
+  test::expect_error([&] { setup("kvcompose_unstructured"); }, "cannot be combined with --lowrank");
+  EXPECT_NO_THROW(setup("d2o:merge=0"));
+  EXPECT_NO_THROW(setup("snapkv:heads=shared"));
+  // The capability itself: the low-rank layer says it cannot, naming its layout.
+  const auto layer = setup("snapkv:heads=shared").factory(0);
+  test::expect_error([&] { layer->retain_per_head({at::arange(2), at::arange(3)}); },
+                     "the low-rank cache cannot keep a different number of entries per KV head");
 }
 
 }  // namespace

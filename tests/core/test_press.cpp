@@ -773,7 +773,7 @@ TEST(BoundedDecoding, QuestionFedAfterTheContextIsKeptWhole) {
     auto observer = setup.new_observer();
     const ForwardOptions o{false, observer.get()};
     model().forward(p.context, cache, o);
-    dynamic_cast<PressObserver&>(*observer).hold_next_pass();
+    observer->hold_next_pass();
     model().forward(p.question, cache, o);
     for (int64_t l = 0; l < c.num_layers; ++l) {
       for (const auto& pos : head_positions(cache.layer(l))) {
