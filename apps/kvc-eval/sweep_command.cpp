@@ -226,7 +226,9 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
       "-f data/text/wikitext2/wiki.test.raw -c 128 --max-windows 2 --out-dir out/sweep\n"
       "  kvc-eval sweep -m data/models/kvc-tiny-lm --methods none,snapkv --ratios 0.5 --tasks needle,niah_single "
       "--haystack data/text/pg_essays --needle-lengths 256 --needle-depths 0.5 --samples 1 --task-lengths 256 "
-      "--out-dir out/sweep2\n",
+      "--out-dir out/sweep2\n"
+      "  kvc-eval sweep -m data/models/stories260K --methods none,snapkv --ratios 0.5 --retrieval adaptive:budget=32 "
+      "--tasks kl -f data/text/wikitext2/wiki.test.raw -c 128 --max-windows 2 --out-dir out/sweep3\n",
       fmt::join(synthetic_task_names(), ", ")));
   o->add_common_to(*cmd, /*with_compression=*/false);
   cmd->add_option("--methods", o->methods, "Press specs NAME[:key=val,...], comma-separated, or all")

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/gradient_recording.h"
 #include "runtime/parallel_grain.h"
 #include "util/error.h"
 
@@ -53,7 +54,8 @@ at::Tensor Rope::rotate(const at::Tensor& x, const at::Tensor& positions, bool i
                                                   : positions.dim() == 2 && x.dim() == 3 &&
                                                         positions.size(0) == x.size(0) && positions.size(1) == x.size(1);
   if (x.device().is_cpu() && device_.is_cpu() && x.scalar_type() == at::kFloat && x.dim() == 3 && x.stride(2) == 1 &&
-      x.size(2) == head_dim_ && positions.device().is_cpu() && positions.scalar_type() == at::kLong && positions_fit) {
+      x.size(2) == head_dim_ && positions.device().is_cpu() && positions.scalar_type() == at::kLong && positions_fit &&
+      !records_gradient({x})) {
     return rotate_cpu_float(x, positions, inverse);
   }
   if (positions.device().is_cpu()) ensure_table(positions.max().item<int64_t>());

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu_features.h"
+#include "runtime/gradient_recording.h"
 #include "runtime/parallel_grain.h"
 #include "kernels/simd_avx2.h"
 
@@ -154,7 +155,8 @@ at::Tensor fast_decode_attention(const at::Tensor& queries, int64_t q_position, 
   const auto is_cpu_float = [](const at::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == at::kFloat; };
   if (!cpu_has_avx2_fma() || !is_cpu_float(queries) || !is_cpu_float(keys) || !is_cpu_float(values) ||
       queries.dim() != 3 || queries.size(1) != 1 || keys.dim() != 3 || values.sizes() != keys.sizes() ||
-      key_positions.scalar_type() != at::kLong || !key_positions.device().is_cpu()) {
+      key_positions.scalar_type() != at::kLong || !key_positions.device().is_cpu() ||
+      records_gradient({queries, keys, values})) {
     return {};
   }
   const int64_t H = queries.size(0), KV = keys.size(0), S = keys.size(1), d = keys.size(2);

@@ -4,6 +4,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/simd_avx2.h"
+#include "runtime/gradient_recording.h"
 
 namespace kvc {
 namespace {
@@ -36,7 +37,8 @@ KVC_AVX2 void matvec_rows(const float* w, const float* x, float* y, int64_t r0, 
 at::Tensor fast_matvec(const at::Tensor& weight, const at::Tensor& x, const at::Tensor& bias) {
 #if defined(__x86_64__)
   if (!cpu_has_avx2_fma() || !weight.device().is_cpu() || weight.scalar_type() != at::kFloat || weight.dim() != 2 ||
-      !weight.is_contiguous() || x.scalar_type() != at::kFloat || x.dim() != 1 || x.size(0) != weight.size(1)) {
+      !weight.is_contiguous() || x.scalar_type() != at::kFloat || x.dim() != 1 || x.size(0) != weight.size(1) ||
+      records_gradient({weight, x, bias})) {
     return {};
   }
   const int64_t rows = weight.size(0), cols = weight.size(1);

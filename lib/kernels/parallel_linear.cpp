@@ -7,6 +7,7 @@
 
 #include "runtime/parallel_grain.h"
 #include "runtime/blas_threads.h"
+#include "runtime/gradient_recording.h"
 
 namespace kvc {
 
@@ -17,9 +18,7 @@ at::Tensor parallel_linear(const at::Tensor& x, const at::Tensor& weight, const 
   }
   // The split writes into preallocated outputs, which autograd refuses: while gradients are recorded
   // (gate training), the caller takes LibTorch's own differentiable product.
-  if (at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()))) {
-    return {};
-  }
+  if (records_gradient({x, weight, bias})) return {};
   const int64_t T = x.size(0), out = weight.size(0);
   // Small products (tiny models, a few prompt tokens) run on the calling thread.
   const int64_t threads = T * out * x.size(1) < kMinParallelWork * 32 ? 1 : at::get_num_threads();

@@ -9,6 +9,7 @@
 
 #include "kernels/attention_tiles.h"
 #include "kernels/cpu_features.h"
+#include "runtime/gradient_recording.h"
 #include "runtime/parallel_grain.h"
 #include "kernels/simd_avx2.h"
 
@@ -191,7 +192,8 @@ at::Tensor fast_prefill_attention(const at::Tensor& queries, const at::Tensor& q
   if (!cpu_has_avx2_fma() || !is_cpu_float(queries) || !is_cpu_float(keys) || !is_cpu_float(values) ||
       queries.dim() != 3 || keys.dim() != 3 || values.sizes() != keys.sizes() || keys.size(1) == 0 ||
       key_positions.scalar_type() != at::kLong || !key_positions.device().is_cpu() ||
-      q_positions.scalar_type() != at::kLong || !q_positions.device().is_cpu()) {
+      q_positions.scalar_type() != at::kLong || !q_positions.device().is_cpu() ||
+      records_gradient({queries, keys, values})) {
     return {};
   }
   const int64_t H = queries.size(0), T = queries.size(1), KV = keys.size(0), S = keys.size(1), d = keys.size(2);

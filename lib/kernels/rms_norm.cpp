@@ -4,11 +4,13 @@
 
 #include <cmath>
 
+#include "runtime/gradient_recording.h"
+
 namespace kvc {
 
 at::Tensor fast_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   if (!x.device().is_cpu() || x.scalar_type() != at::kFloat || x.dim() != 2 || weight.scalar_type() != at::kFloat ||
-      !weight.device().is_cpu() || weight.dim() != 1 || weight.size(0) != x.size(1)) {
+      !weight.device().is_cpu() || weight.dim() != 1 || weight.size(0) != x.size(1) || records_gradient({x, weight})) {
     return {};
   }
   const at::Tensor xc = x.contiguous(), wc = weight.contiguous();

@@ -203,4 +203,36 @@ TEST_F(KernelTest, FloatRopeMatchesFloat64RotationAndInverts) {
   }
 }
 
+// Gate training backpropagates through the whole forward pass; a kernel that wrote its output through
+// raw pointers would cut the gradient there. While gradients are recorded the fast paths step aside
+// (and the differentiable ops give the exact gradient); without recording they still run.
+TEST_F(KernelTest, FastPathsStepAsideWhileGradientsAreRecorded) {
+  kvc::ModelConfig config;
+  config.head_dim = 16;
+  config.max_position_embeddings = 64;
+  config.rope_theta = 10000.0;
+  const kvc::Rope rope(config, at::kCPU);
+  const at::Tensor pos = at::arange(5, at::kLong);
+  const at::Tensor x = at::randn({2, 5, 16}).requires_grad_();
+  const at::Tensor y = rope.apply(x, pos);
+  ASSERT_TRUE(y.requires_grad()) << "RoPE cut the gradient";
+  const at::Tensor g = at::randn({2, 5, 16});
+  (y * g).sum().backward();
+  // RoPE is a rotation: the gradient of <R x, g> with respect to x is R^T g, the inverse rotation of g.
+  EXPECT_LT((x.grad() - rope.unapply(g, pos)).abs().max().item<float>(), 1e-5);
+
+  const at::Tensor h = at::randn({3, 64}).requires_grad_();
+  const at::Tensor w = at::randn({64}), m = at::randn({32, 64}), row = at::randn({64}).requires_grad_();
+  EXPECT_FALSE(kvc::fast_rms_norm(h, w, 1e-6).defined());
+  EXPECT_FALSE(kvc::fast_matvec(m, row, {}).defined());
+  const at::Tensor q = at::randn({4, 1, 16}).requires_grad_(), k = at::randn({2, 6, 16}), v = at::randn({2, 6, 16});
+  EXPECT_FALSE(kvc::fast_decode_attention(q, 6, k, v, at::arange(6, at::kLong).expand({2, 6}), 0, nullptr).defined());
+  {
+    at::NoGradGuard no_grad;
+    EXPECT_TRUE(kvc::fast_rms_norm(h, w, 1e-6).defined());
+    EXPECT_TRUE(kvc::fast_matvec(m, row, {}).defined());
+    EXPECT_FALSE(rope.apply(x, pos).requires_grad());
+  }
+}
+
 }  // namespace
