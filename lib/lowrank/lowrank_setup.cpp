@@ -41,20 +41,15 @@ LowRankSpec parse_lowrank_spec(const std::string& text, int64_t rank) {
   if (colon != std::string::npos &&
       (text.find('=', colon) != std::string::npos || text.find_first_not_of(" \t", colon + 1) == std::string::npos)) {
     spec.path = text.substr(0, colon);
-    for (const auto& [key, value] : parse_spec_params(text.substr(colon + 1), "--lowrank", text)) {
-      if (key == "tau") {
-        const auto tau = parse_finite_number(value);
-        KVC_CHECK(tau.has_value(), "--lowrank: tau must be a number, got '{}'", value);
-        spec.tau = *tau;
-        KVC_CHECK(spec.tau > 0 && spec.tau < 1, "--lowrank: tau must be in (0, 1), got {}", spec.tau);
-      } else if (key == "ranks") {
-        std::stringstream rs(value);
-        std::string r;
-        while (std::getline(rs, r, '/')) spec.ranks.push_back(parse_int(r, "each of ranks=a/b/..."));
-      } else {
-        fail("--lowrank: unknown option '{}' (known: tau, ranks)", key);
-      }
+    const SpecValues values(parse_spec_params(text.substr(colon + 1), "--lowrank", text), "--lowrank", text);
+    values.check_known_keys({"tau", "ranks"});
+    if (values.has("tau")) {
+      spec.tau = values.get_number("tau", spec.tau);
+      KVC_CHECK(spec.tau > 0 && spec.tau < 1, "--lowrank: tau must be in (0, 1), got {}", spec.tau);
     }
+    std::stringstream rs(values.get_string("ranks", ""));
+    std::string r;
+    while (std::getline(rs, r, '/')) spec.ranks.push_back(parse_int(r, "each of ranks=a/b/..."));
   }
   KVC_CHECK(rank >= 0, "--rank must be >= 0, got {}", rank);
   KVC_CHECK(rank == 0 || spec.ranks.empty(), "--lowrank: give either --rank or ':ranks=', not both");

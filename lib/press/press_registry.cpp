@@ -5,7 +5,6 @@
 
 #include <mutex>
 
-#include "util/checked_number.h"
 #include "util/error.h"
 #include "util/spec_parser.h"
 
@@ -39,31 +38,21 @@ PressParams PressParams::parse(const std::string& text) {
   return p;
 }
 
-double PressParams::get_double(const std::string& key, double fallback) const {
-  const auto it = values.find(key);
-  if (it == values.end()) return fallback;
-  if (const auto v = parse_finite_number(it->second)) return *v;
-  fail("--press {}: '{}={}' is not a number", name, key, it->second);
+SpecValues PressParams::typed() const {
+  return SpecValues(SpecParams(values.begin(), values.end()), "--press", name);
 }
 
-int64_t PressParams::get_int(const std::string& key, int64_t fallback) const {
-  const auto it = values.find(key);
-  if (it == values.end()) return fallback;
-  if (const auto v = parse_integer(it->second)) return *v;
-  fail("--press {}: '{}={}' is not an integer", name, key, it->second);
+double PressParams::get_double(const std::string& key, double fallback) const {
+  return typed().get_number(key, fallback);
 }
+
+int64_t PressParams::get_int(const std::string& key, int64_t fallback) const { return typed().get_int(key, fallback); }
 
 std::string PressParams::get_string(const std::string& key, const std::string& fallback) const {
-  const auto it = values.find(key);
-  return it == values.end() ? fallback : it->second;
+  return typed().get_string(key, fallback);
 }
 
-void PressParams::check_known_keys(const std::vector<std::string>& known) const {
-  for (const auto& [key, value] : values) {
-    KVC_CHECK(std::find(known.begin(), known.end(), key) != known.end(),
-              "--press {}: unknown parameter '{}' (known: {})", name, key, fmt::join(known, ", "));
-  }
-}
+void PressParams::check_known_keys(const std::vector<std::string>& known) const { typed().check_known_keys(known); }
 
 void register_press(PressEntry entry) {
   for (const auto& e : entries()) KVC_CHECK(e.name != entry.name, "press '{}' registered twice", entry.name);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/cache_setup.h"
+#include "util/spec_parser.h"
 #include "model/llama_model.h"
 
 namespace kvc {
@@ -26,6 +27,8 @@ struct PressParams {
   std::string get_string(const std::string& key, const std::string& fallback) const;
   // Errors on keys the press does not know (typos must not pass silently).
   void check_known_keys(const std::vector<std::string>& known) const;
+  // The shared checked access (util/spec_parser.h) over `values`.
+  SpecValues typed() const;
 };
 
 using PressFactory = std::function<CacheSetup(const PressParams&, const LlamaModel&)>;

@@ -284,7 +284,7 @@ TEST(RetrievalConfig, ParsesSpecsAndRejectsBadOnes) {
     return std::string("no error");
   };
   EXPECT_NE(message("bogus").find("unknown strategy 'bogus'"), std::string::npos);
-  EXPECT_NE(message("static:colour=red").find("unknown key 'colour'"), std::string::npos);
+  EXPECT_NE(message("static:colour=red").find("unknown parameter 'colour'"), std::string::npos);
   EXPECT_NE(message("adaptive:layout=zigzag").find("layout must be dual or naive"), std::string::npos);
   EXPECT_NE(message("adaptive:topk=0").find("topk must be at least 1"), std::string::npos);
   EXPECT_NE(message("adaptive:tau_q=2").find("quantile"), std::string::npos);
