@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "generation/decode_loop.h"
 #include "lowrank/lowrank_layer_cache.h"
 #include "lowrank/lowrank_setup.h"
 #include "flag_vocabulary.h"
@@ -24,10 +25,21 @@ double decode_rate(const LlamaModel& model, KVCache cache, const std::vector<int
   at::NoGradGuard no_grad;
   ForwardOptions last;
   last.all_logits = false;
-  int next = static_cast<int>(model.forward(prompt, cache, last).argmax(-1).item<int64_t>());
+  const at::Tensor logits = model.forward(prompt, cache, last);
+  DecodeLimits limits;
+  limits.max_new_tokens = n + 1;  // the first token comes from the prompt's logits: n forward passes
+  limits.stop_at_eos = false;
+  int64_t kept = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < n; ++i) next = static_cast<int>(model.forward({next}, cache, last).argmax(-1).item<int64_t>());
-  return static_cast<double>(n) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  run_decode_loop(
+      model, cache, logits, limits, last,
+      [](const at::Tensor& l) { return static_cast<int>(l.argmax(-1).item<int64_t>()); },
+      [&](int) {
+        ++kept;
+        return std::string();
+      });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return static_cast<double>(kept - 1) / seconds;  // forward passes per second (the context may stop it early)
 }
 
 }  // namespace

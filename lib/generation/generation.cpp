@@ -4,10 +4,10 @@
 #include <chrono>
 
 #include "cache/kv_cache.h"
+#include "generation/decode_loop.h"
 
 #include "util/clock.h"
 #include "util/error.h"
-#include "util/interrupt.h"
 #include "util/process_stats.h"
 
 namespace kvc {
@@ -37,34 +37,25 @@ GenerationResult generate(const LlamaModel& model, KVCache& cache, const Generat
     cache.reserve(std::min<int64_t>(prompt_len + request.max_new_tokens, c.max_position_embeddings));
   }
   const auto prefill_start = std::chrono::steady_clock::now();
-  at::Tensor logits = model.forward(request.prompt, cache, options);
-  int next = sampler.sample(logits[0]);
+  const at::Tensor logits = model.forward(request.prompt, cache, options);
   stats.prefill_seconds = seconds_since(prefill_start);
   stats.kv_after_prefill = cache.footprint();
   stats.kv_peak_resident_bytes = stats.kv_after_prefill.resident_bytes;
 
-  result.stop_reason = "max_new_tokens";
+  DecodeLimits limits;
+  limits.max_new_tokens = request.max_new_tokens;
+  limits.stop_at_eos = request.stop_at_eos;
+  limits.allow_past_context = request.allow_past_context;
+  limits.stop_on_interrupt = true;
   const auto decode_start = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < request.max_new_tokens; ++i) {
-    result.tokens.push_back(next);
-    if (on_token) on_token(next);
-    if (request.stop_at_eos && c.is_eos(next)) {
-      result.stop_reason = "eos";
-      break;
-    }
-    if (i + 1 == request.max_new_tokens) break;
-    if (interrupted()) {
-      result.stop_reason = "interrupted";
-      break;
-    }
-    if (!request.allow_past_context && cache.next_position() >= c.max_position_embeddings) {
-      result.stop_reason = "context";
-      break;
-    }
-    logits = model.forward({next}, cache, options);
-    next = sampler.sample(logits[0]);
-    stats.kv_peak_resident_bytes = std::max(stats.kv_peak_resident_bytes, cache.footprint().resident_bytes);
-  }
+  result.stop_reason = run_decode_loop(
+      model, cache, logits, limits, options, [&](const at::Tensor& l) { return sampler.sample(l[0]); },
+      [&](int token) {
+        result.tokens.push_back(token);
+        if (on_token) on_token(token);
+        return std::string();
+      },
+      [&] { stats.kv_peak_resident_bytes = std::max(stats.kv_peak_resident_bytes, cache.footprint().resident_bytes); });
   stats.decode_seconds = seconds_since(decode_start);
   stats.generated_tokens = static_cast<int64_t>(result.tokens.size());
   stats.kv_final = cache.footprint();

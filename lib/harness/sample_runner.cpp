@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "generation/decode_loop.h"
 #include "util/error.h"
 
 namespace kvc {
@@ -71,7 +72,6 @@ SampleOutput run_sample(const LlamaModel& model, const Tokenizer& tokenizer, con
                         const PromptTokens& prompt, QueryMode mode, const DecodeOptions& decode) {
   KVC_CHECK(!prompt.context.empty(), "empty prompt");
   const auto start = std::chrono::steady_clock::now();
-  const ModelConfig& c = model.config();
   KVCache cache = setup.new_cache(model);
   std::unique_ptr<ForwardObserver> observer = setup.new_observer();
   const ForwardOptions options{false, observer.get()};
@@ -92,25 +92,14 @@ SampleOutput run_sample(const LlamaModel& model, const Tokenizer& tokenizer, con
   out.kv_payload_bytes = cache.footprint().payload_bytes;
   out.full_kv_bytes = dense_payload_bytes(model, prompt.size());
 
-  out.stop_reason = "max_new_tokens";
-  for (int64_t i = 0; i < decode.max_new_tokens; ++i) {
-    const int next = greedy(logits);
-    if (c.is_eos(next)) {
-      out.stop_reason = "eos";
-      break;
-    }
-    out.tokens.push_back(next);
-    if (decode.stop_at_newline && ends_answer_line(tokenizer.decode(out.tokens))) {
-      out.stop_reason = "newline";
-      break;
-    }
-    if (i + 1 == decode.max_new_tokens) break;
-    if (cache.next_position() >= c.max_position_embeddings) {
-      out.stop_reason = "context";
-      break;
-    }
-    logits = model.forward({next}, cache, options);
-  }
+  DecodeLimits limits;
+  limits.max_new_tokens = decode.max_new_tokens;
+  limits.keep_eos = false;  // an answer ends before the end-of-sequence token
+  out.stop_reason = run_decode_loop(model, cache, logits, limits, options, greedy, [&](int token) {
+    out.tokens.push_back(token);
+    const bool line_done = decode.stop_at_newline && ends_answer_line(tokenizer.decode(out.tokens));
+    return line_done ? std::string("newline") : std::string();
+  });
   out.prediction = tokenizer.decode(out.tokens);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
