@@ -122,20 +122,24 @@ class CommandLineWalk {
       return fmt::format("unexpected argument '{}' (see --help)", token);
     }
     const std::string name = split_name(token).first;
-    std::string best;
+    std::string best, best_old_name;
     size_t best_distance = std::string::npos;
-    const auto consider = [&](const std::string& candidate) {
-      const size_t d = edit_distance(name, candidate);
-      if (d < best_distance) best_distance = d, best = candidate;
+    // An old spelling may be the nearest match; the suggestion is then its standard one.
+    const auto consider = [&](const std::string& candidate, const std::string& old_name) {
+      const size_t d = edit_distance(name, old_name.empty() ? candidate : old_name);
+      if (d < best_distance) best_distance = d, best = candidate, best_old_name = old_name;
     };
     for (const CLI::Option* opt : cmd.get_options()) {
-      for (const auto& l : opt->get_lnames()) consider("--" + l);
-      for (const auto& s : opt->get_snames()) consider("-" + s);
+      for (const auto& l : opt->get_lnames()) consider("--" + l, "");
+      for (const auto& s : opt->get_snames()) consider("-" + s, "");
     }
     for (const auto& [old_name, standard] : aliases_)
-      if (cmd.get_option_no_throw(standard) != nullptr) consider(old_name);
-    if (!best.empty() && best_distance <= std::max<size_t>(2, name.size() / 3))
+      if (cmd.get_option_no_throw(standard) != nullptr) consider(standard, old_name);
+    if (!best.empty() && best_distance <= std::max<size_t>(2, name.size() / 3)) {
+      if (!best_old_name.empty())
+        return fmt::format("unknown option '{}'; did you mean '{}' (formerly {})?", name, best, best_old_name);
       return fmt::format("unknown option '{}'; did you mean '{}'?", name, best);
+    }
     return fmt::format("unknown option '{}' (see --help)", name);
   }
 

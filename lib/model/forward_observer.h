@@ -3,6 +3,7 @@
 // prefill and act on a layer's cache right after it was filled (before the next layer runs).
 #include <ATen/ATen.h>
 
+#include "cache/kept_record.h"
 #include "cache/kv_cache.h"
 
 namespace kvc {
@@ -16,8 +17,6 @@ struct LayerStep {
   at::Tensor positions;  // [T]
   AttentionStats stats;  // what probe() asked for
 };
-
-class KeptRecorder;
 
 class ForwardObserver {
  public:

@@ -130,7 +130,7 @@ TEST(Sampler, GreedyHonoursTheRepeatPenaltyOverTheLastNTokens) {
 TEST(FlagVocabulary, UnknownOptionIsNamedWithTheNearestValidOne) {
   const auto r = run_command(eval_ppl("-f " + kText + " --windw 128"));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "kvc-eval: error: unknown option '--windw'; did you mean '--window'?\n");
+  EXPECT_EQ(r.err, "kvc-eval: error: unknown option '--windw'; did you mean '--ctx-size' (formerly --window)?\n");
   // The first unknown option in the order given, not CLI11's reversed list of extras.
   const auto two = run_command(eval_ppl("-f " + kText + " --ctx-sise 64 --max-windws 1"));
   EXPECT_EQ(two.exit_code, 2);
