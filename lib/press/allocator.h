@@ -12,7 +12,6 @@
 
 #include "cache/attention.h"
 #include "model/forward_observer.h"
-#include "core/rope.h"
 
 namespace kvc {
 
@@ -21,8 +20,6 @@ struct KeptRecord;
 struct ModelShape {
   AttentionShape attention;
   int64_t num_layers = 0;
-  std::shared_ptr<const Rope> rope;
-  at::TensorOptions options;
 };
 
 // What an allocator may read of, and do to, the sequence being compressed.

@@ -43,8 +43,6 @@ CacheSetup make_setup(PressConfig config, const PressParams& p, const LlamaModel
   ModelShape shape;
   shape.attention = c.attention_shape();
   shape.num_layers = c.num_layers;
-  shape.rope = model.rope();
-  shape.options = at::TensorOptions().dtype(model.dtype()).device(model.device());
   auto shared = std::make_shared<const PressConfig>(std::move(config));
   CacheSetup setup;
   setup.name = p.name;

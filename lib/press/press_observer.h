@@ -5,7 +5,6 @@
 #include <memory>
 #include <vector>
 
-#include "core/rope.h"
 #include "press/allocator.h"
 #include "press/kept_dump.h"
 #include "press/press.h"

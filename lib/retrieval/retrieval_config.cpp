@@ -51,9 +51,12 @@ RetrievalConfig RetrievalConfig::parse(const std::string& spec) {
   c.async_io = v.get_count("async", c.async_io ? 1 : 0) != 0;
   c.prefetch = v.get_count("prefetch", c.prefetch ? 1 : 0) != 0;
   c.label = v.get_string("label", c.label);
-  c.layout = v.get_choice("layout", "dual", {"dual", "naive"}) == "dual" ? Layout::kDualHead : Layout::kNaive;
-  c.cache_policy =
-      v.get_choice("cache", "aligned", {"aligned", "lru"}) == "aligned" ? CachePolicy::kAligned : CachePolicy::kLru;
+  const bool dual = c.layout == Layout::kDualHead, aligned = c.cache_policy == CachePolicy::kAligned;
+  c.layout = v.get_choice("layout", dual ? "dual" : "naive", {"dual", "naive"}) == "dual" ? Layout::kDualHead
+                                                                                        : Layout::kNaive;
+  c.cache_policy = v.get_choice("cache", aligned ? "aligned" : "lru", {"aligned", "lru"}) == "aligned"
+                       ? CachePolicy::kAligned
+                       : CachePolicy::kLru;
   KVC_CHECK(c.topk >= 1, "--retrieval '{}': topk must be at least 1", spec);
   KVC_CHECK(c.cluster_size >= 1, "--retrieval '{}': csize must be at least 1", spec);
   KVC_CHECK(c.local_every >= 1, "--retrieval '{}': every must be at least 1", spec);

@@ -802,6 +802,8 @@ TEST(PressErrors, BadParametersAreOneLineErrors) {
   EXPECT_NE(message("snapkv:kernel=4").find("kernel must be odd"), std::string::npos);
   EXPECT_NE(message("ada:base=pyramidkv").find("own allocator"), std::string::npos);
   EXPECT_NE(message("nosuch").find("unknown method"), std::string::npos);
+  EXPECT_NE(message("d2o:beta=nan").find("beta=nan is not a number"), std::string::npos);
+  EXPECT_NE(message("snapkv:window=3x").find("window=3x is not an integer"), std::string::npos);
 }
 
 TEST(PressErrors, BudgetsFileForAnotherModelIsRefused) {

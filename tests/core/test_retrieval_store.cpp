@@ -288,6 +288,8 @@ TEST(RetrievalConfig, ParsesSpecsAndRejectsBadOnes) {
   EXPECT_NE(message("adaptive:layout=zigzag").find("layout must be dual or naive"), std::string::npos);
   EXPECT_NE(message("adaptive:topk=0").find("topk must be at least 1"), std::string::npos);
   EXPECT_NE(message("adaptive:tau_q=2").find("quantile"), std::string::npos);
+  EXPECT_NE(message("adaptive:tau_q=nan").find("tau_q=nan is not a number"), std::string::npos);
+  EXPECT_NE(message("adaptive:topk=-1").find("topk=-1 is not a non-negative integer"), std::string::npos);
   EXPECT_NE(message("local:every").find("expected key=value"), std::string::npos);
 }
 
