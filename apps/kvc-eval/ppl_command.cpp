@@ -1,5 +1,6 @@
-// kvc-eval ppl: perplexity with the reference protocol.
+// kvc-eval ppl: perplexity with the reference protocol or llama-perplexity's.
 #include <cstdio>
+#include <string>
 
 #include "eval/perplexity.h"
 #include "eval_common.h"
@@ -13,20 +14,29 @@ void add_ppl_command(CLI::App& app, std::function<int()>& action) {
     cli::ModelOptions model;
     std::string file;
     WindowPlan plan;
+    std::string protocol = "reference";
     bool json = false;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("ppl", "Perplexity over non-overlapping windows of a text file");
   cmd->footer("\nExamples:\n  kvc-eval ppl -m data/models/stories260K -f data/text/wikitext2/wiki.test.raw "
-              "-c 256 --max-windows 40 --json\n");
+              "-c 256 --max-windows 40 --json\n"
+              "  kvc-eval ppl -m data/models/stories260K -f data/text/wikitext2/wiki.test.raw -c 128 --max-windows 8 "
+              "--protocol llama.cpp\n");
   o->model.add_to(*cmd);
   cli::add_text_file(*cmd, o->file, "UTF-8 text file")->required();
   cli::add_ctx_size(*cmd, o->plan.window, "Window length in tokens")->capture_default_str();
   cmd->add_option("--max-windows", o->plan.max_windows, "Score only the first K windows (0 = all)")
       ->capture_default_str();
+  cmd->add_option("--protocol", o->protocol,
+                  "reference: score every token of each window but the first; llama.cpp: as llama-perplexity "
+                  "(full windows, BOS first, score the second half)")
+      ->check(CLI::IsMember({"reference", "llama.cpp"}))
+      ->capture_default_str();
   cli::add_json_switch(*cmd, o->json);
   cmd->callback([o, &action] {
     action = [o] {
+      o->plan.protocol = o->protocol == "llama.cpp" ? PerplexityProtocol::LlamaCpp : PerplexityProtocol::Reference;
       auto model = o->model.load_model();
       const auto ids = tokenize_file(o->model, *model, o->file);
       const PerplexityResult r = evaluate_perplexity(*model, ids, o->plan, !o->json);
@@ -35,6 +45,8 @@ void add_ppl_command(CLI::App& app, std::function<int()>& action) {
                             {"windows", r.windows},
                             {"window", o->plan.window},
                             {"max_windows", o->plan.max_windows},
+                            {"protocol", o->protocol},
+                            {"running_ppl", r.running_ppl},
                             {"total_nll", r.total_nll},
                             {"seconds", r.seconds},
                             {"metadata", run_metadata(o->model, *model, o->file)}};

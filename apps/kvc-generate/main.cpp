@@ -79,6 +79,7 @@ nlohmann::json stats_json(const GenerateOptions& o, const std::vector<int>& prom
           {"decode_tokens_per_second", s.decode_tokens_per_second()},
           {"kv_resident_bytes", s.kv_final.resident_bytes},
           {"kv_payload_bytes", s.kv_final.payload_bytes},
+          {"kv_window_payload_bytes", s.kv_final.window_payload_bytes},
           {"kv_peak_resident_bytes", s.kv_peak_resident_bytes},
           {"kv_entries", s.kv_final.entries},
           {"kv_after_prefill_resident_bytes", s.kv_after_prefill.resident_bytes},
@@ -172,6 +173,11 @@ int run(GenerateOptions& o) {
                static_cast<long long>(s.generated_tokens), s.decode_tokens_per_second(),
                s.kv_final.resident_bytes / 1024.0, s.kv_after_prefill.resident_bytes / 1024.0,
                s.kv_peak_resident_bytes / 1024.0, result.stop_reason.c_str());
+  if (s.kv_final.window_payload_bytes > 0) {
+    const int64_t window = s.kv_final.window_payload_bytes, global = s.kv_final.payload_bytes - window;
+    std::fprintf(stderr, "%s: KV payload %.1f KiB: %.1f KiB in global layers, %.1f KiB in sliding-window layers\n",
+                 kTool, s.kv_final.payload_bytes / 1024.0, global / 1024.0, window / 1024.0);
+  }
   if (setup.report) std::fprintf(stderr, "%s: %s\n", kTool, setup.report().c_str());
   if (result.stop_reason == "context") {
     std::fprintf(stderr, "%s: warning: stopped at the model's context of %lld tokens\n", kTool,

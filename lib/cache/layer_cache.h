@@ -32,10 +32,13 @@ struct CacheFootprint {
   int64_t entries = 0;         // cached (token, KV head) entries
   int64_t resident_bytes = 0;  // bytes the cache's buffers physically hold (incl. positions)
   int64_t payload_bytes = 0;   // bytes of key/value data in use (what compression is measured on)
+  // Of payload_bytes, what sliding-window layers hold: bounded by their window, left to them by compression.
+  int64_t window_payload_bytes = 0;
   CacheFootprint& operator+=(const CacheFootprint& o) {
     entries += o.entries;
     resident_bytes += o.resident_bytes;
     payload_bytes += o.payload_bytes;
+    window_payload_bytes += o.window_payload_bytes;
     return *this;
   }
 };

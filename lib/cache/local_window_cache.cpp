@@ -21,4 +21,10 @@ void LocalWindowCache::append(const at::Tensor& keys, const at::Tensor& values, 
   DenseLayerCache::append(keys, values, positions);
 }
 
+CacheFootprint LocalWindowCache::footprint() const {
+  CacheFootprint f = DenseLayerCache::footprint();
+  f.window_payload_bytes = f.payload_bytes;
+  return f;
+}
+
 }  // namespace kvc

@@ -11,6 +11,7 @@ class LocalWindowCache : public DenseLayerCache {
  public:
   LocalWindowCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options);
   void append(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& positions) override;
+  CacheFootprint footprint() const override;
 
  private:
   int64_t window_;

@@ -58,13 +58,25 @@ bool bool_or(const json& j, const char* key, bool fallback, const std::string& s
   return j[key].get<bool>();
 }
 
+// transformers 5 writes one `rope_parameters` object (rope_type, rope_theta and the scaling's fields) where
+// earlier versions wrote `rope_theta` and `rope_scaling`; Gemma 3 writes one per layer type instead
+// (read in gemma3_config.cpp). Returns the flat object, or null.
+const json* flat_rope_parameters(const json& j) {
+  if (!j.contains("rope_parameters") || !j["rope_parameters"].is_object()) return nullptr;
+  const json& r = j["rope_parameters"];
+  return r.contains("rope_type") || r.contains("rope_theta") ? &r : nullptr;
+}
+
 RopeScaling parse_rope_scaling(const json& j, const std::string& src) {
   RopeScaling s;
-  if (!j.contains("rope_scaling") || j["rope_scaling"].is_null()) return s;
-  const json& r = j["rope_scaling"];
-  KVC_CHECK(r.is_object(), "{}: 'rope_scaling' must be an object or null", src);
+  const json* parameters = flat_rope_parameters(j);
+  const char* field = parameters != nullptr ? "rope_parameters" : "rope_scaling";
+  if (parameters == nullptr && (!j.contains("rope_scaling") || j["rope_scaling"].is_null())) return s;
+  const json& r = parameters != nullptr ? *parameters : j["rope_scaling"];
+  KVC_CHECK(r.is_object(), "{}: '{}' must be an object or null", src, field);
   const char* type_key = r.contains("rope_type") ? "rope_type" : "type";
-  KVC_CHECK(r.contains(type_key) && r[type_key].is_string(), "{}: 'rope_scaling' lacks 'rope_type'", src);
+  if (parameters != nullptr && !r.contains(type_key)) return s;  // rope_theta alone
+  KVC_CHECK(r.contains(type_key) && r[type_key].is_string(), "{}: '{}' lacks 'rope_type'", src, field);
   s.type = r[type_key].get<std::string>();
   KVC_CHECK(s.type == "default" || s.type == "linear" || s.type == "llama3",
             "{}: unsupported rope_scaling type '{}' (supported: default, linear, llama3)", src, s.type);
@@ -128,6 +140,9 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
   // eps guards a division by the RMS of activations; 1 or more would dominate it in every real model.
   c.rms_norm_eps = number_in(j, "rms_norm_eps", 1e-6, 0.0, 1.0, src);
   c.rope_theta = number_in(j, "rope_theta", 10000.0, 1.0, kMaxRopeTheta, src);
+  if (const json* parameters = flat_rope_parameters(j); parameters != nullptr && parameters->contains("rope_theta")) {
+    c.rope_theta = number_in(*parameters, "rope_theta", 10000.0, 1.0, kMaxRopeTheta, src + " rope_parameters");
+  }
   c.rope_scaling = parse_rope_scaling(j, src);
   c.tie_word_embeddings = bool_or(j, "tie_word_embeddings", false, src);
   c.qkv_bias = c.traits.always_qkv_bias || bool_or(j, "attention_bias", false, src);

@@ -12,7 +12,9 @@ std::vector<std::pair<int64_t, int64_t>> plan_windows(int64_t num_tokens, const 
   KVC_CHECK(plan.window >= 2, "--window must be at least 2 tokens, got {}", plan.window);
   KVC_CHECK(plan.max_windows >= 0, "--max-windows must be >= 0 (0 = all), got {}", plan.max_windows);
   std::vector<std::pair<int64_t, int64_t>> windows;
+  const bool full_only = plan.protocol == PerplexityProtocol::LlamaCpp;
   for (int64_t begin = 0; begin < num_tokens; begin += plan.window) {
+    if (full_only && begin + plan.window > num_tokens) break;
     if (plan.max_windows > 0 && static_cast<int64_t>(windows.size()) == plan.max_windows) break;
     windows.emplace_back(begin, std::min(num_tokens, begin + plan.window));
   }
@@ -36,13 +38,21 @@ PerplexityResult evaluate_perplexity(const LlamaModel& model, const std::vector<
   Progress progress("ppl", static_cast<int64_t>(windows.size()), "windows", show_progress);
   for (const auto& [begin, end] : windows) {
     if (end - begin < 2) continue;  // a one-token window has nothing to score
-    const std::vector<int> tokens(ids.begin() + begin, ids.begin() + end);
+    std::vector<int> tokens(ids.begin() + begin, ids.begin() + end);
+    // Rows [first, n-1) of the logits predict tokens [first+1, n).
+    int64_t first = 0;
+    if (plan.protocol == PerplexityProtocol::LlamaCpp) {
+      tokens[0] = static_cast<int>(model.config().bos_token_id);
+      first = plan.window / 2;
+    }
     KVCache cache = model.new_cache();
     const at::Tensor logits = model.forward(tokens, cache);  // [n, V]
-    const std::vector<int> targets(tokens.begin() + 1, tokens.end());
-    r.total_nll += total_nll(logits.narrow(0, 0, end - begin - 1), targets);
-    r.tokens_scored += end - begin - 1;
+    const int64_t n = end - begin;
+    const std::vector<int> targets(tokens.begin() + first + 1, tokens.end());
+    r.total_nll += total_nll(logits.narrow(0, first, n - first - 1), targets);
+    r.tokens_scored += n - first - 1;
     ++r.windows;
+    r.running_ppl.push_back(std::exp(r.total_nll / static_cast<double>(r.tokens_scored)));
     progress.advance();
   }
   progress.finish();

@@ -1,7 +1,11 @@
 #pragma once
-// Perplexity with the reference protocol: ids = [BOS] + encode(file), consecutive non-overlapping
-// windows of `window` tokens (the last may be shorter); in each window every token but the first is
-// scored given the window's preceding tokens; ppl = exp(total NLL / tokens scored).
+// Perplexity over consecutive non-overlapping windows of ids = [BOS] + encode(file), with one of two protocols:
+// - reference (Hugging Face's usual evaluation): windows of `window` tokens (the last may be shorter); in
+//   each every token but the first is scored given the window's preceding tokens;
+// - llama.cpp (llama-perplexity's): full windows only; each window's first token becomes BOS, and only
+//   the second half is scored (the first `window`/2 tokens are context), so the two tools' numbers
+//   compare on the same tokens.
+// ppl = exp(total NLL / tokens scored).
 #include <cstdint>
 #include <vector>
 
@@ -9,9 +13,12 @@
 
 namespace kvc {
 
+enum class PerplexityProtocol { Reference, LlamaCpp };
+
 struct WindowPlan {
   int64_t window = 256;
   int64_t max_windows = 0;  // 0: all
+  PerplexityProtocol protocol = PerplexityProtocol::Reference;
 };
 
 // [begin, end) token ranges of the windows the protocol scores.
@@ -23,6 +30,7 @@ struct PerplexityResult {
   int64_t tokens_scored = 0;
   int64_t windows = 0;
   double seconds = 0;
+  std::vector<double> running_ppl;  // the perplexity after each window (llama-perplexity prints the same)
 };
 
 PerplexityResult evaluate_perplexity(const LlamaModel& model, const std::vector<int>& ids, const WindowPlan& plan,

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 
 #include "util/error.h"
@@ -168,10 +169,14 @@ uint64_t TensorInfo::elements() const {
 }
 
 std::shared_ptr<GgufFile> GgufFile::open(const std::string& path) {
-  return std::shared_ptr<GgufFile>(new GgufFile(path));
+  return std::shared_ptr<GgufFile>(new GgufFile(path, true));
 }
 
-GgufFile::GgufFile(const std::string& path) : path_(path), mapping_(path) {
+std::shared_ptr<GgufFile> GgufFile::open_metadata(const std::string& path) {
+  return std::shared_ptr<GgufFile>(new GgufFile(path, false));
+}
+
+GgufFile::GgufFile(const std::string& path, bool needs_tensor_data) : path_(path), mapping_(path) {
   Cursor c(path_, mapping_.data(), mapping_.size());
   KVC_CHECK(mapping_.size() >= 4, "'{}': file too short for a GGUF header ({} bytes)", path_, mapping_.size());
   const uint32_t magic = c.read<uint32_t>("magic");
@@ -235,6 +240,7 @@ GgufFile::GgufFile(const std::string& path) : path_(path), mapping_(path) {
   // The data region starts at the next multiple of the alignment after the tensor infos.
   const uint64_t end_of_infos = c.position();
   data_offset_ = (end_of_infos + alignment_ - 1) / alignment_ * alignment_;
+  if (!needs_tensor_data) return;
   KVC_CHECK(tensors_.empty() || data_offset_ <= mapping_.size(),
             "'{}': truncated: the data region would start at {} but the file ends at {}", path_, data_offset_,
             mapping_.size());
@@ -332,7 +338,11 @@ const TensorInfo& GgufFile::tensor(const std::string& name) const {
 }
 
 bool is_gguf_file(const std::string& path) {
-  return std::filesystem::path(path).extension() == ".gguf" && !is_directory(path);
+  if (is_directory(path)) return false;
+  if (std::filesystem::path(path).extension() == ".gguf") return true;
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  return in.read(magic, sizeof magic) && std::memcmp(magic, "GGUF", sizeof magic) == 0;
 }
 
 }  // namespace kvc::gguf

@@ -37,7 +37,7 @@ struct TensorInfo {
   uint32_t type = 0;            // ggml type id; ggml_type_info(type) describes it
   uint64_t offset = 0;          // within the data region
   uint64_t nbytes = 0;
-  const uint8_t* data = nullptr;  // into the mapping; lives as long as the GgufFile
+  const uint8_t* data = nullptr;  // into the mapping; lives as long as the GgufFile; null from open_metadata
   uint64_t elements() const;
 };
 
@@ -61,6 +61,10 @@ class GgufFile {
   static constexpr uint64_t kDefaultAlignment = 32;
 
   static std::shared_ptr<GgufFile> open(const std::string& path);  // validates everything
+  // Header, metadata and tensor infos only, validated as strictly, without requiring the tensor data to
+  // be in the file (llama.cpp's vocab-only read): what a tokenizer needs, e.g. from the first chunk of
+  // a split download. Tensors of such a file have no data (TensorInfo::data is null).
+  static std::shared_ptr<GgufFile> open_metadata(const std::string& path);
 
   const std::string& path() const { return path_; }
   uint32_t version() const { return version_; }
@@ -87,7 +91,7 @@ class GgufFile {
   uint64_t file_size() const { return mapping_.size(); }
 
  private:
-  explicit GgufFile(const std::string& path);
+  GgufFile(const std::string& path, bool needs_tensor_data);
   const Value& value(const std::string& key) const;
   int64_t checked_integer(const std::string& key, int64_t lo, int64_t hi, const char* wanted) const;
 
@@ -102,7 +106,8 @@ class GgufFile {
 };
 
 // Whether the model and tokenizer loaders read `path` as one GGUF file: a file (not a folder) named
-// NAME.gguf. Says nothing of its contents; GgufFile::open checks those.
+// NAME.gguf, or any file that starts with the GGUF magic (downloads are not always named .gguf). Says
+// nothing of the rest of its contents; GgufFile::open checks those.
 bool is_gguf_file(const std::string& path);
 
 }  // namespace kvc::gguf

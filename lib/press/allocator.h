@@ -17,9 +17,14 @@ namespace kvc {
 
 struct KeptRecord;
 
+// The layers a press compresses. Layers are numbered 0..num_layers-1 in this order everywhere in the
+// press (bounds, scores, allocations); `layers` maps them to the model's. A model with sliding-window
+// layers has its presses act on the global ones only: a local layer's cache is already bounded by its window.
 struct ModelShape {
   AttentionShape attention;
   int64_t num_layers = 0;
+  std::vector<int64_t> layers;  // model layer of each press layer
+  int64_t model_layers = 0;     // every layer of the model, compressed or not
 };
 
 // What an allocator may read of, and do to, the sequence being compressed.
@@ -57,8 +62,8 @@ class Allocator {
   virtual void prefill_layer(PressContext& ctx, const LayerStep& step);
   // After the last layer's prefill: where allocations that need every layer's scores happen.
   virtual void finish_prefill(PressContext& ctx) {}
-  // Before the entries of `layer` not in `kept` [n_kv, keep] are dropped from `cache`; `record`, when
-  // given, receives what is merged.
+  // Before the entries not in `kept` [n_kv, keep] are dropped from `cache`, model layer `layer` (the one
+  // kept records name); `record`, when given, receives what is merged.
   virtual void before_evict(int64_t layer, LayerCache& cache, const at::Tensor& kept, KeptRecord* record) {}
 
   // Sets its own budgets per layer or head (a wrapper such as ada needs a base that does not).

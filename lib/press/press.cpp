@@ -37,12 +37,19 @@ CacheSetup make_setup(PressConfig config, const PressParams& p, const LlamaModel
     KVC_CHECK(p.ratio > 0, "--budgets needs --ratio (the file holds per-layer budgets for given ratios)");
     AllocatorFactory inner = config.allocator;
     if (!inner) inner = [] { return std::make_unique<Allocator>(); };
-    config.allocator = layer_share_allocator(load_layer_shares(p.budgets_file, p.ratio, model), inner);
+    const std::vector<double> every_layer = load_layer_shares(p.budgets_file, p.ratio, model);
+    std::vector<double> compressed;  // the shares of the layers the press acts on (see ModelShape)
+    for (int64_t l = 0; l < model.config().num_layers; ++l)
+      if (!model.config().is_local_layer(l)) compressed.push_back(every_layer[static_cast<size_t>(l)]);
+    config.allocator = layer_share_allocator(std::move(compressed), inner);
   }
   const ModelConfig& c = model.config();
   ModelShape shape;
   shape.attention = c.attention_shape();
-  shape.num_layers = c.num_layers;
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    if (!c.is_local_layer(l)) shape.layers.push_back(l);
+  shape.num_layers = static_cast<int64_t>(shape.layers.size());
+  shape.model_layers = c.num_layers;
   auto shared = std::make_shared<const PressConfig>(std::move(config));
   CacheSetup setup;
   setup.name = p.name;

@@ -40,6 +40,8 @@ class PressObserver::Context : public PressContext {
 PressObserver::PressObserver(std::shared_ptr<const PressConfig> config, ModelShape shape)
     : config_(std::move(config)), shape_(std::move(shape)), allocator_(config_->new_allocator()) {
   const auto L = static_cast<size_t>(shape_.num_layers);
+  press_layer_.assign(static_cast<size_t>(shape_.model_layers), -1);
+  for (size_t i = 0; i < L; ++i) press_layer_[static_cast<size_t>(shape_.layers[i])] = static_cast<int64_t>(i);
   bound_.assign(L, 0);
   positions_.resize(L);
   cumulative_.resize(L);
@@ -48,11 +50,12 @@ PressObserver::PressObserver(std::shared_ptr<const PressConfig> config, ModelSha
 
 void PressObserver::record_kept() {
   recording_ = true;
-  record_.reset(shape_.num_layers, shape_.attention.num_kv_heads);
+  record_.reset(shape_.model_layers, shape_.attention.num_kv_heads);
 }
 
-AttentionProbe PressObserver::probe(int64_t layer) const {
+AttentionProbe PressObserver::probe(int64_t model_layer) const {
   AttentionProbe p;
+  if (press_layer(model_layer) < 0) return p;
   if (!prefill_done_) {
     p = config_->scorer->probe();
     if (config_->cumulative) p.column_sums = true;
@@ -82,7 +85,16 @@ ScoreInput PressObserver::input(int64_t layer, bool prefill, const LayerStep* st
   return in;
 }
 
-void PressObserver::after_attention(const LayerStep& step, KVCache& cache) {
+void PressObserver::after_attention(const LayerStep& model_step, KVCache& cache) {
+  const bool last_model_layer = model_step.layer + 1 == shape_.model_layers;
+  const int64_t layer = press_layer(model_step.layer);
+  if (layer >= 0) after_press_layer(model_step, layer, cache);
+  if (last_model_layer) hold_next_ = false;  // a hold covers one forward pass
+}
+
+void PressObserver::after_press_layer(const LayerStep& model_step, int64_t layer, KVCache& cache) {
+  LayerStep step = model_step;  // numbered as the press numbers its layers
+  step.layer = layer;
   if (!prefill_done_) {
     prefill_layer(step, cache);
     if (step.layer + 1 == shape_.num_layers) {
@@ -99,7 +111,6 @@ void PressObserver::after_attention(const LayerStep& step, KVCache& cache) {
   } else if (config_->bounded && (config_->ratio > 0 || config_->budget > 0)) {
     decode_layer(step, cache);  // no ratio and no budget: keep everything, also while decoding
   }
-  if (step.layer + 1 == shape_.num_layers) hold_next_ = false;  // a hold covers one forward pass
 }
 
 void PressObserver::prefill_layer(const LayerStep& step, KVCache& cache) {
@@ -151,7 +162,7 @@ void PressObserver::decode_layer(const LayerStep& step, KVCache& cache) {
 void PressObserver::reserve_bound(int64_t layer, int64_t bound, KVCache& cache) const {
   // A bounded cache holds `bound` entries + one spare slot for the token being added, reserved once:
   // its resident size never changes and decoding never reallocates.
-  if (config_->bounded) cache.layer(layer).reserve(bound + 1);
+  if (config_->bounded) layer_cache(cache, layer).reserve(bound + 1);
 }
 
 at::Tensor PressObserver::compress(int64_t layer, const at::Tensor& importance, int64_t keep, KVCache& cache) {
@@ -164,8 +175,8 @@ at::Tensor PressObserver::compress(int64_t layer, const at::Tensor& importance, 
   at::Tensor kept = config_->shared_heads
                         ? top_indices(importance.mean(0, /*keepdim=*/true), keep).expand({KV, keep}).contiguous()
                         : top_indices(importance, keep);
-  LayerCache& lc = cache.layer(layer);
-  allocator_->before_evict(layer, lc, kept, recording_ ? &record_ : nullptr);
+  LayerCache& lc = layer_cache(cache, layer);
+  allocator_->before_evict(shape_.layers[li], lc, kept, recording_ ? &record_ : nullptr);
   if (prefill_done_ && config_->bounded && keep == S - 1) {
     // Every decode step of a bounded cache: `kept` (sorted) misses exactly one index per head, which
     // the layout evicts in place where it can; `kept` becomes the new storage order.
@@ -188,7 +199,7 @@ void PressObserver::compress_per_head(int64_t layer, const at::Tensor& importanc
   if (std::all_of(keep.begin(), keep.end(), [&](int64_t k) { return k >= S; })) return;
   std::vector<at::Tensor> idx;
   for (int64_t h = 0; h < KV; ++h) idx.push_back(top_indices(importance[h], keep[static_cast<size_t>(h)]));
-  cache.retain_per_head(layer, idx);
+  cache.retain_per_head(shape_.layers[li], idx);
   // Per-head lengths differ: this press does not evict while decoding, so tracking stops here.
   positions_[li] = cumulative_[li] = current_[li] = at::Tensor();
 }

@@ -32,6 +32,7 @@ class PressObserver : public ForwardObserver, public KeptRecorder {
  private:
   class Context;
 
+  void after_press_layer(const LayerStep& model_step, int64_t layer, KVCache& cache);
   void prefill_layer(const LayerStep& step, KVCache& cache);
   void decode_layer(const LayerStep& step, KVCache& cache);
   // Keeps the top `keep` entries per head by `importance`; returns the kept indices [n_kv, keep].
@@ -39,10 +40,16 @@ class PressObserver : public ForwardObserver, public KeptRecorder {
   void compress_per_head(int64_t layer, const at::Tensor& importance, const std::vector<int64_t>& keep, KVCache& cache);
   void reserve_bound(int64_t layer, int64_t bound, KVCache& cache) const;
   ScoreInput input(int64_t layer, bool prefill, const LayerStep* step) const;
+  // The press layer of a model layer, or -1 for a layer the press leaves alone.
+  int64_t press_layer(int64_t model_layer) const { return press_layer_[static_cast<size_t>(model_layer)]; }
+  LayerCache& layer_cache(KVCache& cache, int64_t layer) const {
+    return cache.layer(shape_.layers[static_cast<size_t>(layer)]);
+  }
 
   std::shared_ptr<const PressConfig> config_;
   ModelShape shape_;
   std::unique_ptr<Allocator> allocator_;  // this sequence's
+  std::vector<int64_t> press_layer_;      // per model layer
   bool prefill_done_ = false;
   bool hold_next_ = false;
   int64_t prompt_len_ = 0, budget_ = 0;

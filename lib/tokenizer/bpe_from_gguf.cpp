@@ -22,19 +22,20 @@ struct PreName {
 constexpr PreName kPreNames[] = {
     {"llama3", kLlama3Pattern, true, true}, {"llama-bpe", kLlama3Pattern, true, true},
     {"llama-v3", kLlama3Pattern, true, true}, {"qwen2", kQwen2Pattern, false, false},
-    {"gpt2", kGpt2Pattern, false, false},     {"default", kGpt2Pattern, false, false},
+    {"deepseek-r1-qwen", kQwen2Pattern, false, false}, {"gpt2", kGpt2Pattern, false, false},
+    {"default", kGpt2Pattern, false, false},
 };
 
 const PreName& pre_name(const std::string& pre, const std::string& path) {
   for (const auto& entry : kPreNames)
     if (pre == entry.name) return entry;
-  fail("'{}': tokenizer.ggml.pre '{}' is not supported (llama3, llama-bpe, qwen2, gpt2, default)", path, pre);
+  fail("'{}': tokenizer.ggml.pre '{}' is not supported (llama3, llama-bpe, llama-v3, qwen2, deepseek-r1-qwen, gpt2, default)", path, pre);
 }
 
 }  // namespace
 
 std::unique_ptr<TokenizerBackend> load_bpe_from_gguf(const std::string& path) {
-  const auto file = gguf::GgufFile::open(path);
+  const auto file = gguf::GgufFile::open_metadata(path);
   KVC_CHECK(file->has("tokenizer.ggml.model"), "'{}': metadata key 'tokenizer.ggml.model' is missing (no tokenizer "
                                                "in this GGUF)", path);
   const std::string model = file->get_string("tokenizer.ggml.model");

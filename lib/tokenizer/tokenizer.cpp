@@ -17,7 +17,7 @@ namespace {
 
 std::unique_ptr<TokenizerBackend> load_file(const std::string& path) {
   if (gguf::is_gguf_file(path)) {
-    const auto file = gguf::GgufFile::open(path);
+    const auto file = gguf::GgufFile::open_metadata(path);
     KVC_CHECK(file->has("tokenizer.ggml.model"), "'{}': metadata key 'tokenizer.ggml.model' is missing (no tokenizer "
               "in this GGUF)", path);
     if (file->get_string("tokenizer.ggml.model") == "llama") return load_spm_from_gguf(*file);

@@ -64,6 +64,27 @@ GgufTestWriter valid_writer() {
 
 }  // namespace
 
+// A tokenizer needs the metadata only: the first chunk of a split download opens with open_metadata,
+// whereas open (what model loading uses) refuses it as truncated.
+TEST(GgufReader, MetadataOnlyReadAcceptsAFileWithoutItsTensorData) {
+  const std::string whole = valid_writer().build();
+  const std::string path = write_file("first-chunk.gguf", whole.substr(0, whole.size() - 40));
+  expect_error([&] { GgufFile::open(path); }, "runs past the end of the file");
+  const auto file = GgufFile::open_metadata(path);
+  EXPECT_EQ(file->get_string_array("tokenizer.ggml.tokens").size(), 3u);
+  ASSERT_EQ(file->tensors().size(), 2u);
+  EXPECT_EQ(file->tensor("weight").data, nullptr);
+  // Everything before the tensor data is still checked.
+  expect_error([&] { GgufFile::open_metadata(write_file("header-only.gguf", whole.substr(0, 30))); }, "cannot fit");
+}
+
+// Downloads are not always named .gguf: the magic decides.
+TEST(GgufReader, AFileStartingWithTheMagicIsGguf) {
+  EXPECT_TRUE(kvc::gguf::is_gguf_file(write_file("model_part_0000", valid_writer().build())));
+  EXPECT_TRUE(kvc::gguf::is_gguf_file(write_file("bad-magic.gguf", "GGUX")));
+  EXPECT_FALSE(kvc::gguf::is_gguf_file(write_file("tokenizer.model", "\x0a\x0bnot gguf")));
+}
+
 TEST(GgufReader, ReadsMetadataAndTensors) {
   const auto file = GgufFile::open(write_file("valid.gguf", valid_writer().build()));
   EXPECT_EQ(file->version(), 3u);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "compression/compression_spec.h"
 #include "eval/perplexity.h"
 #include "model/llama_model.h"
 #include "support/gguf_test_writer.h"
@@ -122,6 +123,46 @@ TEST(Gemma3Gguf, PerplexityMatchesTransformers) {
               static_cast<long long>(r.tokens_scored));
   EXPECT_EQ(r.tokens_scored, golden["tokens_scored"].get<int64_t>());
   EXPECT_NEAR(r.ppl / golden["ppl"].get<double>(), 1.0, 1e-4);
+}
+
+// Eviction acts on the global layers only: a local layer's cache is bounded by its window already, and
+// its whole window stays visible to attention; the footprint says what the local windows hold.
+TEST(Gemma3Gguf, PressCompressesTheGlobalLayersOnly) {
+  SKIP_WITHOUT_GEMMA3();
+  const auto model = kvc::LlamaModel::load(gemma3_gguf());
+  const kvc::ModelConfig& c = model->config();
+  const kvc::Tokenizer tok = kvc::Tokenizer::load(gemma3_gguf());
+  std::ifstream in(kvc::test::data_file("wikitext2/wiki.test.raw"), std::ios::binary);
+  std::string text(6000, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  std::vector<int> ids = tok.encode_prompt(text, c.bos_token_id);
+  ids.resize(400);  // within the 512-token window: local layers hold every token
+
+  kvc::CompressionSpec spec;
+  spec.press = "snapkv";
+  spec.ratio = 0.5;
+  const kvc::CacheSetup setup = kvc::build_cache_setup(spec, *model);
+  kvc::KVCache cache = setup.new_cache(*model);
+  const auto observer = setup.new_observer();
+  kvc::ForwardOptions o;
+  o.all_logits = false;
+  o.observer = observer.get();
+  model->forward(ids, cache, o);
+
+  int64_t local_layers = 0, window_bytes = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const at::Tensor lengths = cache.layer(l).lengths();
+    if (c.is_local_layer(l)) {
+      ++local_layers;
+      window_bytes += cache.layer(l).footprint().payload_bytes;
+      EXPECT_EQ(lengths.max().item<int64_t>(), 400) << "local layer " << l;
+    } else {
+      EXPECT_EQ(lengths.max().item<int64_t>(), 200) << "global layer " << l;
+    }
+  }
+  EXPECT_EQ(local_layers, 15);
+  EXPECT_EQ(cache.footprint().window_payload_bytes, window_bytes);
+  EXPECT_GT(cache.footprint().payload_bytes, window_bytes);
 }
 
 std::string write_file(const std::string& name, const std::string& bytes) {

@@ -1,0 +1,65 @@
+// Every architecture kvc runs, against Hugging Face transformers: random-weight checkpoints in
+// data/reference/architectures/<case>/ with the logits transformers computes for a fixed sequence
+// (scripts/make_architecture_goldens.py), compared position by position.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "model/llama_model.h"
+#include "support/paths.h"
+
+namespace kvc {
+namespace {
+
+constexpr double kTolerance = 1e-4;  // float32 on both sides, summed in different orders
+
+class TransformersArchitecture : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TransformersArchitecture, LogitsMatchTransformers) {
+  const std::string dir = test::reference_dir("architectures") + "/" + GetParam();
+  std::ifstream in(dir + "/logits.json");
+  ASSERT_TRUE(in.good()) << dir << "/logits.json";
+  const nlohmann::json golden = nlohmann::json::parse(in);
+  const auto ids = golden["ids"].get<std::vector<int>>();
+  const auto expected = golden["logits"].get<std::vector<std::vector<double>>>();
+
+  const auto model = LlamaModel::load(dir);
+  KVCache cache = model->new_cache();
+  const at::Tensor logits = model->forward(ids, cache).to(at::kDouble).contiguous();  // [T, V]
+  ASSERT_EQ(logits.size(0), static_cast<int64_t>(expected.size()));
+  ASSERT_EQ(logits.size(1), static_cast<int64_t>(expected[0].size()));
+  double max_diff = 0;
+  int64_t argmax_differs = 0;
+  for (int64_t t = 0; t < logits.size(0); ++t) {
+    const auto& row = expected[static_cast<size_t>(t)];
+    int64_t best = 0;
+    for (int64_t v = 0; v < logits.size(1); ++v) {
+      max_diff = std::max(max_diff, std::abs(logits[t][v].item<double>() - row[static_cast<size_t>(v)]));
+      if (row[static_cast<size_t>(v)] > row[static_cast<size_t>(best)]) best = v;
+    }
+    argmax_differs += logits[t].argmax().item<int64_t>() != best;
+  }
+  std::printf("%s: max abs logit diff %.3g over %zu positions (transformers %s)\n", GetParam().c_str(), max_diff,
+              ids.size(), golden["transformers"].get<std::string>().c_str());
+  EXPECT_LT(max_diff, kTolerance);
+  EXPECT_EQ(argmax_differs, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, TransformersArchitecture,
+                         ::testing::Values("llama", "llama-rope-linear", "llama-rope-llama3", "llama-rope-parameters",
+                                           "mistral-sliding-window", "qwen2-biases", "gemma3"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& c : name) if (c == '-') c = '_';
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace kvc
