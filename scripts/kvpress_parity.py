@@ -2,11 +2,19 @@
 """Kept-entry parity between kvc's presses and NVIDIA's kvpress on the same model and prompt.
 
 For every method both implement, at ratios 0.25/0.5/0.75/0.9, on stories260K and kvc-tiny-lm
-(Hugging Face folders loaded with transformers' LlamaForCausalLM), this runs kvpress on a fixed prompt,
+(Hugging Face folders loaded with transformers' LlamaForCausalLM) and on Gemma 3 270M (the GGUF
+scripts/setup.sh installs, loaded by transformers as Gemma3ForCausalLM), this runs kvpress on a fixed prompt,
 records the positions each layer x KV head keeps, writes them as golden files under data/parity/
 (ids only: the prompt's token ids and the kept positions), then runs kvc-generate --dump-kept with the
 kvc parameters that reproduce kvpress and prints the mean Jaccard(kvc, kvpress) per method x model x
 ratio (Markdown). tests/core/test_press_parity.cpp checks the golden files without Python.
+
+On Gemma 3 only the global layers are compared (and stored): kvc compresses those alone, since a
+sliding-window layer is bounded by its window already. kvpress skips the sliding layers of
+Gemma3ForConditionalGeneration but hooks every layer of Gemma3ForCausalLM; its compression runs after each
+layer's prefill attention, so the global layers see the same hidden states either way. PyramidKV and
+KVCompose split one budget over layers, which kvpress does over all 18 layers and kvc over the 3 global
+ones, so they are not compared on Gemma 3.
 
 Needs kvpress, transformers, torch, sentencepiece and safetensors (not dependencies of kvc or CI):
     python -m venv VENV && VENV/bin/pip install kvpress transformers torch sentencepiece
@@ -22,6 +30,7 @@ from pathlib import Path
 
 import sentencepiece
 import torch
+from transformers import AutoModelForCausalLM
 from safetensors.numpy import load_file, save_file
 import transformers
 from transformers import DynamicCache, LlamaForCausalLM
@@ -36,7 +45,17 @@ RATIOS = [0.25, 0.5, 0.75, 0.9]
 MODELS = {
     "stories260K": "data/text/tinystories/tinystories_excerpt_30k.txt",
     "kvc-tiny-lm": "data/text/pg_essays",
+    "gemma3-270m": "data/text/pg_essays",
 }
+GGUF_MODELS = {"gemma3-270m"}  # scripts/model_path.sh NAME
+NOT_ON_GGUF_MODELS = {"pyramidkv", "pyramidkv_beta2", "kvcompose"}  # budgets split over layers (see above)
+
+
+def model_path(model):
+    if model in GGUF_MODELS:
+        return subprocess.run([str(ROOT / "scripts/model_path.sh"), model], check=True, capture_output=True,
+                              text=True).stdout.strip()
+    return str(ROOT / "data/models" / model)
 
 
 def prompt_text(model):
@@ -46,7 +65,16 @@ def prompt_text(model):
     return path.read_text()[:6000]
 
 
-def prompt_ids(model):
+def prompt_ids(model, build):
+    if model in GGUF_MODELS:
+        # The ids are the shared input, not what is compared: kvc's tokenizer agrees with llama.cpp's and
+        # SentencePiece's on this vocabulary (README), so kvc-tokenize provides them.
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+            f.write(prompt_text(model))
+        out = subprocess.run([str(build / "bin/kvc-tokenize"), "-m", model_path(model), "-f", f.name, "--json"],
+                             check=True, capture_output=True, text=True).stdout
+        Path(f.name).unlink()
+        return json.loads(out)["ids"][:PROMPT_TOKENS]
     sp = sentencepiece.SentencePieceProcessor(model_file=str(ROOT / "data/models" / model / "tokenizer.model"))
     cfg = json.loads((ROOT / "data/models" / model / "config.json").read_text())
     ids = [cfg["bos_token_id"]] + sp.encode(prompt_text(model))
@@ -96,9 +124,22 @@ _loaded = {}
 
 def load_model(model_dir, attn):
     if (model_dir, attn) not in _loaded:
-        model = LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation=attn)
+        if model_dir.endswith(".gguf"):
+            path = Path(model_dir)
+            model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32,
+                                                         attn_implementation=attn)
+        else:
+            model = LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation=attn)
         _loaded[(model_dir, attn)] = model.eval()
     return _loaded[(model_dir, attn)]
+
+
+def compared_layers(model):
+    """The layers kvc compresses: the global ones when the model interleaves sliding-window layers."""
+    types = getattr(model.config, "layer_types", None)
+    if not types:
+        return list(range(model.config.num_hidden_layers))
+    return [l for l, t in enumerate(types) if t == "full_attention"]
 
 
 def run_kvpress(model_dir, method, ratio, ids):
@@ -139,7 +180,8 @@ def run_kvpress(model_dir, method, ratio, ids):
     with torch.no_grad(), press(model):
         model(input_ids=torch.tensor([ids]), past_key_values=DynamicCache(), use_cache=True)
     assert len(kept) == L * KV, f"{method}: kvpress compressed {len(kept)} of {L * KV} layer x head caches"
-    return L, KV, kept
+    layers = compared_layers(model)
+    return layers, KV, {(l, h): pos for (l, h), pos in kept.items() if l in layers}
 
 
 def golden_path(out, model, method, ratio):
@@ -156,7 +198,7 @@ REASONS = {
 }
 
 
-def write_golden(path, ids, kept, L, KV, method, ratio, mean_jaccard):
+def write_golden(path, ids, kept, layers, KV, method, ratio, mean_jaccard):
     import numpy as np
     tensors = {"prompt": np.asarray(ids, dtype=np.int32)}
     for (l, h), pos in kept.items():
@@ -164,7 +206,7 @@ def write_golden(path, ids, kept, L, KV, method, ratio, mean_jaccard):
     spec, budget = METHODS[method][1], METHODS[method][2](ratio)
     meta = {"method": method, "ratio": str(ratio), "kvc_press": spec, "kvc_budget": " ".join(budget),
             "kvpress_version": importlib.metadata.version("kvpress"),
-            "num_layers": str(L), "num_kv_heads": str(KV),
+            "layers": ",".join(str(l) for l in layers), "num_kv_heads": str(KV),
             "parity": "exact" if mean_jaccard == 1.0 else "approximate", "kvc_jaccard": f"{mean_jaccard:.6f}",
             "reason": REASONS.get(method, "near-ties between float32 scores (kvpress) and kvc's" if mean_jaccard < 1 else "")}
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -175,7 +217,7 @@ def run_kvc(build, model, spec, budget, ids_count, tmp):
     dump = Path(tmp) / "kept.safetensors"
     prompt = Path(tmp) / "prompt.txt"
     prompt.write_text(prompt_text(model))
-    cmd = [str(build / "bin/kvc-generate"), "-m", str(ROOT / "data/models" / model), "-f", str(prompt),
+    cmd = [str(build / "bin/kvc-generate"), "-m", model_path(model), "-f", str(prompt),
            "--prompt-tokens", str(ids_count), "-n", "1", "-q", "--press", spec, *budget, "--dump-kept", str(dump)]
     subprocess.run(cmd, check=True, capture_output=True)
     return load_file(str(dump))
@@ -191,22 +233,26 @@ def main():
     ap.add_argument("--build", default="build", help="kvc build folder with bin/kvc-generate")
     ap.add_argument("--out", default="data/parity", help="golden files folder")
     ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument("--models", default=",".join(MODELS))
     args = ap.parse_args()
     out, build = ROOT / args.out, (ROOT / args.build).resolve()
     torch.manual_seed(0)
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
     rows = []
-    for model in MODELS:
-        model_dir = str(ROOT / "data/models" / model)
-        ids = prompt_ids(model)
+    models = args.models.split(",")
+    for model in models:
+        model_dir = model_path(model)
+        ids = prompt_ids(model, build)
         for method in args.methods.split(","):
+            if model in GGUF_MODELS and method in NOT_ON_GGUF_MODELS:
+                continue
             for ratio in RATIOS:
-                L, KV, kept = run_kvpress(model_dir, method, ratio, ids)
+                layers, KV, kept = run_kvpress(model_dir, method, ratio, ids)
                 with tempfile.TemporaryDirectory() as tmp:
                     dump = run_kvc(build, model, METHODS[method][1], METHODS[method][2](ratio), len(ids), tmp)
-                scores = [jaccard(dump[f"kept.{l}.{h}"], kept[(l, h)]) for l in range(L) for h in range(KV)]
-                write_golden(golden_path(out, model, method, ratio), ids, kept, L, KV, method, ratio,
+                scores = [jaccard(dump[f"kept.{l}.{h}"], kept[(l, h)]) for l in layers for h in range(KV)]
+                write_golden(golden_path(out, model, method, ratio), ids, kept, layers, KV, method, ratio,
                              sum(scores) / len(scores))
                 rows.append((method, model, ratio, sum(scores) / len(scores), min(scores)))
                 print(f"{method:20s} {model:12s} {ratio:<5} mean Jaccard {rows[-1][3]:.4f} (min {rows[-1][4]:.4f})",
@@ -215,8 +261,10 @@ def main():
         print("| method | kvc parameters | model | J@0.25 | J@0.5 | J@0.75 | J@0.9 |")
         print("|---|---|---|---|---|---|---|")
         for method in args.methods.split(","):
-            for model in MODELS:
+            for model in models:
                 cells = [f"{r[3]:.3f}" for r in rows if r[0] == method and r[1] == model]
+                if not cells:
+                    continue
                 print(f"| {method} | `{METHODS[method][1]}` | {model} | " + " | ".join(cells) + " |")
 
 

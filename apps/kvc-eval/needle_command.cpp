@@ -170,7 +170,8 @@ void add_needle_command(CLI::App& app, std::function<int()>& action) {
       "  kvc-eval needle -m data/models/stories260K --haystack data/text/tinystories/tinystories_excerpt_30k.txt "
       "--lengths 128,256 --depths 0,0.5,1 --templates passkey --json\n"
       "  kvc-eval needle -m data/models/kvc-tiny-lm --haystack data/text/pg_essays --lengths 256 --depths 0.5 "
-      "--samples 2 --press snapkv --ratio 0.5 --query agnostic --out-dir out/needle-snapkv50\n"
+      "--samples 2 --press snapkv --ratio 0.5 --query agnostic --out-dir out/needle-snapkv50 "
+      "--dump-kept out/needle-snapkv50/kept\n"
       "  kvc-eval needle -m data/models/kvc-tiny-lm --haystack data/text/pg_essays --lengths 256 --depths 0.5 "
       "--samples 2 --retrieval adaptive:budget=64 --out-dir out/needle-retrieval\n");
   o->add_common_to(*cmd);

@@ -1,23 +1,43 @@
 #include "task_command.h"
 
+#include <filesystem>
+
 #include "flag_vocabulary.h"
+#include "util/error.h"
 #include "util/files.h"
 #include "util/interrupt.h"
 
 namespace kvc::eval_app {
 namespace {
 
-// Runs before the members load: a typo in --out-dir must not cost the model load.
+// Runs before the members load: a typo in --out-dir or --dump-kept must not cost the model load.
 const cli::ModelOptions& checked(const TaskCommandOptions& o) {
   if (!o.out.empty()) check_writable_output_folder(o.out);
+  if (!o.compression.dump_kept.empty()) check_writable_output_folder(o.compression.dump_kept);
   return o.model;
+}
+
+EvalContext evaluation_context(const TaskCommandOptions& o, const LlamaModel& model, const Tokenizer& tokenizer,
+                               const CacheSetup& setup) {
+  EvalContext ctx = o.harness.context(model, tokenizer);
+  if (!o.compression.dump_kept.empty()) {
+    KVC_CHECK(setup.make_observer, "--dump-kept {}: needs a token-eviction method (--press)", o.compression.dump_kept);
+    std::filesystem::create_directories(o.compression.dump_kept);
+    ctx.dump_kept_dir = o.compression.dump_kept;
+  }
+  return ctx;
 }
 
 }  // namespace
 
 void TaskCommandOptions::add_common_to(CLI::App& cmd, bool with_compression) {
   model.add_to(cmd);
-  if (with_compression) compression.add_to(cmd);
+  if (with_compression) {
+    compression.add_to(cmd);
+    cmd.add_option("--dump-kept", compression.dump_kept,
+                   "Write what the compression kept for each sample to DIR/<sample id>.safetensors "
+                   "(positions per layer x KV head; see kvc-generate --dump-kept)");
+  }
   harness.add_to(cmd);
 }
 
@@ -31,7 +51,7 @@ TaskRun::TaskRun(const TaskCommandOptions& o)
       model(checked(o).load_model()),
       tokenizer(o.model.load_tokenizer()),
       setup(build_cache_setup(o.compression.spec, *model)),
-      ctx(o.harness.context(*model, tokenizer)) {}
+      ctx(evaluation_context(o, *model, tokenizer, setup)) {}
 
 double TaskRun::seconds() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();

@@ -1,5 +1,7 @@
 #include "harness/sample_runner.h"
 
+#include "press/kept_dump.h"
+
 #include <chrono>
 #include <cstdio>
 
@@ -69,12 +71,14 @@ bool ends_answer_line(const std::string& text) {
 }  // namespace
 
 SampleOutput run_sample(const LlamaModel& model, const Tokenizer& tokenizer, const CacheSetup& setup,
-                        const PromptTokens& prompt, QueryMode mode, const DecodeOptions& decode) {
+                        const PromptTokens& prompt, QueryMode mode, const DecodeOptions& decode,
+                        const std::string& dump_kept, const std::string& sample_id) {
   KVC_CHECK(!prompt.context.empty(), "empty prompt");
   const auto start = std::chrono::steady_clock::now();
   KVCache cache = setup.new_cache(model);
   std::unique_ptr<ForwardObserver> observer = setup.new_observer();
   const ForwardOptions options{false, observer.get()};
+  start_kept_dump(dump_kept, observer.get());
 
   at::Tensor logits;
   if (mode == QueryMode::Aware || prompt.question.empty()) {
@@ -100,6 +104,9 @@ SampleOutput run_sample(const LlamaModel& model, const Tokenizer& tokenizer, con
     const bool line_done = decode.stop_at_newline && ends_answer_line(tokenizer.decode(out.tokens));
     return line_done ? std::string("newline") : std::string();
   });
+  finish_kept_dump(dump_kept, observer.get(), cache,
+                   {{"sample_id", sample_id}, {"query", mode == QueryMode::Aware ? "aware" : "agnostic"},
+                    {"context_tokens", std::to_string(prompt.context.size())}});
   out.prediction = tokenizer.decode(out.tokens);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;

@@ -60,7 +60,9 @@ struct DecodeOptions {
   bool stop_at_newline = true;  // stop once the answer has text and a line break follows it
 };
 
+// `dump_kept`, when not empty, receives what the compression kept (kept_dump.h); `sample_id` goes into its header.
 SampleOutput run_sample(const LlamaModel& model, const Tokenizer& tokenizer, const CacheSetup& setup,
-                        const PromptTokens& prompt, QueryMode mode, const DecodeOptions& decode);
+                        const PromptTokens& prompt, QueryMode mode, const DecodeOptions& decode,
+                        const std::string& dump_kept = {}, const std::string& sample_id = {});
 
 }  // namespace kvc

@@ -35,6 +35,14 @@ uint64_t sample_seed(uint64_t run_seed, const std::string& coordinates) {
   return fnv1a64(key.data(), key.size());
 }
 
+std::string kept_dump_path(const std::string& dir, const std::string& sample_id) {
+  if (dir.empty()) return {};
+  std::string name = sample_id;
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+  return dir + "/" + name + ".safetensors";
+}
+
 double mean_score(const std::vector<SampleRecord>& records) {
   if (records.empty()) return 0.0;
   double sum = 0;
@@ -56,7 +64,8 @@ SampleRecord evaluate_sample(const EvalContext& ctx, const CacheSetup& setup, co
                              const std::function<double(const std::string&)>& score) {
   const PromptTokens prompt = tokenize_prompt(ctx.tokenizer, ctx.model, context_part, question_part,
                                               decode.max_new_tokens, ctx.truncation, id);
-  const SampleOutput out = run_sample(ctx.model, ctx.tokenizer, setup, prompt, ctx.mode, decode);
+  const SampleOutput out = run_sample(ctx.model, ctx.tokenizer, setup, prompt, ctx.mode, decode,
+                                      kept_dump_path(ctx.dump_kept_dir, id), id);
   SampleRecord r;
   r.id = id;
   r.prediction = out.prediction;

@@ -18,7 +18,12 @@ struct EvalContext {
   const Tokenizer& tokenizer;
   QueryMode mode = QueryMode::Aware;
   Truncation truncation = Truncation::Refuse;
+  // Non-empty: each sample writes what its compression kept to DIR/<sample id>.safetensors (--dump-kept).
+  std::string dump_kept_dir;
 };
+
+// DIR/<sample id>.safetensors, the id's characters outside [A-Za-z0-9._-] replaced by '_'; empty for an empty DIR.
+std::string kept_dump_path(const std::string& dir, const std::string& sample_id);
 
 struct SampleRecord {
   std::string id;

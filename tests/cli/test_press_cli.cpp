@@ -3,6 +3,10 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
 #include <fstream>
 
 #include "io/safetensors.h"
@@ -114,6 +118,41 @@ TEST(PressCli, BadInputIsOneLineError) {
   expect_clean_error(test::run_command(test::bin("kvc-profile") + " -m " + stories() + " --data " + text() +
                                        " -o /tmp/kvc_profile_bad --ratios 1.5"),
                      "--ratios");
+}
+
+// kvc-eval --dump-kept DIR: one file per sample, named by its id, holding the positions each layer x KV head
+// kept; with a budget of 24 every head keeps exactly 24 of the prompt's positions, all inside the prompt.
+TEST(EvalCli, DumpKeptWritesOneFilePerSample) {
+  const std::string dir = test::make_temp_dir("press_cli_eval_dump");
+  const auto r = test::run_command(test::bin("kvc-eval") + " needle -m " + stories() + " --haystack " + text() +
+                                   " --lengths 96 --depths 0,1 --samples 1 --templates passkey --press snapkv "
+                                   "--budget 24 -t 1 --json --dump-kept " + dir + "/kept");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::map<std::string, int64_t> prompt_tokens_of;  // sample id -> prompt tokens, as the report says
+  const nlohmann::json report = nlohmann::json::parse(r.out);
+  for (const auto& cell : report["cells"])
+    for (const auto& sample : cell["samples"]) prompt_tokens_of[sample["id"]] = sample["prompt_tokens"];
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/kept")) files.push_back(e.path().string());
+  ASSERT_EQ(files.size(), 2u);
+  for (const auto& path : files) {
+    auto file = st::SafetensorsFile::open(path);
+    const auto& meta = file->metadata();
+    const std::string id = meta.at("sample_id");
+    EXPECT_NE(path.find(id), std::string::npos) << path;
+    ASSERT_EQ(prompt_tokens_of.count(id), 1u) << id;
+    EXPECT_EQ(std::stoll(meta.at("prompt_tokens")), prompt_tokens_of[id]);
+    for (int64_t l = 0; l < std::stoll(meta.at("num_layers")); ++l) {
+      for (int64_t h = 0; h < std::stoll(meta.at("num_kv_heads")); ++h) {
+        const auto& kept = file->info("kept." + std::to_string(l) + "." + std::to_string(h));
+        ASSERT_EQ(kept.shape.size(), 1u);
+        EXPECT_EQ(kept.shape[0], 24);
+      }
+    }
+  }
+  expect_clean_error(test::run_command(test::bin("kvc-eval") + " needle -m " + stories() + " --haystack " + text() +
+                                       " --lengths 96 --depths 0 --samples 1 -t 1 --dump-kept " + dir + "/none"),
+                     "needs a token-eviction method (--press)");
 }
 
 // --prompt-tokens: benchmarks at an exact context length keep the first N prompt tokens (BOS included).
