@@ -11,7 +11,6 @@ namespace kvc::cli {
 
 struct CompressionOptions {
   CompressionSpec spec;
-  bool list_presses = false;
   std::string dump_kept;
 
   void add_to(CLI::App& app) {
@@ -24,7 +23,14 @@ struct CompressionOptions {
     app.add_option("--rank", spec.rank, "Fixed rank per token with a bases file");
     app.add_option("--retrieval", spec.retrieval,
                    "KV cache on storage, clustered: adaptive|static|local[:topk=4,cache_kb=64,...] (see kvc-cluster --help)");
-    app.add_flag("--list-presses", list_presses, "List the registered eviction methods and exit");
+    // Answered while parsing, before the required options are checked, like --help.
+    app.add_flag_callback(
+        "--list-presses",
+        [] {
+          for (const auto& e : registered_presses()) std::printf("%-16s %s\n", e.name.c_str(), e.description.c_str());
+          throw CLI::Success();
+        },
+        "List the registered eviction methods and exit");
   }
 
   // Only for kvc-generate, which makes one cache per run (evaluations make one per sequence, on temporary files).
@@ -37,12 +43,6 @@ struct CompressionOptions {
     app.add_option("--dump-kept", dump_kept, "Write the positions each layer x KV head kept (and merged) to FILE.safetensors");
   }
 
-  // Prints the registry when asked; returns true if the tool should exit.
-  bool handle_listing() const {
-    if (!list_presses) return false;
-    for (const auto& e : registered_presses()) std::printf("%-16s %s\n", e.name.c_str(), e.description.c_str());
-    return true;
-  }
 };
 
 }  // namespace kvc::cli

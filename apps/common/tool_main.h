@@ -200,6 +200,8 @@ inline int parse_or_exit(CLI::App& app, int argc, char** argv, const char* tool,
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::Success& e) {  // an option answered while parsing (--list-presses)
+    return app.exit(e);
   } catch (const CLI::ExtrasError& e) {
     const std::string unknown = walk.first_unknown(args);
     if (!unknown.empty()) std::fprintf(stderr, "%s: error: %s\n", tool, unknown.c_str());

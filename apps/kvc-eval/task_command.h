@@ -48,13 +48,12 @@ class TaskRun {
 // 130 after Ctrl-C (finished results are kept), 1 when some part failed, else 0.
 int task_exit_code(bool failed = false);
 
-// Registers the subcommand's body: --list-presses is answered first, then `run` runs.
+// Registers the subcommand's body: `run` runs once the command line is parsed.
 template <class Options>
 void on_run(CLI::App* cmd, std::shared_ptr<Options> options, std::function<int()>& action,
             int (*run)(Options&)) {
   cmd->callback([options, &action, run] {
     action = [options, run] {
-      if (options->compression.handle_listing()) return 0;
       return run(*options);
     };
   });

@@ -234,7 +234,6 @@ int main(int argc, char** argv) {
                          "Write token counts, prefill/decode tokens/s, KV bytes, peak RSS and the token ids here");
   if (int code = kvc::cli::parse_or_exit(app, argc, argv, kTool); code >= 0) return code;
   return kvc::cli::run_tool(kTool, [&] {
-    if (o.compression.handle_listing()) return 0;
     check_flags(o, filters);
     return run(o);
   });

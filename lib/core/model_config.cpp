@@ -58,6 +58,17 @@ bool bool_or(const json& j, const char* key, bool fallback, const std::string& s
   return j[key].get<bool>();
 }
 
+json parse_json_object(const std::string& text, const std::string& src) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    fail("{}: not valid JSON ({})", src, e.what());
+  }
+  KVC_CHECK(j.is_object(), "{}: expected a JSON object", src);
+  return j;
+}
+
 // transformers 5 writes one `rope_parameters` object (rope_type, rope_theta and the scaling's fields) where
 // earlier versions wrote `rope_theta` and `rope_scaling`; Gemma 3 writes one per layer type instead
 // (read in gemma3_config.cpp). Returns the flat object, or null.
@@ -99,6 +110,18 @@ bool ModelConfig::is_eos(int id) const {
   return std::find(eos_token_ids.begin(), eos_token_ids.end(), id) != eos_token_ids.end();
 }
 
+void ModelConfig::add_generation_stop_ids(const std::string& path) {
+  const json j = parse_json_object(read_text_file(path), path);
+  if (!j.contains("eos_token_id") || j["eos_token_id"].is_null()) return;
+  const json& e = j["eos_token_id"];
+  std::vector<json> ids = e.is_array() ? std::vector<json>(e.begin(), e.end()) : std::vector<json>{e};
+  for (const json& id : ids) {
+    KVC_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < vocab_size,
+              "{}: eos_token_id must hold token ids below the vocabulary size {}", path, vocab_size);
+    if (!is_eos(id.get<int>())) eos_token_ids.push_back(id.get<int>());
+  }
+}
+
 ModelConfig ModelConfig::from_file(const std::string& config_path) {
   const std::string text = read_text_file(config_path);
   ModelConfig c = from_json_text(text, config_path);
@@ -107,13 +130,7 @@ ModelConfig ModelConfig::from_file(const std::string& config_path) {
 }
 
 ModelConfig ModelConfig::from_json_text(const std::string& text, const std::string& src) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    fail("{}: not valid JSON ({})", src, e.what());
-  }
-  KVC_CHECK(j.is_object(), "{}: expected a JSON object", src);
+  const json j = parse_json_object(text, src);
   ModelConfig c;
   KVC_CHECK(j.contains("model_type") && j["model_type"].is_string(), "{}: missing required field 'model_type'", src);
   c.model_type = j["model_type"].get<std::string>();

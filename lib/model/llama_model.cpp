@@ -101,6 +101,7 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadO
     model->config_ = model_config_from_gguf(*gguf);
   } else {
     model->config_ = ModelConfig::from_file(dir + "/config.json");
+    if (file_exists(dir + "/generation_config.json")) model->config_.add_generation_stop_ids(dir + "/generation_config.json");
   }
   const ModelConfig& c = model->config_;
   model->device_ = parse_device(options.device);

@@ -155,6 +155,18 @@ TEST(EvalCli, DumpKeptWritesOneFilePerSample) {
                      "needs a token-eviction method (--press)");
 }
 
+// --list-presses answers alone, like --help: no model or text needed, and nothing else runs.
+TEST(PressCli, ListPressesAnswersWithoutTheRequiredOptions) {
+  for (const std::string command : {"kvc-generate --list-presses", "kvc-eval kl --list-presses",
+                                    "kvc-eval needle --list-presses", "kvc-eval ppl --help"}) {
+    const auto r = test::run_command(test::bin(command.substr(0, command.find(' '))) + command.substr(command.find(' ')));
+    EXPECT_EQ(r.exit_code, 0) << command << ": " << r.err;
+    if (command.find("--list-presses") == std::string::npos) continue;
+    EXPECT_NE(r.out.find("snapkv"), std::string::npos) << command << ": " << r.out;
+    EXPECT_EQ(r.out.find("KL"), std::string::npos) << command << " ran an evaluation: " << r.out;
+  }
+}
+
 // --prompt-tokens: benchmarks at an exact context length keep the first N prompt tokens (BOS included).
 TEST(GenerateCli, PromptTokensKeepsExactlyTheFirstN) {
   const std::string dir = test::make_temp_dir("press_cli_prompt_tokens");

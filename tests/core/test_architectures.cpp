@@ -5,11 +5,14 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "io/safetensors.h"
 #include "model/llama_model.h"
 #include "model/random_checkpoint.h"
 #include "support/naive_llama.h"
 #include "support/run_command.h"
+#include "util/error.h"
 
 namespace kvc {
 namespace {
@@ -124,6 +127,26 @@ TEST(Architectures, HalfPrecisionCheckpointIsUpcastOnCpu) {
   EXPECT_EQ(model->dtype(), at::kFloat);
   KVCache cache = model->new_cache();
   EXPECT_TRUE(model->forward(kTokens, cache).isfinite().all().item<bool>());
+}
+
+// generation_config.json lists the ids that end generation (an instruct model's end-of-turn token next to
+// config.json's eos_token_id); generation stops at any of them.
+TEST(Architectures, GenerationConfigAddsStopIds) {
+  const std::string dir = write_tiny(tiny_shape("llama"));
+  const auto write = [&](const std::string& text) { std::ofstream(dir + "/generation_config.json") << text; };
+  write(R"({"bos_token_id": 1, "eos_token_id": [2, 7, 9]})");
+  const auto model = LlamaModel::load(dir);
+  for (int id : {2, 7, 9}) EXPECT_TRUE(model->config().is_eos(id)) << id;
+  EXPECT_FALSE(model->config().is_eos(8));
+  write(R"({"eos_token_id": 11})");
+  EXPECT_TRUE(LlamaModel::load(dir)->config().is_eos(11));
+  write(R"({"eos_token_id": ["<eos>"]})");
+  try {
+    LlamaModel::load(dir);
+    ADD_FAILURE() << "a malformed generation_config.json was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("generation_config.json: eos_token_id"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
