@@ -10,9 +10,9 @@ namespace {
 
 const std::vector<ArchitectureTraits>& table() {
   static const std::vector<ArchitectureTraits> traits = {
-      {"llama", "LlamaForCausalLM", false, false, false},
+      {"llama", "LlamaForCausalLM", false, false, false, false, false, false, false, false, false, "llama", true},
       {"mistral", "MistralForCausalLM", false, true, false},
-      {"qwen2", "Qwen2ForCausalLM", true, false, true},
+      {"qwen2", "Qwen2ForCausalLM", true, false, true, false, false, false, false, false, false, "qwen2"},
       {"gemma3_text", "Gemma3ForCausalLM", false, false, false, true, true, true, true, true, true, "gemma3"},
   };
   return traits;

@@ -19,6 +19,9 @@ struct ArchitectureTraits {
   bool scaled_embeddings = false;   // embeddings multiplied by sqrt(hidden_size)
   bool local_global_layers = false;  // sliding-window layers interleaved with global ones
   std::string gguf_architecture;    // general.architecture of its GGUF files ("" when not read)
+  // llama.cpp's converter reorders the rows of each q/k head (HF's two RoPE halves interleaved, as its
+  // RoPE expects) for this architecture; kvc restores the Hugging Face order at load.
+  bool gguf_qk_rows_interleaved = false;
 };
 
 // Throws kvc::Error listing the supported types when model_type is unknown.

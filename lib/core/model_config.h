@@ -16,6 +16,9 @@ struct RopeScaling {
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position_embeddings = 8192;
+  // Per-frequency divisors of the inverse frequencies (head_dim / 2 of them): the form llama.cpp stores
+  // llama3 scaling in a GGUF (tensor rope_freqs.weight). Applied instead of `type` when not empty.
+  std::vector<double> frequency_divisors;
 };
 
 struct ModelConfig {

@@ -16,6 +16,12 @@ at::Tensor rope_inverse_frequencies(const ModelConfig& config) {
   const int64_t d = config.head_dim;
   at::Tensor inv_freq = 1.0 / at::pow(config.rope_theta, at::arange(0, d, 2, opts) / static_cast<double>(d));
   const RopeScaling& s = config.rope_scaling;
+  if (!s.frequency_divisors.empty()) {
+    KVC_CHECK(static_cast<int64_t>(s.frequency_divisors.size()) == d / 2,
+              "RoPE frequency divisors: {} given for a head_dim of {} (expected {})", s.frequency_divisors.size(), d,
+              d / 2);
+    return inv_freq / at::tensor(s.frequency_divisors, opts);
+  }
   if (s.type == "linear") return inv_freq / s.factor;
   if (s.type != "llama3") return inv_freq;
   // Llama 3.1: long wavelengths are slowed by `factor`, short ones kept, the band between blended.

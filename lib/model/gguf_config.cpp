@@ -62,6 +62,17 @@ ModelConfig model_config_from_gguf(const gguf::GgufFile& f) {
       KVC_CHECK(c.rope_scaling.factor > 0, "'{}': {}rope.scaling.factor must be positive", f.path(), p);
     }
   }
+  if (f.has_tensor("rope_freqs.weight")) {  // llama3 scaling, precomputed per frequency by llama.cpp's converter
+    const gguf::TensorInfo& t = f.tensor("rope_freqs.weight");
+    KVC_CHECK(t.type == 0 && t.elements() == static_cast<uint64_t>(c.head_dim / 2) && t.data != nullptr,
+              "'{}': rope_freqs.weight must be {} float32 values (head_dim / 2)", f.path(), c.head_dim / 2);
+    const auto* values = reinterpret_cast<const float*>(t.data);
+    for (int64_t i = 0; i < c.head_dim / 2; ++i) {
+      KVC_CHECK(std::isfinite(values[i]) && values[i] > 0, "'{}': rope_freqs.weight[{}] is {}, not a positive number",
+                f.path(), i, values[i]);
+      c.rope_scaling.frequency_divisors.push_back(values[i]);
+    }
+  }
   const auto& tokens = f.get_string_array("tokenizer.ggml.tokens");
   c.vocab_size = static_cast<int64_t>(tokens.size());
   if (f.has("tokenizer.ggml.bos_token_id")) c.bos_token_id = static_cast<int>(f.get_u32("tokenizer.ggml.bos_token_id"));
@@ -69,6 +80,7 @@ ModelConfig model_config_from_gguf(const gguf::GgufFile& f) {
     c.eos_token_ids = {static_cast<int>(f.get_u32("tokenizer.ggml.eos_token_id"))};
   }
   c.tie_word_embeddings = !f.has_tensor("output.weight");
+  c.qkv_bias = c.traits.always_qkv_bias || f.has_tensor("blk.0.attn_q.bias");
   if (c.traits.local_global_layers) {
     c.local_window = positive(f, p + "attention.sliding_window");
     c.local_layers = gemma3_local_layers(c.num_layers, kGemma3LayerPattern);

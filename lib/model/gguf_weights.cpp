@@ -45,8 +45,23 @@ std::string gguf_tensor_name(const std::string& hf_name, bool gemma_norm_names) 
 }
 
 GgufWeights::GgufWeights(std::shared_ptr<const gguf::GgufFile> file, bool gemma_norm_names, at::ScalarType dtype,
-                         at::Device device)
-    : file_(std::move(file)), gemma_norm_names_(gemma_norm_names), dtype_(dtype), device_(device) {}
+                         at::Device device, std::pair<int64_t, int64_t> qk_interleaved_heads)
+    : file_(std::move(file)),
+      gemma_norm_names_(gemma_norm_names),
+      dtype_(dtype),
+      device_(device),
+      qk_interleaved_heads_(qk_interleaved_heads) {}
+
+namespace {
+
+// llama.cpp's converter stores each head's rows [first half | second half] of the rotary pairs as
+// interleaved pairs (row i of the first half next to row i of the second); this undoes it.
+at::Tensor deinterleave_heads(const at::Tensor& w, int64_t heads) {
+  const int64_t rows = w.size(0), half = rows / heads / 2;
+  return w.reshape({heads, half, 2, w.size(1)}).transpose(1, 2).reshape({rows, w.size(1)}).contiguous();
+}
+
+}  // namespace
 
 bool GgufWeights::contains(const std::string& hf_name) const {
   const std::string name = gguf_tensor_name(hf_name, gemma_norm_names_);
@@ -66,6 +81,11 @@ at::Tensor GgufWeights::get(const std::string& hf_name, const std::vector<int64_
             file_->path(), name, gguf::ggml_type_info(info.type) ? gguf::ggml_type_info(info.type)->name : "unknown");
   at::Tensor out = at::empty(shape, at::TensorOptions().dtype(at::kFloat));
   gguf::dequantize(info.type, info.data, info.elements(), out.data_ptr<float>());
+  const auto [heads, kv_heads] = qk_interleaved_heads_;
+  if (heads > 0 && out.dim() == 2) {
+    if (hf_name.find("self_attn.q_proj.weight") != std::string::npos) out = deinterleave_heads(out, heads);
+    if (hf_name.find("self_attn.k_proj.weight") != std::string::npos) out = deinterleave_heads(out, kv_heads);
+  }
   return out.to(device_, dtype_);
 }
 

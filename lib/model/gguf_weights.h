@@ -14,8 +14,10 @@ std::string gguf_tensor_name(const std::string& hf_name, bool gemma_norm_names);
 
 class GgufWeights : public WeightSource {
  public:
+  // `qk_interleaved_heads` = {query heads, KV heads} when the q/k rows must be restored to Hugging Face's
+  // order (ArchitectureTraits::gguf_qk_rows_interleaved), {0, 0} otherwise.
   GgufWeights(std::shared_ptr<const gguf::GgufFile> file, bool gemma_norm_names, at::ScalarType dtype,
-              at::Device device);
+              at::Device device, std::pair<int64_t, int64_t> qk_interleaved_heads = {0, 0});
   bool contains(const std::string& hf_name) const override;
   at::Tensor get(const std::string& hf_name, const std::vector<int64_t>& shape) const override;
   bool norms_include_unit_offset() const override { return gemma_norm_names_; }
@@ -25,6 +27,7 @@ class GgufWeights : public WeightSource {
   bool gemma_norm_names_;
   at::ScalarType dtype_;
   at::Device device_;
+  std::pair<int64_t, int64_t> qk_interleaved_heads_;
 };
 
 }  // namespace kvc

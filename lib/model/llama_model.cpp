@@ -115,7 +115,9 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadO
   std::optional<st::Checkpoint> checkpoint;
   std::unique_ptr<WeightSource> source;
   if (gguf) {
-    source = std::make_unique<GgufWeights>(gguf, c.traits.unit_offset_norms, model->dtype_, model->device_);
+    const std::pair<int64_t, int64_t> interleaved =
+        c.traits.gguf_qk_rows_interleaved ? std::make_pair(c.num_heads, c.num_kv_heads) : std::make_pair(int64_t{0}, int64_t{0});
+    source = std::make_unique<GgufWeights>(gguf, c.traits.unit_offset_norms, model->dtype_, model->device_, interleaved);
   } else {
     checkpoint.emplace(st::Checkpoint::open_dir(dir));
     source = std::make_unique<SafetensorsWeights>(*checkpoint, dir, model->dtype_, model->device_);

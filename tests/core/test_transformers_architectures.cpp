@@ -1,6 +1,8 @@
 // Every architecture kvc runs, against Hugging Face transformers: random-weight checkpoints in
 // data/reference/architectures/<case>/ with the logits transformers computes for a fixed sequence
-// (scripts/make_architecture_goldens.py), compared position by position.
+// (scripts/make_architecture_goldens.py), compared position by position; and Llama and Qwen2 GGUF files
+// written by llama.cpp's converter from such checkpoints (scripts/make_gguf_architecture_goldens.py),
+// whose logits must be those transformers computes on the Hugging Face checkpoint.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -12,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "io/safetensors.h"
 #include "model/llama_model.h"
+#include "model/tensor_bridge.h"
 #include "support/paths.h"
 
 namespace kvc {
@@ -55,6 +59,32 @@ TEST_P(TransformersArchitecture, LogitsMatchTransformers) {
 INSTANTIATE_TEST_SUITE_P(Cases, TransformersArchitecture,
                          ::testing::Values("llama", "llama-rope-linear", "llama-rope-llama3", "llama-rope-parameters",
                                            "mistral-sliding-window", "qwen2-biases", "gemma3"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& c : name) if (c == '-') c = '_';
+                           return name;
+                         });
+
+class ConvertedGguf : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ConvertedGguf, LogitsMatchTransformersOnTheCheckpoint) {
+  const std::string base = test::reference_dir("gguf-architectures") + "/" + GetParam();
+  auto golden = st::SafetensorsFile::open(base + ".logits.safetensors");
+  const at::Tensor ids_tensor = load_tensor(golden, "ids").to(at::kLong).contiguous();
+  const std::vector<int> ids(ids_tensor.data_ptr<int64_t>(), ids_tensor.data_ptr<int64_t>() + ids_tensor.numel());
+  const at::Tensor expected = load_tensor(golden, "logits").to(at::kDouble);
+
+  const auto model = LlamaModel::load(base + ".gguf");
+  KVCache cache = model->new_cache();
+  const at::Tensor logits = model->forward(ids, cache).to(at::kDouble);
+  ASSERT_EQ(logits.sizes(), expected.sizes());
+  const double max_diff = (logits - expected).abs().max().item<double>();
+  std::printf("%s.gguf: max abs logit diff %.3g over %zu positions\n", GetParam().c_str(), max_diff, ids.size());
+  EXPECT_LT(max_diff, kTolerance);
+  EXPECT_TRUE(logits.argmax(1).equal(expected.argmax(1)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, ConvertedGguf, ::testing::Values("llama", "llama-rope-llama3", "qwen2"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) if (c == '-') c = '_';
