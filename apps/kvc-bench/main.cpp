@@ -162,7 +162,8 @@ Examples:
                              {"decode_fraction_of_bound", bound_s / decode_s},
                              {"decode_fraction_of_read_bound", read_bound_s / decode_s},
                              {"kv_resident_bytes", kv.resident_bytes},
-                             {"kv_payload_bytes", kv.payload_bytes}});
+                             {"kv_payload_bytes", kv.payload_bytes},
+                             {"kv_window_payload_bytes", kv.window_payload_bytes}});
     }
     out["peak_rss_bytes"] = kvc::peak_rss_bytes();
     if (!json_path.empty()) kvc::write_file_atomic(json_path, out.dump(2) + "\n");

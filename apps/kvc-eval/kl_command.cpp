@@ -1,4 +1,5 @@
 // kvc-eval kl: KL divergence and top-1 agreement of a compressed cache against the exact model.
+#include <algorithm>
 #include <cstdio>
 
 #include "compression_options.h"
@@ -55,6 +56,8 @@ void add_kl_command(CLI::App& app, std::function<int()>& action) {
                             {"compression_ratio", r.compression_ratio()},
                             {"reference_kv_bytes", r.reference_kv_bytes},
                             {"compressed_kv_bytes", r.compressed_kv_bytes},
+                            {"reference_window_kv_bytes", r.reference_window_kv_bytes},
+                            {"compressed_window_kv_bytes", r.compressed_window_kv_bytes},
                             {"window", o->kl.plan.window},
                             {"context_fraction", o->kl.context_fraction},
                             {"chunk", o->kl.chunk},
@@ -67,6 +70,13 @@ void add_kl_command(CLI::App& app, std::function<int()>& action) {
                     "compression %.1f%%\n",
                     setup.name.c_str(), r.mean_kl, r.max_kl, r.top1_agreement, static_cast<long long>(r.tokens_scored),
                     r.ppl_compressed, r.ppl_reference, 100 * r.compression_ratio());
+        if (r.reference_window_kv_bytes > 0) {
+          const auto global = [](int64_t all, int64_t window) { return static_cast<double>(all - window); };
+          std::printf("  of the global layers' cache: %.1f%% removed (sliding-window layers keep their window: %.1f KiB)\n",
+                      100 * (1 - global(r.compressed_kv_bytes, r.compressed_window_kv_bytes) /
+                                     global(r.reference_kv_bytes, r.reference_window_kv_bytes)),
+                      r.compressed_window_kv_bytes / 1024.0 / std::max<int64_t>(r.windows, 1));
+        }
       }
       return 0;
     };

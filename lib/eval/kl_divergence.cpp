@@ -77,6 +77,8 @@ KlResult evaluate_kl(const LlamaModel& model, const std::vector<int>& ids, const
     r.tokens_scored += n - context;
     r.reference_kv_bytes += ref.after_prefill.payload_bytes;
     r.compressed_kv_bytes += cmp.after_prefill.payload_bytes;
+    r.reference_window_kv_bytes += ref.after_prefill.window_payload_bytes;
+    r.compressed_window_kv_bytes += cmp.after_prefill.window_payload_bytes;
     ++r.windows;
     progress.advance();
   }

@@ -26,6 +26,9 @@ struct KlResult {
   double ppl_compressed = 0;
   int64_t reference_kv_bytes = 0;   // Σ over windows of payload bytes after prefill
   int64_t compressed_kv_bytes = 0;
+  // Of those, what sliding-window layers hold (CacheFootprint::window_payload_bytes): compression leaves them.
+  int64_t reference_window_kv_bytes = 0;
+  int64_t compressed_window_kv_bytes = 0;
   double compression_ratio() const {
     return reference_kv_bytes > 0 ? 1.0 - static_cast<double>(compressed_kv_bytes) / reference_kv_bytes : 0.0;
   }
