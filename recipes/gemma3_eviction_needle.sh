@@ -31,12 +31,10 @@ import json, pathlib, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 out, length = pathlib.Path(sys.argv[2]), sys.argv[3]
 ratios = sorted({r["ratio"] for r in rows})
-lines = ["| method | " + " | ".join(f"accuracy @{r}" for r in ratios) + " | KV removed (all layers) @" + "/".join(str(r) for r in ratios) + " |",
-         "|---|" + "---|" * (len(ratios) + 1)]
+lines = ["| method | " + " | ".join(f"accuracy @{r}" for r in ratios) + " |", "|---|" + "---|" * len(ratios)]
 for m in dict.fromkeys(r["method"] for r in rows):
     cells = {r["ratio"]: r for r in rows if r["method"] == m}
-    lines.append(f"| {m} | " + " | ".join(f"{cells[r]['accuracy']:.2f}" for r in ratios) + " | "
-                 + " / ".join(f"{cells[r]['compression_ratio']:.1%}" for r in ratios) + " |")
+    lines.append(f"| {m} | " + " | ".join(f"{cells[r]['accuracy']:.2f}" for r in ratios) + " |")
 (out / "eviction_needle.md").write_text("\n".join(lines) + "\n")
 (out / "eviction_needle.json").write_text(json.dumps({"length": int(length), "rows": rows}, indent=1) + "\n")
 print("\n".join(lines))
