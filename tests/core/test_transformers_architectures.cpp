@@ -24,6 +24,14 @@ namespace {
 
 constexpr double kTolerance = 1e-4;  // float32 on both sides, summed in different orders
 
+// gtest names allow no '-'.
+std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param;
+  for (char& c : name)
+    if (c == '-') c = '_';
+  return name;
+}
+
 class TransformersArchitecture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TransformersArchitecture, LogitsMatchTransformers) {
@@ -59,11 +67,7 @@ TEST_P(TransformersArchitecture, LogitsMatchTransformers) {
 INSTANTIATE_TEST_SUITE_P(Cases, TransformersArchitecture,
                          ::testing::Values("llama", "llama-rope-linear", "llama-rope-llama3", "llama-rope-parameters",
                                            "mistral-sliding-window", "qwen2-biases", "gemma3"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& c : name) if (c == '-') c = '_';
-                           return name;
-                         });
+                         test_name);
 
 class ConvertedGguf : public ::testing::TestWithParam<std::string> {};
 
@@ -85,11 +89,7 @@ TEST_P(ConvertedGguf, LogitsMatchTransformersOnTheCheckpoint) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, ConvertedGguf, ::testing::Values("llama", "llama-rope-llama3", "qwen2"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& c : name) if (c == '-') c = '_';
-                           return name;
-                         });
+                         test_name);
 
 }  // namespace
 }  // namespace kvc
