@@ -7,13 +7,6 @@
 
 namespace kvc::eval_app {
 
-std::vector<int> tokenize_file(const cli::ModelOptions& model_options, const LlamaModel& model,
-                               const std::string& path) {
-  const std::string text = read_text_file(path);
-  const Tokenizer tokenizer = model_options.load_tokenizer();
-  return tokenizer.encode_prompt(text, model.config().bos_token_id);
-}
-
 nlohmann::json run_metadata(const cli::ModelOptions& model_options, const LlamaModel& model,
                             const std::string& data_path) {
   return {{"version", kvc::build_version()},

@@ -9,10 +9,6 @@
 
 namespace kvc::eval_app {
 
-// [BOS] + encode(whole file), the reference protocol's token stream.
-std::vector<int> tokenize_file(const cli::ModelOptions& model_options, const LlamaModel& model,
-                               const std::string& path);
-
 // Tool version, model and its config hash, data file and its hash, threads, device, peak RSS.
 nlohmann::json run_metadata(const cli::ModelOptions& model_options, const LlamaModel& model,
                             const std::string& data_path);

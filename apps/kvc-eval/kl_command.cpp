@@ -7,18 +7,62 @@
 #include "eval_common.h"
 #include "flag_vocabulary.h"
 #include "subcommands.h"
+#include "task_command.h"
 
 namespace kvc::eval_app {
 
+namespace {
+
+struct KlCommandOptions : TaskCommandOptions {
+  std::string file;
+  KlOptions kl;
+};
+
+int run_kl(KlCommandOptions& o) {
+  const TaskRun loaded(o);
+  const LlamaModel& model = *loaded.model;
+  const CacheSetup& setup = loaded.setup;
+  const KlResult r = evaluate_kl(model, loaded.tokenize_file(o.file), o.kl, setup, !o.json);
+  nlohmann::json out = {{"method", setup.name},
+                        {"kl", r.mean_kl},
+                        {"max_kl", r.max_kl},
+                        {"top1_agreement", r.top1_agreement},
+                        {"tokens_scored", r.tokens_scored},
+                        {"windows", r.windows},
+                        {"ppl_reference", r.ppl_reference},
+                        {"ppl_compressed", r.ppl_compressed},
+                        {"compression_ratio", r.compression_ratio()},
+                        {"reference_kv_bytes", r.reference_kv_bytes},
+                        {"compressed_kv_bytes", r.compressed_kv_bytes},
+                        {"reference_window_kv_bytes", r.reference_window_kv_bytes},
+                        {"compressed_window_kv_bytes", r.compressed_window_kv_bytes},
+                        {"window", o.kl.plan.window},
+                        {"context_fraction", o.kl.context_fraction},
+                        {"chunk", o.kl.chunk},
+                        {"seconds", r.seconds},
+                        {"metadata", run_metadata(o.model, model, o.file)}};
+  if (o.json) {
+    std::printf("%s\n", out.dump().c_str());
+    return task_exit_code();
+  }
+  std::printf("%s: KL %.6g (max %.4g), top-1 agreement %.4f over %lld tokens; ppl %.4f vs %.4f exact; "
+              "compression %.1f%%\n",
+              setup.name.c_str(), r.mean_kl, r.max_kl, r.top1_agreement, static_cast<long long>(r.tokens_scored),
+              r.ppl_compressed, r.ppl_reference, 100 * r.compression_ratio());
+  if (r.reference_window_kv_bytes > 0) {
+    const auto global = [](int64_t all, int64_t window) { return static_cast<double>(all - window); };
+    std::printf("  of the global layers' cache: %.1f%% removed (sliding-window layers keep their window: %.1f KiB)\n",
+                100 * (1 - global(r.compressed_kv_bytes, r.compressed_window_kv_bytes) /
+                               global(r.reference_kv_bytes, r.reference_window_kv_bytes)),
+                r.compressed_window_kv_bytes / 1024.0 / std::max<int64_t>(r.windows, 1));
+  }
+  return task_exit_code();
+}
+
+}  // namespace
+
 void add_kl_command(CLI::App& app, std::function<int()>& action) {
-  struct Options {
-    cli::ModelOptions model;
-    cli::CompressionOptions compression;
-    std::string file;
-    KlOptions kl;
-    bool json = false;
-  };
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<KlCommandOptions>();
   CLI::App* cmd = app.add_subcommand(
       "kl", "KL divergence and top-1 agreement of a compressed run vs the exact model on the same windows");
   cmd->footer("\nEach window's first --context-fraction is prefilled (compression acts there); the rest is decoded\n"
@@ -29,7 +73,7 @@ void add_kl_command(CLI::App& app, std::function<int()>& action) {
               "--press snapkv --ratio 0.5\n"
               "  kvc-eval kl -m data/models/stories260K -f data/text/wikitext2/wiki.test.raw -c 256 --max-windows 2 "
               "--retrieval adaptive:budget=64\n");
-  o->model.add_to(*cmd);
+  o->add_model_to(*cmd);
   o->compression.add_to(*cmd);
   cli::add_text_file(*cmd, o->file, "UTF-8 text file")->required();
   o->kl.plan.max_windows = 8;
@@ -39,48 +83,7 @@ void add_kl_command(CLI::App& app, std::function<int()>& action) {
       ->capture_default_str();
   cmd->add_option("--chunk", o->kl.chunk, "Tokens per decoding step after the prefill")->capture_default_str();
   cli::add_json_switch(*cmd, o->json);
-  cmd->callback([o, &action] {
-    action = [o] {
-      auto model = o->model.load_model();
-      const auto ids = tokenize_file(o->model, *model, o->file);
-      const CacheSetup setup = build_cache_setup(o->compression.spec, *model);
-      const KlResult r = evaluate_kl(*model, ids, o->kl, setup, !o->json);
-      nlohmann::json out = {{"method", setup.name},
-                            {"kl", r.mean_kl},
-                            {"max_kl", r.max_kl},
-                            {"top1_agreement", r.top1_agreement},
-                            {"tokens_scored", r.tokens_scored},
-                            {"windows", r.windows},
-                            {"ppl_reference", r.ppl_reference},
-                            {"ppl_compressed", r.ppl_compressed},
-                            {"compression_ratio", r.compression_ratio()},
-                            {"reference_kv_bytes", r.reference_kv_bytes},
-                            {"compressed_kv_bytes", r.compressed_kv_bytes},
-                            {"reference_window_kv_bytes", r.reference_window_kv_bytes},
-                            {"compressed_window_kv_bytes", r.compressed_window_kv_bytes},
-                            {"window", o->kl.plan.window},
-                            {"context_fraction", o->kl.context_fraction},
-                            {"chunk", o->kl.chunk},
-                            {"seconds", r.seconds},
-                            {"metadata", run_metadata(o->model, *model, o->file)}};
-      if (o->json) {
-        std::printf("%s\n", out.dump().c_str());
-      } else {
-        std::printf("%s: KL %.6g (max %.4g), top-1 agreement %.4f over %lld tokens; ppl %.4f vs %.4f exact; "
-                    "compression %.1f%%\n",
-                    setup.name.c_str(), r.mean_kl, r.max_kl, r.top1_agreement, static_cast<long long>(r.tokens_scored),
-                    r.ppl_compressed, r.ppl_reference, 100 * r.compression_ratio());
-        if (r.reference_window_kv_bytes > 0) {
-          const auto global = [](int64_t all, int64_t window) { return static_cast<double>(all - window); };
-          std::printf("  of the global layers' cache: %.1f%% removed (sliding-window layers keep their window: %.1f KiB)\n",
-                      100 * (1 - global(r.compressed_kv_bytes, r.compressed_window_kv_bytes) /
-                                     global(r.reference_kv_bytes, r.reference_window_kv_bytes)),
-                      r.compressed_window_kv_bytes / 1024.0 / std::max<int64_t>(r.windows, 1));
-        }
-      }
-      return 0;
-    };
-  });
+  on_run(cmd, o, action, run_kl);
 }
 
 }  // namespace kvc::eval_app

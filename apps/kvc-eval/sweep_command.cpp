@@ -132,7 +132,7 @@ int run(Options& o) {
   const TaskRun loaded(o);  // its own setup is the uncompressed one; each cell builds its method's
   const LlamaModel& model = *loaded.model;
   TaskInputs in;
-  if (text_tasks) in.text_ids = tokenize_file(o.model, model, o.file);
+  if (text_tasks) in.text_ids = loaded.tokenize_file(o.file);
   if (needle_task) {
     in.haystack_files = haystack_files(o.haystack);
     in.haystack = load_haystack(in.haystack_files);

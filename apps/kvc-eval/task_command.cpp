@@ -31,14 +31,16 @@ EvalContext evaluation_context(const TaskCommandOptions& o, const LlamaModel& mo
 }  // namespace
 
 void TaskCommandOptions::add_common_to(CLI::App& cmd, bool with_compression) {
-  model.add_to(cmd);
-  if (with_compression) {
-    compression.add_to(cmd);
-    cmd.add_option("--dump-kept", compression.dump_kept,
-                   "Write what the compression kept for each sample to DIR/<sample id>.safetensors "
-                   "(positions per layer x KV head; see kvc-generate --dump-kept)");
-  }
+  add_model_to(cmd);
+  if (with_compression) add_compression_to(cmd);
   harness.add_to(cmd);
+}
+
+void TaskCommandOptions::add_compression_to(CLI::App& cmd) {
+  compression.add_to(cmd);
+  cmd.add_option("--dump-kept", compression.dump_kept,
+                 "Write what the compression kept for each sample to DIR/<sample id>.safetensors "
+                 "(positions per layer x KV head; see kvc-generate --dump-kept)");
 }
 
 void TaskCommandOptions::add_output_to(CLI::App& cmd, const std::string& out_help, const std::string& json_help) {
@@ -52,6 +54,10 @@ TaskRun::TaskRun(const TaskCommandOptions& o)
       tokenizer(o.model.load_tokenizer()),
       setup(build_cache_setup(o.compression.spec, *model)),
       ctx(evaluation_context(o, *model, tokenizer, setup)) {}
+
+std::vector<int> TaskRun::tokenize_file(const std::string& path) const {
+  return tokenizer.encode_prompt(read_text_file(path), model->config().bos_token_id);
+}
 
 double TaskRun::seconds() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();

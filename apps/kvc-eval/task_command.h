@@ -1,7 +1,7 @@
 #pragma once
-// The skeleton every task subcommand (needle, tasks, longbench, sweep) shares: the same options
-// (model, compression, harness, output folder, --json), the same steps (check the output folder before
-// the model loads → model → tokenizer → cache setup → evaluation context), and the same exit codes.
+// The skeleton every kvc-eval subcommand shares: the same options (model, compression, harness, output
+// folder, --json; each command registers the groups it takes), the same steps (check the output folder
+// before the model loads → model → tokenizer → cache setup → evaluation context), and the same exit codes.
 #include <CLI/CLI.hpp>
 
 #include <chrono>
@@ -24,6 +24,9 @@ struct TaskCommandOptions {
 
   // Model, compression and harness flags (without_compression: model and harness only).
   void add_common_to(CLI::App& cmd, bool with_compression = true);
+  void add_model_to(CLI::App& cmd) { model.add_to(cmd); }
+  // --press, --ratio, ... and --dump-kept DIR.
+  void add_compression_to(CLI::App& cmd);
   // --out-dir and --json.
   void add_output_to(CLI::App& cmd, const std::string& out_help, const std::string& json_help);
 };
@@ -43,6 +46,9 @@ class TaskRun {
   const Tokenizer tokenizer;
   const CacheSetup setup;
   const EvalContext ctx;
+
+  // [BOS] + the tokens of a text file (the perplexity and KL protocols).
+  std::vector<int> tokenize_file(const std::string& path) const;
 };
 
 // 130 after Ctrl-C (finished results are kept), 1 when some part failed, else 0.
