@@ -9,16 +9,18 @@ LocalWindowCache::LocalWindowCache(AttentionShape shape, std::shared_ptr<const R
   KVC_CHECK(window_ > 0, "a local layer's cache needs a positive window");
 }
 
-void LocalWindowCache::append(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& positions) {
-  // The new entries' queries see keys after (their position - window): the last `window` stored
-  // entries cover that. Trimming in batches of `window` keeps it amortised O(1) per token.
+at::Tensor LocalWindowCache::attend(const at::Tensor& queries, const at::Tensor& q_positions,
+                                   const AttentionProbe& probe, AttentionStats* stats) {
+  at::Tensor out = DenseLayerCache::attend(queries, q_positions, probe, stats);
+  // Later queries see keys after (their position - window): the last `window` entries cover them.
+  // Trimming only at twice the window keeps it amortised O(1) per token while decoding.
   if (size() >= 2 * window_) {
     const int64_t n_kv = lengths().size(0);
     retain(at::arange(size() - window_, size(), at::TensorOptions().dtype(at::kLong))
                .unsqueeze(0)
                .expand({n_kv, window_}));
   }
-  DenseLayerCache::append(keys, values, positions);
+  return out;
 }
 
 CacheFootprint LocalWindowCache::footprint() const {

@@ -1,8 +1,9 @@
 #pragma once
 // The cache of a local (sliding-window) layer: dense, masked to the window, and trimmed to its last
 // `window` entries whenever it holds twice that many, so its memory stays bounded however long the
-// context grows. Trimming happens before new entries are appended, so whoever inspects the cache
-// after attention (eviction presses) still sees every entry of the current step.
+// context grows. Trimming happens right after attention: a long prompt's entries serve its own
+// attention only, so they are dropped before the next layer runs rather than held to the next token
+// (presses leave local layers alone; observers read the step's statistics, not these entries).
 #include "cache/dense_layer_cache.h"
 
 namespace kvc {
@@ -10,7 +11,8 @@ namespace kvc {
 class LocalWindowCache : public DenseLayerCache {
  public:
   LocalWindowCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options);
-  void append(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& positions) override;
+  at::Tensor attend(const at::Tensor& queries, const at::Tensor& q_positions, const AttentionProbe& probe,
+                    AttentionStats* stats) override;
   CacheFootprint footprint() const override;
 
  private:

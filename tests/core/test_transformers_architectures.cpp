@@ -69,6 +69,32 @@ INSTANTIATE_TEST_SUITE_P(Cases, TransformersArchitecture,
                                            "mistral-sliding-window", "qwen2-biases", "gemma3"),
                          test_name);
 
+// Gemma 3's sliding-window layers drop what their window no longer covers right after attention: fed in
+// pieces (a prompt of 10, then one token at a time), the logits stay those transformers computes in one
+// pass, and no local layer ever holds more than twice its window (8 here) after a step.
+TEST(TransformersArchitectureGemma3, LocalLayersTrimmedAfterAttentionKeepTheLogits) {
+  const std::string dir = test::reference_dir("architectures") + "/gemma3";
+  std::ifstream in(dir + "/logits.json");
+  const nlohmann::json golden = nlohmann::json::parse(in);
+  const auto ids = golden["ids"].get<std::vector<int>>();
+  const auto expected = golden["logits"].get<std::vector<std::vector<double>>>();
+  const auto model = LlamaModel::load(dir);
+  const ModelConfig& c = model->config();
+  KVCache cache = model->new_cache();
+  std::vector<at::Tensor> rows{model->forward(std::vector<int>(ids.begin(), ids.begin() + 10), cache)};
+  for (size_t t = 10; t < ids.size(); ++t) rows.push_back(model->forward({ids[t]}, cache));
+  const at::Tensor logits = at::cat(rows, 0).to(at::kDouble);
+  double max_diff = 0;
+  for (int64_t t = 0; t < logits.size(0); ++t)
+    for (int64_t v = 0; v < logits.size(1); ++v)
+      max_diff = std::max(max_diff, std::abs(logits[t][v].item<double>() - expected[static_cast<size_t>(t)][static_cast<size_t>(v)]));
+  EXPECT_LT(max_diff, kTolerance);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (!c.is_local_layer(l)) continue;
+    EXPECT_LT(cache.layer(l).lengths().max().item<int64_t>(), 2 * c.local_window) << "layer " << l;
+  }
+}
+
 class ConvertedGguf : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ConvertedGguf, LogitsMatchTransformersOnTheCheckpoint) {
