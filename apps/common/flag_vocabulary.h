@@ -8,6 +8,8 @@
 // the standard name before CLI11 sees them, so help shows one name per meaning.
 #include <CLI/CLI.hpp>
 
+#include <filesystem>
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,11 +30,24 @@ inline const AliasList& legacy_aliases() {
 }
 
 // Text input files (one or more).
+// Checked while parsing, so that a mistyped path fails before a model loads; "-" (standard input) passes.
+inline CLI::Validator readable_file() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        if (path == "-") return {};
+        std::error_code ec;
+        if (!std::filesystem::exists(path, ec)) return "file not found: '" + path + "'";
+        if (std::filesystem::is_directory(path, ec)) return "'" + path + "' is a folder, not a file";
+        return {};
+      },
+      "FILE");
+}
+
 inline CLI::Option* add_text_files(CLI::App& app, std::vector<std::string>& files, const std::string& what) {
-  return app.add_option("-f,--file", files, what)->expected(1, -1);
+  return app.add_option("-f,--file", files, what)->expected(1, -1)->check(readable_file());
 }
 inline CLI::Option* add_text_file(CLI::App& app, std::string& file, const std::string& what) {
-  return app.add_option("-f,--file", file, what);
+  return app.add_option("-f,--file", file, what)->check(readable_file());
 }
 
 template <typename Int>

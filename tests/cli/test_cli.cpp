@@ -183,8 +183,13 @@ TEST(CliErrors, BadFlagValues) {
   expect_clean_error(run_command(generate_cmd(kStories, "-p hi --temperature -1")), "--temperature");
   expect_clean_error(run_command(generate_cmd(kStories, "-p hi --top-p 0")), "--top-p");
   expect_clean_error(run_command(generate_cmd(kStories, "-p hi --device tpu")), "unknown device 'tpu'");
-  expect_clean_error(run_command(bin("kvc-eval") + " ppl -m " + kStories + " --file /nonexistent.txt"),
-                     "file not found");
+  // A mistyped text path fails while parsing, before the model loads (exit 2, a usage error).
+  const auto missing = run_command(bin("kvc-eval") + " ppl -m " + kStories + " --file /nonexistent.txt");
+  expect_clean_error(missing, "--file: file not found: '/nonexistent.txt'");
+  EXPECT_EQ(missing.exit_code, 2);
+  expect_clean_error(run_command(bin("kvc-calibrate") + " -m " + kStories + " -f " + test::repo_data_dir() +
+                                 " -o /tmp/kvc_never_written"),
+                     "is a folder, not a file");
   expect_clean_error(run_command(bin("kvc-eval") + " ppl -m " + kStories + " --window 1 --file " +
                                  test::data_file("tinystories/tinystories_excerpt_30k.txt")),
                      "--window");
