@@ -33,16 +33,6 @@ CacheSetup make_setup(PressConfig config, const PressParams& p, const LlamaModel
   config.name = p.name;
   config.ratio = p.ratio;
   config.budget = p.budget;
-  if (!p.budgets_file.empty()) {
-    KVC_CHECK(p.ratio > 0, "--budgets needs --ratio (the file holds per-layer budgets for given ratios)");
-    AllocatorFactory inner = config.allocator;
-    if (!inner) inner = [] { return std::make_unique<Allocator>(); };
-    const std::vector<double> every_layer = load_layer_shares(p.budgets_file, p.ratio, model);
-    std::vector<double> compressed;  // the shares of the layers the press acts on (see ModelShape)
-    for (int64_t l = 0; l < model.config().num_layers; ++l)
-      if (!model.config().is_local_layer(l)) compressed.push_back(every_layer[static_cast<size_t>(l)]);
-    config.allocator = layer_share_allocator(std::move(compressed), inner);
-  }
   const ModelConfig& c = model.config();
   ModelShape shape;
   shape.attention = c.attention_shape();
@@ -50,6 +40,15 @@ CacheSetup make_setup(PressConfig config, const PressParams& p, const LlamaModel
     if (!c.is_local_layer(l)) shape.layers.push_back(l);
   shape.num_layers = static_cast<int64_t>(shape.layers.size());
   shape.model_layers = c.num_layers;
+  if (!p.budgets_file.empty()) {
+    KVC_CHECK(p.ratio > 0, "--budgets needs --ratio (the file holds per-layer budgets for given ratios)");
+    AllocatorFactory inner = config.allocator;
+    if (!inner) inner = [] { return std::make_unique<Allocator>(); };
+    const std::vector<double> every_layer = load_layer_shares(p.budgets_file, p.ratio, model);
+    std::vector<double> compressed;  // the shares of the layers the press acts on
+    for (int64_t l : shape.layers) compressed.push_back(every_layer[static_cast<size_t>(l)]);
+    config.allocator = layer_share_allocator(std::move(compressed), inner);
+  }
   auto shared = std::make_shared<const PressConfig>(std::move(config));
   CacheSetup setup;
   setup.name = p.name;

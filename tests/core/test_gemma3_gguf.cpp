@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -199,6 +200,31 @@ TEST(Gemma3GgufErrors, MissingTokenizerMetadata) {
   spm.add_string_array("tokenizer.ggml.tokens", {"<pad>", "a"});
   const std::string spm_path = write_file("kvc_no_scores.gguf", spm.build());
   expect_one_line_error([&] { kvc::Tokenizer::load(spm_path); }, "tokenizer.ggml.scores");
+}
+
+// llama.cpp stores llama3 RoPE scaling as rope_freqs.weight, head_dim / 2 positive divisors; any other
+// count or a non-positive value is one line naming the tensor.
+TEST(Gemma3GgufErrors, MalformedRopeFrequencies) {
+  const auto with_divisors = [](const std::vector<float>& divisors) {
+    kvc::test::GgufTestWriter w;
+    w.add_string("general.architecture", "llama");
+    const std::pair<const char*, uint32_t> sizes[] = {
+        {"llama.embedding_length", 16}, {"llama.feed_forward_length", 32}, {"llama.block_count", 1},
+        {"llama.attention.head_count", 2}, {"llama.attention.head_count_kv", 2}, {"llama.context_length", 64}};
+    for (const auto& [key, value] : sizes) w.add_u32(key, value);
+    w.add_f32("llama.attention.layer_norm_rms_epsilon", 1e-6f);
+    w.add_string("tokenizer.ggml.model", "llama");
+    w.add_string_array("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "a"});
+    std::string bytes(divisors.size() * 4, '\0');
+    std::memcpy(bytes.data(), divisors.data(), bytes.size());
+    w.add_tensor("rope_freqs.weight", {divisors.size()}, 0, 0, bytes);
+    return w.build();
+  };
+  // head_dim 8: four divisors are expected.
+  expect_one_line_error([&] { kvc::LlamaModel::load(write_file("kvc_rope_freqs_count.gguf", with_divisors({1, 2, 4}))); },
+                        "rope_freqs.weight must be 4 float32 values");
+  expect_one_line_error([&] { kvc::LlamaModel::load(write_file("kvc_rope_freqs_zero.gguf", with_divisors({1, 2, 0, 4}))); },
+                        "rope_freqs.weight[2] is 0");
 }
 
 // A Gemma 3 GGUF small enough to write here, whose one tensor of an IQ type kvc cannot decode.
