@@ -25,6 +25,8 @@ inline const AliasList& legacy_aliases() {
       {"--data", "--file"},       {"--prompt-file", "--file"}, {"--window", "--ctx-size"},
       {"--context", "--ctx-size"}, {"--seq-len", "--ctx-size"}, {"--out", "--out-dir"},
       {"--stats-json", "--json-out"},
+      // llama.cpp's short spellings.
+      {"-ctk", "--cache-type-k"},  {"-ctv", "--cache-type-v"},
   };
   return list;
 }

@@ -59,6 +59,7 @@ struct ModelOptions {
   int threads = 0;
   std::string device = "cpu";
   std::string dtype = "auto";
+  std::string cache_type_k = "auto", cache_type_v = "auto";
 
   void add_to(CLI::App& app) {
     app.add_option("-m,--model", model_dir, "Hugging Face model folder (config.json, *.safetensors, tokenizer.model) or .gguf file")
@@ -70,13 +71,30 @@ struct ModelOptions {
           return check_thread_count(static_cast<int>(std::clamp<int64_t>(*count, INT_MIN, INT_MAX)));
         });
     app.add_option("--device", device, "cpu or cuda")->capture_default_str();
-    app.add_option("--dtype", dtype, "auto, float32, float16 or bfloat16 (CUDA only)")->capture_default_str();
+    app.add_option("--dtype", dtype,
+                   "Weights' precision in memory: auto (as stored; quantized GGUF blocks become float32), "
+                   "float32, float16 or bfloat16. On CPU activations stay float32")->capture_default_str();
+    const auto cache_type = [](const std::string& flag) {
+      return [flag](const std::string& given) {
+        parse_cache_type(given, flag);  // throws the one-line error
+        return std::string();
+      };
+    };
+    app.add_option("--cache-type-k", cache_type_k,
+                   "Element type of the cached keys (-ctk): f32, f16 or bf16 (auto: the activations' type, f32 on CPU)")
+        ->check(cache_type("--cache-type-k"))
+        ->capture_default_str();
+    app.add_option("--cache-type-v", cache_type_v, "Element type of the cached values (-ctv), as --cache-type-k")
+        ->check(cache_type("--cache-type-v"))
+        ->capture_default_str();
   }
 
   std::shared_ptr<LlamaModel> load_model() const {
     KVC_CHECK(!model_dir.empty(), "--model is required (a Hugging Face model folder)");
     set_threads(threads);
-    return LlamaModel::load(model_dir, LoadOptions{device, dtype});
+    LoadOptions options{device, dtype};
+    options.cache_types = {parse_cache_type(cache_type_k, "--cache-type-k"), parse_cache_type(cache_type_v, "--cache-type-v")};
+    return LlamaModel::load(model_dir, options);
   }
 
   // tokenizer.json (byte-level BPE) when the folder has one, else tokenizer.model (SentencePiece).

@@ -107,9 +107,11 @@ double measure_read_bandwidth(const std::vector<at::Tensor>& tensors, int repeat
   double bytes = 0;
   std::vector<at::Tensor> flat;
   for (const at::Tensor& t : tensors) {
-    if (!t.device().is_cpu() || t.scalar_type() != at::kFloat || !t.is_contiguous()) continue;
-    flat.push_back(t.view({-1}));
-    bytes += static_cast<double>(t.numel()) * 4;
+    if (!t.device().is_cpu() || !t.is_contiguous() || t.nbytes() % 4 != 0) continue;
+    if (t.scalar_type() != at::kFloat && t.scalar_type() != at::kBFloat16 && t.scalar_type() != at::kHalf) continue;
+    // 16-bit weights are streamed as the same bytes reinterpreted: only the traffic matters.
+    flat.push_back(t.view({-1}).view(at::kFloat));
+    bytes += static_cast<double>(t.nbytes());
   }
   if (flat.empty()) return 0;
   volatile float sink = 0;

@@ -68,6 +68,12 @@ at::Tensor grouped_attention(const AttentionShape& shape, const at::Tensor& quer
       return fast;
     }
   }
+  // A cache typed below the activations' precision: the decode kernel above reads it as stored; every
+  // other path (prefill, GPU, LibTorch) works on a widened copy of the entries.
+  if (keys.scalar_type() != queries.scalar_type() || values.scalar_type() != queries.scalar_type()) {
+    return grouped_attention(shape, queries, q_positions, keys.to(queries.scalar_type()),
+                             values.to(queries.scalar_type()), key_positions, probe, stats);
+  }
   if (T > 1 && !(stats != nullptr && probe.any())) {
     const at::Tensor fast =
         fast_prefill_attention(queries, q_positions, keys, values, key_positions, shape.sliding_window);

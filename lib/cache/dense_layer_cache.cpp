@@ -7,16 +7,20 @@
 
 namespace kvc {
 
-DenseLayerCache::DenseLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options)
+DenseLayerCache::DenseLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options,
+                                 CacheTypes types)
     : shape_(shape), rope_(std::move(rope)), options_(options) {
+  const CacheTypes t = types.resolved(options.dtype().toScalarType());
+  key_options_ = options.dtype(t.keys);
+  value_options_ = options.dtype(t.values);
   reserve(0);
 }
 
 void DenseLayerCache::reserve(int64_t capacity) {
   if (capacity <= capacity_ && keys_.defined()) return;
   const int64_t kv = shape_.num_kv_heads, d = shape_.head_dim;
-  at::Tensor keys = at::empty({kv, capacity, d}, options_);
-  at::Tensor values = at::empty({kv, capacity, d}, options_);
+  at::Tensor keys = at::empty({kv, capacity, d}, key_options_);
+  at::Tensor values = at::empty({kv, capacity, d}, value_options_);
   at::Tensor positions = at::empty({kv, capacity}, options_.dtype(at::kLong));
   if (length_ > 0) {
     keys.narrow(1, 0, length_).copy_(this->keys());
@@ -51,8 +55,7 @@ at::Tensor DenseLayerCache::lengths() const {
 }
 
 CacheFootprint DenseLayerCache::footprint() const {
-  const int64_t elem = static_cast<int64_t>(keys_.element_size());
-  const int64_t per_entry = 2 * shape_.head_dim * elem;
+  const int64_t per_entry = shape_.head_dim * static_cast<int64_t>(keys_.element_size() + values_.element_size());
   CacheFootprint f;
   f.entries = length_ * shape_.num_kv_heads;
   f.payload_bytes = f.entries * per_entry;
@@ -96,15 +99,16 @@ at::Tensor DenseLayerCache::evict_one(const at::Tensor& slots) {
     KVC_CHECK(slot[h] >= 0 && slot[h] <= last, "evict_one: slot {} out of range for {} entries", slot[h], length_);
   }
   if (keys_.device().is_cpu() && keys_.is_contiguous() && values_.is_contiguous()) {
-    const int64_t elem = static_cast<int64_t>(keys_.element_size());
+    const auto key_row = static_cast<int64_t>(keys_.element_size()) * d;
+    const auto value_row = static_cast<int64_t>(values_.element_size()) * d;
     auto* k = static_cast<char*>(keys_.data_ptr());
     auto* v = static_cast<char*>(values_.data_ptr());
     auto* p = positions_.data_ptr<int64_t>();
     for (int64_t h = 0; h < KV; ++h) {
       if (slot[h] == last) continue;
       const int64_t to = h * capacity_ + slot[h], from = h * capacity_ + last;
-      std::memcpy(k + to * d * elem, k + from * d * elem, static_cast<size_t>(d * elem));
-      std::memcpy(v + to * d * elem, v + from * d * elem, static_cast<size_t>(d * elem));
+      std::memcpy(k + to * key_row, k + from * key_row, static_cast<size_t>(key_row));
+      std::memcpy(v + to * value_row, v + from * value_row, static_cast<size_t>(value_row));
       p[to] = p[from];
     }
   } else {
@@ -121,8 +125,8 @@ at::Tensor DenseLayerCache::evict_one(const at::Tensor& slots) {
 
 void DenseLayerCache::assign(const at::Tensor& rotated_keys, const at::Tensor& values, const at::Tensor& positions) {
   // Fresh exactly-sized buffers: the previous, larger ones are freed when their last view goes.
-  keys_ = rotated_keys.to(options_).contiguous().clone();
-  values_ = values.to(options_).contiguous().clone();
+  keys_ = rotated_keys.to(key_options_).contiguous().clone();
+  values_ = values.to(value_options_).contiguous().clone();
   positions_ = positions.to(keys_.device(), at::kLong).contiguous().clone();
   length_ = capacity_ = keys_.size(1);
 }
@@ -138,7 +142,8 @@ std::unique_ptr<LayerCache> DenseLayerCache::retain_per_head(const std::vector<a
     v.push_back(values()[h].index_select(0, i));
     p.push_back(positions()[h].index_select(0, i));
   }
-  auto ragged = std::make_unique<RaggedLayerCache>(shape_, rope_, options_);
+  auto ragged = std::make_unique<RaggedLayerCache>(shape_, rope_, options_,
+                                                   CacheTypes{keys_.scalar_type(), values_.scalar_type()});
   ragged->assign(k, v, p);
   return ragged;
 }

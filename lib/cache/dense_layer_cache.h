@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "cache/attention.h"
+#include "cache/cache_types.h"
 #include "cache/layer_cache.h"
 #include "core/rope.h"
 
@@ -12,7 +13,9 @@ namespace kvc {
 
 class DenseLayerCache : public LayerCache {
  public:
-  DenseLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options);
+  // `options`: device (and the dtype of keys and values not given in `types`).
+  DenseLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options,
+                  CacheTypes types = {});
 
   void append(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& positions) override;
   at::Tensor attend(const at::Tensor& queries, const at::Tensor& q_positions, const AttentionProbe& probe,
@@ -48,7 +51,7 @@ class DenseLayerCache : public LayerCache {
  private:
   AttentionShape shape_;
   std::shared_ptr<const Rope> rope_;
-  at::TensorOptions options_;
+  at::TensorOptions options_, key_options_, value_options_;
   at::Tensor keys_, values_, positions_;
   int64_t length_ = 0, capacity_ = 0;
 };

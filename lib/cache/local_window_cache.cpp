@@ -4,8 +4,9 @@
 
 namespace kvc {
 
-LocalWindowCache::LocalWindowCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options)
-    : DenseLayerCache(shape, std::move(rope), options), window_(shape.sliding_window) {
+LocalWindowCache::LocalWindowCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options,
+                                   CacheTypes types)
+    : DenseLayerCache(shape, std::move(rope), options, types), window_(shape.sliding_window) {
   KVC_CHECK(window_ > 0, "a local layer's cache needs a positive window");
 }
 

@@ -10,7 +10,8 @@ namespace kvc {
 
 class LocalWindowCache : public DenseLayerCache {
  public:
-  LocalWindowCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options);
+  LocalWindowCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options,
+                   CacheTypes types = {});
   at::Tensor attend(const at::Tensor& queries, const at::Tensor& q_positions, const AttentionProbe& probe,
                     AttentionStats* stats) override;
   CacheFootprint footprint() const override;

@@ -4,12 +4,16 @@
 
 namespace kvc {
 
-RaggedLayerCache::RaggedLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options)
+RaggedLayerCache::RaggedLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options,
+                                   CacheTypes types)
     : shape_(shape), rope_(std::move(rope)), options_(options) {
+  const CacheTypes t = types.resolved(options.dtype().toScalarType());
+  key_options_ = options.dtype(t.keys);
+  value_options_ = options.dtype(t.values);
   std::vector<at::Tensor> k, v, p;
   for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
-    k.push_back(at::empty({0, shape_.head_dim}, options_));
-    v.push_back(at::empty({0, shape_.head_dim}, options_));
+    k.push_back(at::empty({0, shape_.head_dim}, key_options_));
+    v.push_back(at::empty({0, shape_.head_dim}, value_options_));
     p.push_back(at::empty({0}, options_.dtype(at::kLong)));
   }
   assign(k, v, p);
@@ -23,8 +27,8 @@ void RaggedLayerCache::assign(const std::vector<at::Tensor>& rotated_keys, const
   offsets_.assign(n + 1, 0);
   for (size_t h = 0; h < n; ++h) offsets_[h + 1] = offsets_[h] + rotated_keys[h].size(0);
   // at::cat allocates exactly-sized buffers; the previous ones are released with their last view.
-  keys_ = at::cat(rotated_keys, 0).to(options_).contiguous();
-  values_ = at::cat(values, 0).to(options_).contiguous();
+  keys_ = at::cat(rotated_keys, 0).to(key_options_).contiguous();
+  values_ = at::cat(values, 0).to(value_options_).contiguous();
   positions_ = at::cat(positions, 0).to(keys_.device(), at::kLong).contiguous();
   indptr_ = at::tensor(offsets_, at::TensorOptions().dtype(at::kLong));
 }
@@ -97,10 +101,9 @@ at::Tensor RaggedLayerCache::lengths() const {
 }
 
 CacheFootprint RaggedLayerCache::footprint() const {
-  const int64_t elem = static_cast<int64_t>(keys_.element_size());
   CacheFootprint f;
   f.entries = keys_.size(0);
-  f.payload_bytes = f.entries * 2 * shape_.head_dim * elem;
+  f.payload_bytes = f.entries * shape_.head_dim * static_cast<int64_t>(keys_.element_size() + values_.element_size());
   f.resident_bytes = f.payload_bytes + f.entries * static_cast<int64_t>(sizeof(int64_t)) +
                      static_cast<int64_t>(offsets_.size() * sizeof(int64_t));
   return f;

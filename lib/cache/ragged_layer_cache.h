@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cache/attention.h"
+#include "cache/cache_types.h"
 #include "cache/layer_cache.h"
 #include "core/rope.h"
 
@@ -14,7 +15,8 @@ namespace kvc {
 
 class RaggedLayerCache : public LayerCache {
  public:
-  RaggedLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options);
+  RaggedLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options,
+                   CacheTypes types = {});
 
   // Builds from per-head rotated keys/values [len_h, d] and positions [len_h].
   void assign(const std::vector<at::Tensor>& rotated_keys, const std::vector<at::Tensor>& values,
@@ -49,7 +51,7 @@ class RaggedLayerCache : public LayerCache {
 
   AttentionShape shape_;
   std::shared_ptr<const Rope> rope_;
-  at::TensorOptions options_;
+  at::TensorOptions options_, key_options_, value_options_;
   at::Tensor keys_, values_, positions_, indptr_;
   std::vector<int64_t> offsets_;  // host copy of indptr
 };

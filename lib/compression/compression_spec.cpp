@@ -57,6 +57,16 @@ void check_layout(const CacheSetup& setup, const std::string& press, const std::
             press, layer->layout(), cache_flag);
 }
 
+// Typed caches (--cache-type-k/-v) cover the dense and per-head layouts; low-rank coefficients and the
+// retrieval store keep the activations' precision.
+void check_cache_types(const LlamaModel& model, const std::string& method) {
+  const CacheTypes t = model.cache_types();
+  KVC_CHECK(t.keys == model.dtype() && t.values == model.dtype(),
+            "{} keeps its entries in {}: --cache-type-k {} / --cache-type-v {} apply to the dense and per-head caches "
+            "only; leave them at f32 (auto) with {}",
+            method, cache_type_name(model.dtype()), cache_type_name(t.keys), cache_type_name(t.values), method);
+}
+
 }  // namespace
 
 CacheSetup build_cache_setup(const CompressionSpec& spec, const LlamaModel& model) {
@@ -64,6 +74,7 @@ CacheSetup build_cache_setup(const CompressionSpec& spec, const LlamaModel& mode
   KVC_CHECK(spec.budget >= 0, "--budget must be >= 0, got {}", spec.budget);
   check_flag_combination(spec);
   if (!spec.retrieval.empty()) {
+    check_cache_types(model, "--retrieval");
     CacheSetup setup = retrieval::make_retrieval_setup(spec.retrieval, spec.retrieval_store, model);
     setup.name = spec.describe();
     return setup;
@@ -75,6 +86,7 @@ CacheSetup build_cache_setup(const CompressionSpec& spec, const LlamaModel& mode
   CacheSetup setup = make_press_setup(params, model);
   // Low-rank storage composes with eviction: the press keeps its observer and calls retain() on it.
   if (!spec.lowrank_file.empty()) {
+    check_cache_types(model, "--lowrank");
     setup.factory = lowrank::make_lowrank_factory(lowrank::parse_lowrank_spec(spec.lowrank_file, spec.rank), model);
     check_layout(setup, params.name, "--lowrank");
   } else {

@@ -52,7 +52,8 @@ KlResult evaluate_kl(const LlamaModel& model, const std::vector<int>& ids, const
   KVC_CHECK(options.plan.window <= model.config().max_position_embeddings,
             "--window {} exceeds the model's context of {} tokens", options.plan.window,
             model.config().max_position_embeddings);
-  const CacheSetup exact;
+  CacheSetup exact;
+  exact.full_precision = true;
   const auto windows = plan_windows(static_cast<int64_t>(ids.size()), options.plan);
   const auto start = std::chrono::steady_clock::now();
   KlResult r;

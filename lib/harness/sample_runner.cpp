@@ -60,7 +60,9 @@ int greedy(const at::Tensor& logits) { return static_cast<int>(logits[0].argmax(
 // Payload bytes of the dense cache for `tokens` positions: keys and values, every layer and KV head.
 int64_t dense_payload_bytes(const LlamaModel& model, int64_t tokens) {
   const ModelConfig& c = model.config();
-  return tokens * c.num_layers * c.num_kv_heads * 2 * c.head_dim * static_cast<int64_t>(at::elementSize(model.dtype()));
+  const CacheTypes types = model.cache_types();
+  return tokens * c.num_layers * c.num_kv_heads * c.head_dim *
+         static_cast<int64_t>(at::elementSize(types.keys) + at::elementSize(types.values));
 }
 
 bool ends_answer_line(const std::string& text) {

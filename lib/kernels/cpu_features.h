@@ -4,7 +4,7 @@
 
 namespace kvc {
 
-bool cpu_has_avx2_fma();
+bool cpu_has_avx2_fma();  // and F16C, which every AVX2 CPU has
 
 // Whether this library's at::parallel_for calls can use more than one thread. at::parallel_for is a
 // header template: compiled without OpenMP it silently runs every kernel on one thread.

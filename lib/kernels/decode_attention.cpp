@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu_features.h"
+#include "kernels/half_precision.h"
 #include "runtime/gradient_recording.h"
 #include "runtime/parallel_grain.h"
 #include "kernels/simd_avx2.h"
@@ -17,8 +18,8 @@ namespace {
 #if defined(__x86_64__)
 struct HeadView {
   const float* queries;  // [G, d]
-  const float* keys;     // [S, d]
-  const float* values;   // [S, d]
+  const void* keys;      // [S, d] of the key rows' element type
+  const void* values;    // [S, d] of the value rows' element type
   const int64_t* positions;
   float* out;    // [G, d]
   float* probs;  // [G, S] or null
@@ -26,20 +27,21 @@ struct HeadView {
 
 // scores[g, s] = scale * q_g . k_s, eight keys at a time (one transpose-sum per eight dot products).
 // D8 = head_dim / 8 when known at compile time (the loops then unroll into registers), else 0.
-template <int D8>
+template <int D8, typename Keys>
 KVC_AVX2 void score_keys(const HeadView& h, int64_t G, int64_t S, int64_t d_runtime, float scale, float* scores) {
   const int64_t d = D8 > 0 ? D8 * 8 : d_runtime;
+  const auto* keys = static_cast<const typename Keys::Element*>(h.keys);
   const __m256 scale_v = _mm256_set1_ps(scale);
   int64_t s = 0;
   for (; s + 8 <= S; s += 8) {
-    const float* k = h.keys + s * d;
+    const auto* k = keys + s * d;
     for (int64_t g = 0; g < G; ++g) {
       const float* q = h.queries + g * d;
       __m256 acc[8];
       for (auto& a : acc) a = _mm256_setzero_ps();
       for (int64_t c = 0; c < d; c += 8) {
         const __m256 qv = _mm256_loadu_ps(q + c);
-        for (int i = 0; i < 8; ++i) acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(k + i * d + c), qv, acc[i]);
+        for (int i = 0; i < 8; ++i) acc[i] = _mm256_fmadd_ps(Keys::load8(k + i * d + c), qv, acc[i]);
       }
       _mm256_storeu_ps(scores + g * S + s, _mm256_mul_ps(simd::transpose_sum8(acc), scale_v));
     }
@@ -48,7 +50,7 @@ KVC_AVX2 void score_keys(const HeadView& h, int64_t G, int64_t S, int64_t d_runt
     for (int64_t g = 0; g < G; ++g) {
       __m256 acc = _mm256_setzero_ps();
       for (int64_t c = 0; c < d; c += 8) {
-        acc = _mm256_fmadd_ps(_mm256_loadu_ps(h.keys + s * d + c), _mm256_loadu_ps(h.queries + g * d + c), acc);
+        acc = _mm256_fmadd_ps(Keys::load8(keys + s * d + c), _mm256_loadu_ps(h.queries + g * d + c), acc);
       }
       scores[g * S + s] = scale * simd::horizontal_sum(acc);
     }
@@ -68,8 +70,9 @@ KVC_AVX2 float exponentiate(float* row, int64_t S) {
 
 // out[g] = sum_s p[g, s] v_s. With the head size known, each value row is read once into D8
 // independent accumulators; otherwise in blocks that stay in L1 across the group.
-template <int D8>
+template <int D8, typename Values>
 KVC_AVX2 void weigh_values(const HeadView& h, int64_t G, int64_t S, int64_t d_runtime, const float* probs) {
+  const auto* values = static_cast<const typename Values::Element*>(h.values);
   if constexpr (D8 > 0) {
     constexpr int64_t d = D8 * 8;
     for (int64_t g = 0; g < G; ++g) {
@@ -78,8 +81,8 @@ KVC_AVX2 void weigh_values(const HeadView& h, int64_t G, int64_t S, int64_t d_ru
       for (auto& a : acc) a = _mm256_setzero_ps();
       for (int64_t s = 0; s < S; ++s) {
         const __m256 weight = _mm256_set1_ps(p[s]);
-        const float* v = h.values + s * d;
-        for (int c = 0; c < D8; ++c) acc[c] = _mm256_fmadd_ps(weight, _mm256_loadu_ps(v + 8 * c), acc[c]);
+        const auto* v = values + s * d;
+        for (int c = 0; c < D8; ++c) acc[c] = _mm256_fmadd_ps(weight, Values::load8(v + 8 * c), acc[c]);
       }
       for (int c = 0; c < D8; ++c) _mm256_storeu_ps(h.out + g * d + 8 * c, acc[c]);
     }
@@ -96,24 +99,24 @@ KVC_AVX2 void weigh_values(const HeadView& h, int64_t G, int64_t S, int64_t d_ru
         __m256 a0 = _mm256_setzero_ps(), a1 = a0;
         int64_t s = b0;
         for (; s + 2 <= b1; s += 2) {
-          a0 = _mm256_fmadd_ps(_mm256_set1_ps(p[s]), _mm256_loadu_ps(h.values + s * d + c), a0);
-          a1 = _mm256_fmadd_ps(_mm256_set1_ps(p[s + 1]), _mm256_loadu_ps(h.values + (s + 1) * d + c), a1);
+          a0 = _mm256_fmadd_ps(_mm256_set1_ps(p[s]), Values::load8(values + s * d + c), a0);
+          a1 = _mm256_fmadd_ps(_mm256_set1_ps(p[s + 1]), Values::load8(values + (s + 1) * d + c), a1);
         }
-        if (s < b1) a0 = _mm256_fmadd_ps(_mm256_set1_ps(p[s]), _mm256_loadu_ps(h.values + s * d + c), a0);
+        if (s < b1) a0 = _mm256_fmadd_ps(_mm256_set1_ps(p[s]), Values::load8(values + s * d + c), a0);
         _mm256_storeu_ps(out + c, _mm256_add_ps(_mm256_loadu_ps(out + c), _mm256_add_ps(a0, a1)));
       }
     }
   }
 }
 
-template <int D8>
+template <int D8, typename Keys, typename Values>
 KVC_AVX2 void attend_head(const HeadView& h, int64_t G, int64_t S, int64_t d, int64_t q_position, int64_t window) {
   // Per-thread scratch that only grows: no allocation (and no zero fill) per head per step.
   thread_local std::vector<float> scratch;
   if (scratch.size() < static_cast<size_t>(G * S + G)) scratch.resize(static_cast<size_t>(G * S + G));
   float* scores = scratch.data();
   float* inverse_sums = scores + G * S;
-  score_keys<D8>(h, G, S, d, static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))), scores);
+  score_keys<D8, Keys>(h, G, S, d, static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))), scores);
   const float neg_inf = -std::numeric_limits<float>::infinity();
   for (int64_t s = 0; s < S; ++s) {
     const int64_t p = h.positions[s];
@@ -126,7 +129,7 @@ KVC_AVX2 void attend_head(const HeadView& h, int64_t G, int64_t S, int64_t d, in
     inverse_sums[g] = sum > 0 ? 1.0f / sum : 0.0f;
   }
   for (int64_t i = 0; i < G * d; ++i) h.out[i] = 0.0f;
-  weigh_values<D8>(h, G, S, d, scores);
+  weigh_values<D8, Values>(h, G, S, d, scores);
   for (int64_t g = 0; g < G; ++g) {
     const float inv = inverse_sums[g];
     for (int64_t c = 0; c < d; ++c) h.out[g * d + c] *= inv;
@@ -136,12 +139,33 @@ KVC_AVX2 void attend_head(const HeadView& h, int64_t G, int64_t S, int64_t d, in
   }
 }
 
-KVC_AVX2 void attend_head_any(const HeadView& h, int64_t G, int64_t S, int64_t d, int64_t q_position, int64_t window) {
+template <typename Keys, typename Values>
+KVC_AVX2 void attend_head_sized(const HeadView& h, int64_t G, int64_t S, int64_t d, int64_t q_position,
+                                int64_t window) {
   switch (d) {
-    case 32: return attend_head<4>(h, G, S, d, q_position, window);
-    case 64: return attend_head<8>(h, G, S, d, q_position, window);
-    case 128: return attend_head<16>(h, G, S, d, q_position, window);
-    default: return attend_head<0>(h, G, S, d, q_position, window);
+    case 32: return attend_head<4, Keys, Values>(h, G, S, d, q_position, window);
+    case 64: return attend_head<8, Keys, Values>(h, G, S, d, q_position, window);
+    case 128: return attend_head<16, Keys, Values>(h, G, S, d, q_position, window);
+    default: return attend_head<0, Keys, Values>(h, G, S, d, q_position, window);
+  }
+}
+
+template <typename Keys>
+KVC_AVX2 void attend_head_values(at::ScalarType values, const HeadView& h, int64_t G, int64_t S, int64_t d,
+                                 int64_t q_position, int64_t window) {
+  switch (values) {
+    case at::kBFloat16: return attend_head_sized<Keys, simd::Bf16Rows>(h, G, S, d, q_position, window);
+    case at::kHalf: return attend_head_sized<Keys, simd::F16Rows>(h, G, S, d, q_position, window);
+    default: return attend_head_sized<Keys, simd::Fp32Rows>(h, G, S, d, q_position, window);
+  }
+}
+
+KVC_AVX2 void attend_head_any(at::ScalarType keys, at::ScalarType values, const HeadView& h, int64_t G, int64_t S,
+                              int64_t d, int64_t q_position, int64_t window) {
+  switch (keys) {
+    case at::kBFloat16: return attend_head_values<simd::Bf16Rows>(values, h, G, S, d, q_position, window);
+    case at::kHalf: return attend_head_values<simd::F16Rows>(values, h, G, S, d, q_position, window);
+    default: return attend_head_values<simd::Fp32Rows>(values, h, G, S, d, q_position, window);
   }
 }
 #endif
@@ -152,8 +176,12 @@ at::Tensor fast_decode_attention(const at::Tensor& queries, int64_t q_position, 
                                  const at::Tensor& values, const at::Tensor& key_positions, int64_t sliding_window,
                                  at::Tensor* probabilities) {
 #if defined(__x86_64__)
-  const auto is_cpu_float = [](const at::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == at::kFloat; };
-  if (!cpu_has_avx2_fma() || !is_cpu_float(queries) || !is_cpu_float(keys) || !is_cpu_float(values) ||
+  // Keys and values may be stored in 16 bits (a typed cache): they are widened in registers.
+  const auto is_cpu_rows = [](const at::Tensor& t) {
+    return t.device().is_cpu() && (t.scalar_type() == at::kFloat || is_half_type(t.scalar_type()));
+  };
+  if (!cpu_has_avx2_fma() || !queries.device().is_cpu() || queries.scalar_type() != at::kFloat ||
+      !is_cpu_rows(keys) || !is_cpu_rows(values) ||
       queries.dim() != 3 || queries.size(1) != 1 || keys.dim() != 3 || values.sizes() != keys.sizes() ||
       key_positions.scalar_type() != at::kLong || !key_positions.device().is_cpu() ||
       records_gradient({queries, keys, values})) {
@@ -168,8 +196,10 @@ at::Tensor fast_decode_attention(const at::Tensor& queries, int64_t q_position, 
   const at::Tensor q = queries.contiguous();
   at::Tensor out = at::empty({H, 1, d}, queries.options());
   const float* qp = q.data_ptr<float>();
-  const float* kp = keys.data_ptr<float>();
-  const float* vp = values.data_ptr<float>();
+  const auto* kp = static_cast<const char*>(keys.data_ptr());
+  const auto* vp = static_cast<const char*>(values.data_ptr());
+  const at::ScalarType key_type = keys.scalar_type(), value_type = values.scalar_type();
+  const int64_t key_stride = keys.stride(0) * keys.element_size(), value_stride = values.stride(0) * values.element_size();
   const int64_t* pp = key_positions.data_ptr<int64_t>();
   float* op = out.data_ptr<float>();
   float* pp_out = nullptr;
@@ -179,10 +209,10 @@ at::Tensor fast_decode_attention(const at::Tensor& queries, int64_t q_position, 
   }
   at::parallel_for(0, KV, parallel_grain(2 * G * S * d), [&](int64_t h0, int64_t h1) {
     for (int64_t h = h0; h < h1; ++h) {
-      const HeadView view{qp + h * G * d, kp + h * keys.stride(0), vp + h * values.stride(0),
+      const HeadView view{qp + h * G * d, kp + h * key_stride, vp + h * value_stride,
                           pp + h * key_positions.stride(0), op + h * G * d,
                           pp_out == nullptr ? nullptr : pp_out + h * G * S};
-      attend_head_any(view, G, S, d, q_position, sliding_window);
+      attend_head_any(key_type, value_type, view, G, S, d, q_position, sliding_window);
     }
   });
   return out;

@@ -1,5 +1,6 @@
 #pragma once
-// Attention of one decoding token over a cache's dense per-KV-head entries, fp32 on CPU: scores,
+// Attention of one decoding token over a cache's dense per-KV-head entries on CPU (fp32 queries; keys
+// and values stored in fp32, bf16 or f16, widened in registers, never copied): scores,
 // position mask, softmax and the weighted sum of values in two streaming passes (keys, then values),
 // parallel over KV heads. At long context decode is bound by reading the cache; the generic path
 // ran these tiny batched products single-threaded and synchronised on the positions every step.

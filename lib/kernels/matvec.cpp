@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 
 #include "kernels/cpu_features.h"
+#include "kernels/half_precision.h"
 #include "kernels/simd_avx2.h"
 #include "runtime/gradient_recording.h"
 
@@ -36,20 +37,30 @@ KVC_AVX2 void matvec_rows(const float* w, const float* x, float* y, int64_t r0, 
 
 at::Tensor fast_matvec(const at::Tensor& weight, const at::Tensor& x, const at::Tensor& bias) {
 #if defined(__x86_64__)
-  if (!cpu_has_avx2_fma() || !weight.device().is_cpu() || weight.scalar_type() != at::kFloat || weight.dim() != 2 ||
-      !weight.is_contiguous() || x.scalar_type() != at::kFloat || x.dim() != 1 || x.size(0) != weight.size(1) ||
-      records_gradient({weight, x, bias})) {
+  const bool half = is_half_type(weight.scalar_type());
+  if (!cpu_has_avx2_fma() || !weight.device().is_cpu() || (weight.scalar_type() != at::kFloat && !half) ||
+      weight.dim() != 2 || !weight.is_contiguous() || x.scalar_type() != at::kFloat || x.dim() != 1 ||
+      x.size(0) != weight.size(1) || records_gradient({weight, x, bias})) {
     return {};
   }
   const int64_t rows = weight.size(0), cols = weight.size(1);
   const at::Tensor xc = x.contiguous();
   at::Tensor y = at::empty({rows}, x.options());
-  const float* w = weight.data_ptr<float>();
   const float* xp = xc.data_ptr<float>();
   float* yp = y.data_ptr<float>();
   // Split only when each thread streams at least ~256 KB: small models stay single-threaded.
-  const int64_t grain = std::max<int64_t>(16, (int64_t{1} << 16) / std::max<int64_t>(1, cols));
-  at::parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) { matvec_rows(w, xp, yp, r0, r1, cols); });
+  const int64_t row_bytes = cols * weight.element_size();
+  const int64_t grain = std::max<int64_t>(16, (int64_t{1} << 18) / std::max<int64_t>(1, row_bytes));
+  if (half) {
+    const auto* w = static_cast<const uint16_t*>(weight.data_ptr());
+    const at::ScalarType type = weight.scalar_type();
+    at::parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) yp[r] = half_dot(type, w + r * cols, xp, cols);
+    });
+  } else {
+    const float* w = weight.data_ptr<float>();
+    at::parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) { matvec_rows(w, xp, yp, r0, r1, cols); });
+  }
   if (bias.defined()) y.add_(bias);
   return y;
 #else

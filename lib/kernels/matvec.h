@@ -1,12 +1,12 @@
 #pragma once
-// Matrix-vector product for decoding (one token): y = W x (+ b), fp32 on CPU, streaming W once with
+// Matrix-vector product for decoding (one token): y = W x (+ b), fp32 activations on CPU, streaming W once with
 // AVX2/FMA over all LibTorch threads. Decode is bound by exactly this stream, and BLAS sgemv streams
 // it well below the memory bandwidth.
 #include <ATen/ATen.h>
 
 namespace kvc {
 
-// weight [rows, cols] contiguous fp32, x [cols] fp32, bias [rows] or undefined. Returns [rows], or
+// weight [rows, cols] contiguous fp32, bf16 or f16 (widened in registers), x [cols] fp32, bias [rows] or undefined. Returns [rows], or
 // an undefined tensor when the fast path does not apply (other dtype/device, no AVX2): the caller
 // then uses at::mv. Each row is summed in a fixed order, so results do not depend on thread count.
 at::Tensor fast_matvec(const at::Tensor& weight, const at::Tensor& x, const at::Tensor& bias);

@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <limits>
 
-#define KVC_AVX2 __attribute__((target("avx2,fma")))
+// F16C (half-precision conversion) came with the first AVX CPUs: every AVX2 CPU has it, and
+// cpu_has_avx2_fma() checks it too.
+#define KVC_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 namespace kvc::simd {
 
@@ -81,6 +83,31 @@ KVC_AVX2 inline float exp_shifted(float* row, int64_t n, float max) {
   }
   return sum;
 }
+
+// Eight 16-bit weights widened to fp32 (exact for both formats): bf16 is the top half of an fp32.
+KVC_AVX2 inline __m256 load_bf16x8(const uint16_t* p) {
+  const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+
+KVC_AVX2 inline __m256 load_f16x8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// Rows of fp32, bf16 or f16 values read eight at a time as fp32: the kernels that stream a cache or
+// a weight matrix are written once over these.
+struct Fp32Rows {
+  using Element = float;
+  KVC_AVX2 static __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+};
+struct Bf16Rows {
+  using Element = uint16_t;
+  KVC_AVX2 static __m256 load8(const uint16_t* p) { return load_bf16x8(p); }
+};
+struct F16Rows {
+  using Element = uint16_t;
+  KVC_AVX2 static __m256 load8(const uint16_t* p) { return load_f16x8(p); }
+};
 
 }  // namespace kvc::simd
 #endif

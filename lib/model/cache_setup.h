@@ -29,8 +29,11 @@ struct CacheSetup {
   bool bounded = false;  // RAM stays within a fixed size while decoding (eviction, or a cache on storage)
   std::function<std::string()> report;  // one line about the last cache (e.g. storage reads); may be empty
   LayoutNeeds needs;
+  // The reference of a comparison: the dense cache at full precision, whatever the model's cache types.
+  bool full_precision = false;
 
   KVCache new_cache(const LlamaModel& model) const {
+    if (full_precision) return model.full_precision_cache();
     if (fresh_factory) return model.new_cache(fresh_factory());
     return factory ? model.new_cache(factory) : model.new_cache();
   }

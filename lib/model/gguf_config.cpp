@@ -91,7 +91,11 @@ ModelConfig model_config_from_gguf(const gguf::GgufFile& f) {
       if (tokens[id] == "<end_of_turn>") c.eos_token_ids.push_back(static_cast<int>(id));
     }
   }
-  c.torch_dtype = "float32";
+  // 16-bit files stay 16-bit in memory; block-quantized ones are dequantized to fp32 by default.
+  const gguf::GgmlTypeInfo* embedding =
+      f.has_tensor("token_embd.weight") ? gguf::ggml_type_info(f.tensor("token_embd.weight").type) : nullptr;
+  const std::string stored = embedding ? embedding->name : "";
+  c.torch_dtype = stored == "F16" ? "float16" : stored == "BF16" ? "bfloat16" : "float32";
   c.config_hash = hash_string(fmt::format("gguf:{}:{}:{}:{}:{}:{}:{}", arch, c.hidden_size, c.num_layers, c.num_heads,
                                           c.head_dim, c.vocab_size, f.file_size()));
   return c;

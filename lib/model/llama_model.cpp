@@ -9,6 +9,7 @@
 #include "cache/dense_layer_cache.h"
 #include "io/gguf_reader.h"
 #include "io/safetensors.h"
+#include "kernels/half_precision.h"
 #include "kernels/matvec.h"
 #include "kernels/parallel_linear.h"
 #include "kernels/rms_norm.h"
@@ -24,8 +25,9 @@
 namespace kvc {
 namespace {
 
-at::ScalarType parse_dtype_option(const std::string& dtype, const std::string& stored, bool cuda) {
-  const std::string d = dtype == "auto" ? (cuda ? stored : "float32") : dtype;
+// The weights' storage type: `auto` keeps a checkpoint's 16-bit weights in 16 bits (and fp32 as fp32).
+at::ScalarType parse_dtype_option(const std::string& dtype, const std::string& stored) {
+  const std::string d = dtype == "auto" ? stored : dtype;
   if (d == "float32") return at::kFloat;
   if (d == "float16") return at::kHalf;
   if (d == "bfloat16") return at::kBFloat16;
@@ -69,23 +71,26 @@ class SafetensorsWeights : public WeightSource {
   at::Device device_;
 };
 
-// RMSNorm weights as the forward pass multiplies by them: Gemma's (1 + w) is stored as one tensor.
-at::Tensor norm_weight(const WeightSource& w, const ModelConfig& c, const std::string& name, int64_t size) {
-  const at::Tensor t = w.get(name, {size});
+// RMSNorm weights as the forward pass multiplies by them, in the activations' dtype: Gemma's (1 + w) is
+// stored as one tensor, computed in that dtype as Hugging Face does.
+at::Tensor norm_weight(const WeightSource& w, const ModelConfig& c, const std::string& name, int64_t size,
+                       at::ScalarType activations) {
+  const at::Tensor t = w.get(name, {size}).to(activations);
   return c.traits.unit_offset_norms && !w.norms_include_unit_offset() ? t + 1 : t;
 }
 
 // One-row inputs (decoding) use matrix-vector products: sgemm repacks the whole weight matrix on
 // every call, which costs several times more than streaming it once. Multi-row inputs (prefill) split
 // single-threaded GEMMs over LibTorch's threads.
+// 16-bit weights under fp32 activations go through LibTorch only where the kernels do not apply
+// (recording gradients, no AVX2): widened per call, slow but exact.
 at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias = {}) {
   if (x.size(0) != 1) {
     if (const at::Tensor y = parallel_linear(x, weight, bias); y.defined()) return y;
-    return at::linear(x, weight, bias);
+  } else if (const at::Tensor y = fast_matvec(weight, x[0], bias); y.defined()) {
+    return y.unsqueeze(0);
   }
-  const at::Tensor row = x[0];
-  if (const at::Tensor y = fast_matvec(weight, row, bias); y.defined()) return y.unsqueeze(0);
-  return (bias.defined() ? at::addmv(bias, weight, row) : at::mv(weight, row)).unsqueeze(0);
+  return at::linear(x, weight.scalar_type() == x.scalar_type() ? weight : weight.to(x.scalar_type()), bias);
 }
 
 }  // namespace
@@ -105,11 +110,12 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadO
   }
   const ModelConfig& c = model->config_;
   model->device_ = parse_device(options.device);
-  model->dtype_ = parse_dtype_option(options.dtype, c.torch_dtype == "float16" || c.torch_dtype == "bfloat16"
-                                                       ? c.torch_dtype : "float32",
-                                     model->device_.is_cuda());
-  KVC_CHECK(model->device_.is_cuda() || model->dtype_ == at::kFloat || model->dtype_ == at::kDouble,
-            "--dtype: CPU runs in float32 (or float64); half-precision weights are upcast at load");
+  model->weight_dtype_ = parse_dtype_option(
+      options.dtype, c.torch_dtype == "float16" || c.torch_dtype == "bfloat16" ? c.torch_dtype : "float32");
+  // On CPU 16-bit weights stay 16-bit in memory and the kernels widen them in registers; activations
+  // and the cache stay fp32. On CUDA everything runs in the weights' dtype.
+  model->dtype_ = model->device_.is_cpu() && is_half_type(model->weight_dtype_) ? at::kFloat : model->weight_dtype_;
+  model->cache_types_ = options.cache_types.resolved(model->dtype_);
 
   if (model->device_.is_cpu()) install_huge_page_allocator();
   std::optional<st::Checkpoint> checkpoint;
@@ -117,15 +123,17 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadO
   if (gguf) {
     const std::pair<int64_t, int64_t> interleaved =
         c.traits.gguf_qk_rows_interleaved ? std::make_pair(c.num_heads, c.num_kv_heads) : std::make_pair(int64_t{0}, int64_t{0});
-    source = std::make_unique<GgufWeights>(gguf, c.traits.unit_offset_norms, model->dtype_, model->device_, interleaved);
+    source = std::make_unique<GgufWeights>(gguf, c.traits.unit_offset_norms, model->weight_dtype_, model->device_,
+                                           interleaved);
   } else {
     checkpoint.emplace(st::Checkpoint::open_dir(dir));
-    source = std::make_unique<SafetensorsWeights>(*checkpoint, dir, model->dtype_, model->device_);
+    source = std::make_unique<SafetensorsWeights>(*checkpoint, dir, model->weight_dtype_, model->device_);
   }
   const WeightSource& w = *source;
   const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.kv_dim(), inter = c.intermediate_size;
+  const at::ScalarType act = model->dtype_;
   model->embed_ = w.get("model.embed_tokens.weight", {c.vocab_size, h});
-  model->final_norm_ = norm_weight(w, c, "model.norm.weight", h);
+  model->final_norm_ = norm_weight(w, c, "model.norm.weight", h, act);
   if (c.traits.scaled_embeddings) {
     // As Hugging Face: sqrt(hidden) rounded to the activations' dtype first.
     const at::Tensor scale = at::scalar_tensor(std::sqrt(static_cast<double>(h)),
@@ -141,25 +149,25 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadO
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string p = fmt::format("model.layers.{}.", i);
     LayerWeights l;
-    l.attn_norm = norm_weight(w, c, p + "input_layernorm.weight", h);
+    l.attn_norm = norm_weight(w, c, p + "input_layernorm.weight", h, act);
     // Stacking q/k/v (and gate/up) turns three matrix-vector products into one per decode step.
     l.qkv = at::cat({w.get(p + "self_attn.q_proj.weight", {q, h}), w.get(p + "self_attn.k_proj.weight", {kv, h}),
                      w.get(p + "self_attn.v_proj.weight", {kv, h})});
     if (c.qkv_bias) {
       l.qkv_bias = at::cat({w.get(p + "self_attn.q_proj.bias", {q}), w.get(p + "self_attn.k_proj.bias", {kv}),
-                            w.get(p + "self_attn.v_proj.bias", {kv})});
+                            w.get(p + "self_attn.v_proj.bias", {kv})}).to(act);
     }
     l.o_proj = w.get(p + "self_attn.o_proj.weight", {h, q}).contiguous();
     if (c.traits.sandwich_norms) {
-      l.post_attn_norm = norm_weight(w, c, p + "post_attention_layernorm.weight", h);
-      l.mlp_norm = norm_weight(w, c, p + "pre_feedforward_layernorm.weight", h);
-      l.post_mlp_norm = norm_weight(w, c, p + "post_feedforward_layernorm.weight", h);
+      l.post_attn_norm = norm_weight(w, c, p + "post_attention_layernorm.weight", h, act);
+      l.mlp_norm = norm_weight(w, c, p + "pre_feedforward_layernorm.weight", h, act);
+      l.post_mlp_norm = norm_weight(w, c, p + "post_feedforward_layernorm.weight", h, act);
     } else {
-      l.mlp_norm = norm_weight(w, c, p + "post_attention_layernorm.weight", h);
+      l.mlp_norm = norm_weight(w, c, p + "post_attention_layernorm.weight", h, act);
     }
     if (c.traits.qk_norms) {
-      l.q_norm = norm_weight(w, c, p + "self_attn.q_norm.weight", c.head_dim);
-      l.k_norm = norm_weight(w, c, p + "self_attn.k_norm.weight", c.head_dim);
+      l.q_norm = norm_weight(w, c, p + "self_attn.q_norm.weight", c.head_dim, act);
+      l.k_norm = norm_weight(w, c, p + "self_attn.k_norm.weight", c.head_dim, act);
     }
     l.gate_up = at::cat({w.get(p + "mlp.gate_proj.weight", {inter, h}), w.get(p + "mlp.up_proj.weight", {inter, h})});
     l.down = w.get(p + "mlp.down_proj.weight", {h, inter}).contiguous();
@@ -187,8 +195,9 @@ int64_t LlamaModel::parameter_count() const {
 
 int64_t LlamaModel::weight_bytes() const {
   // A decode step reads every weight once except the embedding table (one row).
-  const int64_t elem = static_cast<int64_t>(c10::elementSize(dtype_));
-  return (parameter_count() - (lm_head_.is_same(embed_) ? 0 : embed_.numel())) * elem;
+  int64_t bytes = 0;
+  for (const at::Tensor& t : decode_weights()) bytes += t.numel() * t.element_size();
+  return bytes;
 }
 
 std::vector<at::Tensor> LlamaModel::decode_weights() const {
@@ -208,22 +217,28 @@ std::shared_ptr<const Rope> LlamaModel::rope_for_layer(int64_t layer) const {
   return config_.is_local_layer(layer) ? rope_local_ : rope_;
 }
 
-LayerCacheFactory LlamaModel::dense_layer_factory() const {
+LayerCacheFactory LlamaModel::dense_layer_factory() const { return dense_layer_factory(cache_types_); }
+
+LayerCacheFactory LlamaModel::dense_layer_factory(CacheTypes types) const {
   const AttentionShape shape = config_.attention_shape();
   const auto options = at::TensorOptions().dtype(dtype_).device(device_);
   auto rope = rope_;
-  return [shape, options, rope](int64_t) { return std::make_unique<DenseLayerCache>(shape, rope, options); };
+  return [shape, options, rope, types](int64_t) {
+    return std::make_unique<DenseLayerCache>(shape, rope, options, types);
+  };
 }
 
 // Local (sliding-window) layers always get a dense cache bounded by their window: compression and the
 // factory's budgets act on the global layers only.
-KVCache LlamaModel::new_cache(const LayerCacheFactory& factory) const {
+KVCache LlamaModel::new_cache(const LayerCacheFactory& factory) const { return new_cache(factory, cache_types_); }
+
+KVCache LlamaModel::new_cache(const LayerCacheFactory& factory, CacheTypes local_types) const {
   std::vector<std::unique_ptr<LayerCache>> layers;
   const AttentionShape local = config_.local_attention_shape();
   const auto options = at::TensorOptions().dtype(dtype_).device(device_);
   for (int64_t i = 0; i < config_.num_layers; ++i) {
     if (config_.is_local_layer(i)) {
-      layers.push_back(std::make_unique<LocalWindowCache>(local, rope_local_, options));
+      layers.push_back(std::make_unique<LocalWindowCache>(local, rope_local_, options, local_types));
     } else {
       layers.push_back(factory(i));
     }
@@ -232,6 +247,11 @@ KVCache LlamaModel::new_cache(const LayerCacheFactory& factory) const {
 }
 
 KVCache LlamaModel::new_cache() const { return new_cache(dense_layer_factory()); }
+
+KVCache LlamaModel::full_precision_cache() const {
+  const CacheTypes full{dtype_, dtype_};
+  return new_cache(dense_layer_factory(full), full);
+}
 
 at::Tensor LlamaModel::rms_norm(const at::Tensor& x, const at::Tensor& weight) const {
   if (const at::Tensor y = fast_rms_norm(x, weight, config_.rms_norm_eps); y.defined()) return y;
@@ -309,7 +329,7 @@ at::Tensor LlamaModel::forward(const std::vector<int>& tokens, KVCache& cache, c
   if (rope_local_) rope_local_->reserve(first + T - 1);
   const at::Tensor positions =
       at::arange(first, first + T, at::TensorOptions().dtype(at::kLong).device(device_));
-  at::Tensor x = embed_.index_select(0, id_tensor);
+  at::Tensor x = embed_.index_select(0, id_tensor).to(dtype_);
   if (config_.traits.scaled_embeddings) x = x * embedding_scale_;
   for (int64_t i = 0; i < config_.num_layers; ++i) {
     x = x + attention_block(i, x, positions, cache, options);

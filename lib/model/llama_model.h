@@ -1,12 +1,15 @@
 #pragma once
-// A Llama-family decoder (Llama, Mistral, Qwen2 via the architecture table) over LibTorch. Weights
-// are fp32 on CPU (fp16/bf16 upcast); on CUDA they keep their stored dtype.
+// A Llama-family decoder (Llama, Mistral, Qwen2, Gemma 3 via the architecture table) over LibTorch.
+// Weights keep their stored precision (fp32, bf16, f16; GGUF blocks dequantized to fp32 unless --dtype
+// says otherwise). On CPU activations and the cache are fp32 whatever the weights; on CUDA everything
+// runs in the weights' dtype.
 #include <ATen/ATen.h>
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "cache/cache_types.h"
 #include "cache/kv_cache.h"
 #include "model/forward_observer.h"
 #include "core/model_config.h"
@@ -23,7 +26,11 @@ struct LayerWeights {
 
 struct LoadOptions {
   std::string device = "cpu";  // cpu | cuda
-  std::string dtype = "auto";  // auto (fp32 on CPU, stored dtype on CUDA) | float32 | float64 | float16 | bfloat16
+  // The weights' precision: auto (as stored; quantized GGUF blocks become fp32) | float32 | float64 |
+  // float16 | bfloat16.
+  std::string dtype = "auto";
+  // What every cache made by new_cache() stores keys and values in (Undefined: the activations' dtype).
+  CacheTypes cache_types;
 };
 
 class LlamaModel {
@@ -35,7 +42,9 @@ class LlamaModel {
   const ModelConfig& config() const { return config_; }
   const std::string& dir() const { return dir_; }
   at::Device device() const { return device_; }
-  at::ScalarType dtype() const { return dtype_; }
+  at::ScalarType dtype() const { return dtype_; }                // activations and cache
+  at::ScalarType weight_dtype() const { return weight_dtype_; }  // the matrices as held in memory
+  CacheTypes cache_types() const { return cache_types_; }       // resolved: never Undefined
   // The global layers' RoPE: the one every compressed cache uses (local layers keep dense caches).
   std::shared_ptr<const Rope> rope() const { return rope_; }
   std::shared_ptr<const Rope> rope_for_layer(int64_t layer) const;
@@ -47,6 +56,9 @@ class LlamaModel {
   KVCache new_cache() const;
   LayerCacheFactory dense_layer_factory() const;
   KVCache new_cache(const LayerCacheFactory& factory) const;
+  // The dense cache in the activations' dtype whatever cache_types() says: what typed caches are
+  // measured against.
+  KVCache full_precision_cache() const;
 
   // Runs `tokens` at the positions after those already in `cache`, appending their entries.
   // Returns float32 logits [T, vocab] (or [1, vocab] when options.all_logits is false).
@@ -58,11 +70,15 @@ class LlamaModel {
   at::Tensor attention_block(int64_t layer, const at::Tensor& x, const at::Tensor& positions, KVCache& cache,
                              const ForwardOptions& options) const;
   at::Tensor mlp_block(int64_t layer, const at::Tensor& x) const;
+  LayerCacheFactory dense_layer_factory(CacheTypes types) const;
+  KVCache new_cache(const LayerCacheFactory& factory, CacheTypes local_types) const;
 
   ModelConfig config_;
   std::string dir_;
   at::Device device_ = at::kCPU;
   at::ScalarType dtype_ = at::kFloat;
+  at::ScalarType weight_dtype_ = at::kFloat;
+  CacheTypes cache_types_{at::kFloat, at::kFloat};
   std::shared_ptr<const Rope> rope_;
   std::shared_ptr<const Rope> rope_local_;  // local (sliding-window) layers' RoPE; null without them
   at::Tensor embed_, final_norm_, lm_head_;

@@ -118,14 +118,16 @@ void d2o_merge(LayerCache& cache, const at::Tensor& keep, double beta, double& t
   at::Tensor evicted_mask = at::ones({kv, s}, at::kBool);
   evicted_mask.scatter_(1, keep, false);
   const at::Tensor evict = at::arange(s, at::kLong).expand({kv, s}).masked_select(evicted_mask).view({kv, e});
+  // A 16-bit cache (--cache-type-k/-v) is merged in fp32 and stored back in its own type.
+  const at::ScalarType math = keys.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   const auto rows = [&](const at::Tensor& t, const at::Tensor& idx) {
-    return t.gather(1, idx.unsqueeze(-1).expand({kv, idx.size(1), d}));
+    return t.gather(1, idx.unsqueeze(-1).expand({kv, idx.size(1), d})).to(math);
   };
   const at::Tensor ke = rows(keys, evict), ve = rows(values, evict);
   // Few evicted (decoding: one): compare with every entry where it lies and mask the evicted ones. Many
   // (prefill): compare with a gathered copy of the kept ones, so the similarities stay [kv, e, k].
   const bool few_evicted = e <= k;
-  const at::Tensor candidates = few_evicted ? keys : rows(keys, keep);
+  const at::Tensor candidates = few_evicted ? keys.to(math) : rows(keys, keep);
   const auto norm = [](const at::Tensor& x) { return x.norm(2, -1).clamp_min(1e-12); };
   at::Tensor sim = at::bmm(ke, candidates.transpose(1, 2)) / (norm(ke).unsqueeze(-1) * norm(candidates).unsqueeze(1));
   if (few_evicted) sim.masked_fill_(evicted_mask.unsqueeze(1), -std::numeric_limits<double>::infinity());
@@ -153,10 +155,11 @@ void d2o_merge(LayerCache& cache, const at::Tensor& keep, double beta, double& t
   const double own = std::exp(1.0);
   const at::Tensor den = at::full({m, 1}, own, w.options()).index_add_(0, inverse, w);
   const at::Tensor u_head = unique.div(s, "floor"), u_slot = unique.remainder(s);
-  const at::Tensor new_k = (keys.index({u_head, u_slot}) * own).index_add_(0, inverse, merged_keys * w) / den;
-  const at::Tensor new_v = (values.index({u_head, u_slot}) * own).index_add_(0, inverse, merged_values * w) / den;
-  keys.index_put_({u_head, u_slot}, new_k);
-  values.index_put_({u_head, u_slot}, new_v);
+  const at::Tensor new_k = (keys.index({u_head, u_slot}).to(math) * own).index_add_(0, inverse, merged_keys * w) / den;
+  const at::Tensor new_v =
+      (values.index({u_head, u_slot}).to(math) * own).index_add_(0, inverse, merged_values * w) / den;
+  keys.index_put_({u_head, u_slot}, new_k.to(keys.scalar_type()));
+  values.index_put_({u_head, u_slot}, new_v.to(values.scalar_type()));
 }
 
 void register_d2o() {

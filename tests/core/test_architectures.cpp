@@ -118,15 +118,27 @@ TEST(Architectures, ShardedCheckpointGivesTheSameLogits) {
   EXPECT_TRUE(at::equal(a, b));
 }
 
-TEST(Architectures, HalfPrecisionCheckpointIsUpcastOnCpu) {
-  CheckpointShape shape = tiny_shape("llama");
-  shape.dtype = "bfloat16";
-  const std::string dir = write_tiny(shape);
-  EXPECT_EQ(st::SafetensorsFile::open(dir + "/model.safetensors")->info("model.norm.weight").dtype, st::DType::BF16);
-  auto model = LlamaModel::load(dir);
-  EXPECT_EQ(model->dtype(), at::kFloat);
-  KVCache cache = model->new_cache();
-  EXPECT_TRUE(model->forward(kTokens, cache).isfinite().all().item<bool>());
+// 16-bit checkpoints stay 16-bit in memory on CPU (half the bytes a decode step reads) and compute
+// what the same weights widened to fp32 at load compute.
+TEST(Architectures, HalfPrecisionCheckpointStaysHalfOnCpu) {
+  for (const std::string stored : {"bfloat16", "float16"}) {
+    CheckpointShape shape = tiny_shape("llama");
+    shape.dtype = stored;
+    const std::string dir = write_tiny(shape);
+    auto half = LlamaModel::load(dir);
+    auto widened = LlamaModel::load(dir, LoadOptions{"cpu", "float32"});
+    EXPECT_EQ(half->dtype(), at::kFloat) << stored;
+    EXPECT_EQ(half->weight_dtype(), stored == "float16" ? at::kHalf : at::kBFloat16);
+    EXPECT_EQ(widened->weight_dtype(), at::kFloat);
+    // Norms stay fp32 (they are a rounding error of the total); every matrix halves.
+    EXPECT_NEAR(static_cast<double>(half->weight_bytes()) / static_cast<double>(widened->weight_bytes()), 0.5, 0.02);
+    KVCache c1 = half->new_cache(), c2 = widened->new_cache();
+    const at::Tensor a = half->forward(kTokens, c1), b = widened->forward(kTokens, c2);
+    EXPECT_LT((a - b).abs().max().item<double>(), 1e-4) << stored;
+    // Then one decode step: the matrix-vector path.
+    const at::Tensor a1 = half->forward({4}, c1), b1 = widened->forward({4}, c2);
+    EXPECT_LT((a1 - b1).abs().max().item<double>(), 1e-4) << stored;
+  }
 }
 
 // generation_config.json lists the ids that end generation (an instruct model's end-of-turn token next to

@@ -1,0 +1,144 @@
+// Typed caches (--cache-type-k / --cache-type-v): 16-bit entries hold half the bytes, the decode kernel
+// reads them as stored and agrees with a float64 computation over the same rounded values, every
+// press runs on them, and the methods that keep their own precision refuse them in one line.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "cache/dense_layer_cache.h"
+#include "compression/compression_spec.h"
+#include "eval/kl_divergence.h"
+#include "kernels/cpu_features.h"
+#include "kernels/decode_attention.h"
+#include "model/llama_model.h"
+#include "press/press_registry.h"
+#include "support/expect_error.h"
+#include "support/paths.h"
+
+namespace kvc {
+namespace {
+
+std::shared_ptr<LlamaModel> load(const std::string& keys, const std::string& values) {
+  LoadOptions options;
+  options.cache_types = {parse_cache_type(keys, "--cache-type-k"), parse_cache_type(values, "--cache-type-v")};
+  return LlamaModel::load(test::model_dir("stories260K"), options);
+}
+
+// A fixed 40-token prompt, BOS first (stories260K has 512 tokens).
+const std::vector<int> kPrompt = [] {
+  std::vector<int> ids = {1};
+  for (int i = 1; i < 40; ++i) ids.push_back((i * 37 + 11) % 500 + 3);
+  return ids;
+}();
+
+// One query's attention in float64 over the stored (rounded) keys and values.
+at::Tensor brute_force(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  const int64_t H = q.size(0), KV = k.size(0), G = H / KV, d = k.size(2);
+  at::Tensor out = at::empty({H, 1, d}, at::kDouble);
+  for (int64_t h = 0; h < H; ++h) {
+    const at::Tensor scores = at::mv(k[h / G].to(at::kDouble), q[h][0].to(at::kDouble)) / std::sqrt(double(d));
+    out[h][0] = at::mv(v[h / G].to(at::kDouble).t(), at::softmax(scores, 0));
+  }
+  return out;
+}
+
+TEST(CacheTypes, DecodeKernelReadsSixteenBitRowsAsStored) {
+  if (!cpu_has_avx2_fma()) GTEST_SKIP() << "CPU without AVX2/FMA: the kernel is not used";
+  at::manual_seed(3);
+  for (at::ScalarType kt : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    for (at::ScalarType vt : {at::kFloat, at::kHalf, at::kBFloat16}) {
+      for (int64_t d : {8, 64, 72}) {  // 72: the kernel's generic head size
+        const int64_t H = 4, KV = 2, S = 37;
+        const at::Tensor q = at::randn({H, 1, d}), k = at::randn({KV, S, d}).to(kt), v = at::randn({KV, S, d}).to(vt);
+        const at::Tensor pos = at::arange(S, at::kLong).repeat({KV, 1});
+        const at::Tensor out = fast_decode_attention(q, S, k, v, pos, 0);
+        ASSERT_TRUE(out.defined()) << c10::toString(kt) << "/" << c10::toString(vt);
+        EXPECT_LT((out.to(at::kDouble) - brute_force(q, k, v)).abs().max().item<double>(), 2e-5)
+            << c10::toString(kt) << "/" << c10::toString(vt) << " d=" << d;
+      }
+    }
+  }
+}
+
+TEST(CacheTypes, SixteenBitCacheHoldsHalfTheBytesAndStaysClose) {
+  const auto full = load("f32", "f32"), half = load("f16", "f16"), brain = load("bf16", "bf16"),
+             mixed = load("f32", "bf16");
+  EXPECT_EQ(half->cache_types().keys, at::kHalf);
+  std::vector<at::Tensor> logits;
+  std::vector<int64_t> bytes;
+  for (const auto& m : {full, half, brain, mixed}) {
+    KVCache cache = m->new_cache();
+    m->forward(kPrompt, cache);
+    bytes.push_back(cache.footprint().payload_bytes);
+    logits.push_back(m->forward({300}, cache));  // a decode step reads the typed entries
+  }
+  EXPECT_EQ(bytes[1] * 2, bytes[0]);
+  EXPECT_EQ(bytes[2] * 2, bytes[0]);
+  EXPECT_EQ(bytes[3] * 4, bytes[0] * 3);
+  for (size_t i = 1; i < logits.size(); ++i) {
+    const double diff = (logits[i] - logits[0]).abs().max().item<double>();
+    EXPECT_GT(diff, 0.0) << i << ": the type must take effect";
+    EXPECT_LT(diff, i == 1 ? 2e-2 : 1e-1) << i;  // f16 keeps 11 significant bits, bf16 8
+  }
+}
+
+TEST(CacheTypes, EveryPressRunsOnAHalfCache) {
+  const auto full = load("f32", "f32"), half = load("f16", "f16");
+  for (const std::string& press : press_names()) {
+    if (press == "none") continue;
+    SCOPED_TRACE(press);
+    CompressionSpec spec;
+    spec.press = press;
+    spec.ratio = 0.5;
+    int64_t bytes[2] = {0, 0};
+    int i = 0;
+    for (const auto& m : {full, half}) {
+      const CacheSetup setup = build_cache_setup(spec, *m);
+      KVCache cache = setup.new_cache(*m);
+      auto observer = setup.new_observer();
+      ForwardOptions o;
+      o.observer = observer.get();
+      m->forward(kPrompt, cache, o);
+      const at::Tensor step = m->forward({300}, cache, o);
+      EXPECT_TRUE(step.isfinite().all().item<bool>());
+      bytes[i++] = cache.footprint().payload_bytes;
+    }
+    EXPECT_NEAR(static_cast<double>(bytes[1]) / static_cast<double>(bytes[0]), 0.5, 0.02);
+  }
+}
+
+// kvc-eval kl measures a typed cache against the full-precision one, not against itself.
+TEST(CacheTypes, KlReferenceStaysFullPrecision) {
+  const auto half = load("f16", "f16");
+  std::vector<int> ids;
+  for (int i = 0; i < 4; ++i) ids.insert(ids.end(), kPrompt.begin(), kPrompt.end());
+  KlOptions options;
+  options.plan.window = 60;
+  const KlResult r = evaluate_kl(*half, ids, options, CacheSetup{}, false);
+  EXPECT_EQ(r.reference_kv_bytes, 2 * r.compressed_kv_bytes);
+  EXPECT_GT(r.mean_kl, 0.0);
+  EXPECT_LT(r.mean_kl, 1e-4);
+}
+
+TEST(CacheTypes, MethodsWithTheirOwnPrecisionRefuseTypedCaches) {
+  const auto half = load("f16", "f32");
+  CompressionSpec lowrank;
+  lowrank.lowrank_file = "bases.safetensors";
+  lowrank.rank = 4;
+  test::expect_error([&] { build_cache_setup(lowrank, *half); }, "--lowrank keeps its entries in f32");
+  CompressionSpec retrieval;
+  retrieval.retrieval = "adaptive";
+  test::expect_error([&] { build_cache_setup(retrieval, *half); }, "--retrieval keeps its entries in f32");
+}
+
+TEST(CacheTypes, UnknownAndBlockTypesAreOneLineErrors) {
+  test::expect_error([] { parse_cache_type("q5", "--cache-type-k"); }, "unknown cache type 'q5'");
+  test::expect_error([] { parse_cache_type("q8_0", "--cache-type-v"); }, "--cache-type-v q8_0: block-quantized");
+  EXPECT_EQ(parse_cache_type("auto", "-ctk"), at::ScalarType::Undefined);
+}
+
+}  // namespace
+}  // namespace kvc
