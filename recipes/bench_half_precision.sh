@@ -37,9 +37,10 @@ fi
 
 # 1. bf16 against fp32: the same weights, one widened at load.
 FIRST=${CONTEXTS%%,*}
-"$BIN/kvc-bench" -m "$CKPT" --dtype float32 --contexts "$FIRST" --decode-tokens $DECODE -t "$THREADS" --json \
+"$BIN/kvc-bench" -m "$CKPT" --dtype float32 --contexts "$FIRST" --decode-tokens $DECODE --prefill-repeats 3 -t "$THREADS" --json \
   > "$work/fp32.json"
-"$BIN/kvc-bench" -m "$CKPT" --contexts "$FIRST" --decode-tokens $DECODE -t "$THREADS" --json > "$work/bf16.json"
+"$BIN/kvc-bench" -m "$CKPT" --contexts "$FIRST" --decode-tokens $DECODE --prefill-repeats 3 -t "$THREADS" --json \
+  > "$work/bf16.json"
 
 # 2. F16 GGUF, kvc and llama.cpp.
 LLAMA=""
@@ -48,7 +49,7 @@ if [ -f "$CKPT/tokenizer.model" ] && [ -x "$PY" ] && { [ -z "${KVC_SMOKE:-}" ] |
   SRC=$(ls -d .llama.cpp/llama_cpp_python-*/vendor/llama.cpp | head -n 1)
   GGUF="$CKPT/model-f16.gguf"
   [ -f "$GGUF" ] || "$PY" "$SRC/convert_hf_to_gguf.py" "$CKPT" --outtype f16 --outfile "$GGUF" > "$work/convert.log" 2>&1
-  "$BIN/kvc-bench" -m "$GGUF" -ctk f16 -ctv f16 --contexts "$CONTEXTS" --decode-tokens $DECODE -t "$THREADS" --json \
+  "$BIN/kvc-bench" -m "$GGUF" -ctk f16 -ctv f16 --contexts "$CONTEXTS" --decode-tokens $DECODE --prefill-repeats 3 -t "$THREADS" --json \
     > "$work/kvc_gguf.json"
   "$LLAMA/llama-bench" -m "$GGUF" -p "$CONTEXTS" -n 0 -t "$THREADS" -r 3 -o json > "$work/llama_pp.json" 2>/dev/null
   "$LLAMA/llama-bench" -m "$GGUF" -p 0 -n $DECODE -d "$CONTEXTS" -t "$THREADS" -r 3 -o json \
@@ -70,7 +71,7 @@ result = {"threads": threads, "bf16_vs_fp32": {
     "decode_ratio": b["decode_tokens_per_second"] / a["decode_tokens_per_second"],
     "prefill_ratio": b["prefill_tokens_per_second"] / a["prefill_tokens_per_second"]}}
 r = result["bf16_vs_fp32"]
-lines = [f"134M Llama, {threads} threads, prompt {r['context']}, {a['decode_tokens']} decode steps:", "",
+lines = [f"134M Llama, {threads} threads, prompt {r['context']}, {fp32['decode_tokens']} decode steps:", "",
          "| weights | MB read per decode step | prefill tok/s | decode tok/s |", "|---|---|---|---|",
          f"| fp32 (bf16 file widened at load, `--dtype float32`) | {r['fp32']['weight_bytes_per_decode_step'] / 1e6:.0f} "
          f"| {r['fp32']['prefill_tps']:.0f} | {r['fp32']['decode_tps']:.1f} |",
