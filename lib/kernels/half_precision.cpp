@@ -3,6 +3,8 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
+#include <atomic>
+
 #include "kernels/cpu_features.h"
 #include "kernels/simd_avx2.h"
 
@@ -99,34 +101,57 @@ KVC_AVX512 float dot_avx512(const void* w, const float* x, int64_t n) {
 }
 #endif
 
+std::atomic<HalfPrecisionIsa> isa_limit{HalfPrecisionIsa::Best};
+
 bool has_avx512() {
 #if defined(__x86_64__)
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c");
-  return has;
+  return has && isa_limit.load(std::memory_order_relaxed) == HalfPrecisionIsa::Best;
 #else
   return false;
 #endif
 }
 
+bool has_avx2() { return cpu_has_avx2_fma() && isa_limit.load(std::memory_order_relaxed) != HalfPrecisionIsa::Portable; }
+
 }  // namespace
+
+void limit_half_precision_isa(HalfPrecisionIsa isa) { isa_limit.store(isa); }
 
 bool is_half_type(at::ScalarType type) { return type == at::kBFloat16 || type == at::kHalf; }
 
 void half_to_float(at::ScalarType type, const void* src, float* dst, int64_t n) {
   const bool bf16 = type == at::kBFloat16;
 #if defined(__x86_64__)
-  if (cpu_has_avx2_fma()) return bf16 ? widen_avx2<true>(src, dst, n) : widen_avx2<false>(src, dst, n);
+  if (has_avx2()) return bf16 ? widen_avx2<true>(src, dst, n) : widen_avx2<false>(src, dst, n);
 #endif
   bf16 ? widen_portable<c10::BFloat16>(src, dst, n) : widen_portable<c10::Half>(src, dst, n);
 }
 
-float half_dot(at::ScalarType type, const void* w, const float* x, int64_t n) {
+namespace {
+
+template <float (*Dot)(const void*, const float*, int64_t)>
+void rows_with(const void* w, const float* x, float* y, int64_t r0, int64_t r1, int64_t n) {
+  const auto* rows = static_cast<const uint16_t*>(w);
+  for (int64_t r = r0; r < r1; ++r) y[r] = Dot(rows + r * n, x, n);
+}
+
+}  // namespace
+
+void half_matvec_rows(at::ScalarType type, const void* w, const float* x, float* y, int64_t r0, int64_t r1,
+                      int64_t n) {
   const bool bf16 = type == at::kBFloat16;
 #if defined(__x86_64__)
-  if (has_avx512()) return bf16 ? dot_avx512<true>(w, x, n) : dot_avx512<false>(w, x, n);
-  if (cpu_has_avx2_fma()) return bf16 ? dot_avx2<true>(w, x, n) : dot_avx2<false>(w, x, n);
+  if (has_avx512()) {
+    return bf16 ? rows_with<dot_avx512<true>>(w, x, y, r0, r1, n) : rows_with<dot_avx512<false>>(w, x, y, r0, r1, n);
+  }
+  if (has_avx2()) {
+    return bf16 ? rows_with<dot_avx2<true>>(w, x, y, r0, r1, n) : rows_with<dot_avx2<false>>(w, x, y, r0, r1, n);
+  }
 #endif
-  return bf16 ? dot_portable<c10::BFloat16>(w, x, n) : dot_portable<c10::Half>(w, x, n);
+  bf16 ? rows_with<dot_portable<c10::BFloat16>>(w, x, y, r0, r1, n)
+       : rows_with<dot_portable<c10::Half>>(w, x, y, r0, r1, n);
 }
+
 
 }  // namespace kvc

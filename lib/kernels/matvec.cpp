@@ -52,11 +52,9 @@ at::Tensor fast_matvec(const at::Tensor& weight, const at::Tensor& x, const at::
   const int64_t row_bytes = cols * weight.element_size();
   const int64_t grain = std::max<int64_t>(16, (int64_t{1} << 18) / std::max<int64_t>(1, row_bytes));
   if (half) {
-    const auto* w = static_cast<const uint16_t*>(weight.data_ptr());
+    const void* w = weight.data_ptr();
     const at::ScalarType type = weight.scalar_type();
-    at::parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) yp[r] = half_dot(type, w + r * cols, xp, cols);
-    });
+    at::parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) { half_matvec_rows(type, w, xp, yp, r0, r1, cols); });
   } else {
     const float* w = weight.data_ptr<float>();
     at::parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) { matvec_rows(w, xp, yp, r0, r1, cols); });

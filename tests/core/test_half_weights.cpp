@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "kernels/cpu_features.h"
 #include "kernels/half_precision.h"
@@ -15,14 +16,17 @@
 namespace kvc {
 namespace {
 
-class HalfWeights : public ::testing::TestWithParam<at::ScalarType> {
+// Every weight type on every instruction-set path (capped from the best this CPU has).
+class HalfWeights : public ::testing::TestWithParam<std::tuple<at::ScalarType, HalfPrecisionIsa>> {
  protected:
   void SetUp() override {
     if (!cpu_has_avx2_fma()) GTEST_SKIP() << "CPU without AVX2/FMA: the kernels are not used";
     at::manual_seed(11);
     at::set_num_threads(2);
+    limit_half_precision_isa(std::get<1>(GetParam()));
   }
-  at::ScalarType type() const { return GetParam(); }
+  void TearDown() override { limit_half_precision_isa(HalfPrecisionIsa::Best); }
+  at::ScalarType type() const { return std::get<0>(GetParam()); }
 };
 
 TEST_P(HalfWeights, WideningIsExactIncludingSpecialValues) {
@@ -82,8 +86,17 @@ TEST_P(HalfWeights, KernelsDeclineWhatTheyCannotDo) {
   EXPECT_FALSE(parallel_linear(at::randn({3, 4}).to(type()), w, {}).defined());     // 16-bit activations
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, HalfWeights, ::testing::Values(at::kBFloat16, at::kHalf),
-                         [](const auto& info) { return std::string(info.param == at::kHalf ? "f16" : "bf16"); });
+std::string case_name(const std::tuple<at::ScalarType, HalfPrecisionIsa>& param) {
+  const HalfPrecisionIsa isa = std::get<1>(param);
+  return std::string(std::get<0>(param) == at::kHalf ? "f16_" : "bf16_") +
+         (isa == HalfPrecisionIsa::Best ? "best" : isa == HalfPrecisionIsa::Avx2 ? "avx2" : "portable");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TypesAndPaths, HalfWeights,
+    ::testing::Combine(::testing::Values(at::kBFloat16, at::kHalf),
+                       ::testing::Values(HalfPrecisionIsa::Best, HalfPrecisionIsa::Avx2, HalfPrecisionIsa::Portable)),
+    [](const auto& info) { return case_name(info.param); });
 
 }  // namespace
 }  // namespace kvc
