@@ -15,7 +15,6 @@ struct CacheTypes {
 
   // With Undefined resolved to `activations`.
   CacheTypes resolved(at::ScalarType activations) const;
-  bool is_full_precision() const { return keys == at::kFloat && values == at::kFloat; }
 };
 
 // "f32" | "f16" | "bf16" | "auto" (Undefined). `flag` names the option in the error for anything else.

@@ -4,6 +4,7 @@
 #include <c10/util/Half.h>
 
 #include <atomic>
+#include <type_traits>
 
 #include "kernels/cpu_features.h"
 #include "kernels/simd_avx2.h"
@@ -25,24 +26,20 @@ float dot_portable(const void* w, const float* x, int64_t n) {
   return sum;
 }
 
+// The scalar type of a 16-bit format, for the portable code and the vectors' tails.
+template <bool Bf16>
+using Scalar = std::conditional_t<Bf16, c10::BFloat16, c10::Half>;
+
 #if defined(__x86_64__)
 template <bool Bf16>
-KVC_AVX2 __m256 load8(const uint16_t* p) {
-  return Bf16 ? simd::Bf16Rows::load8(p) : simd::F16Rows::load8(p);
-}
+using Rows = std::conditional_t<Bf16, simd::Bf16Rows, simd::F16Rows>;
 
 template <bool Bf16>
 KVC_AVX2 void widen_avx2(const void* src, float* dst, int64_t n) {
   const auto* s = static_cast<const uint16_t*>(src);
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load8<Bf16>(s + i));
-  if (i < n) {
-    if constexpr (Bf16) {
-      widen_portable<c10::BFloat16>(s + i, dst + i, n - i);
-    } else {
-      widen_portable<c10::Half>(s + i, dst + i, n - i);
-    }
-  }
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, Rows<Bf16>::load8(s + i));
+  if (i < n) widen_portable<Scalar<Bf16>>(s + i, dst + i, n - i);
 }
 
 // Four accumulators over 32 values per step, as the fp32 matrix-vector kernel.
@@ -53,16 +50,14 @@ KVC_AVX2 float dot_avx2(const void* w, const float* x, int64_t n) {
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   int64_t j = 0;
   for (; j < n32; j += 32) {
-    a0 = _mm256_fmadd_ps(load8<Bf16>(s + j), _mm256_loadu_ps(x + j), a0);
-    a1 = _mm256_fmadd_ps(load8<Bf16>(s + j + 8), _mm256_loadu_ps(x + j + 8), a1);
-    a2 = _mm256_fmadd_ps(load8<Bf16>(s + j + 16), _mm256_loadu_ps(x + j + 16), a2);
-    a3 = _mm256_fmadd_ps(load8<Bf16>(s + j + 24), _mm256_loadu_ps(x + j + 24), a3);
+    a0 = _mm256_fmadd_ps(Rows<Bf16>::load8(s + j), _mm256_loadu_ps(x + j), a0);
+    a1 = _mm256_fmadd_ps(Rows<Bf16>::load8(s + j + 8), _mm256_loadu_ps(x + j + 8), a1);
+    a2 = _mm256_fmadd_ps(Rows<Bf16>::load8(s + j + 16), _mm256_loadu_ps(x + j + 16), a2);
+    a3 = _mm256_fmadd_ps(Rows<Bf16>::load8(s + j + 24), _mm256_loadu_ps(x + j + 24), a3);
   }
-  for (; j < n8; j += 8) a0 = _mm256_fmadd_ps(load8<Bf16>(s + j), _mm256_loadu_ps(x + j), a0);
+  for (; j < n8; j += 8) a0 = _mm256_fmadd_ps(Rows<Bf16>::load8(s + j), _mm256_loadu_ps(x + j), a0);
   float sum = simd::horizontal_sum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-  if (j < n) {
-    sum += Bf16 ? dot_portable<c10::BFloat16>(s + j, x + j, n - j) : dot_portable<c10::Half>(s + j, x + j, n - j);
-  }
+  if (j < n) sum += dot_portable<Scalar<Bf16>>(s + j, x + j, n - j);
   return sum;
 }
 
@@ -94,9 +89,7 @@ KVC_AVX512 float dot_avx512(const void* w, const float* x, int64_t n) {
   }
   for (; j < n16; j += 16) a0 = _mm512_fmadd_ps(load16<Bf16>(s + j), _mm512_loadu_ps(x + j), a0);
   float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-  if (j < n) {
-    sum += Bf16 ? dot_portable<c10::BFloat16>(s + j, x + j, n - j) : dot_portable<c10::Half>(s + j, x + j, n - j);
-  }
+  if (j < n) sum += dot_portable<Scalar<Bf16>>(s + j, x + j, n - j);
   return sum;
 }
 #endif
