@@ -14,9 +14,6 @@ at::ScalarType parse_cache_type(const std::string& name, const std::string& flag
   if (name == "f32") return at::kFloat;
   if (name == "f16") return at::kHalf;
   if (name == "bf16") return at::kBFloat16;
-  if (name == "q8_0" || name == "q4_0" || name == "q4_1" || name == "q5_0" || name == "q5_1" || name == "iq4_nl") {
-    fail("{} {}: block-quantized cache types are not implemented; use f32, f16 or bf16", flag, name);
-  }
   fail("{}: unknown cache type '{}' (expected f32, f16 or bf16)", flag, name);
 }
 

@@ -134,9 +134,10 @@ TEST(CacheTypes, MethodsWithTheirOwnPrecisionRefuseTypedCaches) {
   test::expect_error([&] { build_cache_setup(retrieval, *half); }, "--retrieval keeps its entries in f32");
 }
 
-TEST(CacheTypes, UnknownAndBlockTypesAreOneLineErrors) {
+TEST(CacheTypes, UnknownTypesAreOneLineErrors) {
   test::expect_error([] { parse_cache_type("q5", "--cache-type-k"); }, "unknown cache type 'q5'");
-  test::expect_error([] { parse_cache_type("q8_0", "--cache-type-v"); }, "--cache-type-v q8_0: block-quantized");
+  test::expect_error([] { parse_cache_type("q8_0", "--cache-type-v"); },
+                     "--cache-type-v: unknown cache type 'q8_0' (expected f32, f16 or bf16)");
   EXPECT_EQ(parse_cache_type("auto", "-ctk"), at::ScalarType::Undefined);
 }
 
