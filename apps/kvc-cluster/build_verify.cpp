@@ -62,7 +62,7 @@ int run_build(const BuildOptions& o) {
     const std::string store_from_index = store_path.lexically_relative(index_dir).string();
     auto shared = rt::make_retrieval_shared(config, mc.head_dim, store_from_index, false);
     std::vector<rt::RetrievalLayerCache*> layers;
-    KVCache cache = model->new_cache(rt::retrieval_layer_factory(shape, model->rope(), shared, &layers));
+    KVCache cache = model->new_cache(recording_layers(rt::retrieval_layer_factory(shape, model->rope(), shared), &layers));
     ForwardOptions last;
     last.all_logits = false;
     model->forward(prompt, cache, last);

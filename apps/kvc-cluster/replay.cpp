@@ -161,7 +161,7 @@ int run_replay(const ReplayOptions& o) {
     r.config = configs[i];
     r.shared = rt::make_retrieval_shared(r.config, mc.head_dim, dir + "/store-" + std::to_string(i) + ".kvs", true);
     r.cache = std::make_unique<KVCache>(
-        model->new_cache(rt::retrieval_layer_factory(shape, model->rope(), r.shared, &r.layers)));
+        model->new_cache(recording_layers(rt::retrieval_layer_factory(shape, model->rope(), r.shared), &r.layers)));
     runs.push_back(std::move(r));
   }
   KVCache exact = model->new_cache();

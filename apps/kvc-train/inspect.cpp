@@ -75,8 +75,8 @@ Examples:
       const std::string text = o->text.empty() ? read_text_file(o->text_file) : o->text;
       const std::vector<int> ids = tok.encode_prompt(text, model->config().bos_token_id);
       std::vector<lowrank::LowRankLayerCache*> lowrank_layers;
-      const auto factory =
-          lowrank::make_lowrank_factory(lowrank::parse_lowrank_spec(o->lowrank, o->rank), *model, &lowrank_layers);
+      const LayerCacheFactory factory = recording_layers(
+          lowrank::make_lowrank_factory(lowrank::parse_lowrank_spec(o->lowrank, o->rank), *model), &lowrank_layers);
       KVCache cache = model->new_cache(factory);
       {
         at::NoGradGuard no_grad;

@@ -35,5 +35,18 @@ class KVCache {
 };
 
 using LayerCacheFactory = std::function<std::unique_ptr<LayerCache>(int64_t layer)>;
+// A factory of one layout, for tools that reach that layout's own state (ranks, cluster indexes).
+template <class Layer>
+using LayoutFactory = std::function<std::unique_ptr<Layer>(int64_t layer)>;
+
+// `make`, also listing each layer it makes in `made` (owned by the cache; valid while the cache lives).
+template <class Layer>
+LayerCacheFactory recording_layers(LayoutFactory<Layer> make, std::vector<Layer*>* made) {
+  return [make = std::move(make), made](int64_t layer) -> std::unique_ptr<LayerCache> {
+    std::unique_ptr<Layer> cache = make(layer);
+    made->push_back(cache.get());
+    return cache;
+  };
+}
 
 }  // namespace kvc

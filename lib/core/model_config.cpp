@@ -9,6 +9,7 @@
 #include "util/error.h"
 #include "util/files.h"
 #include "util/hash.h"
+#include "util/json_file.h"
 
 namespace kvc {
 namespace {
@@ -58,16 +59,6 @@ bool bool_or(const json& j, const char* key, bool fallback, const std::string& s
   return j[key].get<bool>();
 }
 
-json parse_json_object(const std::string& text, const std::string& src) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    fail("{}: not valid JSON ({})", src, e.what());
-  }
-  KVC_CHECK(j.is_object(), "{}: expected a JSON object", src);
-  return j;
-}
 
 // transformers 5 writes one `rope_parameters` object (rope_type, rope_theta and the scaling's fields) where
 // earlier versions wrote `rope_theta` and `rope_scaling`; Gemma 3 writes one per layer type instead
@@ -110,15 +101,11 @@ bool ModelConfig::is_eos(int id) const {
   return std::find(eos_token_ids.begin(), eos_token_ids.end(), id) != eos_token_ids.end();
 }
 
-void ModelConfig::add_generation_stop_ids(const std::string& path) {
-  const json j = parse_json_object(read_text_file(path), path);
-  if (!j.contains("eos_token_id") || j["eos_token_id"].is_null()) return;
-  const json& e = j["eos_token_id"];
-  std::vector<json> ids = e.is_array() ? std::vector<json>(e.begin(), e.end()) : std::vector<json>{e};
-  for (const json& id : ids) {
-    KVC_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < vocab_size,
-              "{}: eos_token_id must hold token ids below the vocabulary size {}", path, vocab_size);
-    if (!is_eos(id.get<int>())) eos_token_ids.push_back(id.get<int>());
+void ModelConfig::add_stop_ids(const std::vector<int>& ids, const std::string& source) {
+  for (const int id : ids) {
+    KVC_CHECK(id >= 0 && id < vocab_size, "{}: eos_token_id {} is not below the vocabulary size {}", source, id,
+              vocab_size);
+    if (!is_eos(id)) eos_token_ids.push_back(id);
   }
 }
 

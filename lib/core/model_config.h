@@ -63,10 +63,9 @@ struct ModelConfig {
 
   // Parses and validates; throws kvc::Error naming the file and the missing or bad field.
   static ModelConfig from_file(const std::string& config_path);
-  // Adds the end-of-sequence ids of a generation_config.json (Hugging Face's list of the ids that end
-  // generation, often more than config.json names: an instruct model's end-of-turn token). Throws
-  // kvc::Error naming the file and the field when it is malformed.
-  void add_generation_stop_ids(const std::string& generation_config_path);
+  // Adds ids that end generation (e.g. generation_config.json's); throws kvc::Error naming `source`
+  // when one is outside the vocabulary.
+  void add_stop_ids(const std::vector<int>& ids, const std::string& source);
   static ModelConfig from_json_text(const std::string& text, const std::string& source_name);
 };
 

@@ -57,8 +57,7 @@ LowRankSpec parse_lowrank_spec(const std::string& text, int64_t rank) {
   return spec;
 }
 
-LayerCacheFactory make_lowrank_factory(const LowRankSpec& spec, const LlamaModel& model,
-                                       std::vector<LowRankLayerCache*>* created) {
+LayoutFactory<LowRankLayerCache> make_lowrank_factory(const LowRankSpec& spec, const LlamaModel& model) {
   const ModelConfig& c = model.config();
   const Artifact a = load_artifact(spec.path, c);
   const int64_t L = c.num_layers, dkv = c.kv_dim();
@@ -87,10 +86,8 @@ LayerCacheFactory make_lowrank_factory(const LowRankSpec& spec, const LlamaModel
   }
   const AttentionShape shape = c.attention_shape();
   auto rope = model.rope();
-  return [=](int64_t layer) -> std::unique_ptr<LayerCache> {
-    auto cache = std::make_unique<LowRankLayerCache>(shape, rope, options, keys[layer], values[layer]);
-    if (created) created->push_back(cache.get());
-    return cache;
+  return [=](int64_t layer) {
+    return std::make_unique<LowRankLayerCache>(shape, rope, options, keys[layer], values[layer]);
   };
 }
 

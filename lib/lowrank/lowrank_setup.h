@@ -8,11 +8,10 @@
 #include <vector>
 
 #include "cache/kv_cache.h"
+#include "lowrank/lowrank_layer_cache.h"
 #include "model/llama_model.h"
 
 namespace kvc::lowrank {
-
-class LowRankLayerCache;
 
 struct LowRankSpec {
   std::string path;
@@ -24,8 +23,6 @@ struct LowRankSpec {
 LowRankSpec parse_lowrank_spec(const std::string& text, int64_t rank);
 
 // Loads and validates the artifact and returns a factory of LowRankLayerCache for `model`.
-// `created`, when given, receives each layer cache the factory makes (tools that inspect ranks).
-LayerCacheFactory make_lowrank_factory(const LowRankSpec& spec, const LlamaModel& model,
-                                       std::vector<LowRankLayerCache*>* created = nullptr);
+LayoutFactory<LowRankLayerCache> make_lowrank_factory(const LowRankSpec& spec, const LlamaModel& model);
 
 }  // namespace kvc::lowrank

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "cache/dense_layer_cache.h"
+#include "io/generation_config.h"
 #include "io/gguf_reader.h"
 #include "io/safetensors.h"
 #include "kernels/half_precision.h"
@@ -106,7 +107,9 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadO
     model->config_ = model_config_from_gguf(*gguf);
   } else {
     model->config_ = ModelConfig::from_file(dir + "/config.json");
-    if (file_exists(dir + "/generation_config.json")) model->config_.add_generation_stop_ids(dir + "/generation_config.json");
+    const std::string generation_path = dir + "/generation_config.json";
+    if (file_exists(generation_path))
+      model->config_.add_stop_ids(read_generation_config(generation_path).eos_ids, generation_path);
   }
   const ModelConfig& c = model->config_;
   model->device_ = parse_device(options.device);

@@ -35,14 +35,10 @@ std::shared_ptr<RetrievalShared> make_retrieval_shared(const RetrievalConfig& co
   return shared;
 }
 
-LayerCacheFactory retrieval_layer_factory(const AttentionShape& shape, std::shared_ptr<const Rope> rope,
-                                          std::shared_ptr<RetrievalShared> shared,
-                                          std::vector<RetrievalLayerCache*>* created) {
-  return [=](int64_t layer) -> std::unique_ptr<LayerCache> {
-    auto cache = std::make_unique<RetrievalLayerCache>(shape, rope, shared, layer);
-    if (created) created->push_back(cache.get());
-    return cache;
-  };
+LayoutFactory<RetrievalLayerCache> retrieval_layer_factory(const AttentionShape& shape,
+                                                           std::shared_ptr<const Rope> rope,
+                                                           std::shared_ptr<RetrievalShared> shared) {
+  return [=](int64_t layer) { return std::make_unique<RetrievalLayerCache>(shape, rope, shared, layer); };
 }
 
 RetrievalLayerCache::RetrievalLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope,

@@ -55,9 +55,8 @@ class RetrievalLayerCache : public LayerCache {
 // The shared state for one model's cache: creates the store file at `store_path`.
 std::shared_ptr<RetrievalShared> make_retrieval_shared(const RetrievalConfig& config, int64_t head_dim,
                                                        const std::string& store_path, bool measure);
-// `created`, when given, receives each layer cache the factory makes (tools that write or replay an index).
-LayerCacheFactory retrieval_layer_factory(const AttentionShape& shape, std::shared_ptr<const Rope> rope,
-                                          std::shared_ptr<RetrievalShared> shared,
-                                          std::vector<RetrievalLayerCache*>* created = nullptr);
+LayoutFactory<RetrievalLayerCache> retrieval_layer_factory(const AttentionShape& shape,
+                                                           std::shared_ptr<const Rope> rope,
+                                                           std::shared_ptr<RetrievalShared> shared);
 
 }  // namespace kvc::retrieval

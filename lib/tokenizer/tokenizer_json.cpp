@@ -2,23 +2,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/generation_config.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "util/error.h"
 #include "util/files.h"
+#include "util/json_file.h"
 
 namespace kvc {
 namespace {
 
 using nlohmann::json;
-
-json parse_json_file(const std::string& path) {
-  const std::string text = read_text_file(path);
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    fail("'{}' is not valid JSON: {}", path, e.what());
-  }
-}
 
 // Reads tokenizer.json fields with errors that name the file and the JSON path of the field.
 class Reader {
@@ -213,7 +206,7 @@ std::optional<int> id_of(const BpeSpec& spec, const std::string& content) {
 void read_special_ids(const std::string& dir, BpeSpec& spec) {
   const std::string config_path = dir + "/tokenizer_config.json";
   if (file_exists(config_path)) {
-    const json config = parse_json_file(config_path);
+    const json config = read_json_object(config_path);
     const auto content = [&](const char* key) -> std::optional<std::string> {
       if (!config.contains(key)) return std::nullopt;
       const json& v = config[key];
@@ -227,20 +220,9 @@ void read_special_ids(const std::string& dir, BpeSpec& spec) {
   }
   const std::string generation_path = dir + "/generation_config.json";
   if (file_exists(generation_path)) {
-    const json generation = parse_json_file(generation_path);
-    const Reader r(generation_path);
-    if (generation.contains("bos_token_id") && generation["bos_token_id"].is_number_integer())
-      spec.bos_id = r.int_value(generation["bos_token_id"], "bos_token_id");
-    if (generation.contains("eos_token_id")) {
-      const json& e = generation["eos_token_id"];
-      std::vector<int> ids;
-      if (e.is_array()) {
-        for (const json& id : e) ids.push_back(r.int_value(id, "eos_token_id"));
-      } else if (!e.is_null()) {
-        ids.push_back(r.int_value(e, "eos_token_id"));
-      }
-      if (!ids.empty()) spec.eos_ids = ids;
-    }
+    const GenerationConfig generation = read_generation_config(generation_path);
+    if (generation.bos_id) spec.bos_id = generation.bos_id;
+    if (!generation.eos_ids.empty()) spec.eos_ids = generation.eos_ids;
   }
 }
 
@@ -259,13 +241,13 @@ bool mentions_byte_level(const json& node) {
 }  // namespace
 
 bool tokenizer_json_is_byte_level(const std::string& path) {
-  const json root = parse_json_file(path);
+  const json root = read_json_object(path);
   return root.is_object() && (mentions_byte_level(root.value("pre_tokenizer", json())) ||
                               mentions_byte_level(root.value("decoder", json())));
 }
 
 std::unique_ptr<TokenizerBackend> load_tokenizer_json(const std::string& path) {
-  const json root = parse_json_file(path);
+  const json root = read_json_object(path);
   const Reader r(path);
   KVC_CHECK(root.is_object(), "'{}' is not a tokenizer.json (the top level is not an object)", path);
   BpeSpec spec;

@@ -152,13 +152,21 @@ TEST(Architectures, GenerationConfigAddsStopIds) {
   EXPECT_FALSE(model->config().is_eos(8));
   write(R"({"eos_token_id": 11})");
   EXPECT_TRUE(LlamaModel::load(dir)->config().is_eos(11));
-  write(R"({"eos_token_id": ["<eos>"]})");
-  try {
-    LlamaModel::load(dir);
-    ADD_FAILURE() << "a malformed generation_config.json was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("generation_config.json: eos_token_id"), std::string::npos) << e.what();
-  }
+  // The same reader serves the tokenizer, so the message names the file and the field either way.
+  const auto expect_refused = [&](const std::string& text, const std::string& message) {
+    write(text);
+    try {
+      LlamaModel::load(dir);
+      ADD_FAILURE() << "a malformed generation_config.json was accepted: " << text;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("generation_config.json"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  };
+  expect_refused(R"({"eos_token_id": ["<eos>"]})", "'eos_token_id' is not an integer");
+  expect_refused(R"({"eos_token_id": -3})", "is not a token id");
+  expect_refused(R"({"eos_token_id": 100000})", "eos_token_id 100000 is not below the vocabulary size");
+  expect_refused(R"([2])", "expected a JSON object");
 }
 
 }  // namespace
