@@ -27,6 +27,11 @@ class ForwardObserver {
   // The next forward pass continues the prompt (a question fed after the compressed context): an
   // observer that bounds the cache keeps that pass whole instead of evicting for it.
   virtual void hold_next_pass() {}
+  // The observer scores a prompt by the attention a second copy of it pays to it (kvpress's KVCompose
+  // feeds the context again as its task). Asked before a prefill into an empty cache: the model then
+  // runs both copies in one pass, caches the prompt alone, hands the observer the prompt's own step
+  // with the statistics of the copy's queries over the prompt's entries, and returns the prompt's logits.
+  virtual bool scores_with_repeated_prompt() const { return false; }
   // What records the entries a compression keeps (--dump-kept); null for observers that keep everything.
   virtual KeptRecorder* kept_recorder() { return nullptr; }
 };

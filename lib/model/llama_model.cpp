@@ -3,9 +3,11 @@
 #include <ATen/Parallel.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
+#include "cache/attention.h"
 #include "cache/dense_layer_cache.h"
 #include "io/generation_config.h"
 #include "io/gguf_reader.h"
@@ -265,7 +267,7 @@ at::Tensor LlamaModel::rms_norm(const at::Tensor& x, const at::Tensor& weight) c
 }
 
 at::Tensor LlamaModel::attention_block(int64_t layer, const at::Tensor& x, const at::Tensor& positions,
-                                       KVCache& cache, const ForwardOptions& options) const {
+                                       KVCache& cache, const ForwardOptions& options, int64_t prompt_tokens) const {
   const LayerWeights& l = layers_[static_cast<size_t>(layer)];
   const ModelConfig& c = config_;
   const int64_t T = x.size(0), d = c.head_dim, q_dim = c.num_heads * d, kv_dim = c.kv_dim();
@@ -284,17 +286,37 @@ at::Tensor LlamaModel::attention_block(int64_t layer, const at::Tensor& x, const
   const at::Tensor q_rot = rope_for_layer(layer)->apply(q, positions).contiguous();
 
   LayerCache& lc = cache.layer(layer);
-  lc.append(k, v, positions);
   LayerStep step;
   ForwardObserver* observer = options.observer;
   const AttentionProbe probe = observer ? observer->probe(layer) : AttentionProbe{};
-  const at::Tensor attn = lc.attend(q_rot, positions, probe, &step.stats);  // [H, T, d]
+  const int64_t P = prompt_tokens > 0 ? prompt_tokens : T;
+  at::Tensor attn;  // [H, T, d]
+  if (prompt_tokens == 0) {
+    lc.append(k, v, positions);
+    attn = lc.attend(q_rot, positions, probe, &step.stats);
+  } else {
+    // The prompt goes through the cache as in any prefill. The copy's queries attend to both copies
+    // outside it (so no layout ever holds the copy), and only they give the statistics, over the
+    // prompt's entries.
+    KVC_CHECK(!probe.column_sums, "a repeated-prompt pass gives window statistics only");
+    lc.append(k.narrow(1, 0, P), v.narrow(1, 0, P), positions.narrow(0, 0, P));
+    const at::Tensor prompt_attn = lc.attend(q_rot.narrow(1, 0, P), positions.narrow(0, 0, P), {}, nullptr);
+    AttentionProbe copy_probe = probe;
+    copy_probe.window = std::min(probe.window, T - P);
+    const AttentionShape shape = c.is_local_layer(layer) ? c.local_attention_shape() : c.attention_shape();
+    const at::Tensor copy_attn = grouped_attention(
+        shape, q_rot.narrow(1, P, T - P), positions.narrow(0, P, T - P),
+        rope_for_layer(layer)->apply(k, positions).contiguous(), v.contiguous(),
+        positions.unsqueeze(0).expand({c.num_kv_heads, T}).contiguous(), copy_probe, &step.stats);
+    attn = at::cat({prompt_attn, copy_attn}, 1);
+    if (step.stats.window_probs.defined()) step.stats.window_probs = step.stats.window_probs.narrow(2, 0, P);
+  }
   if (observer) {
     step.layer = layer;
-    step.keys = k;
-    step.values = v;
-    step.queries = q_rot;
-    step.positions = positions;
+    step.keys = k.narrow(1, 0, P);
+    step.values = v.narrow(1, 0, P);
+    step.queries = q_rot.narrow(1, 0, P);
+    step.positions = positions.narrow(0, 0, P);
     observer->after_attention(step, cache);
   }
   const at::Tensor out = project(attn.transpose(0, 1).reshape({T, q_dim}), l.o_proj);
@@ -317,9 +339,14 @@ at::Tensor LlamaModel::forward(const std::vector<int>& tokens, KVCache& cache, c
   KVC_CHECK(cache.num_layers() == config_.num_layers, "forward: cache has {} layers, model has {}",
             cache.num_layers(), config_.num_layers);
   const auto T = static_cast<int64_t>(tokens.size());
+  const int64_t first = cache.next_position();
+  const bool repeat = options.observer != nullptr && first == 0 && T > 1 &&
+                      options.observer->scores_with_repeated_prompt();
   // Our kernels split the work over LibTorch's threads; OpenBLAS's own pool would only fight them.
   set_blas_threads(device_.is_cpu() ? 1 : at::get_num_threads());
   std::vector<int64_t> ids(tokens.begin(), tokens.end());
+  if (repeat) ids.insert(ids.end(), tokens.begin(), tokens.end());
+  const auto fed = static_cast<int64_t>(ids.size());
   for (int64_t id : ids) {
     KVC_CHECK(id >= 0 && id < config_.vocab_size, "token id {} is outside the model's vocabulary (size {})", id,
               config_.vocab_size);
@@ -327,18 +354,18 @@ at::Tensor LlamaModel::forward(const std::vector<int>& tokens, KVCache& cache, c
   const at::Tensor id_tensor = at::tensor(ids, at::TensorOptions().dtype(at::kLong)).to(device_);
   // On a GPU the positions are made there: a host tensor would be copied, and the GPU waited for, in
   // every layer's RoPE and attention.
-  const int64_t first = cache.next_position();
-  rope_->reserve(first + T - 1);
-  if (rope_local_) rope_local_->reserve(first + T - 1);
+  rope_->reserve(first + fed - 1);
+  if (rope_local_) rope_local_->reserve(first + fed - 1);
   const at::Tensor positions =
-      at::arange(first, first + T, at::TensorOptions().dtype(at::kLong).device(device_));
+      at::arange(first, first + fed, at::TensorOptions().dtype(at::kLong).device(device_));
   at::Tensor x = embed_.index_select(0, id_tensor).to(dtype_);
   if (config_.traits.scaled_embeddings) x = x * embedding_scale_;
   for (int64_t i = 0; i < config_.num_layers; ++i) {
-    x = x + attention_block(i, x, positions, cache, options);
+    x = x + attention_block(i, x, positions, cache, options, repeat ? T : 0);
     x = x + mlp_block(i, x);
   }
   cache.advance(T);
+  if (repeat) x = x.narrow(0, 0, T);
   if (!options.all_logits) x = x.narrow(0, T - 1, 1);
   const at::Tensor logits = project(rms_norm(x, final_norm_), lm_head_);
   return logits.scalar_type() == at::kDouble ? logits : logits.to(at::kFloat);

@@ -106,8 +106,9 @@ class KVComposeAllocator : public Allocator {
 PressConfig build(const PressParams& p, bool per_head) {
   p.check_known_keys({"task", "window", "kernel", "floor", "first_layer_max", "agg", "heads"});
   const std::string task = p.get_string("task", "window");
-  KVC_CHECK(task == "window" || task == "all", "--press {}: task must be window (the last `window` prompt tokens) "
-            "or all (the context itself), got '{}'", p.name, task);
+  KVC_CHECK(task == "window" || task == "all" || task == "repeat",
+            "--press {}: task must be window (the last `window` prompt tokens), all (the context itself, "
+            "causally) or repeat (a second copy of the context, as kvpress), got '{}'", p.name, task);
   const int64_t window = p.get_int("window", 32);
   KVC_CHECK(window >= 1, "--press {}: window must be >= 1", p.name);
   PressConfig c;
@@ -120,7 +121,12 @@ PressConfig build(const PressParams& p, bool per_head) {
   // kernel=1 keeps 0.25 of the answers, kernel=5 0.85, SnapKV 0.725 (and SnapKV with kernel=1 0.175).
   const int64_t kernel = p.get_int("kernel", 5);
   KVC_CHECK(kernel >= 1 && kernel % 2 == 1, "--press {}: kernel must be odd and >= 1, got {}", p.name, kernel);
-  c.scorer = std::make_shared<KVComposeScorer>(task == "all" ? std::numeric_limits<int64_t>::max() / 2 : window, kernel);
+  // task=repeat: kvpress feeds the context a second time after itself and scores each token by that
+  // copy's attention, so every token is seen by queries that have read the whole context (task=all
+  // scores a token only by the queries after it). The copy costs a second prefill's compute.
+  c.repeated_prompt = task == "repeat";
+  c.scorer = std::make_shared<KVComposeScorer>(task == "window" ? window : std::numeric_limits<int64_t>::max() / 2,
+                                               kernel);
   // The paper compresses the context and then asks the task; when the task tokens (the question) end
   // the compressed prompt they must survive, as SnapKV's window does: protected in each layer's own
   // selection, but ranked by their scores in the global allocation (no floor of `window` per layer).
@@ -138,7 +144,7 @@ PressConfig build(const PressParams& p, bool per_head) {
 }  // namespace
 
 void register_kvcompose() {
-  register_method("kvcompose", "composite tokens pooled over all layers set layer budgets (task=window|all,window=32,kernel=5)",
+  register_method("kvcompose", "composite tokens pooled over all layers set layer budgets (task=window|all|repeat,window=32,kernel=5)",
                   [](const PressParams& p) { return build(p, /*per_head=*/false); });
   register_method("kvcompose_unstructured", "KVCompose with per-(layer, head) budgets (CSR cache)",
                   [](const PressParams& p) { return build(p, /*per_head=*/true); });

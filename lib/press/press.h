@@ -57,6 +57,8 @@ struct PressConfig {
   bool current = false;     // track the newest query's attention (TOVA)
   HeadAgg agg = HeadAgg::Mean;
   bool shared_heads = false;  // one selection per layer for all heads (identical retain rows)
+  // Scored by a second copy of the prompt fed after it (ForwardObserver::scores_with_repeated_prompt).
+  bool repeated_prompt = false;
   double ratio = 0;
   int64_t budget = 0;
 

@@ -23,6 +23,7 @@ class PressObserver : public ForwardObserver, public KeptRecorder {
   // that pass and raises each layer's bound by their number instead of evicting context for them.
   // Later single-token steps evict as usual, holding the cache at the raised bound.
   void hold_next_pass() override { hold_next_ = true; }
+  bool scores_with_repeated_prompt() const override { return config_->repeated_prompt && !prefill_done_; }
 
   // Records what the compression keeps (positions after prefill, merges) from the next prompt on.
   KeptRecorder* kept_recorder() override { return this; }

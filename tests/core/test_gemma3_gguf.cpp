@@ -166,6 +166,37 @@ TEST(Gemma3Gguf, PressCompressesTheGlobalLayersOnly) {
   EXPECT_GT(cache.footprint().payload_bytes, window_bytes);
 }
 
+// kvpress's KVCompose scoring feeds the prompt a second time; on Gemma 3 the copy also runs through the
+// sliding-window layers (its hidden states feed the global ones), and no layer keeps any of it.
+TEST(Gemma3Gguf, RepeatedPromptScoringLeavesOnlyThePromptInEveryLayer) {
+  SKIP_WITHOUT_GEMMA3();
+  const auto model = kvc::LlamaModel::load(gemma3_gguf());
+  const kvc::ModelConfig& c = model->config();
+  std::vector<int> ids;
+  for (int i = 0; i < 300; ++i) ids.push_back(1000 + (i * 37) % 5000);
+  kvc::CompressionSpec spec;
+  spec.press = "kvcompose:task=repeat";
+  spec.ratio = 0.5;
+  const kvc::CacheSetup setup = kvc::build_cache_setup(spec, *model);
+  kvc::KVCache cache = setup.new_cache(*model);
+  const auto observer = setup.new_observer();
+  model->forward(ids, cache, kvc::ForwardOptions{false, observer.get()});
+  EXPECT_EQ(cache.next_position(), 300);
+  int64_t global_entries = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    for (int64_t h = 0; h < c.num_kv_heads; ++h) {
+      const at::Tensor p = cache.layer(l).entry_positions(h);
+      EXPECT_LT(p.max().item<int64_t>(), 300) << l;
+      if (c.is_local_layer(l)) {
+        EXPECT_EQ(p.numel(), 300) << "local layer " << l;
+      } else {
+        global_entries += p.numel();
+      }
+    }
+  }
+  EXPECT_EQ(global_entries, 150 * 3 * c.num_kv_heads);  // the global layers share 3 x 150 entries per head
+}
+
 std::string write_file(const std::string& name, const std::string& bytes) {
   const std::string path = (std::filesystem::temp_directory_path() / name).string();
   std::ofstream(path, std::ios::binary) << bytes;

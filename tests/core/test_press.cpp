@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -702,6 +703,56 @@ TEST(CompressionPaperEquations, KVComposeEq22BudgetsWithoutATaskTokenFloor) {
       }
     }
   }
+}
+
+// kvpress scores KVCompose by a second copy of the context fed after it. The model runs both copies in
+// one pass; checked here against running the doubled prompt by hand: the observer gets the copy's
+// attention over the prompt's entries, and the prompt's logits and cache come out as if the copy had
+// never been fed (float64, so the comparisons are exact up to summation order).
+class RepeatingRecorder : public ForwardObserver {
+ public:
+  AttentionProbe probe(int64_t) const override { return {false, std::numeric_limits<int64_t>::max() / 2}; }
+  bool scores_with_repeated_prompt() const override { return window_probs.empty(); }
+  void after_attention(const LayerStep& step, KVCache&) override {
+    window_probs.push_back(step.stats.window_probs.to(at::kDouble).clone());
+  }
+  std::vector<at::Tensor> window_probs;
+};
+
+TEST(CompressionPaperEquations, KVComposeRepeatedPromptIsTheCopysAttentionAndLeavesNoTrace) {
+  const LlamaModel& m = exact_model();
+  const int64_t n = 48, L = m.config().num_layers;
+  const std::vector<int> ids = prompt(n);
+  std::vector<int> doubled = ids;
+  doubled.insert(doubled.end(), ids.begin(), ids.end());
+  // By hand: the doubled prompt; the copy's queries are its last n.
+  StatsRecorder by_hand(n);
+  {
+    KVCache cache = m.new_cache();
+    m.forward(doubled, cache, ForwardOptions{true, &by_hand});
+  }
+  RepeatingRecorder repeating;
+  KVCache cache = m.new_cache(), plain = m.new_cache();
+  const at::Tensor logits = m.forward(ids, cache, ForwardOptions{true, &repeating});
+  const at::Tensor expected = m.forward(ids, plain);
+  ASSERT_EQ(repeating.window_probs.size(), static_cast<size_t>(L));
+  for (int64_t l = 0; l < L; ++l) {
+    const at::Tensor want = by_hand.window_probs[static_cast<size_t>(l)].narrow(2, 0, n);  // [H, n, n]
+    EXPECT_LT((repeating.window_probs[static_cast<size_t>(l)] - want).abs().max().item<double>(), 1e-12) << l;
+    // The copy's queries have read the whole prompt: every entry, not only earlier ones, gets attention.
+    EXPECT_GT(want.narrow(1, 0, 1).narrow(2, n - 1, 1).min().item<double>(), 0.0) << l;
+    // The copy left no entry behind.
+    const auto& layer = dynamic_cast<const DenseLayerCache&>(cache.layer(l));
+    EXPECT_TRUE(layer.positions().equal(at::arange(n, at::kLong).unsqueeze(0).expand_as(layer.positions()))) << l;
+    EXPECT_TRUE(layer.keys().equal(dynamic_cast<const DenseLayerCache&>(plain.layer(l)).keys())) << l;
+  }
+  EXPECT_EQ(cache.next_position(), n);
+  EXPECT_EQ(logits.sizes(), expected.sizes());
+  EXPECT_LT((logits - expected).abs().max().item<double>(), 1e-9);
+  // Decoding goes on as after a plain prefill, and the copy is fed once only.
+  const at::Tensor next = m.forward({ids[1]}, cache, ForwardOptions{true, &repeating});
+  EXPECT_LT((next - m.forward({ids[1]}, plain)).abs().max().item<double>(), 1e-9);
+  EXPECT_EQ(repeating.window_probs.size(), static_cast<size_t>(2 * L));
 }
 
 // --dump-kept: per layer × KV head the positions kept after prefill and held at the end, and D2O's
