@@ -1,5 +1,6 @@
 // KVCompose (2025): attention-guided composite tokens. Score = max over task tokens of their attention
-// to each context token, query heads averaged onto KV heads (pooled along the sequence with `kernel`,
+// to each context token (task=window: the prompt's last tokens, e.g. its question; task=repeat: a copy
+// of the prompt fed after it, the paper's task-agnostic set T = {C}), query heads averaged onto KV heads (pooled along the sequence with `kernel`,
 // kvc's departure; kernel=1 is the paper's), plus the mean over heads. The k-th
 // composite token of a layer takes each head's k-th best entry and scores the mean over heads; all
 // layers' composite scores are pooled and the global top (1 − r) × L × N kept (Eq. 20–22), which sets
