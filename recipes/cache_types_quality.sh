@@ -16,8 +16,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # "types|press flags": the reference of every row is the fp32 dense cache.
-configs=("f16|" "bf16|" "f32|--press snapkv --ratio 0.5" "f16|--press snapkv --ratio 0.5"
-         "bf16|--press snapkv --ratio 0.5" "f16|--press tova --ratio 0.5" "f16|--press d2o --ratio 0.5")
+configs=("f16|" "bf16|" "q8_0|" "q4_0|" "f32|--press snapkv --ratio 0.5" "f16|--press snapkv --ratio 0.5"
+         "bf16|--press snapkv --ratio 0.5" "q8_0|--press snapkv --ratio 0.5" "q4_0|--press snapkv --ratio 0.5"
+         "f16|--press tova --ratio 0.5" "q8_0|--press tova --ratio 0.5" "f16|--press d2o --ratio 0.5"
+         "q8_0|--press d2o:merge=0 --ratio 0.5")
 i=0
 for config in "${configs[@]}"; do
   type=${config%%|*}

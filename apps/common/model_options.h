@@ -81,7 +81,8 @@ struct ModelOptions {
       };
     };
     app.add_option("--cache-type-k", cache_type_k,
-                   "Element type of the cached keys (-ctk): f32, f16 or bf16 (auto: the activations' type, f32 on CPU)")
+                   "Element type of the cached keys (-ctk): f32, f16, bf16, q8_0 or q4_0 (ggml's blocks of 32 values "
+                   "with one scale; CPU, head_dim a multiple of 32) (auto: the activations' type, f32 on CPU)")
         ->check(cache_type("--cache-type-k"))
         ->capture_default_str();
     app.add_option("--cache-type-v", cache_type_v, "Element type of the cached values (-ctv), as --cache-type-k")

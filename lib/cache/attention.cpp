@@ -53,20 +53,30 @@ void ProbeCollector::add(const at::Tensor& probs, int64_t t0) {
 
 at::Tensor grouped_attention(const AttentionShape& shape, const at::Tensor& queries, const at::Tensor& q_positions,
                              const at::Tensor& keys, const at::Tensor& values, const at::Tensor& key_positions,
-                             const AttentionProbe& probe, AttentionStats* stats) {
+                             const AttentionProbe& probe, AttentionStats* stats, CacheTypes stored) {
   const int64_t H = shape.num_heads, KV = shape.num_kv_heads, G = shape.group_size(), d = shape.head_dim;
   const int64_t T = queries.size(1), S = keys.size(1);
+  if (stored.keys == at::ScalarType::Undefined) stored.keys = keys.scalar_type();
+  if (stored.values == at::ScalarType::Undefined) stored.values = values.scalar_type();
   if (T == 1 && q_positions.device().is_cpu()) {
     // One query: its attention row is all a method can ask for (column sums = the last window).
     const bool want = stats != nullptr && probe.any();
     at::Tensor probs;
     const at::Tensor fast = fast_decode_attention(queries, q_positions.item<int64_t>(), keys, values, key_positions,
-                                                  shape.sliding_window, want ? &probs : nullptr);
+                                                  shape.sliding_window, want ? &probs : nullptr, stored.keys,
+                                                  stored.values);
     if (fast.defined()) {
       if (want && probe.column_sums) stats->column_sums = probs;
       if (want && probe.window > 0) stats->window_probs = probs.view({H, 1, S});
       return fast;
     }
+  }
+  // Rows of blocks: only the decode kernel above reads them as stored; every other path (prefill, a
+  // CPU without AVX2) attends over their decoded values.
+  if (stored.any_block_format()) {
+    return grouped_attention(shape, queries, q_positions, decode_rows(keys, stored.keys, d, queries.scalar_type()),
+                             decode_rows(values, stored.values, d, queries.scalar_type()), key_positions, probe,
+                             stats);
   }
   // A cache typed below the activations' precision: the decode kernel above reads it as stored; every
   // other path (prefill, GPU, LibTorch) works on a widened copy of the entries.

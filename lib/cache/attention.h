@@ -3,8 +3,9 @@
 // exceeds a fixed size. Shared by the cache schemes that hold rotated keys densely.
 #include <ATen/ATen.h>
 
-#include "core/attention_shape.h"
+#include "cache/cache_types.h"
 #include "cache/layer_cache.h"
+#include "core/attention_shape.h"
 
 namespace kvc {
 
@@ -33,10 +34,11 @@ class ProbeCollector {
   int64_t num_heads_, num_queries_, num_entries_, window_;
 };
 
-// queries [n_heads, T, d] (rotated); keys/values [n_kv, S, d]; key_positions [n_kv, S] int64;
-// q_positions [T] int64. Query head h reads KV head h / (n_heads / n_kv). Returns [n_heads, T, d].
+// queries [n_heads, T, d] (rotated); keys/values [n_kv, S, w] stored as `stored` says (Undefined: the
+// tensors' own dtypes, w = d); key_positions [n_kv, S] int64; q_positions [T] int64. Query head h reads
+// KV head h / (n_heads / n_kv). Returns [n_heads, T, d].
 at::Tensor grouped_attention(const AttentionShape& shape, const at::Tensor& queries, const at::Tensor& q_positions,
                              const at::Tensor& keys, const at::Tensor& values, const at::Tensor& key_positions,
-                             const AttentionProbe& probe, AttentionStats* stats);
+                             const AttentionProbe& probe, AttentionStats* stats, CacheTypes stored = {});
 
 }  // namespace kvc

@@ -10,17 +10,17 @@ namespace kvc {
 DenseLayerCache::DenseLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options,
                                  CacheTypes types)
     : shape_(shape), rope_(std::move(rope)), options_(options) {
-  const CacheTypes t = types.resolved(options.dtype().toScalarType());
-  key_options_ = options.dtype(t.keys);
-  value_options_ = options.dtype(t.values);
+  types_ = types.resolved(options.dtype().toScalarType());
+  key_options_ = options.dtype(storage_dtype(types_.keys));
+  value_options_ = options.dtype(storage_dtype(types_.values));
   reserve(0);
 }
 
 void DenseLayerCache::reserve(int64_t capacity) {
   if (capacity <= capacity_ && keys_.defined()) return;
   const int64_t kv = shape_.num_kv_heads, d = shape_.head_dim;
-  at::Tensor keys = at::empty({kv, capacity, d}, key_options_);
-  at::Tensor values = at::empty({kv, capacity, d}, value_options_);
+  at::Tensor keys = at::empty({kv, capacity, stored_row_width(types_.keys, d)}, key_options_);
+  at::Tensor values = at::empty({kv, capacity, stored_row_width(types_.values, d)}, value_options_);
   at::Tensor positions = at::empty({kv, capacity}, options_.dtype(at::kLong));
   if (length_ > 0) {
     keys.narrow(1, 0, length_).copy_(this->keys());
@@ -39,15 +39,15 @@ void DenseLayerCache::append(const at::Tensor& keys, const at::Tensor& values, c
     // Geometric growth keeps appends amortised O(1); prefill reserves exactly what it needs.
     reserve(length_ == 0 ? t : std::max(length_ + t, capacity_ + capacity_ / 2 + 16));
   }
-  keys_.narrow(1, length_, t).copy_(rope_->apply(keys, positions));
-  values_.narrow(1, length_, t).copy_(values);
+  keys_.narrow(1, length_, t).copy_(encode_rows(rope_->apply(keys, positions), types_.keys));
+  values_.narrow(1, length_, t).copy_(encode_rows(values, types_.values));
   positions_.narrow(1, length_, t).copy_(positions.to(positions_.device()).unsqueeze(0).expand({shape_.num_kv_heads, t}));
   length_ += t;
 }
 
 at::Tensor DenseLayerCache::attend(const at::Tensor& queries, const at::Tensor& q_positions,
                                    const AttentionProbe& probe, AttentionStats* stats) {
-  return grouped_attention(shape_, queries, q_positions, keys(), values(), positions(), probe, stats);
+  return grouped_attention(shape_, queries, q_positions, keys(), values(), positions(), probe, stats, types_);
 }
 
 at::Tensor DenseLayerCache::lengths() const {
@@ -55,7 +55,8 @@ at::Tensor DenseLayerCache::lengths() const {
 }
 
 CacheFootprint DenseLayerCache::footprint() const {
-  const int64_t per_entry = shape_.head_dim * static_cast<int64_t>(keys_.element_size() + values_.element_size());
+  const int64_t per_entry =
+      stored_row_bytes(types_.keys, shape_.head_dim) + stored_row_bytes(types_.values, shape_.head_dim);
   CacheFootprint f;
   f.entries = length_ * shape_.num_kv_heads;
   f.payload_bytes = f.entries * per_entry;
@@ -71,8 +72,10 @@ void DenseLayerCache::retain(const at::Tensor& indices) {
     KVC_CHECK(idx.min().item<int64_t>() >= 0 && idx.max().item<int64_t>() < length_,
               "retain: index out of range for a cache of {} entries", length_);
   }
-  const at::Tensor idx3 = idx.unsqueeze(-1).expand({idx.size(0), idx.size(1), shape_.head_dim});
-  assign(keys().gather(1, idx3), values().gather(1, idx3), positions().gather(1, idx));
+  const auto rows = [&idx](const at::Tensor& t) {
+    return t.gather(1, idx.unsqueeze(-1).expand({idx.size(0), idx.size(1), t.size(2)}));
+  };
+  assign(rows(keys()), rows(values()), positions().gather(1, idx));
 }
 
 at::Tensor DenseLayerCache::evict_one(const at::Tensor& slots) {
@@ -86,9 +89,8 @@ at::Tensor DenseLayerCache::evict_one(const at::Tensor& slots) {
     // On a GPU the slots stay there (reading them back would wait for the GPU every step): each head's
     // last entry is scattered into its slot, a copy onto itself where the slot is the last one.
     const at::Tensor to = slots.to(keys_.device(), at::kLong).view({KV, 1});
-    const at::Tensor to3 = to.unsqueeze(-1).expand({KV, 1, d});
-    keys_.scatter_(1, to3, keys_.narrow(1, last, 1).clone());
-    values_.scatter_(1, to3, values_.narrow(1, last, 1).clone());
+    keys_.scatter_(1, to.unsqueeze(-1).expand({KV, 1, keys_.size(2)}), keys_.narrow(1, last, 1).clone());
+    values_.scatter_(1, to.unsqueeze(-1).expand({KV, 1, values_.size(2)}), values_.narrow(1, last, 1).clone());
     positions_.scatter_(1, to, positions_.narrow(1, last, 1).clone());
     length_ = last;
     return order;
@@ -99,8 +101,7 @@ at::Tensor DenseLayerCache::evict_one(const at::Tensor& slots) {
     KVC_CHECK(slot[h] >= 0 && slot[h] <= last, "evict_one: slot {} out of range for {} entries", slot[h], length_);
   }
   if (keys_.device().is_cpu() && keys_.is_contiguous() && values_.is_contiguous()) {
-    const auto key_row = static_cast<int64_t>(keys_.element_size()) * d;
-    const auto value_row = static_cast<int64_t>(values_.element_size()) * d;
+    const int64_t key_row = stored_row_bytes(types_.keys, d), value_row = stored_row_bytes(types_.values, d);
     auto* k = static_cast<char*>(keys_.data_ptr());
     auto* v = static_cast<char*>(values_.data_ptr());
     auto* p = positions_.data_ptr<int64_t>();
@@ -125,10 +126,16 @@ at::Tensor DenseLayerCache::evict_one(const at::Tensor& slots) {
 
 void DenseLayerCache::assign(const at::Tensor& rotated_keys, const at::Tensor& values, const at::Tensor& positions) {
   // Fresh exactly-sized buffers: the previous, larger ones are freed when their last view goes.
-  keys_ = rotated_keys.to(key_options_).contiguous().clone();
-  values_ = values.to(value_options_).contiguous().clone();
+  keys_ = encode_rows(rotated_keys, types_.keys).to(key_options_).contiguous().clone();
+  values_ = encode_rows(values, types_.values).to(value_options_).contiguous().clone();
   positions_ = positions.to(keys_.device(), at::kLong).contiguous().clone();
   length_ = capacity_ = keys_.size(1);
+}
+
+LayerCache::Rows DenseLayerCache::merge_rows() {
+  KVC_CHECK(supports_merge(), "a {} / {} cache cannot rewrite entries in place (rows of blocks share one scale)",
+            cache_type_name(types_.keys), cache_type_name(types_.values));
+  return {keys(), values()};
 }
 
 std::unique_ptr<LayerCache> DenseLayerCache::retain_per_head(const std::vector<at::Tensor>& per_head) {
@@ -142,8 +149,7 @@ std::unique_ptr<LayerCache> DenseLayerCache::retain_per_head(const std::vector<a
     v.push_back(values()[h].index_select(0, i));
     p.push_back(positions()[h].index_select(0, i));
   }
-  auto ragged = std::make_unique<RaggedLayerCache>(shape_, rope_, options_,
-                                                   CacheTypes{keys_.scalar_type(), values_.scalar_type()});
+  auto ragged = std::make_unique<RaggedLayerCache>(shape_, rope_, options_, types_);
   ragged->assign(k, v, p);
   return ragged;
 }

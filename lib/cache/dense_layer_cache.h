@@ -25,7 +25,8 @@ class DenseLayerCache : public LayerCache {
   std::string layout() const override { return "dense"; }
 
   int64_t size() const { return length_; }
-  // Views of the live entries: keys (rotated) and values [n_kv, size, d], positions [n_kv, size].
+  // Views of the live entries as stored: keys (rotated) and values [n_kv, size, w] (w = d, or the
+  // bytes of a row of blocks for q8_0/q4_0), positions [n_kv, size].
   at::Tensor keys() const { return keys_.narrow(1, 0, length_); }
   at::Tensor values() const { return values_.narrow(1, 0, length_); }
   at::Tensor positions() const { return positions_.narrow(1, 0, length_); }
@@ -37,21 +38,24 @@ class DenseLayerCache : public LayerCache {
   // into the freed slot (positions travel with it), so nothing else is copied. What a bounded cache
   // does on every decode step.
   at::Tensor evict_one(const at::Tensor& slots) override;
-  // Replaces the whole content with exactly sized buffers: keys rotated, [n_kv, n, d]; positions [n_kv, n].
+  // Replaces the whole content with exactly sized buffers: keys rotated, [n_kv, n, d] in any floating
+  // type or already stored; positions [n_kv, n].
   void assign(const at::Tensor& rotated_keys, const at::Tensor& values, const at::Tensor& positions);
   void reserve(int64_t capacity) override;
 
   // Heads keep different lengths by moving into the per-head (ragged) layout.
   bool supports_per_head_lengths() const override { return true; }
   std::unique_ptr<LayerCache> retain_per_head(const std::vector<at::Tensor>& per_head) override;
-  bool supports_merge() const override { return true; }
-  Rows merge_rows() override { return {keys(), values()}; }
+  // Merging rewrites rows in place, which a row of blocks sharing one scale cannot take.
+  bool supports_merge() const override { return !types_.any_block_format(); }
+  Rows merge_rows() override;
   at::Tensor entry_positions(int64_t head) const override { return positions()[head]; }
 
  private:
   AttentionShape shape_;
   std::shared_ptr<const Rope> rope_;
-  at::TensorOptions options_, key_options_, value_options_;
+  at::TensorOptions options_, key_options_, value_options_;  // key/value options: the storage dtype
+  CacheTypes types_;                                         // resolved
   at::Tensor keys_, values_, positions_;
   int64_t length_ = 0, capacity_ = 0;
 };

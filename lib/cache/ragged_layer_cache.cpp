@@ -7,13 +7,13 @@ namespace kvc {
 RaggedLayerCache::RaggedLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options,
                                    CacheTypes types)
     : shape_(shape), rope_(std::move(rope)), options_(options) {
-  const CacheTypes t = types.resolved(options.dtype().toScalarType());
-  key_options_ = options.dtype(t.keys);
-  value_options_ = options.dtype(t.values);
+  types_ = types.resolved(options.dtype().toScalarType());
+  key_options_ = options.dtype(storage_dtype(types_.keys));
+  value_options_ = options.dtype(storage_dtype(types_.values));
   std::vector<at::Tensor> k, v, p;
   for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
-    k.push_back(at::empty({0, shape_.head_dim}, key_options_));
-    v.push_back(at::empty({0, shape_.head_dim}, value_options_));
+    k.push_back(at::empty({0, stored_row_width(types_.keys, shape_.head_dim)}, key_options_));
+    v.push_back(at::empty({0, stored_row_width(types_.values, shape_.head_dim)}, value_options_));
     p.push_back(at::empty({0}, options_.dtype(at::kLong)));
   }
   assign(k, v, p);
@@ -27,8 +27,13 @@ void RaggedLayerCache::assign(const std::vector<at::Tensor>& rotated_keys, const
   offsets_.assign(n + 1, 0);
   for (size_t h = 0; h < n; ++h) offsets_[h + 1] = offsets_[h] + rotated_keys[h].size(0);
   // at::cat allocates exactly-sized buffers; the previous ones are released with their last view.
-  keys_ = at::cat(rotated_keys, 0).to(key_options_).contiguous();
-  values_ = at::cat(values, 0).to(value_options_).contiguous();
+  const auto stored = [](const std::vector<at::Tensor>& rows, at::ScalarType type) {
+    std::vector<at::Tensor> out;
+    for (const at::Tensor& r : rows) out.push_back(encode_rows(r, type));
+    return out;
+  };
+  keys_ = at::cat(stored(rotated_keys, types_.keys), 0).to(key_options_).contiguous();
+  values_ = at::cat(stored(values, types_.values), 0).to(value_options_).contiguous();
   positions_ = at::cat(positions, 0).to(keys_.device(), at::kLong).contiguous();
   indptr_ = at::tensor(offsets_, at::TensorOptions().dtype(at::kLong));
 }
@@ -38,8 +43,8 @@ void RaggedLayerCache::append(const at::Tensor& keys, const at::Tensor& values, 
   const at::Tensor pos = positions.to(keys_.device(), at::kLong);
   std::vector<at::Tensor> k, v, p;
   for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
-    k.push_back(at::cat({head_keys(h), rotated[h]}, 0));
-    v.push_back(at::cat({head_values(h), values[h]}, 0));
+    k.push_back(at::cat({head_keys(h), encode_rows(rotated[h], types_.keys).to(key_options_)}, 0));
+    v.push_back(at::cat({head_values(h), encode_rows(values[h], types_.values).to(value_options_)}, 0));
     p.push_back(at::cat({head_positions(h), pos}, 0));
   }
   assign(k, v, p);
@@ -62,7 +67,7 @@ at::Tensor RaggedLayerCache::attend(const at::Tensor& queries, const at::Tensor&
     AttentionStats s;
     outs.push_back(grouped_attention(one, queries.narrow(0, h * G, G), q_positions, head_keys(h).unsqueeze(0),
                                      head_values(h).unsqueeze(0), head_positions(h).unsqueeze(0), probe,
-                                     want ? &s : nullptr));
+                                     want ? &s : nullptr, types_));
     if (want && probe.column_sums) stats->column_sums.narrow(0, h * G, G).narrow(1, 0, length(h)).copy_(s.column_sums);
     if (want && window > 0) {
       stats->window_probs.narrow(0, h * G, G).narrow(2, 0, length(h)).copy_(s.window_probs);
@@ -103,7 +108,8 @@ at::Tensor RaggedLayerCache::lengths() const {
 CacheFootprint RaggedLayerCache::footprint() const {
   CacheFootprint f;
   f.entries = keys_.size(0);
-  f.payload_bytes = f.entries * shape_.head_dim * static_cast<int64_t>(keys_.element_size() + values_.element_size());
+  f.payload_bytes =
+      f.entries * (stored_row_bytes(types_.keys, shape_.head_dim) + stored_row_bytes(types_.values, shape_.head_dim));
   f.resident_bytes = f.payload_bytes + f.entries * static_cast<int64_t>(sizeof(int64_t)) +
                      static_cast<int64_t>(offsets_.size() * sizeof(int64_t));
   return f;

@@ -18,7 +18,8 @@ class RaggedLayerCache : public LayerCache {
   RaggedLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options,
                    CacheTypes types = {});
 
-  // Builds from per-head rotated keys/values [len_h, d] and positions [len_h].
+  // Builds from per-head rotated keys/values [len_h, d] (any floating type, or already stored) and
+  // positions [len_h].
   void assign(const std::vector<at::Tensor>& rotated_keys, const std::vector<at::Tensor>& values,
               const std::vector<at::Tensor>& positions);
 
@@ -51,7 +52,8 @@ class RaggedLayerCache : public LayerCache {
 
   AttentionShape shape_;
   std::shared_ptr<const Rope> rope_;
-  at::TensorOptions options_, key_options_, value_options_;
+  at::TensorOptions options_, key_options_, value_options_;  // key/value options: the storage dtype
+  CacheTypes types_;                                         // resolved
   at::Tensor keys_, values_, positions_, indptr_;
   std::vector<int64_t> offsets_;  // host copy of indptr
 };

@@ -91,6 +91,11 @@ CacheSetup build_cache_setup(const CompressionSpec& spec, const LlamaModel& mode
     check_layout(setup, params.name, "--lowrank");
   } else {
     KVC_CHECK(spec.rank == 0, "--rank needs --lowrank bases.safetensors (from kvc-calibrate)");
+    const CacheTypes t = model.cache_types();
+    KVC_CHECK(!setup.needs.merge || !t.any_block_format(),
+              "--press {} merges evicted entries into kept ones, which a {} / {} cache cannot rewrite in place (its "
+              "rows are blocks sharing one scale); use merge=0, or --cache-type-k/-v f16 or bf16",
+              params.name, cache_type_name(t.keys), cache_type_name(t.values));
   }
   setup.name = spec.describe();
   return setup;

@@ -61,8 +61,8 @@ int greedy(const at::Tensor& logits) { return static_cast<int>(logits[0].argmax(
 int64_t dense_payload_bytes(const LlamaModel& model, int64_t tokens) {
   const ModelConfig& c = model.config();
   const CacheTypes types = model.cache_types();
-  return tokens * c.num_layers * c.num_kv_heads * c.head_dim *
-         static_cast<int64_t>(at::elementSize(types.keys) + at::elementSize(types.values));
+  return tokens * c.num_layers * c.num_kv_heads *
+         (stored_row_bytes(types.keys, c.head_dim) + stored_row_bytes(types.values, c.head_dim));
 }
 
 bool ends_answer_line(const std::string& text) {

@@ -10,6 +10,8 @@
 #include "kernels/half_precision.h"
 #include "runtime/gradient_recording.h"
 #include "runtime/parallel_grain.h"
+#include "kernels/cache_rows_avx2.h"
+#include "kernels/row_formats.h"
 #include "kernels/simd_avx2.h"
 
 namespace kvc {
@@ -18,8 +20,8 @@ namespace {
 #if defined(__x86_64__)
 struct HeadView {
   const float* queries;  // [G, d]
-  const void* keys;      // [S, d] of the key rows' element type
-  const void* values;    // [S, d] of the value rows' element type
+  const void* keys;      // S rows of d values in the keys' stored format
+  const void* values;    // S rows of d values in the values' stored format
   const int64_t* positions;
   float* out;    // [G, d]
   float* probs;  // [G, S] or null
@@ -30,27 +32,29 @@ struct HeadView {
 template <int D8, typename Keys>
 KVC_AVX2 void score_keys(const HeadView& h, int64_t G, int64_t S, int64_t d_runtime, float scale, float* scores) {
   const int64_t d = D8 > 0 ? D8 * 8 : d_runtime;
-  const auto* keys = static_cast<const typename Keys::Element*>(h.keys);
+  using Element = typename Keys::Element;
   const __m256 scale_v = _mm256_set1_ps(scale);
   int64_t s = 0;
   for (; s + 8 <= S; s += 8) {
-    const auto* k = keys + s * d;
+    const Element* k[8];
+    for (int i = 0; i < 8; ++i) k[i] = Keys::row(h.keys, s + i, d);
     for (int64_t g = 0; g < G; ++g) {
       const float* q = h.queries + g * d;
       __m256 acc[8];
       for (auto& a : acc) a = _mm256_setzero_ps();
       for (int64_t c = 0; c < d; c += 8) {
         const __m256 qv = _mm256_loadu_ps(q + c);
-        for (int i = 0; i < 8; ++i) acc[i] = _mm256_fmadd_ps(Keys::load8(k + i * d + c), qv, acc[i]);
+        for (int i = 0; i < 8; ++i) acc[i] = _mm256_fmadd_ps(Keys::load8(k[i], c), qv, acc[i]);
       }
       _mm256_storeu_ps(scores + g * S + s, _mm256_mul_ps(simd::transpose_sum8(acc), scale_v));
     }
   }
   for (; s < S; ++s) {
+    const Element* k = Keys::row(h.keys, s, d);
     for (int64_t g = 0; g < G; ++g) {
       __m256 acc = _mm256_setzero_ps();
       for (int64_t c = 0; c < d; c += 8) {
-        acc = _mm256_fmadd_ps(Keys::load8(keys + s * d + c), _mm256_loadu_ps(h.queries + g * d + c), acc);
+        acc = _mm256_fmadd_ps(Keys::load8(k, c), _mm256_loadu_ps(h.queries + g * d + c), acc);
       }
       scores[g * S + s] = scale * simd::horizontal_sum(acc);
     }
@@ -72,7 +76,6 @@ KVC_AVX2 float exponentiate(float* row, int64_t S) {
 // independent accumulators; otherwise in blocks that stay in L1 across the group.
 template <int D8, typename Values>
 KVC_AVX2 void weigh_values(const HeadView& h, int64_t G, int64_t S, int64_t d_runtime, const float* probs) {
-  const auto* values = static_cast<const typename Values::Element*>(h.values);
   if constexpr (D8 > 0) {
     constexpr int64_t d = D8 * 8;
     for (int64_t g = 0; g < G; ++g) {
@@ -81,8 +84,8 @@ KVC_AVX2 void weigh_values(const HeadView& h, int64_t G, int64_t S, int64_t d_ru
       for (auto& a : acc) a = _mm256_setzero_ps();
       for (int64_t s = 0; s < S; ++s) {
         const __m256 weight = _mm256_set1_ps(p[s]);
-        const auto* v = values + s * d;
-        for (int c = 0; c < D8; ++c) acc[c] = _mm256_fmadd_ps(weight, Values::load8(v + 8 * c), acc[c]);
+        const auto* v = Values::row(h.values, s, d);
+        for (int c = 0; c < D8; ++c) acc[c] = _mm256_fmadd_ps(weight, Values::load8(v, 8 * c), acc[c]);
       }
       for (int c = 0; c < D8; ++c) _mm256_storeu_ps(h.out + g * d + 8 * c, acc[c]);
     }
@@ -99,10 +102,10 @@ KVC_AVX2 void weigh_values(const HeadView& h, int64_t G, int64_t S, int64_t d_ru
         __m256 a0 = _mm256_setzero_ps(), a1 = a0;
         int64_t s = b0;
         for (; s + 2 <= b1; s += 2) {
-          a0 = _mm256_fmadd_ps(_mm256_set1_ps(p[s]), Values::load8(values + s * d + c), a0);
-          a1 = _mm256_fmadd_ps(_mm256_set1_ps(p[s + 1]), Values::load8(values + (s + 1) * d + c), a1);
+          a0 = _mm256_fmadd_ps(_mm256_set1_ps(p[s]), Values::load8(Values::row(h.values, s, d), c), a0);
+          a1 = _mm256_fmadd_ps(_mm256_set1_ps(p[s + 1]), Values::load8(Values::row(h.values, s + 1, d), c), a1);
         }
-        if (s < b1) a0 = _mm256_fmadd_ps(_mm256_set1_ps(p[s]), Values::load8(values + s * d + c), a0);
+        if (s < b1) a0 = _mm256_fmadd_ps(_mm256_set1_ps(p[s]), Values::load8(Values::row(h.values, s, d), c), a0);
         _mm256_storeu_ps(out + c, _mm256_add_ps(_mm256_loadu_ps(out + c), _mm256_add_ps(a0, a1)));
       }
     }
@@ -154,18 +157,22 @@ template <typename Keys>
 KVC_AVX2 void attend_head_values(at::ScalarType values, const HeadView& h, int64_t G, int64_t S, int64_t d,
                                  int64_t q_position, int64_t window) {
   switch (values) {
-    case at::kBFloat16: return attend_head_sized<Keys, simd::Bf16Rows>(h, G, S, d, q_position, window);
-    case at::kHalf: return attend_head_sized<Keys, simd::F16Rows>(h, G, S, d, q_position, window);
-    default: return attend_head_sized<Keys, simd::Fp32Rows>(h, G, S, d, q_position, window);
+    case at::kBFloat16: return attend_head_sized<Keys, simd::PlainCacheRows<simd::Bf16Rows>>(h, G, S, d, q_position, window);
+    case at::kHalf: return attend_head_sized<Keys, simd::PlainCacheRows<simd::F16Rows>>(h, G, S, d, q_position, window);
+    case kCacheQ8_0: return attend_head_sized<Keys, simd::Q8_0CacheRows>(h, G, S, d, q_position, window);
+    case kCacheQ4_0: return attend_head_sized<Keys, simd::Q4_0CacheRows>(h, G, S, d, q_position, window);
+    default: return attend_head_sized<Keys, simd::PlainCacheRows<simd::Fp32Rows>>(h, G, S, d, q_position, window);
   }
 }
 
 KVC_AVX2 void attend_head_any(at::ScalarType keys, at::ScalarType values, const HeadView& h, int64_t G, int64_t S,
                               int64_t d, int64_t q_position, int64_t window) {
   switch (keys) {
-    case at::kBFloat16: return attend_head_values<simd::Bf16Rows>(values, h, G, S, d, q_position, window);
-    case at::kHalf: return attend_head_values<simd::F16Rows>(values, h, G, S, d, q_position, window);
-    default: return attend_head_values<simd::Fp32Rows>(values, h, G, S, d, q_position, window);
+    case at::kBFloat16: return attend_head_values<simd::PlainCacheRows<simd::Bf16Rows>>(values, h, G, S, d, q_position, window);
+    case at::kHalf: return attend_head_values<simd::PlainCacheRows<simd::F16Rows>>(values, h, G, S, d, q_position, window);
+    case kCacheQ8_0: return attend_head_values<simd::Q8_0CacheRows>(values, h, G, S, d, q_position, window);
+    case kCacheQ4_0: return attend_head_values<simd::Q4_0CacheRows>(values, h, G, S, d, q_position, window);
+    default: return attend_head_values<simd::PlainCacheRows<simd::Fp32Rows>>(values, h, G, S, d, q_position, window);
   }
 }
 #endif
@@ -174,23 +181,29 @@ KVC_AVX2 void attend_head_any(at::ScalarType keys, at::ScalarType values, const 
 
 at::Tensor fast_decode_attention(const at::Tensor& queries, int64_t q_position, const at::Tensor& keys,
                                  const at::Tensor& values, const at::Tensor& key_positions, int64_t sliding_window,
-                                 at::Tensor* probabilities) {
+                                 at::Tensor* probabilities, at::ScalarType key_type, at::ScalarType value_type) {
 #if defined(__x86_64__)
-  // Keys and values may be stored in 16 bits (a typed cache): they are widened in registers.
-  const auto is_cpu_rows = [](const at::Tensor& t) {
-    return t.device().is_cpu() && (t.scalar_type() == at::kFloat || is_half_type(t.scalar_type()));
+  if (key_type == at::ScalarType::Undefined) key_type = keys.scalar_type();
+  if (value_type == at::ScalarType::Undefined) value_type = values.scalar_type();
+  // Keys and values may be stored in 16 bits or in blocks (a typed cache): they are widened in registers.
+  const auto is_cpu_rows = [](const at::Tensor& t, at::ScalarType type) {
+    const bool readable = type == at::kFloat || is_half_type(type) || is_block_format(type);
+    return readable && t.device().is_cpu() && t.scalar_type() == storage_dtype(type) && t.dim() == 3;
   };
   if (!cpu_has_avx2_fma() || !queries.device().is_cpu() || queries.scalar_type() != at::kFloat ||
-      !is_cpu_rows(keys) || !is_cpu_rows(values) ||
-      queries.dim() != 3 || queries.size(1) != 1 || keys.dim() != 3 || values.sizes() != keys.sizes() ||
+      !is_cpu_rows(keys, key_type) || !is_cpu_rows(values, value_type) || queries.dim() != 3 ||
+      queries.size(1) != 1 || values.size(0) != keys.size(0) || values.size(1) != keys.size(1) ||
       key_positions.scalar_type() != at::kLong || !key_positions.device().is_cpu() ||
       records_gradient({queries, keys, values})) {
     return {};
   }
-  const int64_t H = queries.size(0), KV = keys.size(0), S = keys.size(1), d = keys.size(2);
-  if (KV == 0 || H % KV != 0 || d % 8 != 0 || queries.size(2) != d || S == 0) return {};
-  const bool rows_contiguous = keys.stride(2) == 1 && keys.stride(1) == d && values.stride(2) == 1 &&
-                               values.stride(1) == d && key_positions.stride(1) == 1;
+  const int64_t H = queries.size(0), KV = keys.size(0), S = keys.size(1), d = queries.size(2);
+  if (KV == 0 || H % KV != 0 || d % 8 != 0 || S == 0) return {};
+  const int64_t key_width = stored_row_width(key_type, d), value_width = stored_row_width(value_type, d);
+  if ((is_block_format(key_type) || is_block_format(value_type)) && d % kRowBlockValues != 0) return {};
+  const bool rows_contiguous = keys.size(2) == key_width && values.size(2) == value_width && keys.stride(2) == 1 &&
+                               keys.stride(1) == key_width && values.stride(2) == 1 &&
+                               values.stride(1) == value_width && key_positions.stride(1) == 1;
   if (!rows_contiguous) return {};
   const int64_t G = H / KV;
   const at::Tensor q = queries.contiguous();
@@ -198,7 +211,6 @@ at::Tensor fast_decode_attention(const at::Tensor& queries, int64_t q_position, 
   const float* qp = q.data_ptr<float>();
   const auto* kp = static_cast<const char*>(keys.data_ptr());
   const auto* vp = static_cast<const char*>(values.data_ptr());
-  const at::ScalarType key_type = keys.scalar_type(), value_type = values.scalar_type();
   const int64_t key_stride = keys.stride(0) * keys.element_size(), value_stride = values.stride(0) * values.element_size();
   const int64_t* pp = key_positions.data_ptr<int64_t>();
   float* op = out.data_ptr<float>();

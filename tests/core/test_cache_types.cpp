@@ -1,6 +1,8 @@
-// Typed caches (--cache-type-k / --cache-type-v): 16-bit entries hold half the bytes, the decode kernel
-// reads them as stored and agrees with a float64 computation over the same rounded values, every
-// press runs on them, and the methods that keep their own precision refuse them in one line.
+// Typed caches (--cache-type-k / --cache-type-v): 16-bit entries hold half the bytes and ggml blocks
+// (q8_0, q4_0) their block bytes; the decode kernel reads every format as stored and agrees with a
+// float64 computation over the same stored values; every press runs on them, and what a format cannot
+// hold (a head_dim that is not whole blocks, in-place merging, methods with their own precision) is
+// refused in one line.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
@@ -136,9 +138,118 @@ TEST(CacheTypes, MethodsWithTheirOwnPrecisionRefuseTypedCaches) {
 
 TEST(CacheTypes, UnknownTypesAreOneLineErrors) {
   test::expect_error([] { parse_cache_type("q5", "--cache-type-k"); }, "unknown cache type 'q5'");
-  test::expect_error([] { parse_cache_type("q8_0", "--cache-type-v"); },
-                     "--cache-type-v: unknown cache type 'q8_0' (expected f32, f16 or bf16)");
+  test::expect_error([] { parse_cache_type("q4_1", "--cache-type-v"); },
+                     "--cache-type-v: unknown cache type 'q4_1' (expected f32, f16, bf16, q8_0 or q4_0)");
   EXPECT_EQ(parse_cache_type("auto", "-ctk"), at::ScalarType::Undefined);
+  EXPECT_EQ(cache_type_name(parse_cache_type("q8_0", "-ctk")), "q8_0");
+  EXPECT_EQ(cache_type_name(parse_cache_type("q4_0", "-ctk")), "q4_0");
+}
+
+// --- ggml block formats (q8_0, q4_0): kvc-tiny-lm, head_dim 32 (stories260K's 8 is not a whole block).
+
+std::shared_ptr<LlamaModel> load_tiny(const std::string& keys, const std::string& values) {
+  LoadOptions options;
+  options.cache_types = {parse_cache_type(keys, "--cache-type-k"), parse_cache_type(values, "--cache-type-v")};
+  return LlamaModel::load(test::model_dir("kvc-tiny-lm"), options);
+}
+
+const std::vector<int> kTinyPrompt = [] {
+  std::vector<int> ids = {1};
+  for (int i = 1; i < 120; ++i) ids.push_back((i * 131 + 7) % 2000 + 3);
+  return ids;
+}();
+
+TEST(CacheTypes, DecodeKernelReadsBlockRowsAsStored) {
+  if (!cpu_has_avx2_fma()) GTEST_SKIP() << "CPU without AVX2/FMA: the kernel is not used";
+  at::manual_seed(5);
+  const std::vector<at::ScalarType> types = {kCacheQ8_0, kCacheQ4_0, at::kFloat, at::kHalf};
+  for (at::ScalarType kt : types) {
+    for (at::ScalarType vt : types) {
+      if (!is_block_format(kt) && !is_block_format(vt)) continue;
+      for (int64_t d : {32, 64, 96, 128}) {  // 96: the kernel's generic head size
+        const int64_t H = 6, KV = 2, S = 45;
+        const at::Tensor q = at::randn({H, 1, d});
+        const at::Tensor k = encode_rows(at::randn({KV, S, d}), kt), v = encode_rows(at::randn({KV, S, d}), vt);
+        const at::Tensor pos = at::arange(S, at::kLong).repeat({KV, 1});
+        const at::Tensor out = fast_decode_attention(q, S, k, v, pos, 0, nullptr, kt, vt);
+        ASSERT_TRUE(out.defined()) << cache_type_name(kt) << "/" << cache_type_name(vt);
+        // The reference reads the same blocks through the GGUF reader's decoder, in float64.
+        const at::Tensor expected = brute_force(q, decode_rows(k, kt, d, at::kDouble), decode_rows(v, vt, d, at::kDouble));
+        EXPECT_LT((out.to(at::kDouble) - expected).abs().max().item<double>(), 2e-5)
+            << cache_type_name(kt) << "/" << cache_type_name(vt) << " d=" << d;
+      }
+    }
+  }
+}
+
+TEST(CacheTypes, BlockCachesHoldTheirBlockBytesAndStayClose) {
+  const auto full = load_tiny("f32", "f32"), q8 = load_tiny("q8_0", "q8_0"), q4 = load_tiny("q4_0", "q4_0"),
+             mixed = load_tiny("q8_0", "f16");
+  std::vector<at::Tensor> logits;
+  std::vector<int64_t> bytes;
+  for (const auto& m : {full, q8, q4, mixed}) {
+    KVCache cache = m->new_cache();
+    m->forward(kTinyPrompt, cache);
+    bytes.push_back(cache.footprint().payload_bytes);
+    at::Tensor step;
+    for (int t : {300, 301, 302}) step = m->forward({t}, cache);  // decode steps read the stored blocks
+    logits.push_back(at::log_softmax(step.to(at::kDouble), -1));
+  }
+  // Per 32 values: 128 bytes in f32, 34 in q8_0, 18 in q4_0, 64 in f16.
+  EXPECT_EQ(bytes[1] * 128, bytes[0] * 34);
+  EXPECT_EQ(bytes[2] * 128, bytes[0] * 18);
+  EXPECT_EQ(bytes[3] * 256, bytes[0] * (34 + 64));
+  const auto kl = [&](size_t i) { return (logits[0].exp() * (logits[0] - logits[i])).sum(-1).max().item<double>(); };
+  EXPECT_GT(kl(1), 0.0);
+  EXPECT_LT(kl(1), 1e-3);
+  EXPECT_LT(kl(3), 1e-3);
+  EXPECT_GT(kl(2), kl(1));  // 4 bits lose more than 8
+  EXPECT_LT(kl(2), 5e-2);
+}
+
+TEST(CacheTypes, EveryEvictingPressRunsOnABlockCache) {
+  const auto full = load_tiny("f32", "f32"), q8 = load_tiny("q8_0", "q4_0");
+  for (const std::string& press : press_names()) {
+    if (press == "none") continue;
+    SCOPED_TRACE(press);
+    CompressionSpec spec;
+    spec.press = press == "d2o" ? "d2o:merge=0" : press;
+    spec.ratio = 0.5;
+    int64_t bytes[2] = {0, 0}, entries[2] = {0, 0};
+    int i = 0;
+    for (const auto& m : {full, q8}) {
+      const CacheSetup setup = build_cache_setup(spec, *m);
+      KVCache cache = setup.new_cache(*m);
+      auto observer = setup.new_observer();
+      ForwardOptions o;
+      o.observer = observer.get();
+      m->forward(kTinyPrompt, cache, o);
+      for (int t : {300, 301}) EXPECT_TRUE(m->forward({t}, cache, o).isfinite().all().item<bool>());
+      bytes[i] = cache.footprint().payload_bytes;
+      entries[i++] = cache.footprint().entries;
+    }
+    // The same number of entries may differ slightly (scores see quantized keys); bytes follow entries.
+    EXPECT_NEAR(static_cast<double>(entries[1]) / static_cast<double>(entries[0]), 1.0, 0.05);
+    EXPECT_NEAR(static_cast<double>(bytes[1]) / static_cast<double>(entries[1]),
+                static_cast<double>(bytes[0]) / static_cast<double>(entries[0]) * (34 + 18) / 256.0, 1e-9);
+  }
+}
+
+TEST(CacheTypes, BlockFormatsRefuseWhatTheyCannotHold) {
+  test::expect_error([] { load("q8_0", "f32"); },
+                     "--cache-type-k/-v q8_0 / f32: blocks hold 32 values, but this model's head_dim is 8; use f16 or "
+                     "bf16");
+  const auto q8 = load_tiny("q8_0", "q8_0");
+  CompressionSpec merge;
+  merge.press = "d2o";
+  merge.ratio = 0.5;
+  test::expect_error([&] { build_cache_setup(merge, *q8); },
+                     "--press d2o merges evicted entries into kept ones, which a q8_0 / q8_0 cache cannot rewrite in "
+                     "place");
+  CompressionSpec lowrank;
+  lowrank.lowrank_file = "bases.safetensors";
+  lowrank.rank = 4;
+  test::expect_error([&] { build_cache_setup(lowrank, *q8); }, "--lowrank keeps its entries in f32");
 }
 
 }  // namespace
