@@ -6,6 +6,7 @@
 #include "lowrank/calibration.h"
 #include "flag_vocabulary.h"
 #include "model_options.h"
+#include "rank_options.h"
 #include "tool_main.h"
 #include "util/files.h"
 #include "util/hash.h"
@@ -20,9 +21,15 @@ eigendecomposed; eigenvectors are stored sorted by descending eigenvalue. The st
 mean-centred: the cache reconstructs x from its leading coefficients with no mean added back, and
 the uncentred second moment is what minimises that truncation error.
 
+Several processes split the windows (window w goes to rank w % ranks) and add up their float64 sums
+over c10d (Gloo): launched by torchrun or Slurm, they read their rank from its environment; rank 0
+writes the file and the report. The bases equal one process's up to the order of the additions.
+
 Examples:
   kvc-calibrate -m data/models/stories260K -f data/text/tinystories/tinystories_excerpt_30k.txt \
       --tokens 20000 -o bases.safetensors
+  for r in 0 1; do RANK=$r WORLD_SIZE=2 MASTER_PORT=29511 kvc-calibrate -m data/models/stories260K \
+      -f data/text/tinystories/tinystories_excerpt_30k.txt --tokens 20000 -o bases2.safetensors & done; wait -n && wait -n
   kvc-eval kl -m data/models/stories260K -f data/text/wikitext2/wiki.test.raw --lowrank bases.safetensors --rank 8
 )");
   kvc::cli::ModelOptions model_options;
@@ -30,6 +37,7 @@ Examples:
   std::vector<std::string> data;
   std::string output;
   kvc::lowrank::CalibrationOptions options;
+  kvc::cli::RankOptions rank_options;
   bool json = false;
   kvc::cli::add_text_files(app, data, "Calibration text files (UTF-8)")->required();
   app.add_option("--tokens", options.tokens, "Use at most this many tokens")->capture_default_str();
@@ -37,10 +45,12 @@ Examples:
       ->capture_default_str();
   kvc::cli::add_output_file(app, output, "Where to write bases.safetensors")->required();
   kvc::cli::add_json_switch(app, json, "Print one JSON summary object on stdout");
+  rank_options.add_to(app);
   if (int code = kvc::cli::parse_or_exit(app, argc, argv, kTool); code >= 0) return code;
   return kvc::cli::run_tool(kTool, [&] {
     KVC_CHECK(!(json && output == "-"), "-o - and --json would both write to stdout; give -o a file name");
-    kvc::check_writable_output(output);  // before the calibration pass
+    const std::shared_ptr<kvc::Ranks> ranks = rank_options.join();
+    if (ranks->is_root()) kvc::check_writable_output(output);  // before the calibration pass
     auto model = model_options.load_model();
     const kvc::Tokenizer tokenizer = model_options.load_tokenizer();
     std::vector<int> ids;
@@ -49,8 +59,12 @@ Examples:
       const auto document = tokenizer.encode_prompt(kvc::read_text_file(path), model->config().bos_token_id);
       ids.insert(ids.end(), document.begin(), document.end());
     }
+    ranks->check_same("models", model->config().config_hash);
+    ranks->check_same("calibration data", kvc::hash_files(data));
+    ranks->check_same("--tokens or --ctx-size", std::to_string(options.tokens) + "/" + std::to_string(options.seq_len));
     options.show_progress = !json;
-    const auto result = kvc::lowrank::calibrate(*model, ids, options);
+    const auto result = kvc::lowrank::calibrate(*model, ids, options, ranks.get());
+    if (!ranks->is_root()) return 0;
     kvc::lowrank::Artifact a = kvc::lowrank::bases_artifact(result);
     a.metadata["data_hash"] = kvc::hash_files(data);
     a.metadata["seq_len"] = std::to_string(options.seq_len);
@@ -76,7 +90,8 @@ Examples:
     const nlohmann::json out = {{"output", output},          {"tokens", result.tokens},
                                 {"kv_dim", d},               {"ranks_at_25_50_75", {ks[0], ks[1], ks[2]}},
                                 {"explained", layers},       {"model_config_hash", model->config().config_hash},
-                                {"data_hash", a.metadata["data_hash"]}, {"mean_centred", false}};
+                                {"data_hash", a.metadata["data_hash"]}, {"mean_centred", false},
+                                {"ranks", ranks->world()},   {"exchange_seconds", result.exchange_seconds}};
     if (json) std::printf("%s\n", out.dump().c_str());
     else if (output != "-") std::printf("wrote %s (%lld tokens)\n", output.c_str(), static_cast<long long>(result.tokens));
     return 0;

@@ -3,6 +3,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "util/error.h"
 #include "util/interrupt.h"
@@ -28,7 +29,10 @@ class StateCollector : public ForwardObserver {
 
 }  // namespace
 
-CalibrationResult calibrate(const LlamaModel& model, const std::vector<int>& ids, const CalibrationOptions& options) {
+CalibrationResult calibrate(const LlamaModel& model, const std::vector<int>& ids, const CalibrationOptions& options,
+                            const Ranks* ranks) {
+  const Ranks alone;
+  const Ranks& r = ranks != nullptr ? *ranks : alone;
   const ModelConfig& c = model.config();
   KVC_CHECK(options.seq_len >= 2 && options.seq_len <= c.max_position_embeddings,
             "--seq-len must be in 2..{} (the model's context), got {}", c.max_position_embeddings, options.seq_len);
@@ -45,9 +49,15 @@ CalibrationResult calibrate(const LlamaModel& model, const std::vector<int>& ids
   ForwardOptions fo;
   fo.all_logits = false;
   fo.observer = &collector;
-  Progress progress("calibrate", total, "tok", options.show_progress);
+  // Each rank shows its own share: the root's bar tracks the slowest part of the job closely enough.
+  int64_t mine = 0;
+  for (int64_t t0 = 0, w = 0; t0 < total; t0 += options.seq_len, ++w) {
+    if (w % r.world() == r.rank()) mine += std::min(options.seq_len, total - t0);
+  }
+  Progress progress("calibrate", mine, "tok", options.show_progress && r.is_root());
   at::NoGradGuard no_grad;
-  for (int64_t t0 = 0; t0 < total && !interrupted(); t0 += options.seq_len) {
+  for (int64_t t0 = 0, w = 0; t0 < total && !interrupted(); t0 += options.seq_len, ++w) {
+    if (w % r.world() != r.rank()) continue;
     const int64_t n = std::min(options.seq_len, total - t0);
     std::vector<int> window(ids.begin() + t0, ids.begin() + t0 + n);
     KVCache cache = model.new_cache();
@@ -55,14 +65,30 @@ CalibrationResult calibrate(const LlamaModel& model, const std::vector<int>& ids
     progress.advance(n);
   }
   progress.finish();
-  KVC_CHECK(!interrupted(), "calibration interrupted; nothing written");
-  CalibrationResult r;
-  r.tokens = k[0].count();
+  const auto exchange_start = std::chrono::steady_clock::now();
+  // Every rank learns whether any was interrupted, so none waits for a sum that will not come.
+  at::Tensor stopped = at::tensor({interrupted() ? 1.0 : 0.0}, at::kDouble);
+  at::Tensor counts = at::tensor({static_cast<double>(k[0].count())}, at::kDouble);
+  std::vector<at::Tensor> flags = {stopped, counts};
+  r.sum(flags);
+  KVC_CHECK(stopped.item<double>() == 0, "calibration interrupted; nothing written");
+  std::vector<at::Tensor> sums;
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    r.keys.push_back(eigen_basis(k[l].matrix()));
-    r.values.push_back(eigen_basis(v[l].matrix()));
+    sums.push_back(k[l].sum());
+    sums.push_back(v[l].sum());
   }
-  return r;
+  r.sum(sums);
+  const auto tokens = static_cast<int64_t>(counts.item<double>());
+  CalibrationResult result;
+  result.tokens = tokens;
+  result.exchange_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange_start).count();
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    k[l].set_count(tokens);
+    v[l].set_count(tokens);
+    result.keys.push_back(eigen_basis(k[l].matrix()));
+    result.values.push_back(eigen_basis(v[l].matrix()));
+  }
+  return result;
 }
 
 Artifact bases_artifact(const CalibrationResult& result) {

@@ -16,6 +16,9 @@ class SecondMoment {
   void add(const at::Tensor& rows);  // [n, dim], any float dtype
   int64_t count() const { return count_; }
   at::Tensor matrix() const;  // E[x xᵀ], [dim, dim] float64
+  // Σ x xᵀ and the row count, in place, for adding the accumulators of several ranks.
+  at::Tensor& sum() { return sum_; }
+  void set_count(int64_t count) { count_ = count; }
 
  private:
   at::Tensor sum_;  // Σ x xᵀ, float64
