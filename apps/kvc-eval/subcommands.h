@@ -12,5 +12,6 @@ void add_needle_command(CLI::App& app, std::function<int()>& action);
 void add_tasks_command(CLI::App& app, std::function<int()>& action);
 void add_longbench_command(CLI::App& app, std::function<int()>& action);
 void add_sweep_command(CLI::App& app, std::function<int()>& action);
+void add_merge_command(CLI::App& app, std::function<int()>& action);
 
 }  // namespace kvc::eval_app

@@ -9,6 +9,7 @@
 #include "harness/result_store.h"
 #include "harness/sweep_plan.h"
 #include "harness/sweep_report.h"
+#include "harness/sweep_shards.h"
 #include "flag_vocabulary.h"
 #include "harness_options.h"
 #include "subcommands.h"
@@ -39,6 +40,7 @@ struct Options : TaskCommandOptions {
   std::string task_lengths;
   int64_t max_new_tokens = 32;
   int64_t max_cells = 0;
+  std::string shard;
 };
 
 std::vector<std::string> known_tasks() {
@@ -126,8 +128,12 @@ int run(Options& o) {
             "-f/--file is required for the ppl and kl tasks (e.g. -f data/text/wikitext2/wiki.test.raw)");
   KVC_CHECK(!needle_task || !o.haystack.empty(),
             "--haystack is required for the needle task (e.g. --haystack data/text/pg_essays)");
+  const SweepShard shard = o.shard.empty() ? SweepShard{} : parse_sweep_shard(o.shard);
   ensure_out_dir(o.out);
-  ResultStore store(o.out + "/results.jsonl");
+  // A shard appends to a file of its own; the cells of results.jsonl (an earlier run or merge) count as done.
+  ResultStore store(o.out + "/" + (shard.sharded() ? shard.results_name() : "results.jsonl"));
+  const ResultStore earlier(o.out + "/results.jsonl");
+  const auto done = [&](const SweepCell& c) { return store.has(c.key()) || earlier.has(c.key()); };
 
   const TaskRun loaded(o);  // its own setup is the uncompressed one; each cell builds its method's
   const LlamaModel& model = *loaded.model;
@@ -154,22 +160,35 @@ int run(Options& o) {
       "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", model.config().config_hash, o.harness.query, o.harness.truncate,
       o.harness.seed, o.file, o.kl.plan.window, o.kl.plan.max_windows, o.haystack, o.needle_lengths, o.needle_depths,
       o.templates, o.samples, o.task_lengths, o.max_new_tokens));
-  for (const auto& r : store.records()) {
-    KVC_CHECK(r.value("settings", "") == settings,
-              "--out-dir: {} holds cells made with other settings (model, --query, --seed, lengths, samples or data "
-              "differ); use another --out-dir folder or delete the file",
-              store.path());
+  for (const ResultStore* s : std::initializer_list<const ResultStore*>{&store, &earlier}) {
+    for (const auto& r : s->records()) {
+      KVC_CHECK(r.value("settings", "") == settings,
+                "--out-dir: {} holds cells made with other settings (model, --query, --seed, lengths, samples or "
+                "data differ); use another --out-dir folder or delete the file",
+                s->path());
+    }
   }
-  int64_t todo = 0;
-  for (const auto& c : cells) todo += !store.has(c.key());
-  if (!o.json)
-    std::fprintf(stderr, "sweep: %zu cells (%zu done before, %lld to run) -> %s\n", cells.size(), cells.size() - todo,
-                 static_cast<long long>(todo), store.path().c_str());
+  ShardStatus status{shard, settings, {}, 0, 0};
+  for (size_t i = 0; i < cells.size(); ++i) {
+    status.plan.push_back(cells[i].key());
+    if (!shard.owns(i)) continue;
+    ++status.owned;
+    status.done += done(cells[i]);
+  }
+  const int64_t todo = status.owned - status.done;
+  if (shard.sharded()) write_shard_status(o.out, status);
+  if (!o.json) {
+    const std::string part = shard.sharded() ? fmt::format("shard {} of {}: {} of ", shard.index, shard.count,
+                                                            status.owned) : "";
+    std::fprintf(stderr, "sweep: %s%zu cells (%lld done before, %lld to run) -> %s\n", part.c_str(), cells.size(),
+                 static_cast<long long>(status.done), static_cast<long long>(todo), store.path().c_str());
+  }
   Progress progress("sweep", todo, "cells", !o.json);
   int64_t ran = 0;
   bool stopped = false;
-  for (const auto& cell : cells) {
-    if (store.has(cell.key())) continue;
+  for (size_t index = 0; index < cells.size(); ++index) {
+    const SweepCell& cell = cells[index];
+    if (!shard.owns(index) || done(cell)) continue;
     if (interrupted() || (o.max_cells > 0 && ran >= o.max_cells)) {
       stopped = true;
       break;
@@ -189,14 +208,28 @@ int run(Options& o) {
                   {"result", result},
                   {"metadata", meta}});
     ++ran;
+    ++status.done;
+    if (shard.sharded()) write_shard_status(o.out, status);
     progress.advance();
   }
   progress.finish();
+  if (shard.sharded()) {
+    nlohmann::json summary = {{"shard", shard.index},  {"shards", shard.count}, {"cells", cells.size()},
+                              {"owned", status.owned}, {"ran", ran},            {"reused", status.done - ran},
+                              {"complete", status.done == status.owned},        {"results", store.path()},
+                              {"wall_seconds", loaded.seconds()}};
+    if (o.json) std::printf("%s\n", summary.dump().c_str());
+    else std::printf("sweep: shard %d of %d ran %lld cells, reused %lld, %s; wrote %s\nwhen every shard is done: "
+                     "kvc-eval merge --out-dir %s\n", shard.index, shard.count, static_cast<long long>(ran),
+                     static_cast<long long>(status.done - ran),
+                     stopped ? "stopped early (re-run to resume)" : "complete", store.path().c_str(), o.out.c_str());
+    return stopped && interrupted() ? 130 : 0;
+  }
   const std::vector<std::string> pngs = write_sweep_report(o.out, store.records());
   nlohmann::json summary = {{"cells", cells.size()},
                             {"ran", ran},
                             {"reused", cells.size() - todo},
-                            {"complete", store.records().size() >= cells.size() && !stopped},
+                            {"complete", status.done == status.owned},
                             {"results", store.path()},
                             {"plots", pngs},
                             {"wall_seconds", loaded.seconds()}};
@@ -228,7 +261,14 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
       "--haystack data/text/pg_essays --needle-lengths 256 --needle-depths 0.5 --samples 1 --task-lengths 256 "
       "--out-dir out/sweep2\n"
       "  kvc-eval sweep -m data/models/stories260K --methods none,snapkv --ratios 0.5 --retrieval adaptive:budget=32 "
-      "--tasks kl -f data/text/wikitext2/wiki.test.raw -c 128 --max-windows 2 --out-dir out/sweep3\n",
+      "--tasks kl -f data/text/wikitext2/wiki.test.raw -c 128 --max-windows 2 --out-dir out/sweep3\n"
+      "\nShards: --shard I/N runs cells I, I+N, I+2N, ... of the plan; shards need no connection to each other (ranks of\n"
+      "torchrun or Slurm with --shard auto, a Slurm array, a shell loop), only the same flags and --out-dir. Then\n"
+      "kvc-eval merge --out-dir OUT writes the tables and plots of the whole sweep, as one process would:\n"
+      "  for i in 0 1; do kvc-eval sweep -m data/models/stories260K --methods none,snapkv,h2o --ratios 0.5,0.9 "
+      "--tasks kl -f data/text/wikitext2/wiki.test.raw -c 128 --max-windows 2 --out-dir out/sharded --shard $i/2 & "
+      "done; wait -n && wait -n\n"
+      "  kvc-eval merge --out-dir out/sharded\n",
       fmt::join(synthetic_task_names(), ", ")));
   o->add_common_to(*cmd, /*with_compression=*/false);
   cmd->add_option("--methods", o->methods, "Press specs NAME[:key=val,...], comma-separated, or all")
@@ -252,6 +292,9 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--task-lengths", o->task_lengths, "Synthetic task prompt lengths (default min(512, context/2))");
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens decoded per synthetic answer")->capture_default_str();
   cmd->add_option("--max-cells", o->max_cells, "Run at most N new cells, then stop (0 = all)")->capture_default_str();
+  cmd->add_option("--shard", o->shard,
+                  "Run only shard I of N of the cells (I/N, or auto: torchrun's RANK/WORLD_SIZE or Slurm's "
+                  "SLURM_PROCID/SLURM_NTASKS) into OUT/results.shard-I-of-N.jsonl; then kvc-eval merge");
   cli::add_out_dir(*cmd, o->out, "Result folder")->required();
   cli::add_json_switch(*cmd, o->json, "Print a JSON summary on stdout");
   on_run(cmd, o, action, run);

@@ -9,6 +9,7 @@
 #include "lowrank/gate_training.h"
 #include "flag_vocabulary.h"
 #include "model_options.h"
+#include "rank_options.h"
 #include "tool_main.h"
 #include "util/files.h"
 #include "util/hash.h"
@@ -22,6 +23,7 @@ struct TrainCli {
   double heldout_share = 0.1;
   bool json = false;
   kvc::lowrank::TrainOptions o;
+  kvc::cli::RankOptions ranks;
 };
 
 void add_train_options(CLI::App& app, TrainCli& t) {
@@ -50,6 +52,7 @@ void add_train_options(CLI::App& app, TrainCli& t) {
   app.add_flag("--resume", t.o.resume, "Continue from --checkpoint (same flags required)");
   app.add_option("--stop-after", t.o.stop_after, "Stop at this step with a checkpoint, as an interruption would");
   kvc::cli::add_json_switch(app, t.json);
+  t.ranks.add_to(app);
 }
 
 int run_train(TrainCli& t) {
@@ -59,8 +62,12 @@ int run_train(TrainCli& t) {
   KVC_CHECK(!(t.json && t.output == "-"), "-o - and --json would both write to stdout; give -o a file name");
   KVC_CHECK(t.heldout_share > 0 && t.heldout_share < 1, "--heldout must be in (0, 1), got {}", t.heldout_share);
   t.o.validate();  // meaningless options and unwritable paths fail before the model loads
-  if (!t.output.empty()) kvc::check_writable_output(t.output);
-  if (!t.o.checkpoint.empty()) kvc::check_writable_output(t.o.checkpoint);
+  const int world = kvc::rank_environment().world;  // checked before waiting for the other ranks
+  KVC_CHECK(t.o.batch >= world, "--batch {} over {} ranks: each rank runs whole windows, so --batch must be at "
+            "least the number of ranks", t.o.batch, world);
+  const std::shared_ptr<kvc::Ranks> ranks = t.ranks.join();
+  if (ranks->is_root() && !t.output.empty()) kvc::check_writable_output(t.output);
+  if (ranks->is_root() && !t.o.checkpoint.empty()) kvc::check_writable_output(t.o.checkpoint);
   auto model = t.model.load_model();
   const auto bases = kvc::lowrank::load_artifact(t.bases, model->config());
   KVC_CHECK(!bases.is_gates(), "--bases: '{}' holds gates; pass the bases file from kvc-calibrate", t.bases);
@@ -71,22 +78,26 @@ int run_train(TrainCli& t) {
     const auto document = tok.encode_prompt(kvc::read_text_file(path), model->config().bos_token_id);
     ids.insert(ids.end(), document.begin(), document.end());
   }
+  ranks->check_same("training data", kvc::hash_files(t.data));
+  ranks->check_same("bases", kvc::hash_file(t.bases));
   const auto split = static_cast<size_t>(static_cast<double>(ids.size()) * (1.0 - t.heldout_share));
   const std::vector<int> train(ids.begin(), ids.begin() + split), heldout(ids.begin() + split, ids.end());
-  t.o.show_progress = !t.json;
+  t.o.show_progress = !t.json && ranks->is_root();
   nlohmann::json evals = nlohmann::json::array();
   const auto res = kvc::lowrank::train_gates(*model, bases, train, heldout, t.o, [&](const kvc::lowrank::EvalPoint& e) {
     evals.push_back({{"step", e.step}, {"train_loss", e.train_loss}, {"heldout_ce", e.heldout_ce},
                      {"heldout_ce_exact_cache", e.heldout_ce_full}, {"retain_soft", e.soft_retain},
                      {"retain_hard", e.hard_retain}, {"tokens_per_second", e.tokens_per_second}});
-    if (!t.json) {
+    if (!t.json && ranks->is_root()) {
       std::fprintf(stderr, "\nstep %lld: loss %.4f | held-out CE %.4f (exact cache %.4f), R soft %.3f, hard %.3f | %.0f tok/s\n",
                    static_cast<long long>(e.step), e.train_loss, e.heldout_ce, e.heldout_ce_full, e.soft_retain,
                    e.hard_retain, e.tokens_per_second);
     }
-  });
+  }, ranks.get());
+  if (!ranks->is_root()) return 0;  // rank 0 writes the gates and the report
   nlohmann::json out = {{"steps_done", res.steps_done}, {"finished", res.finished}, {"tokens", res.tokens_seen},
-                        {"evals", evals}, {"checkpoint", t.o.checkpoint}};
+                        {"evals", evals}, {"checkpoint", t.o.checkpoint}, {"ranks", ranks->world()},
+                        {"exchange_seconds", res.exchange_seconds}};
   if (res.finished && !t.output.empty()) {
     kvc::lowrank::Artifact gates = res.gates;
     gates.metadata["bases_hash"] = kvc::hash_file(t.bases);
@@ -116,6 +127,13 @@ Training windows are a function of (--seed, step), so an interrupted run continu
 (same flags) reaches the same gates as an uninterrupted one. Ctrl-C stops at the next step with a
 checkpoint.
 
+Several processes share each step's batch (window b goes to rank b % ranks) and add up their
+gradients over c10d (Gloo) before every update, so N ranks train the gates of one process with the
+same --batch. Launched by torchrun or Slurm, they read their rank from its environment; rank 0 writes
+the checkpoints, the gates and the report, and sends the checkpoint to the others on --resume. Ctrl-C
+on any rank stops every rank after the same step with a checkpoint; a rank that dies ends the others
+with one line naming the last checkpoint to resume from.
+
 Examples:
   kvc-calibrate -m data/models/stories260K -f data/text/tinystories/tinystories_excerpt_30k.txt -o bases.safetensors
   kvc-train -m data/models/stories260K --bases bases.safetensors \
@@ -124,6 +142,9 @@ Examples:
   kvc-train -m data/models/stories260K --bases bases.safetensors \
       -f data/text/tinystories/tinystories_excerpt_30k.txt --alpha 16 --steps 20 -c 128 \
       --checkpoint train.ckpt --resume -o gates.safetensors
+  for r in 0 1; do RANK=$r WORLD_SIZE=2 MASTER_PORT=29513 kvc-train -m data/models/stories260K \
+      --bases bases.safetensors -f data/text/tinystories/tinystories_excerpt_30k.txt --alpha 16 --steps 20 \
+      -c 128 -t 1 -o gates2.safetensors & done; wait -n && wait -n
   kvc-train inspect -m data/models/stories260K --lowrank gates.safetensors --text "Once upon a time"
   kvc-eval kl -m data/models/stories260K -f data/text/wikitext2/wiki.test.raw --lowrank gates.safetensors
 )");

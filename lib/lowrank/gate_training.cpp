@@ -144,8 +144,12 @@ std::string signature(const LlamaModel& model, const TrainOptions& o) {
 
 TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const std::vector<int>& train_ids,
                         const std::vector<int>& heldout_ids, const TrainOptions& o,
-                        const std::function<void(const EvalPoint&)>& on_eval) {
+                        const std::function<void(const EvalPoint&)>& on_eval, const Ranks* ranks) {
   o.validate();
+  const Ranks alone;
+  const Ranks& r = ranks != nullptr ? *ranks : alone;
+  KVC_CHECK(o.batch >= r.world(), "--batch {} over {} ranks: each rank runs whole windows, so --batch must be at "
+            "least the number of ranks", o.batch, r.world());
   const ModelConfig& c = model.config();
   const int64_t L = c.num_layers, d = c.kv_dim();
   KVC_CHECK(o.steps > 0 && o.batch > 0, "--steps and --batch must be > 0");
@@ -185,10 +189,18 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
 
   const std::string sig = signature(model, o);
   int64_t step = 0;
+  r.check_same("training flags (or models)", sig);
   if (o.resume) {
+    // Rank 0 reads the file and sends it to the others: the ranks need no shared folder.
+    std::string bytes;
+    if (r.is_root()) {
+      KVC_CHECK(file_exists(o.checkpoint), "--resume: checkpoint '{}' does not exist", o.checkpoint);
+      bytes = read_text_file(o.checkpoint);  // bytes as stored
+    }
+    r.broadcast(bytes);
     torch::serialize::InputArchive ar;
     try {
-      ar.load_from(o.checkpoint);
+      ar.load_from(bytes.data(), bytes.size());
     } catch (const c10::Error&) {
       fail("--resume: cannot read checkpoint '{}'", o.checkpoint);
     }
@@ -210,8 +222,11 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
     ar.read("optimizer", opt_ar);
     optimizer.load(opt_ar);
   }
+  int64_t checkpoint_step = o.resume ? step : -1;
   const auto save_checkpoint = [&] {
     if (o.checkpoint.empty()) return;
+    checkpoint_step = step;
+    if (!r.is_root()) return;
     torch::serialize::OutputArchive ar;
     ar.write("signature", c10::IValue(sig));
     for (size_t i = 0; i < all_params.size(); ++i) ar.write("p" + std::to_string(i), all_params[i].detach());
@@ -239,47 +254,96 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
   for (int64_t i = 0; i < o.eval_windows && (i + 1) * o.seq_len <= static_cast<int64_t>(heldout_ids.size()); ++i) {
     heldout.emplace_back(heldout_ids.begin() + i * o.seq_len, heldout_ids.begin() + (i + 1) * o.seq_len);
   }
+  TrainResult result;
+  // Sums across ranks, with a failure (a rank gone) naming the checkpoint that is still good.
+  const auto exchange = [&](std::vector<torch::Tensor>& tensors) {
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      r.sum(tensors);
+    } catch (const Error& e) {
+      if (checkpoint_step < 0) throw;
+      fail("{}; checkpoint '{}' (step {}) is intact: start every rank again with --resume", e.what(), o.checkpoint,
+           checkpoint_step);
+    }
+    result.exchange_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  // Held-out window i is scored by rank i % world; the sums are added up across ranks.
+  const auto mine = [&](size_t i) { return static_cast<int64_t>(i) % r.world() == r.rank(); };
+  const double n_heldout = static_cast<double>(heldout.size());
   double ce_full = 0;
   {
     torch::NoGradGuard no_grad;
-    for (const auto& w : heldout) ce_full += exact_ce(model, w) / static_cast<double>(heldout.size());
+    std::vector<torch::Tensor> sums = {torch::zeros({1}, torch::kDouble)};
+    for (size_t i = 0; i < heldout.size(); ++i)
+      if (mine(i)) sums[0] += exact_ce(model, heldout[i]);
+    exchange(sums);
+    ce_full = sums[0].item<double>() / n_heldout;
   }
 
-  TrainResult result;
   double last_loss = 0;
   const auto evaluate = [&] {
     torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> sums = {torch::zeros({3}, torch::kDouble)};
+    auto acc = sums[0].accessor<double, 1>();
+    for (size_t i = 0; i < heldout.size(); ++i) {
+      if (!mine(i)) continue;
+      const Forward f = run_window(model, k, v, heldout[i], o.tau);
+      acc[0] += f.ce.item<double>();
+      acc[1] += f.retain.item<double>();
+      acc[2] += f.hard_retain;
+    }
+    exchange(sums);
     EvalPoint e;
     e.step = step;
     e.train_loss = last_loss;
     e.heldout_ce_full = ce_full;
-    for (const auto& w : heldout) {
-      const Forward f = run_window(model, k, v, w, o.tau);
-      e.heldout_ce += f.ce.item<double>() / static_cast<double>(heldout.size());
-      e.soft_retain += f.retain.item<double>() / static_cast<double>(heldout.size());
-      e.hard_retain += f.hard_retain / static_cast<double>(heldout.size());
-    }
+    e.heldout_ce = sums[0][0].item<double>() / n_heldout;
+    e.soft_retain = sums[0][1].item<double>() / n_heldout;
+    e.hard_retain = sums[0][2].item<double>() / n_heldout;
     return e;
   };
 
   const int64_t n_starts = static_cast<int64_t>(train_ids.size()) - o.seq_len + 1;
   const int64_t end_step = o.stop_after > 0 ? std::min(o.steps, o.stop_after) : o.steps;
-  Progress progress("train", std::max<int64_t>(0, end_step - step) * o.batch * o.seq_len, "tok", o.show_progress);
+  Progress progress("train", std::max<int64_t>(0, end_step - step) * o.batch * o.seq_len, "tok",
+                    o.show_progress && r.is_root());
   const auto t_start = std::chrono::steady_clock::now();
   int64_t run_tokens = 0;
-  while (step < end_step && !interrupted()) {
+  bool stop = false;
+  while (step < end_step && !stop) {
     const double lr = lr_at(o, step);
     static_cast<torch::optim::AdamWOptions&>(optimizer.param_groups()[0].options()).lr(lr);
     static_cast<torch::optim::AdamWOptions&>(optimizer.param_groups()[1].options()).lr(lr * o.basis_lr_scale);
     optimizer.zero_grad();
     double loss_sum = 0;
-    for (int64_t b = 0; b < o.batch; ++b) {
+    for (int64_t b = r.rank(); b < o.batch; b += r.world()) {
       const int64_t s0 = window_start(o.seed, step, b, n_starts);
       const std::vector<int> window(train_ids.begin() + s0, train_ids.begin() + s0 + o.seq_len);
       const Forward f = run_window(model, k, v, window, o.tau);
       const torch::Tensor loss = (f.ce + o.alpha * f.retain * f.retain) / static_cast<double>(o.batch);
       loss.backward();
       loss_sum += loss.item<double>();
+    }
+    // One exchange per step: every gradient, the loss and whether any rank was interrupted (so that
+    // all ranks stop after the same step and none waits for a sum that will not come).
+    if (r.world() > 1) {
+      std::vector<torch::Tensor> grads;
+      for (torch::Tensor& p : all_params) {
+        if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+        grads.push_back(p.grad().flatten());
+      }
+      std::vector<torch::Tensor> sums = {torch::cat(grads), torch::tensor({loss_sum, interrupted() ? 1.0 : 0.0},
+                                                                          torch::kDouble)};
+      exchange(sums);
+      int64_t offset = 0;
+      for (torch::Tensor& p : all_params) {
+        p.mutable_grad().copy_(sums[0].narrow(0, offset, p.numel()).view_as(p));
+        offset += p.numel();
+      }
+      loss_sum = sums[1][0].item<double>();
+      stop = sums[1][1].item<double>() > 0;
+    } else {
+      stop = interrupted();
     }
     torch::nn::utils::clip_grad_norm_(all_params, o.clip);
     optimizer.step();

@@ -2,13 +2,17 @@
 // Training the token-wise rank gates (and the basis U) with the model frozen: the forward pass runs
 // through a differentiable layer cache that applies the soft mask, x̂ = (x U ⊙ m) U^{-1}, and the loss
 // is cross-entropy + α·R² with R the mean soft mask. Checkpoints hold parameters, optimizer state and
-// the step; data windows are a pure function of (seed, step), so a resumed run repeats the same run.
+// the step; data windows are a pure function of (seed, step, slot), so a resumed run repeats the same
+// run. Over several ranks, slot b of each step's batch is run by rank b % world and the gradients are
+// added up across ranks before every update: the same global batch, and the same gates as one process
+// up to the order of the additions.
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "lowrank/lowrank_artifacts.h"
 #include "model/llama_model.h"
+#include "runtime/ranks.h"
 
 namespace kvc::lowrank {
 
@@ -49,11 +53,14 @@ struct TrainResult {
   std::vector<EvalPoint> evals;
   int64_t steps_done = 0, tokens_seen = 0;
   bool finished = false;  // false: stopped early (interrupt or stop_after), checkpoint written
+  double exchange_seconds = 0;  // adding up gradients and statistics across ranks, waits included (0 alone)
 };
 
-// `train_ids` windows are sampled for training; `heldout_ids` gives the evaluation windows.
+// `train_ids` windows are sampled for training; `heldout_ids` gives the evaluation windows. `ranks`
+// null: this process alone. Over several ranks every rank gets the same result; only rank 0 writes
+// checkpoints (and reads the one to resume, sending it to the others).
 TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const std::vector<int>& train_ids,
                         const std::vector<int>& heldout_ids, const TrainOptions& options,
-                        const std::function<void(const EvalPoint&)>& on_eval = {});
+                        const std::function<void(const EvalPoint&)>& on_eval = {}, const Ranks* ranks = nullptr);
 
 }  // namespace kvc::lowrank

@@ -1,14 +1,18 @@
 #include "runtime/ranks.h"
 
-#include <glog/logging.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 
-#include "util/error.h"
 #include "util/checked_number.h"
+#include "util/error.h"
+
+#if defined(C10_USE_GLOG)
+#include <glog/logging.h>
+#endif
 
 namespace kvc {
 namespace {
@@ -68,8 +72,10 @@ std::shared_ptr<Ranks> Ranks::join(const RankEnvironment& env, const std::string
       "rank {} of {}: the ranks did not all join at {} within {} s (--dist-timeout); check that every rank was "
       "started with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE",
       env.rank, env.world, where, timeout.count());
+#if defined(C10_USE_GLOG)
   // c10d logs each failed socket attempt over several lines; the one-line errors below say what matters.
   FLAGS_minloglevel = google::GLOG_FATAL;
+#endif
   auto group = std::make_unique<Group>();
   try {
     c10d::TCPStoreOptions o;
@@ -98,17 +104,49 @@ std::shared_ptr<Ranks> Ranks::join(const RankEnvironment& env, const std::string
   return ranks;
 }
 
+void Ranks::run_collective(const char* what, const std::function<void()>& exchange) const {
+  try {
+    exchange();
+  } catch (const std::exception& e) {
+    fail("rank {} of {}: {} over the ranks failed (a rank stopped, or none answered within {} s): {}", rank_, world_,
+         what, timeout_.count(), first_line(e.what()));
+  }
+}
+
 void Ranks::sum(std::vector<at::Tensor>& tensors) const {
   if (world_ == 1 || tensors.empty()) return;
   for (at::Tensor& t : tensors) {
-    std::vector<at::Tensor> one = {t};
-    try {
+    run_collective("a sum", [&] {
+      std::vector<at::Tensor> one = {t};
       group_->gloo->allreduce(one)->wait();
-    } catch (const std::exception& e) {
-      fail("rank {} of {}: a sum over the ranks failed (a rank stopped, or none answered within {} s): {}", rank_,
-           world_, timeout_.count(), first_line(e.what()));
-    }
+    });
   }
+}
+
+void Ranks::broadcast(std::string& bytes) const {
+  if (world_ == 1) return;
+  at::Tensor size = at::tensor({static_cast<int64_t>(bytes.size())}, at::kLong);
+  run_collective("a broadcast from rank 0", [&] {
+    std::vector<at::Tensor> one = {size};
+    group_->gloo->broadcast(one)->wait();
+  });
+  const int64_t n = size.item<int64_t>();
+  at::Tensor data = at::empty({n}, at::kByte);
+  if (is_root()) std::memcpy(data.data_ptr<uint8_t>(), bytes.data(), static_cast<size_t>(n));
+  if (n > 0) {
+    run_collective("a broadcast from rank 0", [&] {
+      std::vector<at::Tensor> one = {data};
+      group_->gloo->broadcast(one)->wait();
+    });
+  }
+  bytes.assign(reinterpret_cast<const char*>(data.data_ptr<uint8_t>()), static_cast<size_t>(n));
+}
+
+bool Ranks::any(bool flag) const {
+  at::Tensor t = at::tensor({flag ? 1.0 : 0.0}, at::kDouble);
+  std::vector<at::Tensor> one = {t};
+  sum(one);
+  return t.item<double>() > 0;
 }
 
 void Ranks::check_same(const std::string& what, const std::string& value) const {

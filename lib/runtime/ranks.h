@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,11 +38,17 @@ class Ranks {
   bool is_root() const { return rank_ == 0; }
   // Sums each CPU tensor over the ranks, in place.
   void sum(std::vector<at::Tensor>& tensors) const;
+  // Every rank gets rank 0's `bytes` (the others' are replaced).
+  void broadcast(std::string& bytes) const;
+  // True on every rank when `flag` is true on any (e.g. one rank was interrupted).
+  bool any(bool flag) const;
   // Fails on every rank, naming `what`, unless every rank passed the same `value`.
   void check_same(const std::string& what, const std::string& value) const;
 
  private:
   struct Group;
+  // Runs one exchange; a failure (a rank gone, a timeout) becomes one line naming `what`.
+  void run_collective(const char* what, const std::function<void()>& exchange) const;
   int rank_ = 0, world_ = 1;
   std::chrono::seconds timeout_{0};
   std::unique_ptr<Group> group_;

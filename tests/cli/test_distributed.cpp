@@ -1,6 +1,9 @@
-// kvc-calibrate over two ranks on one machine (c10d over 127.0.0.1): the bases equal one process's, and
-// a rank that never comes, ranks started with different flags, and a port already taken each end in a
-// one-line error within the stated timeout.
+// The tools over two ranks on one machine (c10d over 127.0.0.1). kvc-calibrate: the bases equal one
+// process's, and a rank that never comes, ranks started with different flags, and a port already taken
+// each end in a one-line error within the stated timeout. kvc-train: the gates equal one process's with
+// the same global batch, Ctrl-C on one rank stops both with a checkpoint that resumes to the same gates,
+// and a killed rank ends the other in one line naming that checkpoint. kvc-eval sweep: shards merged
+// give the unsharded sweep's table.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -10,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <algorithm>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -49,18 +53,27 @@ struct HeldPort {
 // A port free now: taken by the kernel, then released.
 int free_port() { return HeldPort().port; }
 
-// `world` ranks of kvc-calibrate in the background (rank r with `extra[r]`), waited for together; the
-// exit codes and stderr of every rank are collected.
-test::CommandResult run_ranks(int world, int port, const std::vector<std::string>& extra, const std::string& dir) {
+// `world` ranks of `command` (rank r with `extra[r]` appended) started in the background in `dir`, each
+// with its stdout, stderr and pid in out<r>.txt, err<r>.txt and $p<r>; `then` runs while they do (it may
+// signal them), and then every rank is waited for. stdout: each rank's exit code, one a line; stderr:
+// every rank's stderr.
+test::CommandResult run_ranks(const std::string& command, int world, int port, const std::vector<std::string>& extra,
+                              const std::string& dir, const std::string& then = "") {
   std::string cmd = "cd " + dir + " || exit 9; ";
   for (int r = 0; r < world; ++r) {
-    cmd += "(MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " WORLD_SIZE=" + std::to_string(world) +
-           " RANK=" + std::to_string(r) + " " + bin("kvc-calibrate") + kCalibrate + extra[static_cast<size_t>(r)] +
-           " > out" + std::to_string(r) + ".txt 2> err" + std::to_string(r) + ".txt; echo $? > rc" +
-           std::to_string(r) + ".txt) & ";
+    const std::string n = std::to_string(r);
+    cmd += "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " WORLD_SIZE=" + std::to_string(world) +
+           " RANK=" + n + " " + command + " " + extra[static_cast<size_t>(r)] + " > out" + n + ".txt 2> err" + n +
+           ".txt & p" + n + "=$!; ";
   }
-  cmd += "wait; for r in $(seq 0 " + std::to_string(world - 1) + "); do cat rc$r.txt; cat err$r.txt >&2; done";
-  return run_command(cmd);
+  if (!then.empty()) cmd += then + "; ";
+  for (int r = 0; r < world; ++r) cmd += "wait $p" + std::to_string(r) + "; echo $?; ";
+  cmd += "for r in $(seq 0 " + std::to_string(world - 1) + "); do cat err$r.txt >&2; done";
+  return run_command("{ " + cmd + "; }");  // one group, so that run_command's redirections take all of it
+}
+
+test::CommandResult run_ranks(int world, int port, const std::vector<std::string>& extra, const std::string& dir) {
+  return run_ranks(bin("kvc-calibrate") + kCalibrate, world, port, extra, dir);
 }
 
 std::vector<double> tensor_values(const st::SafetensorsFile& f, const std::string& name) {
@@ -150,6 +163,170 @@ TEST(DistributedCalibrate, MalformedEnvironmentAndBackendAreOneLine) {
                            "environment variable RANK='2': expected an integer in 0..1");
   test::expect_clean_error(run_command(bin("kvc-calibrate") + kCalibrate + "--dist-backend nccl -o /tmp/z.st"),
                            "--dist-backend nccl: this build's LibTorch has no NCCL");
+}
+
+// Largest absolute difference over every tensor of two artifacts with the same tensor names.
+double max_difference(const std::string& a_path, const std::string& b_path) {
+  const auto a = st::SafetensorsFile::open(a_path);
+  const auto b = st::SafetensorsFile::open(b_path);
+  EXPECT_EQ(a->names(), b->names());
+  double worst = 0;
+  for (const std::string& name : a->names()) {
+    const std::vector<double> x = tensor_values(*a, name), y = tensor_values(*b, name);
+    EXPECT_EQ(x.size(), y.size()) << name;
+    for (size_t i = 0; i < std::min(x.size(), y.size()); ++i) worst = std::max(worst, std::fabs(x[i] - y[i]));
+  }
+  return worst;
+}
+
+const std::string kTrainData = test::data_file("tinystories/tinystories_excerpt_30k.txt");
+
+// Bases for the training tests, calibrated once.
+const std::string& train_bases() {
+  static const std::string path = [] {
+    const std::string p = test::make_temp_dir("kvc-dist-bases") + "/bases.safetensors";
+    const test::CommandResult r = run_command(bin("kvc-calibrate") + kCalibrate + "--tokens 4000 -o " + p);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return p;
+  }();
+  return path;
+}
+
+std::string train_command(const std::string& flags) {
+  return bin("kvc-train") + " -m " + test::model_dir("stories260K") + " --bases " + train_bases() + " -f " +
+         kTrainData + " -c 64 -t 1 --alpha 4 --eval-every 0 --eval-windows 2 " + flags;
+}
+
+TEST(DistributedTrain, TwoRanksTrainTheGatesOfOneProcess) {
+  const std::string dir = test::make_temp_dir("kvc-dist-train");
+  for (const int batch : {2, 4}) {
+    const std::string flags = "--steps 8 --batch " + std::to_string(batch) + " --dist-timeout 60 -o ";
+    const std::string one = "one" + std::to_string(batch) + ".safetensors";
+    const std::string two = "two" + std::to_string(batch) + ".safetensors";
+    const test::CommandResult a = run_command("cd " + dir + " && " + train_command(flags + one));
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    const test::CommandResult b = run_ranks(train_command(flags + two), 2, free_port(), {"", ""}, dir);
+    ASSERT_EQ(b.out, "0\n0\n") << b.err;
+    // Batch 2: each rank's gradient is one window's, and their sum is the one process's exactly; batch 4
+    // adds the same four gradients in another order, which moves the gates by rounding only.
+    EXPECT_LE(max_difference(dir + "/" + one, dir + "/" + two), batch == 2 ? 0.0 : 1e-5) << "batch " << batch;
+  }
+  EXPECT_NE(test::slurp(dir + "/out0.txt").find("wrote two4.safetensors after 8 steps"), std::string::npos);
+  EXPECT_EQ(test::slurp(dir + "/out1.txt"), "");
+}
+
+// Waits (in the shell) until `file` exists, at most 60 s.
+std::string wait_for_file(const std::string& file) {
+  return "for i in $(seq 1 6000); do [ -s " + file + " ] && break; sleep 0.01; done";
+}
+
+TEST(DistributedTrain, CtrlCOnOneRankStopsBothWithACheckpointThatResumesToTheSameGates) {
+  const std::string dir = test::make_temp_dir("kvc-dist-train-int");
+  // Enough steps that the signal, sent once the first checkpoint is there, comes well before the end.
+  const std::string steps = "--steps 150 --batch 2 ";
+  const std::string flags = steps + "--checkpoint-every 1 --checkpoint t.ckpt --dist-timeout 60 -o ";
+  const test::CommandResult a = run_command("cd " + dir + " && " + train_command(steps + "-o one.safetensors"));
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const test::CommandResult stopped =
+      run_ranks(train_command(flags + "two.safetensors"), 2, free_port(), {"", ""}, dir, wait_for_file("t.ckpt") + "; kill -INT $p1");
+  ASSERT_EQ(stopped.out, "0\n0\n") << stopped.err;
+  const std::string said = test::slurp(dir + "/out0.txt");
+  ASSERT_NE(said.find("stopped at step"), std::string::npos) << said;
+  EXPECT_FALSE(std::ifstream(dir + "/two.safetensors").good());
+  const test::CommandResult resumed = run_ranks(train_command(flags + "two.safetensors --resume"), 2, free_port(), {"", ""}, dir);
+  ASSERT_EQ(resumed.out, "0\n0\n") << resumed.err;
+  EXPECT_LE(max_difference(dir + "/one.safetensors", dir + "/two.safetensors"), 0.0);
+}
+
+TEST(DistributedTrain, AKilledRankEndsTheOtherInOneLineNamingTheCheckpoint) {
+  const std::string dir = test::make_temp_dir("kvc-dist-train-kill");
+  const auto start = std::chrono::steady_clock::now();
+  const test::CommandResult r = run_ranks(
+      train_command("--steps 100000 --batch 2 --checkpoint-every 1 --checkpoint t.ckpt --dist-timeout 15 -o g.st"), 2,
+      free_port(), {"", ""}, dir, wait_for_file("t.ckpt") + "; kill -KILL $p1");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.out, "1\n137\n") << r.err;
+  // The progress bar may come first; the error is one line, the last.
+  std::string err0 = test::slurp(dir + "/err0.txt");
+  ASSERT_FALSE(err0.empty());
+  EXPECT_EQ(err0.back(), '\n');
+  err0 = err0.substr(err0.rfind('\n', err0.size() - 2) + 1);
+  EXPECT_NE(err0.find("kvc-train: error: rank 0 of 2: "), std::string::npos) << err0;
+  EXPECT_NE(err0.find("checkpoint 't.ckpt' (step "), std::string::npos) << err0;
+  EXPECT_NE(err0.find(") is intact: start every rank again with --resume"), std::string::npos) << err0;
+  EXPECT_LT(seconds, 50.0);
+}
+
+TEST(DistributedTrain, ImpossibleSplitsAndMismatchedRanksAreOneLine) {
+  const std::string dir = test::make_temp_dir("kvc-dist-train-bad");
+  test::expect_clean_error(
+      run_command("cd " + dir + " && WORLD_SIZE=3 RANK=0 " + train_command("--steps 2 --batch 2 -o g.st")),
+      "--batch 2 over 3 ranks: each rank runs whole windows, so --batch must be at least the number of ranks");
+  const test::CommandResult r =
+      run_ranks(train_command("--steps 2 --batch 2 --dist-timeout 60 -o g.st"), 2, free_port(), {"--lr 0.01", "--lr 0.02"}, dir);
+  EXPECT_EQ(r.out, "1\n1\n") << r.err;
+  EXPECT_NE(r.err.find("the ranks were started with different training flags (or models)"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::ifstream(dir + "/g.st").good());
+}
+
+const std::string kSweep = " sweep -m " + test::model_dir("stories260K") +
+                           " --methods none,snapkv,h2o --ratios 0.5,0.9 --tasks kl,ppl -f " +
+                           test::data_file("wikitext2/wiki.test.raw") + " -c 64 --max-windows 2 -t 1 ";
+
+TEST(DistributedSweep, ShardsMergedGiveTheUnshardedTable) {
+  const std::string dir = test::make_temp_dir("kvc-dist-sweep");
+  const test::CommandResult one = run_command(bin("kvc-eval") + kSweep + "--out-dir " + dir + "/one");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  // Two shards as independent processes (a shell loop), a third as a torchrun rank would be (--shard auto).
+  const std::string out = " --out-dir " + dir + "/three";
+  const test::CommandResult s0 = run_command(bin("kvc-eval") + kSweep + out + " --shard 0/3");
+  const test::CommandResult s2 = run_command("RANK=2 WORLD_SIZE=3 " + bin("kvc-eval") + kSweep + out + " --shard auto");
+  ASSERT_EQ(s0.exit_code, 0) << s0.err;
+  ASSERT_EQ(s2.exit_code, 0) << s2.err;
+  EXPECT_NE(s0.out.find("kvc-eval merge --out-dir"), std::string::npos) << s0.out;
+  // Shard 1 has not run: the merge names it and stops, unless partial results are asked for.
+  test::expect_clean_error(run_command(bin("kvc-eval") + " merge" + out),
+                           "shard 1 of 3: not started); run those shards again with the same flags");
+  const test::CommandResult partial = run_command(bin("kvc-eval") + " merge --allow-partial --json" + out);
+  ASSERT_EQ(partial.exit_code, 0) << partial.err;
+  EXPECT_NE(partial.out.find("\"complete\":false"), std::string::npos) << partial.out;
+  const test::CommandResult s1 = run_command(bin("kvc-eval") + kSweep + out + " --shard 1/3");
+  ASSERT_EQ(s1.exit_code, 0) << s1.err;
+  const test::CommandResult merged = run_command(bin("kvc-eval") + " merge" + out);
+  ASSERT_EQ(merged.exit_code, 0) << merged.err;
+  EXPECT_EQ(test::slurp(dir + "/three/results.md"), test::slurp(dir + "/one/results.md"));
+  EXPECT_NE(merged.out.find("merge: 3 shards, 10 of 10 cells;"), std::string::npos) << merged.out;
+  // The merged file lists the cells in the order one process ran them, so an unsharded re-run resumes from it.
+  const auto keys = [](const std::string& jsonl) {
+    std::vector<std::string> out;
+    for (size_t p = jsonl.find("\"cell\":\""); p != std::string::npos; p = jsonl.find("\"cell\":\"", p + 1))
+      out.push_back(jsonl.substr(p + 8, jsonl.find('"', p + 8) - p - 8));
+    return out;
+  };
+  EXPECT_EQ(keys(test::slurp(dir + "/three/results.jsonl")), keys(test::slurp(dir + "/one/results.jsonl")));
+  const test::CommandResult rerun = run_command(bin("kvc-eval") + kSweep + out + " --json");
+  EXPECT_NE(rerun.out.find("\"ran\":0"), std::string::npos) << rerun.out << rerun.err;
+}
+
+TEST(DistributedSweep, BadShardsAndMixedSweepsAreOneLine) {
+  const std::string dir = test::make_temp_dir("kvc-dist-sweep-bad");
+  for (const std::string bad : {"2/2", "1", "a/b", "0/0", "1/2/3"}) {
+    test::expect_clean_error(run_command(bin("kvc-eval") + kSweep + "--out-dir " + dir + "/x --shard " + bad),
+                             "--shard '" + bad + "': expected I/N with 0 <= I < N");
+  }
+  test::expect_clean_error(run_command("env -u RANK -u WORLD_SIZE -u SLURM_NTASKS " + bin("kvc-eval") + kSweep +
+                                       "--out-dir " + dir + "/x --shard auto"),
+                           "--shard auto: no launcher environment");
+  test::expect_clean_error(run_command(bin("kvc-eval") + " merge --out-dir " + dir), "has no shard-I-of-N.json files");
+  // Shards of two different sweeps in one folder.
+  ASSERT_EQ(run_command(bin("kvc-eval") + kSweep + "--out-dir " + dir + "/mixed --shard 0/2 --max-cells 1").exit_code, 0);
+  std::string other_sweep = kSweep;
+  other_sweep.replace(other_sweep.find("--max-windows 2"), 15, "--max-windows 1");
+  const test::CommandResult other =
+      run_command(bin("kvc-eval") + other_sweep + "--out-dir " + dir + "/mixed --shard 1/2 --max-cells 1");
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  test::expect_clean_error(run_command(bin("kvc-eval") + " merge --out-dir " + dir + "/mixed"),
+                           "every shard must be started with the same flags");
 }
 
 }  // namespace

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# kvc-train on one process and on two ranks (one thread each, c10d/Gloo over 127.0.0.1) with the same
+# global batch: wall time of each, the time rank 0 spent adding up gradients (waits for the slower rank
+# included), and the largest difference between the two runs' gates.
+# Writes data/results/distributed/train.{json,md}. Run it on an otherwise idle machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=build/bin
+MODEL=data/models/kvc-tiny-lm
+FILES=(data/text/pg_essays/*.txt)
+STEPS=${KVC_STEPS:-100}
+BATCH=${KVC_BATCH:-8}
+PORT=${MASTER_PORT:-29532}
+OUT=data/results/distributed
+TOKENS=20000
+if [ -n "${KVC_SMOKE:-}" ]; then STEPS=2; BATCH=2; TOKENS=4000; OUT=$(mktemp -d); fi
+mkdir -p "$OUT"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$BIN/kvc-calibrate" -m "$MODEL" -f "${FILES[@]}" --tokens "$TOKENS" -t 1 -o "$work/bases.safetensors" > /dev/null
+args=(-m "$MODEL" --bases "$work/bases.safetensors" -f "${FILES[@]}" --steps "$STEPS" --batch "$BATCH" -c 128
+      --alpha 4 --eval-every 0 -t 1 --json)
+
+t0=$(date +%s.%N)
+"$BIN/kvc-train" "${args[@]}" -o "$work/one.safetensors" > "$work/one.json"
+t1=$(date +%s.%N)
+for r in 0 1; do
+  RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT "$BIN/kvc-train" "${args[@]}" \
+    -o "$work/two.safetensors" > "$work/rank$r.json" &
+done
+wait
+t2=$(date +%s.%N)
+
+python3 - "$work" "$OUT" "$t0" "$t1" "$t2" "$STEPS" "$BATCH" <<'PY'
+import json, pathlib, struct, sys
+work, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+t0, t1, t2 = map(float, sys.argv[3:6])
+steps, batch = int(sys.argv[6]), int(sys.argv[7])
+one, two = json.loads((work / "one.json").read_text()), json.loads((work / "rank0.json").read_text())
+
+def tensors(path):
+    raw = path.read_bytes()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    data = raw[8 + n:]
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__" or info["dtype"] != "F32":
+            continue
+        a, b = info["data_offsets"]
+        out[name] = struct.unpack(f"<{(b - a) // 4}f", data[a:b])
+    return out
+
+x, y = tensors(work / "one.safetensors"), tensors(work / "two.safetensors")
+worst = max(abs(p - q) for k, v in x.items() for p, q in zip(v, y[k]))
+result = {"model": "kvc-tiny-lm", "steps": steps, "batch": batch, "seq_len": 128, "tokens": one["tokens"],
+          "seconds_one_process": t1 - t0, "seconds_two_ranks": t2 - t1, "speedup": (t1 - t0) / (t2 - t1),
+          "rank0_exchange_seconds": two["exchange_seconds"], "max_gate_difference": worst,
+          "train_tokens_per_second_one_process": one["evals"][-1]["tokens_per_second"],
+          "train_tokens_per_second_two_ranks": two["evals"][-1]["tokens_per_second"],
+          "final_ce_one_process": one["final_ce"], "final_ce_two_ranks": two["final_ce"]}
+lines = [f"kvc-train, kvc-tiny-lm, {steps} steps of {batch} windows of 128 tokens ({one['tokens']} tokens), one "
+         "thread per process (wall time includes loading the model and tokenizing):", "",
+         "| run | wall s | training tok/s | rank 0 adding up gradients (waits included), s | gates vs one process (max abs difference) |",
+         "|---|---|---|---|---|",
+         f"| 1 process | {t1 - t0:.2f} | {result['train_tokens_per_second_one_process']:.0f} | — | — |",
+         f"| 2 ranks (Gloo, 127.0.0.1) | {t2 - t1:.2f} ({result['speedup']:.2f}× faster) | "
+         f"{result['train_tokens_per_second_two_ranks']:.0f} | {two['exchange_seconds']:.3f} | {worst:.1e} |"]
+(out / "train.json").write_text(json.dumps(result, indent=1) + "\n")
+(out / "train.md").write_text("\n".join(lines) + "\n")
+print("\n".join(lines))
+PY
