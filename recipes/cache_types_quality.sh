@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Typed KV caches on the real model (Gemma 3 270M, Q4_K_M GGUF): KL divergence of the next-token
 # distributions against the fp32 cache on WikiText-2, and the bytes each cache holds after the prefill,
-# alone and combined with eviction. Writes data/results/gemma3/cache_types.{json,md}.
+# alone and combined with eviction and with the low-rank cache (bases calibrated here on other text).
+# Writes data/results/gemma3/cache_types.{json,md}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=build/bin
@@ -10,16 +11,21 @@ TEXT=data/text/wikitext2/wiki.test.raw
 WINDOWS=${KVC_WINDOWS:-4}
 CTX=1024
 OUT=data/results/gemma3
-if [ -n "${KVC_SMOKE:-}" ]; then WINDOWS=1; CTX=128; OUT=$(mktemp -d); fi
+CALIBRATION_TOKENS=8192
+if [ -n "${KVC_SMOKE:-}" ]; then WINDOWS=1; CTX=128; CALIBRATION_TOKENS=256; OUT=$(mktemp -d); fi
 mkdir -p "$OUT"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+"$BIN/kvc-calibrate" -m "$GGUF" -f data/text/pg_essays/*.txt --tokens "$CALIBRATION_TOKENS" -c "$CTX" \
+  -o "$work/bases.safetensors" --json > /dev/null
+LOWRANK="--lowrank $work/bases.safetensors --rank 128"  # half of d_kv = 256
 
 # "types|press flags": the reference of every row is the fp32 dense cache.
 configs=("f16|" "bf16|" "q8_0|" "q4_0|" "f32|--press snapkv --ratio 0.5" "f16|--press snapkv --ratio 0.5"
          "bf16|--press snapkv --ratio 0.5" "q8_0|--press snapkv --ratio 0.5" "q4_0|--press snapkv --ratio 0.5"
          "f16|--press tova --ratio 0.5" "q8_0|--press tova --ratio 0.5" "f16|--press d2o --ratio 0.5"
-         "q8_0|--press d2o:merge=0 --ratio 0.5")
+         "q8_0|--press d2o:merge=0 --ratio 0.5" "f32|$LOWRANK" "f16|$LOWRANK" "bf16|$LOWRANK"
+         "f16|$LOWRANK --press snapkv:heads=shared --ratio 0.5")
 i=0
 for config in "${configs[@]}"; do
   type=${config%%|*}
@@ -27,7 +33,7 @@ for config in "${configs[@]}"; do
   # shellcheck disable=SC2086
   "$BIN/kvc-eval" kl -m "$GGUF" -f "$TEXT" -c $CTX --max-windows "$WINDOWS" --chunk 32 -ctk "$type" -ctv "$type" \
     $press --json > "$work/$i.json"
-  echo "$type|$press" > "$work/$i.name"
+  echo "$type|${press//$work\//}" > "$work/$i.name"
   i=$((i + 1))
 done
 

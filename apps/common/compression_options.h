@@ -19,7 +19,9 @@ struct CompressionOptions {
     app.add_option("--ratio", spec.ratio, "Share of the prompt's KV cache to remove, in [0, 1)")->capture_default_str();
     app.add_option("--budget", spec.budget, "Entries to keep per KV head (instead of --ratio)");
     app.add_option("--budgets", spec.budgets_file, "Per-layer budgets from kvc-profile (profile.safetensors)");
-    app.add_option("--lowrank", spec.lowrank_file, "Low-rank cache: gates.safetensors, or bases.safetensors with --rank");
+    app.add_option("--lowrank", spec.lowrank_file,
+                   "Low-rank cache: gates.safetensors[:tau=T], bases.safetensors with --rank R (or :ranks=r0/r1/...), "
+                   "or bases.safetensors:share=S (ranks per layer and K/V searched for a kept share S of the cache)");
     app.add_option("--rank", spec.rank, "Fixed rank per token with a bases file");
     app.add_option("--retrieval", spec.retrieval,
                    "KV cache on storage, clustered: adaptive|static|local[:topk=4,cache_kb=64,...] (see kvc-cluster --help)");

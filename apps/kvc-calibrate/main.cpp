@@ -4,6 +4,8 @@
 #include <cstdio>
 
 #include "lowrank/calibration.h"
+#include "lowrank/lowrank_setup.h"
+#include "lowrank/rank_search.h"
 #include "flag_vocabulary.h"
 #include "model_options.h"
 #include "rank_options.h"
@@ -28,9 +30,10 @@ writes the file and the report. The bases equal one process's up to the order of
 Examples:
   kvc-calibrate -m data/models/stories260K -f data/text/tinystories/tinystories_excerpt_30k.txt \
       --tokens 20000 -o bases.safetensors
-  for r in 0 1; do RANK=$r WORLD_SIZE=2 MASTER_PORT=29511 kvc-calibrate -m data/models/stories260K \
-      -f data/text/tinystories/tinystories_excerpt_30k.txt --tokens 20000 -o bases2.safetensors & done; wait -n && wait -n
+  MASTER_PORT=29511 scripts/ranks.sh 2 kvc-calibrate -m data/models/stories260K \
+      -f data/text/tinystories/tinystories_excerpt_30k.txt --tokens 20000 -o bases2.safetensors
   kvc-eval kl -m data/models/stories260K -f data/text/wikitext2/wiki.test.raw --lowrank bases.safetensors --rank 8
+  kvc-eval kl -m data/models/stories260K -f data/text/wikitext2/wiki.test.raw --lowrank bases.safetensors:share=0.25
 )");
   kvc::cli::ModelOptions model_options;
   model_options.add_to(app);
@@ -87,11 +90,29 @@ Examples:
       }
       layers.push_back(row);
     }
+    // Fixed ranks per layer and K/V searched under a memory budget, as --lowrank FILE:share=S uses them.
+    nlohmann::json searched = nlohmann::json::array();
+    if (!json) std::fprintf(report, "ranks searched for a kept share (--lowrank %s:share=S), keys | values by layer:\n",
+                            output == "-" ? "FILE" : output.c_str());
+    for (const double share : {0.5, 0.3, 0.2}) {
+      const auto layers = kvc::lowrank::lowrank_layers(model->config());
+      if (share * static_cast<double>(d) < 1) continue;
+      const auto r = kvc::lowrank::search_ranks(a, layers, share);
+      std::string k, v;
+      for (const int64_t l : layers) {
+        k += (k.empty() ? "" : "/") + std::to_string(r.keys[l]);
+        v += (v.empty() ? "" : "/") + std::to_string(r.values[l]);
+      }
+      const double mean = r.explained / static_cast<double>(2 * layers.size());
+      searched.push_back({{"share", share}, {"key_ranks", k}, {"value_ranks", v}, {"mean_explained", mean}});
+      if (!json) std::fprintf(report, "  share %.1f: %s | %s (mean explained %.4f)\n", share, k.c_str(), v.c_str(), mean);
+    }
     const nlohmann::json out = {{"output", output},          {"tokens", result.tokens},
                                 {"kv_dim", d},               {"ranks_at_25_50_75", {ks[0], ks[1], ks[2]}},
                                 {"explained", layers},       {"model_config_hash", model->config().config_hash},
                                 {"data_hash", a.metadata["data_hash"]}, {"mean_centred", false},
-                                {"ranks", ranks->world()},   {"exchange_seconds", result.exchange_seconds}};
+                                {"ranks", ranks->world()},   {"exchange_seconds", result.exchange_seconds},
+                                {"searched_ranks", searched}};
     if (json) std::printf("%s\n", out.dump().c_str());
     else if (output != "-") std::printf("wrote %s (%lld tokens)\n", output.c_str(), static_cast<long long>(result.tokens));
     return 0;

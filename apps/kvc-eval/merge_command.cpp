@@ -52,9 +52,8 @@ void add_merge_command(CLI::App& app, std::function<int()>& action) {
       "with every cell in the order one process would have run them, then OUT/results.{csv,md} and the plots.\n"
       "The shard files stay; merging again gives the same result, and an unsharded re-run resumes from it.\n\n"
       "Example:\n"
-      "  for i in 0 1; do kvc-eval sweep -m data/models/stories260K --methods none,snapkv,h2o --ratios 0.5,0.9 "
-      "--tasks kl -f data/text/wikitext2/wiki.test.raw -c 128 --max-windows 2 --out-dir out/sharded --shard $i/2 & "
-      "done; wait -n && wait -n\n"
+      "  scripts/ranks.sh 2 kvc-eval sweep -m data/models/stories260K --methods none,snapkv,h2o --ratios 0.5,0.9 "
+      "--tasks kl -f data/text/wikitext2/wiki.test.raw -c 128 --max-windows 2 --out-dir out/sharded --shard auto\n"
       "  kvc-eval merge --out-dir out/sharded\n");
   cli::add_out_dir(*cmd, o->out, "The sweep's result folder (shared by its shards)")->required();
   cmd->add_flag("--allow-partial", o->allow_partial,

@@ -263,11 +263,10 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
       "  kvc-eval sweep -m data/models/stories260K --methods none,snapkv --ratios 0.5 --retrieval adaptive:budget=32 "
       "--tasks kl -f data/text/wikitext2/wiki.test.raw -c 128 --max-windows 2 --out-dir out/sweep3\n"
       "\nShards: --shard I/N runs cells I, I+N, I+2N, ... of the plan; shards need no connection to each other (ranks of\n"
-      "torchrun or Slurm with --shard auto, a Slurm array, a shell loop), only the same flags and --out-dir. Then\n"
-      "kvc-eval merge --out-dir OUT writes the tables and plots of the whole sweep, as one process would:\n"
-      "  for i in 0 1; do kvc-eval sweep -m data/models/stories260K --methods none,snapkv,h2o --ratios 0.5,0.9 "
-      "--tasks kl -f data/text/wikitext2/wiki.test.raw -c 128 --max-windows 2 --out-dir out/sharded --shard $i/2 & "
-      "done; wait -n && wait -n\n"
+      "torchrun or Slurm and Slurm array tasks with --shard auto, a shell loop), only the same flags and --out-dir.\n"
+      "Then kvc-eval merge --out-dir OUT writes the tables and plots of the whole sweep, as one process would:\n"
+      "  scripts/ranks.sh 2 kvc-eval sweep -m data/models/stories260K --methods none,snapkv,h2o --ratios 0.5,0.9 "
+      "--tasks kl -f data/text/wikitext2/wiki.test.raw -c 128 --max-windows 2 --out-dir out/sharded --shard auto\n"
       "  kvc-eval merge --out-dir out/sharded\n",
       fmt::join(synthetic_task_names(), ", ")));
   o->add_common_to(*cmd, /*with_compression=*/false);
@@ -293,8 +292,9 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens decoded per synthetic answer")->capture_default_str();
   cmd->add_option("--max-cells", o->max_cells, "Run at most N new cells, then stop (0 = all)")->capture_default_str();
   cmd->add_option("--shard", o->shard,
-                  "Run only shard I of N of the cells (I/N, or auto: torchrun's RANK/WORLD_SIZE or Slurm's "
-                  "SLURM_PROCID/SLURM_NTASKS) into OUT/results.shard-I-of-N.jsonl; then kvc-eval merge");
+                  "Run only shard I of N of the cells (I/N, or auto: torchrun's RANK/WORLD_SIZE, Slurm's "
+                  "SLURM_PROCID/SLURM_NTASKS or a Slurm array's task) into OUT/results.shard-I-of-N.jsonl; then "
+                  "kvc-eval merge");
   cli::add_out_dir(*cmd, o->out, "Result folder")->required();
   cli::add_json_switch(*cmd, o->json, "Print a JSON summary on stdout");
   on_run(cmd, o, action, run);

@@ -22,6 +22,7 @@ struct TrainCli {
   std::vector<std::string> data;
   double heldout_share = 0.1;
   bool json = false;
+  std::string loss = "ce";
   kvc::lowrank::TrainOptions o;
   kvc::cli::RankOptions ranks;
 };
@@ -32,6 +33,11 @@ void add_train_options(CLI::App& app, TrainCli& t) {
   kvc::cli::add_text_files(app, t.data, "Training text files; the last --heldout share is held out");
   kvc::cli::add_output_file(app, t.output, "Where to write gates.safetensors");
   app.add_option("--alpha", t.o.alpha, "Weight of R² in the loss (larger: smaller cache)")->capture_default_str();
+  app.add_option("--loss", t.loss,
+                 "ce: next-token cross-entropy (the paper's); kl: KL divergence from the exact model's next-token "
+                 "distribution (distillation)")
+      ->check(CLI::IsMember({"ce", "kl"}))
+      ->capture_default_str();
   app.add_option("--tau", t.o.tau, "Hard-mask threshold used at inference")->capture_default_str();
   app.add_option("--steps", t.o.steps, "Optimizer steps")->capture_default_str();
   kvc::cli::add_ctx_size(app, t.o.seq_len, "Tokens per training window")->capture_default_str();
@@ -61,6 +67,7 @@ int run_train(TrainCli& t) {
   KVC_CHECK(!t.output.empty() || t.o.stop_after > 0, "--output is required (where gates.safetensors goes)");
   KVC_CHECK(!(t.json && t.output == "-"), "-o - and --json would both write to stdout; give -o a file name");
   KVC_CHECK(t.heldout_share > 0 && t.heldout_share < 1, "--heldout must be in (0, 1), got {}", t.heldout_share);
+  t.o.loss = t.loss == "kl" ? kvc::lowrank::TrainLoss::KlFromExact : kvc::lowrank::TrainLoss::CrossEntropy;
   t.o.validate();  // meaningless options and unwritable paths fail before the model loads
   const int world = kvc::rank_environment().world;  // checked before waiting for the other ranks
   KVC_CHECK(t.o.batch >= world, "--batch {} over {} ranks: each rank runs whole windows, so --batch must be at "
@@ -86,12 +93,13 @@ int run_train(TrainCli& t) {
   nlohmann::json evals = nlohmann::json::array();
   const auto res = kvc::lowrank::train_gates(*model, bases, train, heldout, t.o, [&](const kvc::lowrank::EvalPoint& e) {
     evals.push_back({{"step", e.step}, {"train_loss", e.train_loss}, {"heldout_ce", e.heldout_ce},
-                     {"heldout_ce_exact_cache", e.heldout_ce_full}, {"retain_soft", e.soft_retain},
+                     {"heldout_ce_exact_cache", e.heldout_ce_full}, {"heldout_kl", e.heldout_kl},
+                     {"retain_soft", e.soft_retain},
                      {"retain_hard", e.hard_retain}, {"tokens_per_second", e.tokens_per_second}});
     if (!t.json && ranks->is_root()) {
-      std::fprintf(stderr, "\nstep %lld: loss %.4f | held-out CE %.4f (exact cache %.4f), R soft %.3f, hard %.3f | %.0f tok/s\n",
-                   static_cast<long long>(e.step), e.train_loss, e.heldout_ce, e.heldout_ce_full, e.soft_retain,
-                   e.hard_retain, e.tokens_per_second);
+      std::fprintf(stderr, "\nstep %lld: loss %.4f | held-out CE %.4f (exact cache %.4f), KL %.4f, R soft %.3f, hard "
+                   "%.3f | %.0f tok/s\n", static_cast<long long>(e.step), e.train_loss, e.heldout_ce, e.heldout_ce_full,
+                   e.heldout_kl, e.soft_retain, e.hard_retain, e.tokens_per_second);
     }
   }, ranks.get());
   if (!ranks->is_root()) return 0;  // rank 0 writes the gates and the report
@@ -105,6 +113,7 @@ int run_train(TrainCli& t) {
     kvc::lowrank::write_artifact(t.output, gates, model->config());
     out["output"] = t.output;
     out["final_ce"] = std::stod(gates.metadata["final_ce"]);
+    out["final_kl"] = std::stod(gates.metadata["final_kl"]);
     out["final_retain_rate"] = std::stod(gates.metadata["final_retain_rate"]);
   }
   if (t.json) std::printf("%s\n", out.dump().c_str());
@@ -122,7 +131,8 @@ int main(int argc, char** argv) {
   constexpr const char* kTool = "kvc-train";
   CLI::App app{"Train the token-wise rank gates of the low-rank KV cache (model weights frozen).", kTool};
   app.footer(R"(
-Loss = cross-entropy + alpha * R^2, R the mean soft mask over dimensions, tokens, layers and K/V.
+Loss = cross-entropy (--loss ce) or KL divergence from the exact model (--loss kl) + alpha * R^2, R the
+mean soft mask over dimensions, tokens, layers and K/V.
 Training windows are a function of (--seed, step), so an interrupted run continued with --resume
 (same flags) reaches the same gates as an uninterrupted one. Ctrl-C stops at the next step with a
 checkpoint.
@@ -142,9 +152,8 @@ Examples:
   kvc-train -m data/models/stories260K --bases bases.safetensors \
       -f data/text/tinystories/tinystories_excerpt_30k.txt --alpha 16 --steps 20 -c 128 \
       --checkpoint train.ckpt --resume -o gates.safetensors
-  for r in 0 1; do RANK=$r WORLD_SIZE=2 MASTER_PORT=29513 kvc-train -m data/models/stories260K \
-      --bases bases.safetensors -f data/text/tinystories/tinystories_excerpt_30k.txt --alpha 16 --steps 20 \
-      -c 128 -t 1 -o gates2.safetensors & done; wait -n && wait -n
+  MASTER_PORT=29513 scripts/ranks.sh 2 kvc-train -m data/models/stories260K --bases bases.safetensors \
+      -f data/text/tinystories/tinystories_excerpt_30k.txt --alpha 16 --steps 20 -c 128 -t 1 -o gates2.safetensors
   kvc-train inspect -m data/models/stories260K --lowrank gates.safetensors --text "Once upon a time"
   kvc-eval kl -m data/models/stories260K -f data/text/wikitext2/wiki.test.raw --lowrank gates.safetensors
 )");

@@ -57,13 +57,13 @@ void check_layout(const CacheSetup& setup, const std::string& press, const std::
             press, layer->layout(), cache_flag);
 }
 
-// Typed caches (--cache-type-k/-v) cover the dense and per-head layouts; low-rank coefficients and the
-// retrieval store keep the activations' precision.
+// Typed caches (--cache-type-k/-v) cover the dense, per-head and low-rank layouts; the retrieval store
+// keeps the activations' precision.
 void check_cache_types(const LlamaModel& model, const std::string& method) {
   const CacheTypes t = model.cache_types();
   KVC_CHECK(t.keys == model.dtype() && t.values == model.dtype(),
-            "{} keeps its entries in {}: --cache-type-k {} / --cache-type-v {} apply to the dense and per-head caches "
-            "only; leave them at f32 (auto) with {}",
+            "{} keeps its entries in {}: --cache-type-k {} / --cache-type-v {} apply to the dense, per-head and "
+            "low-rank caches only; leave them at f32 (auto) with {}",
             method, cache_type_name(model.dtype()), cache_type_name(t.keys), cache_type_name(t.values), method);
 }
 
@@ -86,7 +86,6 @@ CacheSetup build_cache_setup(const CompressionSpec& spec, const LlamaModel& mode
   CacheSetup setup = make_press_setup(params, model);
   // Low-rank storage composes with eviction: the press keeps its observer and calls retain() on it.
   if (!spec.lowrank_file.empty()) {
-    check_cache_types(model, "--lowrank");
     setup.factory = lowrank::make_lowrank_factory(lowrank::parse_lowrank_spec(spec.lowrank_file, spec.rank), model);
     check_layout(setup, params.name, "--lowrank");
   } else {

@@ -3,8 +3,9 @@
 #include <dirent.h>
 #include <fmt/format.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <map>
-#include <regex>
 #include <set>
 
 #include "harness/result_store.h"
@@ -54,9 +55,22 @@ std::string SweepShard::status_name() const { return fmt::format("shard-{}-of-{}
 SweepShard parse_sweep_shard(const std::string& text) {
   if (text == "auto") {
     const RankEnvironment env = rank_environment();
-    KVC_CHECK(!env.launcher.empty(), "--shard auto: no launcher environment (torchrun's RANK and WORLD_SIZE or "
-              "Slurm's SLURM_PROCID and SLURM_NTASKS); give the shard as I/N");
-    return {env.rank, env.world};
+    if (env.world > 1) return {env.rank, env.world};
+    // A Slurm array: each task is a job of its own, numbered from SLURM_ARRAY_TASK_MIN.
+    const char* id = std::getenv("SLURM_ARRAY_TASK_ID");
+    const char* min = std::getenv("SLURM_ARRAY_TASK_MIN");
+    const char* count = std::getenv("SLURM_ARRAY_TASK_COUNT");
+    if (id != nullptr && min != nullptr && count != nullptr) {
+      const auto i = parse_integer(id), lo = parse_integer(min), n = parse_integer(count);
+      KVC_CHECK(i && lo && n && *n >= 1 && *n <= 65536 && *i - *lo >= 0 && *i - *lo < *n,
+                "--shard auto: the Slurm array's task IDs are not 0..N-1 from SLURM_ARRAY_TASK_MIN (ID {}, MIN {}, COUNT "
+                "{}); give the shard as I/N", id, min, count);
+      return {static_cast<int>(*i - *lo), static_cast<int>(*n)};
+    }
+    KVC_CHECK(!env.launcher.empty(), "--shard auto: no launcher environment (torchrun's RANK and WORLD_SIZE, Slurm's "
+              "SLURM_PROCID and SLURM_NTASKS, or a Slurm array); give the shard as I/N");
+    fail("--shard auto: the launcher started one process ({}), so there is nothing to share the cells with; start "
+         "several, or give the shard as I/N", env.launcher);
   }
   const size_t slash = text.find('/');
   const auto index = parse_integer(text.substr(0, slash));
@@ -74,13 +88,14 @@ void write_shard_status(const std::string& dir, const ShardStatus& s) {
 
 MergedSweep merge_sweep_shards(const std::string& dir, bool allow_partial) {
   KVC_CHECK(is_directory(dir), "--out-dir: '{}' is not a folder", dir);
-  static const std::regex status_file(R"(shard-(\d+)-of-(\d+)\.json)");
   std::map<int, ShardStatus> statuses;
   int count = 0;
   std::string first;
   for (const std::string& name : files_in(dir)) {
-    std::smatch m;
-    if (!std::regex_match(name, m, status_file)) continue;
+    int index = 0, shards = 0, end = 0;
+    const bool status_file = std::sscanf(name.c_str(), "shard-%d-of-%d.json%n", &index, &shards, &end) == 2 &&
+                             end == static_cast<int>(name.size());
+    if (!status_file) continue;
     const std::string path = dir + "/" + name;
     ShardStatus s = read_shard_status(path);
     KVC_CHECK(s.shard.status_name() == name, "{}: holds shard {} of {}; the file was renamed", path, s.shard.index,
@@ -130,7 +145,6 @@ MergedSweep merge_sweep_shards(const std::string& dir, bool allow_partial) {
   }
   merged.records.insert(merged.records.end(), earlier.begin(), earlier.end());
   for (int i = 0; i < count; ++i) {
-    const SweepShard shard{i, count};
     const auto it = statuses.find(i);
     if (it == statuses.end()) {
       merged.incomplete.push_back(fmt::format("shard {} of {}: not started", i, count));

@@ -21,7 +21,9 @@ struct SweepShard {
 };
 
 // "I/N" (0 <= I < N), or "auto": the rank and world size of torchrun (RANK, WORLD_SIZE) or Slurm
-// (SLURM_PROCID, SLURM_NTASKS). Malformed values are a kvc::Error naming --shard.
+// (SLURM_PROCID, SLURM_NTASKS), else a Slurm array's task (SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN of
+// SLURM_ARRAY_TASK_COUNT). Malformed values, or a launcher that started one process, are a kvc::Error
+// naming --shard.
 SweepShard parse_sweep_shard(const std::string& text);
 
 // What a shard writes beside its results, so that a merge knows the whole plan and what is missing.

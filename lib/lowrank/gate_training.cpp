@@ -93,6 +93,7 @@ class SoftMaskLayerCache : public LayerCache {
 
 struct Forward {
   torch::Tensor ce, retain;
+  torch::Tensor log_probs;  // [T - 1, vocab]: the gated cache's next-token distributions
   double hard_retain = 0;
 };
 
@@ -110,16 +111,27 @@ Forward run_window(const LlamaModel& model, const std::vector<GateParams>& k, co
   const int64_t T = static_cast<int64_t>(window.size());
   const std::vector<int64_t> next(window.begin() + 1, window.end());
   const torch::Tensor targets = torch::tensor(next, torch::kLong).to(logits.device());
-  return {torch::cross_entropy_loss(logits.narrow(0, 0, T - 1), targets), log.retain(),
+  const torch::Tensor scored = logits.narrow(0, 0, T - 1);
+  return {torch::cross_entropy_loss(scored, targets), log.retain(), torch::log_softmax(scored, -1),
           log.hard_sum / std::max(1.0, log.hard_count)};
 }
 
-double exact_ce(const LlamaModel& model, const std::vector<int>& window) {
+// The exact model's next-token log-probabilities over a window [T - 1, vocab] (full dense cache).
+torch::Tensor exact_log_probs(const LlamaModel& model, const std::vector<int>& window) {
+  torch::NoGradGuard no_grad;
   KVCache cache = model.new_cache();
   const torch::Tensor logits = model.forward(window, cache);
+  return torch::log_softmax(logits.narrow(0, 0, logits.size(0) - 1), -1);
+}
+
+double exact_ce(const LlamaModel& model, const std::vector<int>& window) {
   const std::vector<int64_t> next(window.begin() + 1, window.end());
-  return torch::cross_entropy_loss(logits.narrow(0, 0, logits.size(0) - 1), torch::tensor(next, torch::kLong))
-      .item<double>();
+  return torch::nll_loss(exact_log_probs(model, window), torch::tensor(next, torch::kLong)).item<double>();
+}
+
+// KL(exact ‖ gated), averaged over the window's positions.
+torch::Tensor kl_from_exact(const torch::Tensor& exact, const torch::Tensor& gated) {
+  return (exact.exp() * (exact - gated)).sum(-1).mean();
 }
 
 // Window start for (step, slot): a pure function of the seed, so resuming needs no RNG state.
@@ -135,9 +147,10 @@ double lr_at(const TrainOptions& o, int64_t step) {
 }
 
 std::string signature(const LlamaModel& model, const TrainOptions& o) {
-  return hash_string(fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", model.config().config_hash, o.alpha, o.tau,
+  // The loss joins the signature only when it is not the original one, so older checkpoints still resume.
+  return hash_string(fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}{}", model.config().config_hash, o.alpha, o.tau,
                                  o.lr, o.basis_lr_scale, o.weight_decay, o.clip, o.steps, o.warmup, o.seq_len, o.batch,
-                                 o.seed, o.init_bias));
+                                 o.seed, o.init_bias, o.loss == TrainLoss::CrossEntropy ? "" : "|kl"));
 }
 
 }  // namespace
@@ -283,7 +296,7 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
   double last_loss = 0;
   const auto evaluate = [&] {
     torch::NoGradGuard no_grad;
-    std::vector<torch::Tensor> sums = {torch::zeros({3}, torch::kDouble)};
+    std::vector<torch::Tensor> sums = {torch::zeros({4}, torch::kDouble)};
     auto acc = sums[0].accessor<double, 1>();
     for (size_t i = 0; i < heldout.size(); ++i) {
       if (!mine(i)) continue;
@@ -291,6 +304,7 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
       acc[0] += f.ce.item<double>();
       acc[1] += f.retain.item<double>();
       acc[2] += f.hard_retain;
+      acc[3] += kl_from_exact(exact_log_probs(model, heldout[i]), f.log_probs).item<double>();
     }
     exchange(sums);
     EvalPoint e;
@@ -300,6 +314,7 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
     e.heldout_ce = sums[0][0].item<double>() / n_heldout;
     e.soft_retain = sums[0][1].item<double>() / n_heldout;
     e.hard_retain = sums[0][2].item<double>() / n_heldout;
+    e.heldout_kl = sums[0][3].item<double>() / n_heldout;
     return e;
   };
 
@@ -320,7 +335,9 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
       const int64_t s0 = window_start(o.seed, step, b, n_starts);
       const std::vector<int> window(train_ids.begin() + s0, train_ids.begin() + s0 + o.seq_len);
       const Forward f = run_window(model, k, v, window, o.tau);
-      const torch::Tensor loss = (f.ce + o.alpha * f.retain * f.retain) / static_cast<double>(o.batch);
+      const torch::Tensor fit =
+          o.loss == TrainLoss::CrossEntropy ? f.ce : kl_from_exact(exact_log_probs(model, window), f.log_probs);
+      const torch::Tensor loss = (fit + o.alpha * f.retain * f.retain) / static_cast<double>(o.batch);
       loss.backward();
       loss_sum += loss.item<double>();
     }
@@ -381,7 +398,9 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
                 {"batch", std::to_string(o.batch)},
                 {"lr", fmt::format("{}", o.lr)},
                 {"seed", std::to_string(o.seed)},
+                {"loss", o.loss == TrainLoss::CrossEntropy ? "ce" : "kl"},
                 {"final_ce", fmt::format("{:.6f}", last.heldout_ce)},
+                {"final_kl", fmt::format("{:.6f}", last.heldout_kl)},
                 {"final_ce_exact_cache", fmt::format("{:.6f}", last.heldout_ce_full)},
                 {"final_retain_rate_soft", fmt::format("{:.6f}", last.soft_retain)},
                 {"final_retain_rate", fmt::format("{:.6f}", last.hard_retain)}};

@@ -1,7 +1,7 @@
 #pragma once
 // Training the token-wise rank gates (and the basis U) with the model frozen: the forward pass runs
 // through a differentiable layer cache that applies the soft mask, x̂ = (x U ⊙ m) U^{-1}, and the loss
-// is cross-entropy + α·R² with R the mean soft mask. Checkpoints hold parameters, optimizer state and
+// is cross-entropy (or the KL divergence from the exact model) + α·R² with R the mean soft mask. Checkpoints hold parameters, optimizer state and
 // the step; data windows are a pure function of (seed, step, slot), so a resumed run repeats the same
 // run. Over several ranks, slot b of each step's batch is run by rank b % world and the gradients are
 // added up across ranks before every update: the same global batch, and the same gates as one process
@@ -16,7 +16,13 @@
 
 namespace kvc::lowrank {
 
+// What the gates fit besides α·R²: the paper's next-token cross-entropy, or the KL divergence from the
+// exact model's next-token distribution (distillation: the gated cache learns to change the model's
+// predictions as little as possible, which is what kvc-eval kl measures).
+enum class TrainLoss { CrossEntropy, KlFromExact };
+
 struct TrainOptions {
+  TrainLoss loss = TrainLoss::CrossEntropy;
   double alpha = 1.0;       // weight of R² in the loss
   double tau = 0.1;         // hard-mask threshold recorded for inference (and used for the hard R)
   double lr = 5e-3;         // peak learning rate of the gates (W, b)
@@ -45,6 +51,7 @@ struct TrainOptions {
 struct EvalPoint {
   int64_t step = 0;
   double train_loss = 0, heldout_ce = 0, heldout_ce_full = 0, soft_retain = 0, hard_retain = 0;
+  double heldout_kl = 0;  // KL(exact ‖ gated) on the held-out windows
   double tokens_per_second = 0;
 };
 

@@ -33,7 +33,7 @@ at::Tensor LowRankLayerCache::Store::ranks() const {
 }
 
 void LowRankLayerCache::Store::push(const at::Tensor& padded, const std::vector<int64_t>& ranks,
-                                    const at::Tensor& ranks_tensor, const at::TensorOptions& o) {
+                                    const at::Tensor& ranks_tensor) {
   const int64_t T = padded.size(0), d = padded.size(1);
   const int64_t r0 = ranks.empty() ? 0 : ranks[0];
   const bool same = std::all_of(ranks.begin(), ranks.end(), [&](int64_t r) { return r == r0; });
@@ -50,11 +50,11 @@ void LowRankLayerCache::Store::push(const at::Tensor& padded, const std::vector<
   if (!coeffs.defined() || need > coeffs.numel()) {
     // Geometric growth keeps decoding appends amortised O(1); the first append sizes exactly.
     const int64_t cap = used() == 0 ? need : std::max(need, coeffs.numel() + coeffs.numel() / 2 + 64);
-    at::Tensor grown = at::empty({cap}, o);
+    at::Tensor grown = at::empty({cap}, stored);
     if (used() > 0) grown.narrow(0, 0, used()).copy_(coeffs.narrow(0, 0, used()));
     coeffs = grown;
   }
-  coeffs.narrow(0, used(), flat.numel()).copy_(flat);
+  coeffs.narrow(0, used(), flat.numel()).copy_(flat);  // rounds to the stored type
   if (!padded.device().is_cpu()) {
     const int64_t n = static_cast<int64_t>(offsets.size()) - 1;
     if (!device_ranks.defined() || n + T > device_ranks.numel()) {
@@ -67,11 +67,11 @@ void LowRankLayerCache::Store::push(const at::Tensor& padded, const std::vector<
   for (int64_t t = 0; t < T; ++t) offsets.push_back(offsets.back() + ranks[static_cast<size_t>(t)]);
 }
 
-at::Tensor LowRankLayerCache::Store::padded(int64_t s0, int64_t s1, int64_t* max_rank) const {
+at::Tensor LowRankLayerCache::Store::padded(int64_t s0, int64_t s1, int64_t* max_rank, at::ScalarType compute) const {
   const int64_t n = s1 - s0, begin = offsets[s0], count = offsets[s1] - begin;
   if (uniform_rank >= 0) {
     *max_rank = uniform_rank;
-    return coeffs.narrow(0, begin, count).view({n, uniform_rank});
+    return coeffs.narrow(0, begin, count).view({n, uniform_rank}).to(compute);
   }
   int64_t rmax = 0;
   for (int64_t t = s0; t < s1; ++t) rmax = std::max(rmax, rank(t));
@@ -81,7 +81,7 @@ at::Tensor LowRankLayerCache::Store::padded(int64_t s0, int64_t s1, int64_t* max
     // the matrix there: a host index vector would cross to the GPU every decode step.
     const at::Tensor r = device_ranks.narrow(0, s0, n);
     const at::Tensor mask = at::arange(rmax, r.options()).unsqueeze(0) < r.unsqueeze(1);
-    return at::zeros({n, rmax}, coeffs.options()).masked_scatter_(mask, coeffs.narrow(0, begin, count));
+    return at::zeros({n, rmax}, coeffs.options()).masked_scatter_(mask, coeffs.narrow(0, begin, count)).to(compute);
   }
   // Destination of every stored coefficient in the padded [n, rmax] matrix.
   std::vector<int64_t> dest(static_cast<size_t>(count));
@@ -91,10 +91,10 @@ at::Tensor LowRankLayerCache::Store::padded(int64_t s0, int64_t s1, int64_t* max
   }
   at::Tensor out = at::zeros({n * rmax}, coeffs.options());
   out.index_copy_(0, to_tensor(dest, coeffs.device()), coeffs.narrow(0, begin, count));
-  return out.view({n, rmax});
+  return out.view({n, rmax}).to(compute);
 }
 
-void LowRankLayerCache::Store::keep(const std::vector<int64_t>& tokens, const at::TensorOptions& o) {
+void LowRankLayerCache::Store::keep(const std::vector<int64_t>& tokens) {
   std::vector<int64_t> src, new_offsets{0};
   int64_t r0 = -2;
   bool same = true;
@@ -105,7 +105,7 @@ void LowRankLayerCache::Store::keep(const std::vector<int64_t>& tokens, const at
     same = same && rank(t) == r0;
   }
   // An exactly-sized buffer: the old one is released.
-  coeffs = src.empty() ? at::empty({0}, o) : coeffs.index_select(0, to_tensor(src, coeffs.device())).clone();
+  coeffs = src.empty() ? at::empty({0}, stored) : coeffs.index_select(0, to_tensor(src, coeffs.device())).clone();
   if (device_ranks.defined()) {
     device_ranks = tokens.empty() ? device_ranks.narrow(0, 0, 0).clone()
                                   : device_ranks.index_select(0, to_tensor(tokens, device_ranks.device()));
@@ -116,8 +116,16 @@ void LowRankLayerCache::Store::keep(const std::vector<int64_t>& tokens, const at
 
 LowRankLayerCache::LowRankLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options,
                                      std::shared_ptr<const RankedProjection> key,
-                                     std::shared_ptr<const RankedProjection> value)
+                                     std::shared_ptr<const RankedProjection> value, CacheTypes stored)
     : shape_(shape), rope_(std::move(rope)), options_(options), key_proj_(std::move(key)), value_proj_(std::move(value)) {
+  stored = stored.resolved(options_.dtype().toScalarType());
+  for (const at::ScalarType t : {stored.keys, stored.values}) {
+    KVC_CHECK(at::isFloatingType(t) && !is_block_format(t),
+              "--lowrank stores a different number of coefficients per token, which {} blocks of 32 values do not "
+              "fit; use --cache-type-k/-v f32, f16 or bf16 with --lowrank", cache_type_name(t));
+  }
+  key_.stored = options_.dtype(stored.keys);
+  value_.stored = options_.dtype(stored.values);
   positions_ = at::empty({0}, options_.dtype(at::kLong));
 }
 
@@ -134,7 +142,7 @@ void LowRankLayerCache::append(const at::Tensor& keys, const at::Tensor& values,
       const at::Tensor host = r.to(at::kCPU).contiguous();
       ranks.assign(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + T);
     }
-    store->push(coeffs, ranks, r, options_);
+    store->push(coeffs, ranks, r);
   }
   if (length_ + T > positions_.numel()) {
     at::Tensor grown = at::empty({std::max(length_ + T, positions_.numel() * 3 / 2 + 16)}, positions_.options());
@@ -149,7 +157,7 @@ void LowRankLayerCache::append(const at::Tensor& keys, const at::Tensor& values,
 
 at::Tensor LowRankLayerCache::rotated_key_block(int64_t s0, int64_t s1) const {
   int64_t r = 0;
-  const at::Tensor coeffs = key_.padded(s0, s1, &r);
+  const at::Tensor coeffs = key_.padded(s0, s1, &r, options_.dtype().toScalarType());
   const int64_t n = s1 - s0, KV = shape_.num_kv_heads, d = shape_.head_dim;
   const at::Tensor x = r == 0 ? at::zeros({n, KV * d}, options_) : coeffs.matmul(key_proj_->U_inv.narrow(0, 0, r));
   return rope_->apply(x.view({n, KV, d}).transpose(0, 1), positions_.narrow(0, s0, n));
@@ -202,7 +210,7 @@ at::Tensor LowRankLayerCache::attend(const at::Tensor& queries, const at::Tensor
     for (int64_t b = 0; b < n_blocks; ++b) {
       const int64_t s0 = b * kKeyBlock, s1 = std::min(S, s0 + kKeyBlock);
       int64_t r = 0;
-      const at::Tensor coeffs = value_.padded(s0, s1, &r);
+      const at::Tensor coeffs = value_.padded(s0, s1, &r, options_.dtype().toScalarType());
       if (r > 0) z.narrow(2, 0, r).add_(at::matmul(p.narrow(2, s0, s1 - s0), coeffs));
     }
     // ... then projected once per KV head.
@@ -224,8 +232,8 @@ void LowRankLayerCache::retain(const at::Tensor& indices) {
     KVC_CHECK(tokens[i] >= 0 && tokens[i] < length_, "retain: index {} out of range for a cache of {} entries",
               tokens[i], length_);
   }
-  key_.keep(tokens, options_);
-  value_.keep(tokens, options_);
+  key_.keep(tokens);
+  value_.keep(tokens);
   positions_ = positions().index_select(0, to_tensor(tokens, positions_.device())).clone();
   length_ = static_cast<int64_t>(tokens.size());
   max_position_ = length_ > 0 && positions_.device().is_cpu() ? positions().max().item<int64_t>() : -1;
@@ -236,12 +244,11 @@ at::Tensor LowRankLayerCache::lengths() const {
 }
 
 CacheFootprint LowRankLayerCache::footprint() const {
-  const auto elem = static_cast<int64_t>(c10::elementSize(options_.dtype().toScalarType()));
-  const auto cap = [](const Store& s) { return s.coeffs.defined() ? s.coeffs.numel() : 0; };
+  const auto cap = [](const Store& s) { return s.coeffs.defined() ? s.coeffs.numel() * s.element_bytes() : 0; };
   CacheFootprint f;
   f.entries = length_ * shape_.num_kv_heads;
-  f.payload_bytes = (key_.used() + value_.used()) * elem;
-  f.resident_bytes = (cap(key_) + cap(value_)) * elem +
+  f.payload_bytes = key_.used() * key_.element_bytes() + value_.used() * value_.element_bytes();
+  f.resident_bytes = cap(key_) + cap(value_) +
                      static_cast<int64_t>(key_.offsets.size() + value_.offsets.size()) * 8 + positions_.numel() * 8;
   return f;
 }
@@ -254,14 +261,14 @@ double LowRankLayerCache::retain_rate() const {
 
 at::Tensor LowRankLayerCache::reconstructed_keys() const {
   int64_t r = 0;
-  const at::Tensor c = key_.padded(0, length_, &r);
+  const at::Tensor c = key_.padded(0, length_, &r, options_.dtype().toScalarType());
   const at::Tensor x = c.matmul(key_proj_->U_inv.narrow(0, 0, r));
   return x.view({length_, shape_.num_kv_heads, shape_.head_dim}).transpose(0, 1);
 }
 
 at::Tensor LowRankLayerCache::reconstructed_values() const {
   int64_t r = 0;
-  const at::Tensor c = value_.padded(0, length_, &r);
+  const at::Tensor c = value_.padded(0, length_, &r, options_.dtype().toScalarType());
   const at::Tensor x = c.matmul(value_proj_->U_inv.narrow(0, 0, r));
   return x.view({length_, shape_.num_kv_heads, shape_.head_dim}).transpose(0, 1);
 }

@@ -7,11 +7,14 @@
 // at the token's position); values are summed in the spectral space and projected once per KV head,
 // Σ_t a_t x̂_t U^{-1} = (Σ_t a_t x̂_t) U^{-1}. The latent is shared by all KV heads, so retain() only
 // accepts the same tokens for every head (global per-layer eviction, e.g. SnapKV aggregated over heads).
+// The coefficients are stored in the cache types' precision (--cache-type-k/-v f32, f16 or bf16) and
+// widened to the compute dtype per block of tokens when read.
 #include <algorithm>
 #include <memory>
 #include <vector>
 
 #include "cache/attention.h"
+#include "cache/cache_types.h"
 #include "cache/layer_cache.h"
 #include "core/rope.h"
 
@@ -29,8 +32,11 @@ struct RankedProjection {
 
 class LowRankLayerCache : public LayerCache {
  public:
+  // `options`: the compute dtype and device; `stored`: the floating types keys' and values' coefficients
+  // are kept in (Undefined: the compute dtype).
   LowRankLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options,
-                    std::shared_ptr<const RankedProjection> key, std::shared_ptr<const RankedProjection> value);
+                    std::shared_ptr<const RankedProjection> key, std::shared_ptr<const RankedProjection> value,
+                    CacheTypes stored = {});
 
   void append(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& positions) override;
   at::Tensor attend(const at::Tensor& queries, const at::Tensor& q_positions, const AttentionProbe& probe,
@@ -53,6 +59,7 @@ class LowRankLayerCache : public LayerCache {
  private:
   // Flat coefficients of one of K/V with per-token offsets.
   struct Store {
+    at::TensorOptions stored;          // dtype and device of coeffs
     at::Tensor coeffs;                 // [capacity]
     std::vector<int64_t> offsets{0};   // token t's coefficients: [offsets[t], offsets[t+1])
     int64_t uniform_rank = -1;         // every token has this rank (fast path), or -1
@@ -66,11 +73,11 @@ class LowRankLayerCache : public LayerCache {
     }
     at::Tensor ranks() const;
     // ranks: host copy of ranks_tensor [T] (which lies on the coefficients' device).
-    void push(const at::Tensor& coeffs_padded, const std::vector<int64_t>& ranks, const at::Tensor& ranks_tensor,
-              const at::TensorOptions& o);
-    // Tokens [s0, s1) as a zero-padded [s1 - s0, max rank] matrix.
-    at::Tensor padded(int64_t s0, int64_t s1, int64_t* max_rank) const;
-    void keep(const std::vector<int64_t>& tokens, const at::TensorOptions& o);
+    void push(const at::Tensor& coeffs_padded, const std::vector<int64_t>& ranks, const at::Tensor& ranks_tensor);
+    // Tokens [s0, s1) as a zero-padded [s1 - s0, max rank] matrix of `compute`'s dtype.
+    at::Tensor padded(int64_t s0, int64_t s1, int64_t* max_rank, at::ScalarType compute) const;
+    void keep(const std::vector<int64_t>& tokens);
+    int64_t element_bytes() const { return static_cast<int64_t>(c10::elementSize(stored.dtype().toScalarType())); }
   };
 
   at::Tensor rotated_key_block(int64_t s0, int64_t s1) const;  // [n_kv, s1 - s0, d]

@@ -4,6 +4,7 @@
 
 #include "lowrank/lowrank_artifacts.h"
 #include "lowrank/lowrank_layer_cache.h"
+#include "lowrank/rank_search.h"
 #include "util/checked_number.h"
 #include "util/error.h"
 #include "util/spec_parser.h"
@@ -21,7 +22,7 @@ std::shared_ptr<RankedProjection> to_device(const Projection& p, const at::Tenso
   // Inverse in float64: a trained U is no longer orthogonal, and its inverse must be accurate.
   r->U_inv = at::linalg_inv(p.U.to(at::kDouble)).to(o);
   r->U = p.U.to(o);
-  if (rank == 0) {
+  if (rank == 0 && p.has_gate()) {
     r->W = p.W.to(o);
     r->b = p.b.to(o);
   }
@@ -31,6 +32,13 @@ std::shared_ptr<RankedProjection> to_device(const Projection& p, const at::Tenso
 }
 
 }  // namespace
+
+std::vector<int64_t> lowrank_layers(const ModelConfig& config) {
+  std::vector<int64_t> layers;
+  for (int64_t l = 0; l < config.num_layers; ++l)
+    if (!config.is_local_layer(l)) layers.push_back(l);
+  return layers;
+}
 
 LowRankSpec parse_lowrank_spec(const std::string& text, int64_t rank) {
   LowRankSpec spec;
@@ -42,7 +50,12 @@ LowRankSpec parse_lowrank_spec(const std::string& text, int64_t rank) {
       (text.find('=', colon) != std::string::npos || text.find_first_not_of(" \t", colon + 1) == std::string::npos)) {
     spec.path = text.substr(0, colon);
     const SpecValues values(parse_spec_params(text.substr(colon + 1), "--lowrank", text), "--lowrank", text);
-    values.check_known_keys({"tau", "ranks"});
+    values.check_known_keys({"tau", "ranks", "share"});
+    if (values.has("share")) {
+      spec.share = values.get_number("share", 0.0);
+      KVC_CHECK(spec.share > 0 && spec.share <= 1, "--lowrank: share must be in (0, 1] (the kept share of the cache), "
+                "got {}", spec.share);
+    }
     if (values.has("tau")) {
       spec.tau = values.get_number("tau", spec.tau);
       KVC_CHECK(spec.tau > 0 && spec.tau < 1, "--lowrank: tau must be in (0, 1), got {}", spec.tau);
@@ -53,6 +66,8 @@ LowRankSpec parse_lowrank_spec(const std::string& text, int64_t rank) {
   }
   KVC_CHECK(rank >= 0, "--rank must be >= 0, got {}", rank);
   KVC_CHECK(rank == 0 || spec.ranks.empty(), "--lowrank: give either --rank or ':ranks=', not both");
+  KVC_CHECK(spec.share == 0 || (rank == 0 && spec.ranks.empty()),
+            "--lowrank: share= searches the ranks itself; give it without --rank or ':ranks='");
   if (rank > 0) spec.ranks = {rank};
   return spec;
 }
@@ -61,10 +76,15 @@ LayoutFactory<LowRankLayerCache> make_lowrank_factory(const LowRankSpec& spec, c
   const ModelConfig& c = model.config();
   const Artifact a = load_artifact(spec.path, c);
   const int64_t L = c.num_layers, dkv = c.kv_dim();
-  std::vector<int64_t> ranks(static_cast<size_t>(L), 0);
+  std::vector<int64_t> ranks(static_cast<size_t>(L), 0), value_ranks;
   if (a.is_gates()) {
-    KVC_CHECK(spec.ranks.empty(), "--rank: '{}' holds trained gates (adaptive rank); a fixed rank needs a bases file "
-              "from kvc-calibrate", spec.path);
+    KVC_CHECK(spec.ranks.empty() && spec.share == 0, "--rank: '{}' holds trained gates (adaptive rank); a fixed rank "
+              "needs a bases file from kvc-calibrate", spec.path);
+  } else if (spec.share > 0) {
+    KVC_CHECK(spec.tau < 0, "--lowrank: tau applies to gates, and '{}' is a bases file", spec.path);
+    const RankAllocation allocation = search_ranks(a, lowrank_layers(c), spec.share);
+    ranks = allocation.keys;
+    value_ranks = allocation.values;
   } else {
     KVC_CHECK(!spec.ranks.empty(), "--lowrank: '{}' is a bases file; give the fixed rank with --rank r (or "
               "'{}:ranks=r0/r1/...'), or pass gates from kvc-train", spec.path, spec.path);
@@ -80,14 +100,16 @@ LayoutFactory<LowRankLayerCache> make_lowrank_factory(const LowRankSpec& spec, c
   const double tau = spec.tau > 0 ? spec.tau : a.tau;
   const auto options = at::TensorOptions().dtype(model.dtype()).device(model.device());
   std::vector<std::shared_ptr<const RankedProjection>> keys, values;
+  if (value_ranks.empty()) value_ranks = ranks;
   for (int64_t l = 0; l < L; ++l) {
     keys.push_back(to_device(a.layers[l].key, options, ranks[l], tau));
-    values.push_back(to_device(a.layers[l].value, options, ranks[l], tau));
+    values.push_back(to_device(a.layers[l].value, options, value_ranks[l], tau));
   }
   const AttentionShape shape = c.attention_shape();
   auto rope = model.rope();
+  const CacheTypes stored = model.cache_types();
   return [=](int64_t layer) {
-    return std::make_unique<LowRankLayerCache>(shape, rope, options, keys[layer], values[layer]);
+    return std::make_unique<LowRankLayerCache>(shape, rope, options, keys[layer], values[layer], stored);
   };
 }
 

@@ -4,6 +4,8 @@
 //   --lowrank gates.safetensors:tau=0.3    adaptive rank at another threshold (larger τ: smaller cache)
 //   --lowrank bases.safetensors --rank 8   fixed rank 8 for every token and layer (PCA truncation)
 //   --lowrank bases.safetensors:ranks=4/8/8/12/16   fixed rank per layer
+//   --lowrank bases.safetensors:share=0.3   fixed ranks per layer and K/V, searched for the most explained
+//                                           variance in 30% of the cache (rank_search.h)
 #include <string>
 #include <vector>
 
@@ -17,7 +19,11 @@ struct LowRankSpec {
   std::string path;
   double tau = -1;           // < 0: the artifact's
   std::vector<int64_t> ranks;  // per layer (fixed rank), from ":ranks=" or --rank
+  double share = 0;            // > 0: ranks searched for this kept share of the cache
 };
+
+// The layers a low-rank cache is built for: every layer but sliding-window ones (they keep their window).
+std::vector<int64_t> lowrank_layers(const ModelConfig& config);
 
 // Parses "FILE[:key=val,...]" together with --rank; kvc::Error on unknown keys or bad values.
 LowRankSpec parse_lowrank_spec(const std::string& text, int64_t rank);

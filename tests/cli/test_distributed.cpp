@@ -277,7 +277,8 @@ TEST(DistributedSweep, ShardsMergedGiveTheUnshardedTable) {
   const std::string dir = test::make_temp_dir("kvc-dist-sweep");
   const test::CommandResult one = run_command(bin("kvc-eval") + kSweep + "--out-dir " + dir + "/one");
   ASSERT_EQ(one.exit_code, 0) << one.err;
-  // Two shards as independent processes (a shell loop), a third as a torchrun rank would be (--shard auto).
+  // One shard as an independent process (a shell loop), one as a torchrun rank and one as a Slurm array task
+  // would be (--shard auto).
   const std::string out = " --out-dir " + dir + "/three";
   const test::CommandResult s0 = run_command(bin("kvc-eval") + kSweep + out + " --shard 0/3");
   const test::CommandResult s2 = run_command("RANK=2 WORLD_SIZE=3 " + bin("kvc-eval") + kSweep + out + " --shard auto");
@@ -290,7 +291,9 @@ TEST(DistributedSweep, ShardsMergedGiveTheUnshardedTable) {
   const test::CommandResult partial = run_command(bin("kvc-eval") + " merge --allow-partial --json" + out);
   ASSERT_EQ(partial.exit_code, 0) << partial.err;
   EXPECT_NE(partial.out.find("\"complete\":false"), std::string::npos) << partial.out;
-  const test::CommandResult s1 = run_command(bin("kvc-eval") + kSweep + out + " --shard 1/3");
+  const test::CommandResult s1 = run_command("env -u RANK -u WORLD_SIZE -u SLURM_NTASKS SLURM_ARRAY_TASK_ID=6 "
+                                            "SLURM_ARRAY_TASK_MIN=5 SLURM_ARRAY_TASK_COUNT=3 " + bin("kvc-eval") +
+                                            kSweep + out + " --shard auto");
   ASSERT_EQ(s1.exit_code, 0) << s1.err;
   const test::CommandResult merged = run_command(bin("kvc-eval") + " merge" + out);
   ASSERT_EQ(merged.exit_code, 0) << merged.err;
@@ -317,6 +320,13 @@ TEST(DistributedSweep, BadShardsAndMixedSweepsAreOneLine) {
   test::expect_clean_error(run_command("env -u RANK -u WORLD_SIZE -u SLURM_NTASKS " + bin("kvc-eval") + kSweep +
                                        "--out-dir " + dir + "/x --shard auto"),
                            "--shard auto: no launcher environment");
+  test::expect_clean_error(run_command("RANK=0 WORLD_SIZE=1 " + bin("kvc-eval") + kSweep + "--out-dir " + dir +
+                                       "/x --shard auto"),
+                           "--shard auto: the launcher started one process (torchrun), so there is nothing to share");
+  test::expect_clean_error(run_command("env -u RANK -u WORLD_SIZE -u SLURM_NTASKS SLURM_ARRAY_TASK_ID=12 "
+                                       "SLURM_ARRAY_TASK_MIN=0 SLURM_ARRAY_TASK_COUNT=4 " + bin("kvc-eval") + kSweep +
+                                       "--out-dir " + dir + "/x --shard auto"),
+                           "the Slurm array's task IDs are not 0..N-1 from SLURM_ARRAY_TASK_MIN (ID 12, MIN 0");
   test::expect_clean_error(run_command(bin("kvc-eval") + " merge --out-dir " + dir), "has no shard-I-of-N.json files");
   // Shards of two different sweeps in one folder.
   ASSERT_EQ(run_command(bin("kvc-eval") + kSweep + "--out-dir " + dir + "/mixed --shard 0/2 --max-cells 1").exit_code, 0);

@@ -15,10 +15,13 @@
 #include "eval/kl_divergence.h"
 #include "kernels/cpu_features.h"
 #include "kernels/decode_attention.h"
+#include "lowrank/calibration.h"
+#include "lowrank/lowrank_artifacts.h"
 #include "model/llama_model.h"
 #include "press/press_registry.h"
 #include "support/expect_error.h"
 #include "support/paths.h"
+#include "support/run_command.h"
 
 namespace kvc {
 namespace {
@@ -125,12 +128,8 @@ TEST(CacheTypes, KlReferenceStaysFullPrecision) {
   EXPECT_LT(r.mean_kl, 1e-4);
 }
 
-TEST(CacheTypes, MethodsWithTheirOwnPrecisionRefuseTypedCaches) {
+TEST(CacheTypes, RetrievalKeepsItsOwnPrecisionAndRefusesTypedCaches) {
   const auto half = load("f16", "f32");
-  CompressionSpec lowrank;
-  lowrank.lowrank_file = "bases.safetensors";
-  lowrank.rank = 4;
-  test::expect_error([&] { build_cache_setup(lowrank, *half); }, "--lowrank keeps its entries in f32");
   CompressionSpec retrieval;
   retrieval.retrieval = "adaptive";
   test::expect_error([&] { build_cache_setup(retrieval, *half); }, "--retrieval keeps its entries in f32");
@@ -246,10 +245,51 @@ TEST(CacheTypes, BlockFormatsRefuseWhatTheyCannotHold) {
   test::expect_error([&] { build_cache_setup(merge, *q8); },
                      "--press d2o merges evicted entries into kept ones, which a q8_0 / q8_0 cache cannot rewrite in "
                      "place");
+}
+
+// Low-rank coefficients in a 16-bit cache type: half the bytes of the fp32 coefficients, with or
+// without a press, and logits near the fp32 low-rank cache's; a block type is refused in one line.
+TEST(CacheTypes, LowRankCoefficientsTakeTheCacheType) {
+  const auto full = load("f32", "f32");
+  const std::string dir = test::make_temp_dir("kvc-typed-lowrank");
+  std::vector<int> ids;
+  for (int i = 0; i < 8; ++i) ids.insert(ids.end(), kPrompt.begin(), kPrompt.end());
+  lowrank::CalibrationOptions calibration;
+  calibration.seq_len = 40;
+  calibration.show_progress = false;
+  lowrank::write_artifact(dir + "/bases.safetensors", lowrank::bases_artifact(lowrank::calibrate(*full, ids, calibration)),
+                          full->config());
+  for (const std::string press : {"", "snapkv:heads=shared"}) {
+    CompressionSpec spec;
+    spec.lowrank_file = dir + "/bases.safetensors";
+    spec.rank = 12;
+    spec.press = press;
+    spec.ratio = press.empty() ? 0.0 : 0.5;
+    int64_t bytes[2];
+    at::Tensor logits[2];
+    int i = 0;
+    for (const auto& m : {full, load("f16", "f16")}) {
+      const CacheSetup setup = build_cache_setup(spec, *m);
+      KVCache cache = setup.new_cache(*m);
+      auto observer = setup.new_observer();
+      ForwardOptions o;
+      o.observer = observer.get();
+      m->forward(kPrompt, cache, o);
+      logits[i] = m->forward({300}, cache, o);
+      bytes[i++] = cache.footprint().payload_bytes;
+    }
+    EXPECT_EQ(2 * bytes[1], bytes[0]) << press;
+    EXPECT_LT((logits[0] - logits[1]).abs().max().item<double>(), 0.05) << press;
+  }
+  const auto tiny = load_tiny("f32", "f32"), q8 = load_tiny("q8_0", "f16");
+  lowrank::write_artifact(dir + "/tiny.safetensors", lowrank::bases_artifact(lowrank::calibrate(*tiny, ids, calibration)),
+                          tiny->config());
   CompressionSpec lowrank;
-  lowrank.lowrank_file = "bases.safetensors";
+  lowrank.lowrank_file = dir + "/tiny.safetensors";
   lowrank.rank = 4;
-  test::expect_error([&] { build_cache_setup(lowrank, *q8); }, "--lowrank keeps its entries in f32");
+  test::expect_error([&] { build_cache_setup(lowrank, *q8); },
+                     "--lowrank stores a different number of coefficients per token, which q8_0 blocks of 32 values "
+                     "do not fit; use --cache-type-k/-v f32, f16 or bf16 with --lowrank");
 }
 
 }  // namespace

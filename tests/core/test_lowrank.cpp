@@ -5,6 +5,8 @@
 #include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "cache/dense_layer_cache.h"
 #include "compression/compression_spec.h"
 #include "lowrank/covariance.h"
@@ -12,6 +14,7 @@
 #include "lowrank/lowrank_layer_cache.h"
 #include "lowrank/lowrank_setup.h"
 #include "lowrank/rank_gate.h"
+#include "lowrank/rank_search.h"
 #include "model/llama_model.h"
 #include "support/expect_error.h"
 #include "support/paths.h"
@@ -132,6 +135,45 @@ TEST_F(LowRankCacheTest, FullFixedRankIsLosslessAndRetainKeepsSharedTokens) {
   EXPECT_THROW(cache.retain(differing), kvc::Error);
 }
 
+// --cache-type-k/-v f16 / bf16: the coefficients are stored rounded to that type (brute force: x U,
+// rounded, first r_t kept, mapped back), with each gated token's rank still chosen from the exact
+// coefficients; the payload counts the stored type's bytes, and attention reads what was stored.
+TEST_F(LowRankCacheTest, CoefficientsAreStoredInTheCacheType) {
+  for (const auto& [kt, vt] : {std::pair{at::kHalf, at::kHalf}, std::pair{at::kBFloat16, at::kDouble}}) {
+    auto kp = random_projection(true, 0), vp = random_projection(false, 5);
+    LowRankLayerCache typed(shape, rope, kF64, kp, vp, CacheTypes{kt, vt});
+    DenseLayerCache dense(shape, rope, kF64);
+    const at::Tensor k = at::randn({kKv, 11, kD}, kF64), v = at::randn({kKv, 11, kD}, kF64);
+    const at::Tensor positions = at::arange(11, at::kLong);
+    typed.append(k, v, positions);
+    const auto rounded = [&](const at::Tensor& x, const RankedProjection& p, at::ScalarType t, const at::Tensor& r) {
+      const at::Tensor c = x.transpose(0, 1).reshape({11, kDkv}).matmul(p.U).to(t).to(at::kDouble);
+      const at::Tensor keep = at::arange(kDkv, at::kLong).unsqueeze(0) < r.unsqueeze(1);
+      return (c * keep.to(at::kDouble)).matmul(p.U_inv).view({11, kKv, kD}).transpose(0, 1);
+    };
+    const at::Tensor kr = hard_ranks(k.transpose(0, 1).reshape({11, kDkv}).matmul(kp->U), kp->W, kp->b, kp->tau);
+    const at::Tensor vr = at::full({11}, 5, at::kLong);
+    const at::Tensor k_want = rounded(k, *kp, kt, kr), v_want = rounded(v, *vp, vt, vr);
+    EXPECT_TRUE(at::allclose(typed.reconstructed_keys(), k_want, 1e-12, 1e-12)) << c10::toString(kt);
+    EXPECT_TRUE(at::allclose(typed.reconstructed_values(), v_want, 1e-12, 1e-12)) << c10::toString(vt);
+    EXPECT_FALSE(at::allclose(typed.reconstructed_keys(), truncate(k, *kp, kr), 1e-9, 1e-9)) << "no rounding seen";
+    dense.append(k_want, v_want, positions);
+    const at::Tensor q = at::randn({kH, 11, kD}, kF64);
+    EXPECT_TRUE(at::allclose(typed.attend(q, positions, {}, nullptr), dense.attend(q, positions, {}, nullptr), 1e-9,
+                             1e-9));
+    const int64_t bytes = kr.sum().item<int64_t>() * static_cast<int64_t>(c10::elementSize(kt)) +
+                          vr.sum().item<int64_t>() * static_cast<int64_t>(c10::elementSize(vt));
+    EXPECT_EQ(typed.footprint().payload_bytes, bytes);
+    // retain() keeps the stored type.
+    const at::Tensor keep = at::tensor(std::vector<int64_t>{1, 2, 7}, at::kLong);
+    typed.retain(keep.unsqueeze(0).expand({kKv, 3}));
+    EXPECT_TRUE(at::allclose(typed.reconstructed_keys(), k_want.index_select(1, keep), 1e-12, 1e-12));
+  }
+  // Blocks of 32 values cannot hold a row whose length changes per token.
+  auto p = random_projection(false, 3);
+  EXPECT_THROW(LowRankLayerCache(shape, rope, kF64, p, p, CacheTypes{kCacheQ8_0, at::kHalf}), kvc::Error);
+}
+
 TEST(LowRankCalibration, SecondMomentAndEigenBasis) {
   at::manual_seed(3);
   const at::Tensor x = at::randn({50, 6}, kF64) * at::tensor({3.0, 2.0, 1.0, 0.5, 0.2, 0.1}, kF64);
@@ -214,6 +256,84 @@ TEST(LowRankModel, FullRankBasisReproducesTheDenseForward) {
   EXPECT_TRUE(at::allclose(model->forward({7}, low), model->forward({7}, dense), 1e-3, 1e-3));
   EXPECT_THROW(make_lowrank_factory(parse_lowrank_spec(path, 0), *model), kvc::Error);  // bases need --rank
   EXPECT_THROW(make_lowrank_factory(parse_lowrank_spec(path, c.kv_dim() + 1), *model), kvc::Error);
+}
+
+// Rank search: the greedy allocation reaches the best objective of every allocation within the budget
+// (brute force over all of them), spends the budget exactly, and keeps one direction per matrix.
+TEST(LowRankRankSearch, GreedyAllocationIsTheBestWithinTheBudget) {
+  at::manual_seed(11);
+  constexpr int64_t d = 4, L = 3;
+  Artifact a;
+  a.kind = kBasesKind;
+  for (int64_t l = 0; l < L; ++l) {
+    const auto spectrum = [] { return std::get<0>(at::sort(at::rand({d}, kF64).pow(3), 0, true)); };
+    a.layers.push_back({{{}, {}, {}, spectrum()}, {{}, {}, {}, spectrum()}});
+  }
+  const auto explained = [&](int64_t l, bool key, int64_t r) {
+    const at::Tensor e = key ? a.layers[l].key.eigenvalues : a.layers[l].value.eigenvalues;
+    return e.narrow(0, 0, r).sum().item<double>() / e.sum().item<double>();
+  };
+  const std::vector<int64_t> layers = {0, 2};  // layer 1 stands for a sliding-window layer: not searched
+  for (const double share : {0.25, 0.4, 0.6, 1.0}) {
+    const RankAllocation got = search_ranks(a, layers, share);
+    const auto budget = static_cast<int64_t>(std::floor(share * 2 * 2 * d + 1e-9));
+    EXPECT_EQ(got.coefficients, budget) << share;
+    EXPECT_EQ(got.keys[1] + got.values[1], 0);
+    double best = 0;
+    for (int64_t code = 0; code < d * d * d * d; ++code) {  // ranks 1..d of the four matrices
+      int64_t c = code, used = 0;
+      double value = 0;
+      for (int m = 0; m < 4; ++m, c /= d) {
+        used += c % d + 1;
+        value += explained(layers[m / 2], m % 2 == 0, c % d + 1);
+      }
+      if (used <= budget) best = std::max(best, value);
+    }
+    double mine = 0;
+    for (const int64_t l : layers) {
+      EXPECT_GE(got.keys[l], 1);
+      EXPECT_GE(got.values[l], 1);
+      mine += explained(l, true, got.keys[l]) + explained(l, false, got.values[l]);
+    }
+    EXPECT_NEAR(mine, best, 1e-12) << share;
+    EXPECT_NEAR(got.explained, best, 1e-12) << share;
+  }
+  test::expect_error([&] { search_ranks(a, layers, 0.2); }, "fewer than one direction for the keys and one for the "
+                                                           "values of each of the 2 layers; use share >= 0.25");
+  test::expect_error([&] { search_ranks(a, layers, 1.5); }, "share must be in (0, 1]");
+}
+
+// --lowrank bases:share=S on a model: the cache holds exactly the searched coefficients, which never
+// exceed S of the full cache; share= refuses --rank and gates.
+TEST(LowRankRankSearch, SearchedRanksHoldTheirShareOfTheCache) {
+  auto model = LlamaModel::load(test::model_dir("stories260K"));
+  const ModelConfig& c = model->config();
+  const std::string path = test::make_temp_dir("lowrank-share") + "/bases.safetensors";
+  Artifact a;
+  a.kind = kBasesKind;
+  at::manual_seed(5);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const at::Tensor U = std::get<0>(at::linalg_qr(at::randn({c.kv_dim(), c.kv_dim()}, kF64))).to(at::kFloat);
+    const auto spectrum = [&] { return std::get<0>(at::sort(at::rand({c.kv_dim()}, kF64), 0, true)); };
+    a.layers.push_back({{U, {}, {}, spectrum()}, {U, {}, {}, spectrum()}});
+  }
+  write_artifact(path, a, c);
+  std::vector<int> ids;
+  for (int i = 0; i < 30; ++i) ids.push_back(1 + (i * 37) % 500);
+  at::NoGradGuard no_grad;
+  KVCache dense = model->new_cache();
+  model->forward(ids, dense);
+  for (const double share : {0.2, 0.5}) {
+    KVCache low = model->new_cache(make_lowrank_factory(parse_lowrank_spec(path + ":share=" + std::to_string(share), 0), *model));
+    model->forward(ids, low);
+    const double kept = static_cast<double>(low.footprint().payload_bytes) / static_cast<double>(dense.footprint().payload_bytes);
+    const RankAllocation r = search_ranks(load_artifact(path, c), lowrank_layers(c), share);
+    EXPECT_NEAR(kept, static_cast<double>(r.coefficients) / static_cast<double>(2 * c.num_layers * c.kv_dim()), 1e-12);
+    EXPECT_LE(kept, share);
+    EXPECT_GT(kept, share - 1.0 / static_cast<double>(c.kv_dim()));
+  }
+  test::expect_error([&] { parse_lowrank_spec(path + ":share=0.5", 4); }, "share= searches the ranks itself");
+  test::expect_error([&] { parse_lowrank_spec(path + ":share=0", 0); }, "share must be in (0, 1]");
 }
 
 // The latent holds one token set for all KV heads: presses that keep a different number per head, or
