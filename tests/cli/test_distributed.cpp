@@ -339,5 +339,27 @@ TEST(DistributedSweep, BadShardsAndMixedSweepsAreOneLine) {
                            "every shard must be started with the same flags");
 }
 
+// scripts/ranks.sh, the local launcher the README and --help use: a rank that fails stops the rank that
+// would otherwise wait for it until --dist-timeout, and the failing rank's status is the launcher's.
+TEST(LocalLauncher, AFailingRankStopsTheOthersAndItsStatusIsReturned) {
+  const std::string dir = test::make_temp_dir("kvc-dist-launcher");
+  const std::string launcher = std::string(KVC_SOURCE_DIR) + "/scripts/ranks.sh";
+  const auto start = std::chrono::steady_clock::now();
+  const test::CommandResult r = run_command(
+      "cd " + dir + " && MASTER_PORT=" + std::to_string(free_port()) + " " + launcher + " 2 bash -c '[ $RANK = 1 ] && exit 3; exec " +
+      bin("kvc-calibrate") + kCalibrate + "--tokens 2000 --dist-timeout 60 -o x.safetensors'");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("rank 1 exited with status 3; stopping the other ranks"), std::string::npos) << r.err;
+  EXPECT_LT(seconds, 30.0);
+  EXPECT_FALSE(std::ifstream(dir + "/x.safetensors").good());
+  // Every rank succeeding: status 0 and rank 0's file.
+  const test::CommandResult ok = run_command("cd " + dir + " && MASTER_PORT=" + std::to_string(free_port()) + " " +
+                                             launcher + " 2 " + bin("kvc-calibrate") + kCalibrate +
+                                             "--tokens 2000 -o y.safetensors");
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_TRUE(std::ifstream(dir + "/y.safetensors").good());
+}
+
 }  // namespace
 }  // namespace kvc
