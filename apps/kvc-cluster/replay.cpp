@@ -159,7 +159,9 @@ int run_replay(const ReplayOptions& o) {
   for (size_t i = 0; i < o.strategies.size(); ++i) {
     Run r;
     r.config = configs[i];
-    r.shared = rt::make_retrieval_shared(r.config, mc.head_dim, dir + "/store-" + std::to_string(i) + ".kvs", true);
+    const CacheTypes types = model->cache_types();
+    r.shared = rt::make_retrieval_shared(r.config, rt::RecordFormat{mc.head_dim, types.keys, types.values},
+                                         dir + "/store-" + std::to_string(i) + ".kvs", true);
     r.cache = std::make_unique<KVCache>(
         model->new_cache(recording_layers(rt::retrieval_layer_factory(shape, model->rope(), r.shared), &r.layers)));
     runs.push_back(std::move(r));

@@ -57,16 +57,6 @@ void check_layout(const CacheSetup& setup, const std::string& press, const std::
             press, layer->layout(), cache_flag);
 }
 
-// Typed caches (--cache-type-k/-v) cover the dense, per-head and low-rank layouts; the retrieval store
-// keeps the activations' precision.
-void check_cache_types(const LlamaModel& model, const std::string& method) {
-  const CacheTypes t = model.cache_types();
-  KVC_CHECK(t.keys == model.dtype() && t.values == model.dtype(),
-            "{} keeps its entries in {}: --cache-type-k {} / --cache-type-v {} apply to the dense, per-head and "
-            "low-rank caches only; leave them at f32 (auto) with {}",
-            method, cache_type_name(model.dtype()), cache_type_name(t.keys), cache_type_name(t.values), method);
-}
-
 }  // namespace
 
 CacheSetup build_cache_setup(const CompressionSpec& spec, const LlamaModel& model) {
@@ -74,7 +64,6 @@ CacheSetup build_cache_setup(const CompressionSpec& spec, const LlamaModel& mode
   KVC_CHECK(spec.budget >= 0, "--budget must be >= 0, got {}", spec.budget);
   check_flag_combination(spec);
   if (!spec.retrieval.empty()) {
-    check_cache_types(model, "--retrieval");
     CacheSetup setup = retrieval::make_retrieval_setup(spec.retrieval, spec.retrieval_store, model);
     setup.name = spec.describe();
     return setup;

@@ -50,6 +50,15 @@ LoadedIndex read_index(const std::string& path) {
   out.manifest.generation = static_cast<uint64_t>(metadata_count(*file, "generation"));
   out.manifest.dim = metadata_count(*file, "head_dim");
   out.manifest.page_bytes = metadata_count(*file, "page_bytes");
+  // Indexes written before typed records have no types: their records are f32.
+  const auto record_type = [&](const char* key) {
+    if (!meta.count(key)) return at::kFloat;
+    const at::ScalarType t = record_type_of_code(metadata_count(*file, key));
+    KVC_CHECK(t != at::ScalarType::Undefined, "index '{}': unknown record type {} in '{}'", path, meta.at(key), key);
+    return t;
+  };
+  out.manifest.key_type = record_type("key_type");
+  out.manifest.value_type = record_type("value_type");
   out.manifest.file_pages = metadata_count(*file, "file_pages");
   const auto& ext = required_tensor(*file, "extents", st::DType::I64, 2, 6);
   const auto* e = reinterpret_cast<const int64_t*>(file->data("extents"));

@@ -2,10 +2,13 @@
 // The bytes of a page store file (layout in page_store.h): the file header's magic, each page's
 // header and checksum, the records a page holds, and the digest that ties a cluster's pages to the
 // index. Shared by the store that writes pages and the checks that read them back.
+#include <ATen/ATen.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "kernels/row_formats.h"
 #include "retrieval/entry_block.h"
 
 namespace kvc::retrieval {
@@ -22,7 +25,29 @@ uint32_t crc32(const void* data, size_t size, uint32_t crc = 0);
 uint32_t page_crc(const uint8_t* page, int64_t record_bytes);
 // A cluster's page CRCs in slot order, folded into the one number the index records at commit.
 uint64_t digest_of(const std::vector<uint32_t>& crcs);
-// Appends the first `count` records of `page` (rotated key, value, position; `dim` floats each) to `out`.
-void read_page_records(const uint8_t* page, int64_t count, int64_t dim, EntryBlock& out);
+// One record on storage: the rotated key row, the value row (each in its cache type: f32, f16, bf16,
+// q8_0 or q4_0, as --cache-type-k/-v), then the int64 position.
+struct RecordFormat {
+  int64_t dim = 0;
+  at::ScalarType keys = at::kFloat, values = at::kFloat;
+
+  int64_t key_bytes() const { return stored_row_bytes(keys, dim); }
+  int64_t value_bytes() const { return stored_row_bytes(values, dim); }
+  int64_t record_bytes() const { return key_bytes() + value_bytes() + 8; }
+  bool operator==(const RecordFormat& o) const { return dim == o.dim && keys == o.keys && values == o.values; }
+};
+
+// The types' codes in the store's header page and index (0 = f32, so stores written before typed records
+// read as f32); -1 for a type a store cannot hold.
+int64_t record_type_code(at::ScalarType type);
+at::ScalarType record_type_of_code(int64_t code);  // Undefined for an unknown code
+
+// Writes records [begin, begin + count) of `block` one after another at `out`.
+void encode_records(uint8_t* out, const RecordFormat& format, const EntryBlock& block, int64_t begin, int64_t count);
+// Appends the first `count` records of `page` to `out`, widened to fp32.
+void read_page_records(const uint8_t* page, int64_t count, const RecordFormat& format, EntryBlock& out);
+// Replaces the keys and values of `block` by what they read back as after a trip through storage, so
+// entries still in a RAM tail and entries read from a page are the same numbers.
+void round_through_storage(const RecordFormat& format, EntryBlock& block);
 
 }  // namespace kvc::retrieval

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cache/cache_types.h"
 #include "retrieval/page_format.h"
 #include "retrieval/page_io.h"
 #include "util/clock.h"
@@ -31,9 +32,13 @@ IoCounters IoCounters::minus(const IoCounters& o) const {
   return r;  // read_run_max stays the running maximum
 }
 
-PageStore::PageStore(const std::string& path, int64_t dim, Layout layout, bool direct_io)
-    : path_(path), dim_(dim), layout_(layout) {
-  KVC_CHECK(dim > 0 && per_page() >= 1, "store: head_dim {} is too large for {}-byte pages", dim, kPageBytes);
+PageStore::PageStore(const std::string& path, RecordFormat format, Layout layout, bool direct_io)
+    : path_(path), format_(format), dim_(format.dim), layout_(layout) {
+  KVC_CHECK(dim_ > 0 && per_page() >= 1, "store: head_dim {} is too large for {}-byte pages", dim_, kPageBytes);
+  KVC_CHECK(record_type_code(format.keys) >= 0 && record_type_code(format.values) >= 0,
+            "store: records cannot be stored as {} / {}", cache_type_name(format.keys), cache_type_name(format.values));
+  KVC_CHECK((!is_block_format(format.keys) && !is_block_format(format.values)) || dim_ % kRowBlockValues == 0,
+            "store: q8_0/q4_0 records need a head_dim that is a multiple of {}, got {}", kRowBlockValues, dim_);
   if (direct_io) {
     fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0644);
     direct_ = fd_ >= 0;
@@ -43,12 +48,12 @@ PageStore::PageStore(const std::string& path, int64_t dim, Layout layout, bool d
   page_buffer_ = static_cast<uint8_t*>(aligned_bytes(kPageBytes).release());
   if (const char* crash = std::getenv("KVC_STORE_CRASH_AFTER_PAGES")) crash_after_pages_ = std::atoll(crash);
   generation_ = (static_cast<uint64_t>(SteadyClock::now().time_since_epoch().count()) << 16) ^ static_cast<uint64_t>(::getpid());
-  // File header: magic, generation, page size, head_dim. A rebuilt store gets a new generation, so
-  // an index committed for an earlier build never matches it.
+  // File header: magic, generation, page size, head_dim, key and value record types. A rebuilt store
+  // gets a new generation, so an index committed for an earlier build never matches it.
   std::memset(page_buffer_, 0, kPageBytes);
   std::memcpy(page_buffer_, kFileMagic, 8);
   std::memcpy(page_buffer_ + 8, &generation_, 8);
-  const int64_t meta[2] = {kPageBytes, dim_};
+  const int64_t meta[4] = {kPageBytes, dim_, record_type_code(format.keys), record_type_code(format.values)};
   std::memcpy(page_buffer_ + 16, meta, sizeof meta);
   if (::pwrite(fd_, page_buffer_, kPageBytes, 0) != kPageBytes) {
     // A throwing constructor runs no destructor: release here, and leave no empty store behind.
@@ -116,14 +121,7 @@ void PageStore::place(int64_t uid, int64_t pages_needed, int64_t partner) {
 void PageStore::write_page(int64_t page, int64_t uid, const EntryBlock& block, int64_t begin, int64_t count,
                            uint32_t* crc_out) {
   std::memset(page_buffer_, 0, kPageBytes);
-  uint8_t* rec = page_buffer_ + kHeaderBytes;
-  const size_t row = static_cast<size_t>(dim_) * 4;
-  for (int64_t i = begin; i < begin + count; ++i) {
-    std::memcpy(rec, block.key(i), row);
-    std::memcpy(rec + row, block.value(i), row);
-    std::memcpy(rec + 2 * row, &block.positions[i], 8);
-    rec += record_bytes();
-  }
+  encode_records(page_buffer_ + kHeaderBytes, format_, block, begin, count);
   PageHeader h{kPageMagic, static_cast<uint32_t>(uid), static_cast<uint32_t>(count), 0};
   std::memcpy(page_buffer_, &h, sizeof h);
   h.crc = page_crc(page_buffer_, record_bytes());
@@ -153,6 +151,7 @@ void PageStore::write_records(int64_t uid, const EntryBlock& records) {
   for (int64_t s = 0; s < e.full_pages; ++s) write_page(slot_page(e, s), uid, records, s * pp, pp, &e.page_crc[s]);
   e.tail = EntryBlock(dim_);
   for (int64_t i = e.full_pages * pp; i < records.size(); ++i) e.tail.push_from(records, i);
+  round_through_storage(format_, e.tail);
 }
 
 int64_t PageStore::create(const EntryBlock& records, int64_t partner) {
@@ -190,7 +189,7 @@ void PageStore::relocate(int64_t uid, int64_t pages_needed) {
     const int64_t first = run_first_page(e);
     pread_pages(first, e.full_pages, buffer.get(), true);
     for (int64_t s = 0; s < e.full_pages; ++s) {
-      read_page_records(buffer.get() + (slot_page(e, s) - first) * kPageBytes, per_page(), dim_, records);
+      read_page_records(buffer.get() + (slot_page(e, s) - first) * kPageBytes, per_page(), format_, records);
     }
   }
   records.append(e.tail);
@@ -206,7 +205,14 @@ void PageStore::append(int64_t uid, const float* key, const float* value, int64_
   KVC_CHECK(is_live(uid), "store: no cluster {}", uid);
   Extent& e = extents_[uid];
   const bool new_page = e.tail.empty();
-  e.tail.push(key, value, position);
+  if (format_.keys == at::kFloat && format_.values == at::kFloat) {
+    e.tail.push(key, value, position);
+  } else {
+    EntryBlock one(dim_);
+    one.push(key, value, position);
+    round_through_storage(format_, one);
+    e.tail.append(one);
+  }
   // A new tail page needs a slot: with none left the cluster moves (naive: every time it grows).
   if (new_page && free_slots(pools_[e.pool]) < 0) relocate(uid, slots(e));
   if (e.tail.size() < per_page()) return;
@@ -246,6 +252,8 @@ StoreManifest PageStore::commit() {
   StoreManifest m;
   m.generation = generation_;
   m.dim = dim_;
+  m.key_type = format_.keys;
+  m.value_type = format_.values;
   m.page_bytes = kPageBytes;
   m.file_pages = next_page_;
   for (int64_t uid = 0; uid < static_cast<int64_t>(extents_.size()); ++uid) {

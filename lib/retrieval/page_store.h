@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "retrieval/entry_block.h"
+#include "retrieval/page_format.h"
 
 namespace kvc::retrieval {
 
@@ -48,7 +49,9 @@ struct ExtentRecord {
 struct StoreManifest {
   uint64_t generation = 0;
   int64_t dim = 0, page_bytes = 0, file_pages = 0;
+  at::ScalarType key_type = at::kFloat, value_type = at::kFloat;
   std::vector<ExtentRecord> extents;
+  RecordFormat format() const { return {dim, key_type, value_type}; }
 };
 
 class PageStore {
@@ -56,14 +59,18 @@ class PageStore {
   static constexpr int64_t kPageBytes = 4096;
   static constexpr int64_t kHeaderBytes = 16;
 
-  // Creates (truncates) `path`.
-  PageStore(const std::string& path, int64_t dim, Layout layout, bool direct_io = true);
+  // Creates (truncates) `path`; records are stored as `format` says.
+  PageStore(const std::string& path, RecordFormat format, Layout layout, bool direct_io = true);
+  // fp32 records of `dim` values.
+  PageStore(const std::string& path, int64_t dim, Layout layout, bool direct_io = true)
+      : PageStore(path, RecordFormat{dim}, layout, direct_io) {}
   ~PageStore();
   PageStore(const PageStore&) = delete;
   PageStore& operator=(const PageStore&) = delete;
 
   int64_t dim() const { return dim_; }
-  int64_t record_bytes() const { return 8 * dim_ + 8; }
+  const RecordFormat& format() const { return format_; }
+  int64_t record_bytes() const { return format_.record_bytes(); }
   int64_t per_page() const { return (kPageBytes - kHeaderBytes) / record_bytes(); }
   bool direct() const { return direct_; }
   Layout layout() const { return layout_; }
@@ -136,6 +143,7 @@ class PageStore {
 
   mutable std::mutex mutex_;  // every public operation: the I/O thread reads while the decode thread appends
   std::string path_;
+  RecordFormat format_;
   int64_t dim_;
   Layout layout_;
   bool direct_ = false;

@@ -100,7 +100,7 @@ std::vector<PageStore::PageImage> PageStore::read_locked(const std::vector<int64
                     h.crc == page_crc(page, record_bytes()),
                 "store '{}': page {} of cluster {} is torn or corrupt (checksum mismatch); rebuild the store", path_,
                 slot_page(e, s), uid);
-      read_page_records(page, per_page(), dim_, block);
+      read_page_records(page, per_page(), format_, block);
     }
     out.push_back({std::move(block), e.version});
   }

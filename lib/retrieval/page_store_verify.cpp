@@ -31,7 +31,9 @@ void PageStore::verify(const std::string& path, const StoreManifest& m) {
     ~Closer() { ::close(fd); }
   } closer{fd};
   KVC_CHECK(m.page_bytes == kPageBytes && m.dim > 0 && m.dim <= (kPageBytes - kHeaderBytes - 8) / 8 &&
-                m.file_pages >= 1,
+                m.file_pages >= 1 && record_type_code(m.key_type) >= 0 && record_type_code(m.value_type) >= 0 &&
+                (!is_block_format(m.key_type) || m.dim % kRowBlockValues == 0) &&
+                (!is_block_format(m.value_type) || m.dim % kRowBlockValues == 0),
             "store '{}': the index describes an impossible store (page bytes {}, head_dim {}, {} pages)", path,
             m.page_bytes, m.dim, m.file_pages);
   auto page = aligned_bytes(kPageBytes);
@@ -53,9 +55,10 @@ void PageStore::verify(const std::string& path, const StoreManifest& m) {
             "store '{}' is incomplete: it was rewritten by a later run that never committed (generation {} != {} in "
             "the index); rebuild it with kvc-cluster build",
             path, generation, m.generation);
-  int64_t header_meta[2];
+  int64_t header_meta[4];
   std::memcpy(header_meta, page.get() + 16, sizeof header_meta);
-  KVC_CHECK(header_meta[0] == kPageBytes && header_meta[1] == m.dim && zero_from(16 + sizeof header_meta),
+  KVC_CHECK(header_meta[0] == kPageBytes && header_meta[1] == m.dim && header_meta[2] == record_type_code(m.key_type) &&
+                header_meta[3] == record_type_code(m.value_type) && zero_from(16 + sizeof header_meta),
             "store '{}' is corrupt: its header page is damaged; rebuild it with kvc-cluster build", path);
   struct stat st {};
   KVC_CHECK(::fstat(fd, &st) == 0, "store '{}': fstat failed: {}", path, std::strerror(errno));
@@ -65,7 +68,7 @@ void PageStore::verify(const std::string& path, const StoreManifest& m) {
             path, file_bytes, m.file_pages, kPageBytes);
   const int64_t present_pages = file_bytes / kPageBytes;
 
-  const int64_t record_bytes = 8 * m.dim + 8;
+  const int64_t record_bytes = m.format().record_bytes();
   const int64_t per_page = (kPageBytes - kHeaderBytes) / record_bytes;
   // Pages the clusters hold; one past the file's end fails its read below.
   std::vector<bool> used(static_cast<size_t>(present_pages), false);

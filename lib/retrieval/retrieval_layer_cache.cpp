@@ -20,15 +20,16 @@ at::Tensor block_tensor(std::vector<float>& data, int64_t n, int64_t d) {
 
 }  // namespace
 
-std::shared_ptr<RetrievalShared> make_retrieval_shared(const RetrievalConfig& config, int64_t head_dim,
+std::shared_ptr<RetrievalShared> make_retrieval_shared(const RetrievalConfig& config, const RecordFormat& records,
                                                        const std::string& store_path, bool measure) {
   auto shared = std::make_shared<RetrievalShared>();
   shared->config = config;
   // Without clusters the entries are pages in position order: the naive, append-only layout.
   const Layout layout = config.strategy == Strategy::kNone ? Layout::kNaive : config.layout;
-  shared->store = std::make_unique<PageStore>(store_path, head_dim, layout, config.direct_io);
+  shared->store = std::make_unique<PageStore>(store_path, records, layout, config.direct_io);
+  // The RAM cache holds clusters widened to fp32, whatever the records' type on storage.
   shared->cache = std::make_unique<ClusterCache>(config.cache_kb * 1024, config.cache_policy,
-                                                 shared->store->record_bytes());
+                                                 RecordFormat{records.dim}.record_bytes());
   shared->measure = measure;
   if (config.async_io) shared->io = std::make_unique<IoThread>();
   if (config.prefetch) shared->prefetch = std::make_unique<Prefetcher>(shared->store.get(), shared->io.get(), config.gap_pages);
@@ -307,9 +308,11 @@ at::Tensor RetrievalLayerCache::lengths() const {
 
 CacheFootprint RetrievalLayerCache::footprint() const {
   CacheFootprint f;
-  const int64_t rec = shared_->store->record_bytes();
+  const RecordFormat& stored = shared_->store->format();
+  // Entries in RAM are fp32 whatever the records' type on storage.
+  const int64_t rec = RecordFormat{shape_.head_dim}.record_bytes();
   f.entries = length_ * shape_.num_kv_heads;
-  f.payload_bytes = f.entries * 8 * shape_.head_dim;
+  f.payload_bytes = f.entries * (stored.key_bytes() + stored.value_bytes());
   // What is really in RAM: sinks, recent window, buffers, centroids (the shared cluster cache is
   // counted once, by layer 0).
   int64_t resident = 0;

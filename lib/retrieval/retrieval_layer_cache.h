@@ -52,8 +52,9 @@ class RetrievalLayerCache : public LayerCache {
   std::vector<HeadState> state_;
 };
 
-// The shared state for one model's cache: creates the store file at `store_path`.
-std::shared_ptr<RetrievalShared> make_retrieval_shared(const RetrievalConfig& config, int64_t head_dim,
+// The shared state for one model's cache: creates the store file at `store_path`, its records stored
+// as `records` says (head_dim and the key and value types, --cache-type-k/-v).
+std::shared_ptr<RetrievalShared> make_retrieval_shared(const RetrievalConfig& config, const RecordFormat& records,
                                                        const std::string& store_path, bool measure);
 LayoutFactory<RetrievalLayerCache> retrieval_layer_factory(const AttentionShape& shape,
                                                            std::shared_ptr<const Rope> rope,

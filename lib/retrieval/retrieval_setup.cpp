@@ -46,7 +46,8 @@ CacheSetup make_retrieval_setup(const std::string& spec, const std::string& stor
   CacheSetup setup;
   setup.name = "retrieval " + run->config.name();
   setup.bounded = true;
-  setup.fresh_factory = [run, shape, rope]() {
+  const CacheTypes types = model.cache_types();
+  setup.fresh_factory = [run, shape, rope, types]() {
     const bool temporary = run->store_path.empty();
     KVC_CHECK(temporary || run->caches == 0,
               "--retrieval-store {} holds one cache; this run makes several: leave --retrieval-store out",
@@ -54,7 +55,7 @@ CacheSetup make_retrieval_setup(const std::string& spec, const std::string& stor
     const std::string path = temporary ? temporary_store_path(run->caches) : run->store_path;
     ++run->caches;
     auto owned = std::make_shared<OwnedStore>();
-    owned->shared = make_retrieval_shared(run->config, shape.head_dim, path, false);
+    owned->shared = make_retrieval_shared(run->config, RecordFormat{shape.head_dim, types.keys, types.values}, path, false);
     if (temporary) owned->remove_path = path;
     // The layers hold the store through `owned`, so the file goes when the cache does.
     std::shared_ptr<RetrievalShared> shared(owned, owned->shared.get());

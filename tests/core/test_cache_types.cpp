@@ -128,13 +128,6 @@ TEST(CacheTypes, KlReferenceStaysFullPrecision) {
   EXPECT_LT(r.mean_kl, 1e-4);
 }
 
-TEST(CacheTypes, RetrievalKeepsItsOwnPrecisionAndRefusesTypedCaches) {
-  const auto half = load("f16", "f32");
-  CompressionSpec retrieval;
-  retrieval.retrieval = "adaptive";
-  test::expect_error([&] { build_cache_setup(retrieval, *half); }, "--retrieval keeps its entries in f32");
-}
-
 TEST(CacheTypes, UnknownTypesAreOneLineErrors) {
   test::expect_error([] { parse_cache_type("q5", "--cache-type-k"); }, "unknown cache type 'q5'");
   test::expect_error([] { parse_cache_type("q4_1", "--cache-type-v"); },

@@ -26,7 +26,7 @@ Fixture& fixture() {
 }
 
 std::shared_ptr<RetrievalShared> make_shared(const std::string& spec) {
-  return make_retrieval_shared(RetrievalConfig::parse(spec), fixture().shape.head_dim,
+  return make_retrieval_shared(RetrievalConfig::parse(spec), RecordFormat{fixture().shape.head_dim},
                                test::make_temp_dir("kvc-ret") + "/store.kvs", true);
 }
 

@@ -23,7 +23,7 @@ Side make_side(const LlamaModel& model, const std::string& spec) {
   const ModelConfig& mc = model.config();
   const AttentionShape shape = mc.attention_shape();
   Side s;
-  s.shared = make_retrieval_shared(RetrievalConfig::parse(spec), mc.head_dim,
+  s.shared = make_retrieval_shared(RetrievalConfig::parse(spec), RecordFormat{mc.head_dim},
                                    test::make_temp_dir("kvc-prefetch") + "/store.kvs", true);
   s.cache = std::make_unique<KVCache>(model.new_cache(retrieval_layer_factory(shape, model.rope(), s.shared)));
   return s;
