@@ -1,4 +1,5 @@
-// The only translation unit that needs LibTorch's autograd/optim front end (slow to compile).
+// Gate training: one of the two translation units that need LibTorch's autograd/optim front end (slow to
+// compile), with soft_mask_layer_cache.cpp.
 #include "lowrank/gate_training.h"
 
 #include <torch/torch.h>
@@ -8,8 +9,8 @@
 #include <cstdio>
 #include <random>
 
-#include "cache/attention.h"
 #include "lowrank/rank_gate.h"
+#include "lowrank/soft_mask_layer_cache.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/hash.h"
@@ -18,78 +19,6 @@
 
 namespace kvc::lowrank {
 namespace {
-
-struct GateParams {
-  torch::Tensor U, W, b;
-};
-
-// Soft masks seen in one forward pass, for R (differentiable) and the hard retain rate at τ.
-struct MaskLog {
-  std::vector<torch::Tensor> soft_means;
-  double hard_sum = 0, hard_count = 0;
-  torch::Tensor retain() const { return torch::stack(soft_means).mean(); }
-};
-
-// Differentiable stand-in for the variable-rank cache: the same projection and gate, with the soft
-// mask instead of the hard cut. Tensors are collected in lists and concatenated (no in-place writes),
-// so autograd reaches U, W and b through the frozen model.
-class SoftMaskLayerCache : public LayerCache {
- public:
-  SoftMaskLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, const GateParams& k, const GateParams& v,
-                     double tau, MaskLog* log)
-      : shape_(shape), rope_(std::move(rope)), k_(k), v_(v), tau_(tau), log_(log) {
-    k_inv_ = torch::linalg_inv(k.U);
-    v_inv_ = torch::linalg_inv(v.U);
-  }
-
-  void append(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& positions) override {
-    const int64_t T = keys.size(1), KV = shape_.num_kv_heads, d = shape_.head_dim;
-    keys_.push_back(rope_->apply(project(keys, k_, k_inv_).view({T, KV, d}).transpose(0, 1), positions));
-    values_.push_back(project(values, v_, v_inv_).view({T, KV, d}).transpose(0, 1));
-    positions_.push_back(positions);
-  }
-
-  at::Tensor attend(const at::Tensor& queries, const at::Tensor& q_positions, const AttentionProbe&,
-                    AttentionStats*) override {
-    const int64_t H = shape_.num_heads, KV = shape_.num_kv_heads, G = shape_.group_size(), d = shape_.head_dim;
-    const int64_t T = queries.size(1);
-    const torch::Tensor K = torch::cat(keys_, 1), V = torch::cat(values_, 1), kp = torch::cat(positions_);
-    const int64_t S = K.size(1);
-    torch::Tensor scores = torch::matmul(queries.reshape({KV, G * T, d}), K.transpose(1, 2)) / std::sqrt(double(d));
-    const torch::Tensor masked = attention_mask(q_positions, kp.view({1, S}), shape_.sliding_window);
-    scores = scores.view({KV, G, T, S}).masked_fill(masked, -INFINITY);
-    const torch::Tensor probs = torch::softmax(scores, -1).view({KV, G * T, S});
-    return torch::matmul(probs, V).view({H, T, d});
-  }
-
-  void retain(const at::Tensor&) override { fail("training cache: eviction is not part of gate training"); }
-  at::Tensor lengths() const override {
-    int64_t n = 0;
-    for (const auto& p : positions_) n += p.numel();
-    return at::full({shape_.num_kv_heads}, n, at::TensorOptions().dtype(at::kLong));
-  }
-  CacheFootprint footprint() const override { return {}; }
-  std::string layout() const override { return "gate-training"; }
-
- private:
-  torch::Tensor project(const torch::Tensor& x, const GateParams& g, const torch::Tensor& inv) {
-    const int64_t T = x.size(1);
-    const torch::Tensor coeffs = torch::matmul(x.transpose(0, 1).reshape({T, -1}), g.U);
-    const torch::Tensor m = soft_mask(coeffs, g.W, g.b);
-    log_->soft_means.push_back(m.mean());
-    log_->hard_sum += (m.detach() > tau_).sum().item<double>();
-    log_->hard_count += static_cast<double>(m.numel());
-    return torch::matmul(coeffs * m, inv);
-  }
-
-  AttentionShape shape_;
-  std::shared_ptr<const Rope> rope_;
-  GateParams k_, v_;
-  torch::Tensor k_inv_, v_inv_;
-  double tau_;
-  MaskLog* log_;
-  std::vector<torch::Tensor> keys_, values_, positions_;
-};
 
 struct Forward {
   torch::Tensor ce, retain;

@@ -1,0 +1,56 @@
+#include "lowrank/soft_mask_layer_cache.h"
+
+#include <cmath>
+
+#include "cache/attention.h"
+#include "lowrank/rank_gate.h"
+#include "util/error.h"
+
+namespace kvc::lowrank {
+
+SoftMaskLayerCache::SoftMaskLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, const GateParams& k,
+                                       const GateParams& v, double tau, MaskLog* log)
+    : shape_(shape), rope_(std::move(rope)), k_(k), v_(v), tau_(tau), log_(log) {
+  k_inv_ = torch::linalg_inv(k.U);
+  v_inv_ = torch::linalg_inv(v.U);
+}
+
+void SoftMaskLayerCache::append(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& positions) {
+  const int64_t T = keys.size(1), KV = shape_.num_kv_heads, d = shape_.head_dim;
+  keys_.push_back(rope_->apply(project(keys, k_, k_inv_).view({T, KV, d}).transpose(0, 1), positions));
+  values_.push_back(project(values, v_, v_inv_).view({T, KV, d}).transpose(0, 1));
+  positions_.push_back(positions);
+}
+
+at::Tensor SoftMaskLayerCache::attend(const at::Tensor& queries, const at::Tensor& q_positions, const AttentionProbe&,
+                                      AttentionStats*) {
+  const int64_t H = shape_.num_heads, KV = shape_.num_kv_heads, G = shape_.group_size(), d = shape_.head_dim;
+  const int64_t T = queries.size(1);
+  const torch::Tensor K = torch::cat(keys_, 1), V = torch::cat(values_, 1), kp = torch::cat(positions_);
+  const int64_t S = K.size(1);
+  torch::Tensor scores = torch::matmul(queries.reshape({KV, G * T, d}), K.transpose(1, 2)) / std::sqrt(double(d));
+  const torch::Tensor masked = attention_mask(q_positions, kp.view({1, S}), shape_.sliding_window);
+  scores = scores.view({KV, G, T, S}).masked_fill(masked, -INFINITY);
+  const torch::Tensor probs = torch::softmax(scores, -1).view({KV, G * T, S});
+  return torch::matmul(probs, V).view({H, T, d});
+}
+
+void SoftMaskLayerCache::retain(const at::Tensor&) { fail("training cache: eviction is not part of gate training"); }
+
+at::Tensor SoftMaskLayerCache::lengths() const {
+  int64_t n = 0;
+  for (const auto& p : positions_) n += p.numel();
+  return at::full({shape_.num_kv_heads}, n, at::TensorOptions().dtype(at::kLong));
+}
+
+torch::Tensor SoftMaskLayerCache::project(const torch::Tensor& x, const GateParams& g, const torch::Tensor& inv) {
+  const int64_t T = x.size(1);
+  const torch::Tensor coeffs = torch::matmul(x.transpose(0, 1).reshape({T, -1}), g.U);
+  const torch::Tensor m = soft_mask(coeffs, g.W, g.b);
+  log_->soft_means.push_back(m.mean());
+  log_->hard_sum += (m.detach() > tau_).sum().item<double>();
+  log_->hard_count += static_cast<double>(m.numel());
+  return torch::matmul(coeffs * m, inv);
+}
+
+}  // namespace kvc::lowrank
