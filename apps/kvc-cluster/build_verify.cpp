@@ -61,7 +61,7 @@ int run_build(const BuildOptions& o) {
     const WorkingDirectory in_index_dir(index_dir);
     const std::string store_from_index = store_path.lexically_relative(index_dir).string();
     const CacheTypes types = model->cache_types();
-    auto shared = rt::make_retrieval_shared(config, rt::RecordFormat{mc.head_dim, types.keys, types.values},
+    auto shared = rt::make_retrieval_shared(config, rt::record_format(mc.head_dim, types),
                                             store_from_index, false);
     std::vector<rt::RetrievalLayerCache*> layers;
     KVCache cache = model->new_cache(recording_layers(rt::retrieval_layer_factory(shape, model->rope(), shared), &layers));

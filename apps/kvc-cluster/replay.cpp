@@ -160,7 +160,7 @@ int run_replay(const ReplayOptions& o) {
     Run r;
     r.config = configs[i];
     const CacheTypes types = model->cache_types();
-    r.shared = rt::make_retrieval_shared(r.config, rt::RecordFormat{mc.head_dim, types.keys, types.values},
+    r.shared = rt::make_retrieval_shared(r.config, rt::record_format(mc.head_dim, types),
                                          dir + "/store-" + std::to_string(i) + ".kvs", true);
     r.cache = std::make_unique<KVCache>(
         model->new_cache(recording_layers(rt::retrieval_layer_factory(shape, model->rope(), r.shared), &r.layers)));

@@ -52,8 +52,8 @@ void write_index(const std::string& path, RetrievalShared& shared, const std::ve
   w.set_metadata("generation", std::to_string(m.generation));
   w.set_metadata("head_dim", std::to_string(d));
   w.set_metadata("page_bytes", std::to_string(m.page_bytes));
-  w.set_metadata("key_type", std::to_string(record_type_code(m.key_type)));
-  w.set_metadata("value_type", std::to_string(record_type_code(m.value_type)));
+  w.set_metadata("key_type", std::to_string(static_cast<int64_t>(m.key_type)));
+  w.set_metadata("value_type", std::to_string(static_cast<int64_t>(m.value_type)));
   w.set_metadata("file_pages", std::to_string(m.file_pages));
   w.set_metadata("strategy", shared.config.name());
   w.set_metadata("model", model_dir);

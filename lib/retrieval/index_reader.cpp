@@ -52,9 +52,9 @@ LoadedIndex read_index(const std::string& path) {
   out.manifest.page_bytes = metadata_count(*file, "page_bytes");
   // Indexes written before typed records have no types: their records are f32.
   const auto record_type = [&](const char* key) {
-    if (!meta.count(key)) return at::kFloat;
-    const at::ScalarType t = record_type_of_code(metadata_count(*file, key));
-    KVC_CHECK(t != at::ScalarType::Undefined, "index '{}': unknown record type {} in '{}'", path, meta.at(key), key);
+    RecordType t = RecordType::kF32;
+    KVC_CHECK(!meta.count(key) || record_type_of_code(metadata_count(*file, key), &t),
+              "index '{}': unknown record type {} in '{}'", path, meta.count(key) ? meta.at(key) : "", key);
     return t;
   };
   out.manifest.key_type = record_type("key_type");

@@ -1,8 +1,10 @@
 #include "retrieval/page_format.h"
 
+#include <algorithm>
 #include <cstring>
 
-#include "cache/cache_types.h"
+#include "io/gguf_dequant.h"
+#include "io/gguf_quantize.h"
 #include "retrieval/page_store.h"
 
 namespace kvc::retrieval {
@@ -36,82 +38,112 @@ uint64_t digest_of(const std::vector<uint32_t>& crcs) {
   return h;
 }
 
-int64_t record_type_code(at::ScalarType type) {
-  if (type == at::kFloat) return 0;
-  if (type == at::kHalf) return 1;
-  if (type == at::kBFloat16) return 2;
-  if (type == kCacheQ8_0) return 3;
-  if (type == kCacheQ4_0) return 4;
-  return -1;
+bool record_type_of_code(int64_t code, RecordType* out) {
+  if (code < 0 || code > static_cast<int64_t>(RecordType::kQ4_0)) return false;
+  *out = static_cast<RecordType>(code);
+  return true;
 }
 
-at::ScalarType record_type_of_code(int64_t code) {
-  switch (code) {
-    case 0: return at::kFloat;
-    case 1: return at::kHalf;
-    case 2: return at::kBFloat16;
-    case 3: return kCacheQ8_0;
-    case 4: return kCacheQ4_0;
-    default: return at::ScalarType::Undefined;
+std::string record_type_name(RecordType type) {
+  switch (type) {
+    case RecordType::kF32: return "f32";
+    case RecordType::kF16: return "f16";
+    case RecordType::kBF16: return "bf16";
+    case RecordType::kQ8_0: return "q8_0";
+    case RecordType::kQ4_0: return "q4_0";
   }
+  return "unknown";
 }
+
+bool is_block_record(RecordType type) { return type == RecordType::kQ8_0 || type == RecordType::kQ4_0; }
 
 namespace {
 
-// Rows [n, d] of fp32 as stored in `type` ([n, stored bytes] as raw bytes).
-at::Tensor encoded(const float* rows, int64_t n, int64_t d, at::ScalarType type) {
-  const at::Tensor x = at::from_blob(const_cast<float*>(rows), {n, d}, at::kFloat);
-  const at::Tensor stored = encode_rows(x, type).contiguous();
-  return stored.view(at::kByte).view({n, stored_row_bytes(type, d)});
+uint32_t ggml_type(RecordType type) { return type == RecordType::kQ8_0 ? gguf::kTypeQ8_0 : gguf::kTypeQ4_0; }
+
+// bfloat16 from float, rounding to nearest even as LibTorch does (NaN stays a quiet NaN).
+uint16_t float_to_bf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof x);
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
+  return static_cast<uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
 }
 
-// Stored rows (raw bytes [n, row_bytes] at `bytes`, `stride` apart) back to fp32 [n, d].
-at::Tensor decoded(const uint8_t* bytes, int64_t n, int64_t stride, int64_t d, at::ScalarType type) {
-  const int64_t row_bytes = stored_row_bytes(type, d);
-  const at::Tensor raw = at::from_blob(const_cast<uint8_t*>(bytes), {n, row_bytes}, {stride, 1}, at::kByte).contiguous();
-  const at::Tensor stored = is_block_format(type) ? raw : raw.view(type);
-  return decode_rows(stored, type, d, at::kFloat).contiguous();
+void encode_row(RecordType type, const float* x, int64_t d, uint8_t* out) {
+  switch (type) {
+    case RecordType::kF32: std::memcpy(out, x, static_cast<size_t>(d) * 4); return;
+    case RecordType::kF16:
+    case RecordType::kBF16:
+      for (int64_t t = 0; t < d; ++t) {
+        const uint16_t h = type == RecordType::kF16 ? gguf::float_to_half(x[t]) : float_to_bf16(x[t]);
+        std::memcpy(out + 2 * t, &h, 2);
+      }
+      return;
+    case RecordType::kQ8_0:
+    case RecordType::kQ4_0: gguf::quantize(ggml_type(type), x, static_cast<uint64_t>(d), out); return;
+  }
+}
+
+void decode_row(RecordType type, const uint8_t* in, int64_t d, float* out) {
+  switch (type) {
+    case RecordType::kF32: std::memcpy(out, in, static_cast<size_t>(d) * 4); return;
+    case RecordType::kF16:
+    case RecordType::kBF16:
+      for (int64_t t = 0; t < d; ++t) {
+        uint16_t h;
+        std::memcpy(&h, in + 2 * t, 2);
+        out[t] = type == RecordType::kF16 ? gguf::half_to_float(h) : gguf::bf16_to_float(h);
+      }
+      return;
+    case RecordType::kQ8_0:
+    case RecordType::kQ4_0: gguf::dequantize(ggml_type(type), in, static_cast<uint64_t>(d), out); return;
+  }
 }
 
 }  // namespace
 
+int64_t record_row_bytes(RecordType type, int64_t dim) {
+  switch (type) {
+    case RecordType::kF32: return 4 * dim;
+    case RecordType::kF16:
+    case RecordType::kBF16: return 2 * dim;
+    case RecordType::kQ8_0:
+    case RecordType::kQ4_0: return static_cast<int64_t>(gguf::quantized_bytes(ggml_type(type), static_cast<uint64_t>(dim)));
+  }
+  return 0;
+}
+
 void encode_records(uint8_t* out, const RecordFormat& f, const EntryBlock& block, int64_t begin, int64_t count) {
-  if (count == 0) return;
   const int64_t d = f.dim, kb = f.key_bytes(), vb = f.value_bytes(), rb = f.record_bytes();
-  const at::Tensor keys = encoded(block.key(begin), count, d, f.keys);
-  const at::Tensor values = encoded(block.value(begin), count, d, f.values);
-  const uint8_t* k = keys.data_ptr<uint8_t>();
-  const uint8_t* v = values.data_ptr<uint8_t>();
-  for (int64_t i = 0; i < count; ++i, out += rb) {
-    std::memcpy(out, k + i * kb, static_cast<size_t>(kb));
-    std::memcpy(out + kb, v + i * vb, static_cast<size_t>(vb));
-    std::memcpy(out + kb + vb, &block.positions[static_cast<size_t>(begin + i)], 8);
+  for (int64_t i = begin; i < begin + count; ++i, out += rb) {
+    encode_row(f.keys, block.key(i), d, out);
+    encode_row(f.values, block.value(i), d, out + kb);
+    std::memcpy(out + kb + vb, &block.positions[static_cast<size_t>(i)], 8);
   }
 }
 
 void read_page_records(const uint8_t* page, int64_t count, const RecordFormat& f, EntryBlock& out) {
-  if (count == 0) return;
   const int64_t d = f.dim, kb = f.key_bytes(), vb = f.value_bytes(), rb = f.record_bytes();
+  std::vector<float> key(static_cast<size_t>(d)), value(static_cast<size_t>(d));
   const uint8_t* rec = page + PageStore::kHeaderBytes;
-  const at::Tensor keys = decoded(rec, count, rb, d, f.keys);
-  const at::Tensor values = decoded(rec + kb, count, rb, d, f.values);
-  const float* k = keys.data_ptr<float>();
-  const float* v = values.data_ptr<float>();
-  for (int64_t i = 0; i < count; ++i) {
+  for (int64_t i = 0; i < count; ++i, rec += rb) {
+    decode_row(f.keys, rec, d, key.data());
+    decode_row(f.values, rec + kb, d, value.data());
     int64_t pos;
-    std::memcpy(&pos, rec + i * rb + kb + vb, 8);
-    out.push(k + i * d, v + i * d, pos);
+    std::memcpy(&pos, rec + kb + vb, 8);
+    out.push(key.data(), value.data(), pos);
   }
 }
 
 void round_through_storage(const RecordFormat& f, EntryBlock& block) {
-  const int64_t n = block.size(), d = f.dim;
-  if (n == 0) return;
-  const auto round = [&](std::vector<float>& rows, at::ScalarType type) {
-    if (type == at::kFloat) return;
-    const at::Tensor bytes = encoded(rows.data(), n, d, type);
-    const at::Tensor back = decoded(bytes.data_ptr<uint8_t>(), n, bytes.size(1), d, type);
-    std::memcpy(rows.data(), back.data_ptr<float>(), static_cast<size_t>(n * d) * sizeof(float));
+  const int64_t d = f.dim;
+  std::vector<uint8_t> row(static_cast<size_t>(std::max(f.key_bytes(), f.value_bytes())));
+  const auto round = [&](std::vector<float>& rows, RecordType type) {
+    if (type == RecordType::kF32) return;
+    for (int64_t i = 0; i < block.size(); ++i) {
+      encode_row(type, rows.data() + i * d, d, row.data());
+      decode_row(type, row.data(), d, rows.data() + i * d);
+    }
   };
   round(block.keys, f.keys);
   round(block.values, f.values);

@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "cache/cache_types.h"
 #include "retrieval/page_format.h"
 #include "retrieval/page_io.h"
 #include "util/clock.h"
@@ -34,11 +33,9 @@ IoCounters IoCounters::minus(const IoCounters& o) const {
 
 PageStore::PageStore(const std::string& path, RecordFormat format, Layout layout, bool direct_io)
     : path_(path), format_(format), dim_(format.dim), layout_(layout) {
+  KVC_CHECK((!is_block_record(format.keys) && !is_block_record(format.values)) || dim_ % 32 == 0,
+            "store: q8_0/q4_0 records need a head_dim that is a multiple of 32, got {}", dim_);
   KVC_CHECK(dim_ > 0 && per_page() >= 1, "store: head_dim {} is too large for {}-byte pages", dim_, kPageBytes);
-  KVC_CHECK(record_type_code(format.keys) >= 0 && record_type_code(format.values) >= 0,
-            "store: records cannot be stored as {} / {}", cache_type_name(format.keys), cache_type_name(format.values));
-  KVC_CHECK((!is_block_format(format.keys) && !is_block_format(format.values)) || dim_ % kRowBlockValues == 0,
-            "store: q8_0/q4_0 records need a head_dim that is a multiple of {}, got {}", kRowBlockValues, dim_);
   if (direct_io) {
     fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0644);
     direct_ = fd_ >= 0;
@@ -53,7 +50,7 @@ PageStore::PageStore(const std::string& path, RecordFormat format, Layout layout
   std::memset(page_buffer_, 0, kPageBytes);
   std::memcpy(page_buffer_, kFileMagic, 8);
   std::memcpy(page_buffer_ + 8, &generation_, 8);
-  const int64_t meta[4] = {kPageBytes, dim_, record_type_code(format.keys), record_type_code(format.values)};
+  const int64_t meta[4] = {kPageBytes, dim_, static_cast<int64_t>(format.keys), static_cast<int64_t>(format.values)};
   std::memcpy(page_buffer_ + 16, meta, sizeof meta);
   if (::pwrite(fd_, page_buffer_, kPageBytes, 0) != kPageBytes) {
     // A throwing constructor runs no destructor: release here, and leave no empty store behind.
@@ -205,7 +202,7 @@ void PageStore::append(int64_t uid, const float* key, const float* value, int64_
   KVC_CHECK(is_live(uid), "store: no cluster {}", uid);
   Extent& e = extents_[uid];
   const bool new_page = e.tail.empty();
-  if (format_.keys == at::kFloat && format_.values == at::kFloat) {
+  if (format_.keys == RecordType::kF32 && format_.values == RecordType::kF32) {
     e.tail.push(key, value, position);
   } else {
     EntryBlock one(dim_);

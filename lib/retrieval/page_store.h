@@ -49,7 +49,7 @@ struct ExtentRecord {
 struct StoreManifest {
   uint64_t generation = 0;
   int64_t dim = 0, page_bytes = 0, file_pages = 0;
-  at::ScalarType key_type = at::kFloat, value_type = at::kFloat;
+  RecordType key_type = RecordType::kF32, value_type = RecordType::kF32;
   std::vector<ExtentRecord> extents;
   RecordFormat format() const { return {dim, key_type, value_type}; }
 };

@@ -15,7 +15,8 @@
 namespace kvc::retrieval {
 
 // Every byte of the file is accounted for, so no flip passes unseen:
-//  - page 0 (header): magic, generation, page size and head_dim as the index says; the rest zero.
+//  - page 0 (header): magic, generation, page size, head_dim and the key and value record types as the
+//    index says; the rest zero.
 //  - pages of committed clusters: magic, cluster, record count and CRC over (cluster, count, records);
 //    the bytes after the last record are zero (write_page clears them); the digest ties the pages to
 //    the index.
@@ -31,9 +32,7 @@ void PageStore::verify(const std::string& path, const StoreManifest& m) {
     ~Closer() { ::close(fd); }
   } closer{fd};
   KVC_CHECK(m.page_bytes == kPageBytes && m.dim > 0 && m.dim <= (kPageBytes - kHeaderBytes - 8) / 8 &&
-                m.file_pages >= 1 && record_type_code(m.key_type) >= 0 && record_type_code(m.value_type) >= 0 &&
-                (!is_block_format(m.key_type) || m.dim % kRowBlockValues == 0) &&
-                (!is_block_format(m.value_type) || m.dim % kRowBlockValues == 0),
+                m.file_pages >= 1 && ((!is_block_record(m.key_type) && !is_block_record(m.value_type)) || m.dim % 32 == 0),
             "store '{}': the index describes an impossible store (page bytes {}, head_dim {}, {} pages)", path,
             m.page_bytes, m.dim, m.file_pages);
   auto page = aligned_bytes(kPageBytes);
@@ -57,8 +56,8 @@ void PageStore::verify(const std::string& path, const StoreManifest& m) {
             path, generation, m.generation);
   int64_t header_meta[4];
   std::memcpy(header_meta, page.get() + 16, sizeof header_meta);
-  KVC_CHECK(header_meta[0] == kPageBytes && header_meta[1] == m.dim && header_meta[2] == record_type_code(m.key_type) &&
-                header_meta[3] == record_type_code(m.value_type) && zero_from(16 + sizeof header_meta),
+  KVC_CHECK(header_meta[0] == kPageBytes && header_meta[1] == m.dim && header_meta[2] == static_cast<int64_t>(m.key_type) &&
+                header_meta[3] == static_cast<int64_t>(m.value_type) && zero_from(16 + sizeof header_meta),
             "store '{}' is corrupt: its header page is damaged; rebuild it with kvc-cluster build", path);
   struct stat st {};
   KVC_CHECK(::fstat(fd, &st) == 0, "store '{}': fstat failed: {}", path, std::strerror(errno));

@@ -20,6 +20,18 @@ at::Tensor block_tensor(std::vector<float>& data, int64_t n, int64_t d) {
 
 }  // namespace
 
+RecordFormat record_format(int64_t head_dim, const CacheTypes& types) {
+  const auto type = [](at::ScalarType t) {
+    if (t == at::kFloat) return RecordType::kF32;
+    if (t == at::kHalf) return RecordType::kF16;
+    if (t == at::kBFloat16) return RecordType::kBF16;
+    if (t == kCacheQ8_0) return RecordType::kQ8_0;
+    KVC_CHECK(t == kCacheQ4_0, "--retrieval: the store cannot keep records in {}", cache_type_name(t));
+    return RecordType::kQ4_0;
+  };
+  return {head_dim, type(types.keys), type(types.values)};
+}
+
 std::shared_ptr<RetrievalShared> make_retrieval_shared(const RetrievalConfig& config, const RecordFormat& records,
                                                        const std::string& store_path, bool measure) {
   auto shared = std::make_shared<RetrievalShared>();

@@ -55,7 +55,7 @@ CacheSetup make_retrieval_setup(const std::string& spec, const std::string& stor
     const std::string path = temporary ? temporary_store_path(run->caches) : run->store_path;
     ++run->caches;
     auto owned = std::make_shared<OwnedStore>();
-    owned->shared = make_retrieval_shared(run->config, RecordFormat{shape.head_dim, types.keys, types.values}, path, false);
+    owned->shared = make_retrieval_shared(run->config, record_format(shape.head_dim, types), path, false);
     if (temporary) owned->remove_path = path;
     // The layers hold the store through `owned`, so the file goes when the cache does.
     std::shared_ptr<RetrievalShared> shared(owned, owned->shared.get());

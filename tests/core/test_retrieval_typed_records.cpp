@@ -14,6 +14,7 @@
 #include "eval/kl_divergence.h"
 #include "model/llama_model.h"
 #include "retrieval/page_store.h"
+#include "retrieval/retrieval_layer_cache.h"
 #include "support/expect_error.h"
 #include "support/paths.h"
 #include "support/run_command.h"
@@ -64,7 +65,7 @@ class TypedRecords : public ::testing::TestWithParam<std::pair<const char*, cons
 TEST_P(TypedRecords, TakeTheirBytesAndReadBackRounded) {
   const at::ScalarType keys = parse_cache_type(GetParam().first, "-ctk");
   const at::ScalarType values = parse_cache_type(GetParam().second, "-ctv");
-  const RecordFormat format{kDim, keys, values};
+  const RecordFormat format = record_format(kDim, {keys, values});
   PageStore store(temp_file("t.kvs"), format, Layout::kDualHead, /*direct_io=*/false);
   EXPECT_EQ(store.record_bytes(), stored_row_bytes(keys, kDim) + stored_row_bytes(values, kDim) + 8);
   EXPECT_LT(store.record_bytes(), RecordFormat{kDim}.record_bytes());
@@ -85,11 +86,11 @@ TEST_P(TypedRecords, TakeTheirBytesAndReadBackRounded) {
   }
   // A committed store checks against its manifest, types included.
   const StoreManifest m = store.commit();
-  EXPECT_EQ(m.key_type, keys);
-  EXPECT_EQ(m.value_type, values);
+  EXPECT_EQ(m.key_type, format.keys);
+  EXPECT_EQ(m.value_type, format.values);
   PageStore::verify(store.path(), m);
   StoreManifest other = m;
-  other.key_type = keys == at::kHalf ? at::kBFloat16 : at::kHalf;
+  other.key_type = format.keys == RecordType::kF16 ? RecordType::kBF16 : RecordType::kF16;
   test::expect_error([&] { PageStore::verify(store.path(), other); }, "its header page is damaged");
 }
 
@@ -99,8 +100,10 @@ INSTANTIATE_TEST_SUITE_P(KeyAndValueTypes, TypedRecords,
                                            std::make_pair("f16", "q8_0")));
 
 TEST(TypedRecords, BlockTypesNeedWholeBlocks) {
-  test::expect_error([] { PageStore(temp_file("b.kvs"), RecordFormat{40, kCacheQ8_0, at::kFloat}, Layout::kDualHead, false); },
+  test::expect_error([] { PageStore(temp_file("b.kvs"), RecordFormat{40, RecordType::kQ8_0}, Layout::kDualHead, false); },
                      "q8_0/q4_0 records need a head_dim that is a multiple of 32, got 40");
+  test::expect_error([] { record_format(64, {at::kDouble, at::kFloat}); },
+                     "--retrieval: the store cannot keep records in f64");
 }
 
 // A retrieval run on kvc-tiny-lm (head_dim 32) whose store holds f16 or q8_0 records: the payload is the
