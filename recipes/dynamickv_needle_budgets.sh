@@ -77,7 +77,7 @@ for sid, ok in snap.items():
         # The needle sits at depth x context; 40 tokens either side cover the sentence.
         centre = float(sid.split("depth")[1].split("-")[0]) * int(meta["context_tokens"])
         for l in range(layers):
-            if any(abs(p - centre) < 40 for h in range(len([k for k in s if k[0] == l])) for p in s[(l, h)] - d[(l, h)]):
+            if any(abs(p - centre) < 40 for (layer, h), kept in s.items() if layer == l for p in kept - d[(layer, h)]):
                 lost_in[l] += 1
 entropy = json.loads((work / "profile.json").read_text())["layer_entropy"]
 result = {"snapkv_accuracy": json.loads((work / "snapkv.json").read_text())["accuracy"], "rows": rows,

@@ -94,16 +94,16 @@ Examples:
     nlohmann::json searched = nlohmann::json::array();
     if (!json) std::fprintf(report, "ranks searched for a kept share (--lowrank %s:share=S), keys | values by layer:\n",
                             output == "-" ? "FILE" : output.c_str());
+    const auto searched_layers = kvc::lowrank::lowrank_layers(model->config());
     for (const double share : {0.5, 0.3, 0.2}) {
-      const auto layers = kvc::lowrank::lowrank_layers(model->config());
       if (share * static_cast<double>(d) < 1) continue;
-      const auto r = kvc::lowrank::search_ranks(a, layers, share);
+      const auto r = kvc::lowrank::search_ranks(a, searched_layers, share);
       std::string k, v;
-      for (const int64_t l : layers) {
+      for (const int64_t l : searched_layers) {
         k += (k.empty() ? "" : "/") + std::to_string(r.keys[l]);
         v += (v.empty() ? "" : "/") + std::to_string(r.values[l]);
       }
-      const double mean = r.explained / static_cast<double>(2 * layers.size());
+      const double mean = r.explained / static_cast<double>(2 * searched_layers.size());
       searched.push_back({{"share", share}, {"key_ranks", k}, {"value_ranks", v}, {"mean_explained", mean}});
       if (!json) std::fprintf(report, "  share %.1f: %s | %s (mean explained %.4f)\n", share, k.c_str(), v.c_str(), mean);
     }

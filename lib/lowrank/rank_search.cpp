@@ -14,9 +14,8 @@ namespace {
 std::vector<double> shares(const at::Tensor& eigenvalues) {
   const at::Tensor e = eigenvalues.to(at::kDouble).clamp_min(0).contiguous();
   const double total = e.sum().item<double>();
-  std::vector<double> out(static_cast<size_t>(e.numel()));
-  for (int64_t i = 0; i < e.numel(); ++i) out[static_cast<size_t>(i)] = total > 0 ? e[i].item<double>() / total : 0;
-  return out;
+  const at::Tensor s = total > 0 ? e / total : e;
+  return std::vector<double>(s.data_ptr<double>(), s.data_ptr<double>() + s.numel());
 }
 
 }  // namespace

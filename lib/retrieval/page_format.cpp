@@ -135,12 +135,12 @@ void read_page_records(const uint8_t* page, int64_t count, const RecordFormat& f
   }
 }
 
-void round_through_storage(const RecordFormat& f, EntryBlock& block) {
+void round_through_storage(const RecordFormat& f, EntryBlock& block, int64_t first) {
   const int64_t d = f.dim;
   std::vector<uint8_t> row(static_cast<size_t>(std::max(f.key_bytes(), f.value_bytes())));
   const auto round = [&](std::vector<float>& rows, RecordType type) {
     if (type == RecordType::kF32) return;
-    for (int64_t i = 0; i < block.size(); ++i) {
+    for (int64_t i = first; i < block.size(); ++i) {
       encode_row(type, rows.data() + i * d, d, row.data());
       decode_row(type, row.data(), d, rows.data() + i * d);
     }

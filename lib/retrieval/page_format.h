@@ -49,8 +49,8 @@ struct RecordFormat {
 void encode_records(uint8_t* out, const RecordFormat& format, const EntryBlock& block, int64_t begin, int64_t count);
 // Appends the first `count` records of `page` to `out`, widened to fp32.
 void read_page_records(const uint8_t* page, int64_t count, const RecordFormat& format, EntryBlock& out);
-// Replaces the keys and values of `block` by what they read back as after a trip through storage, so
-// entries still in a RAM tail and entries read from a page are the same numbers.
-void round_through_storage(const RecordFormat& format, EntryBlock& block);
+// Replaces the keys and values of entries first.. of `block` by what they read back as after a trip
+// through storage, so entries still in a RAM tail and entries read from a page are the same numbers.
+void round_through_storage(const RecordFormat& format, EntryBlock& block, int64_t first = 0);
 
 }  // namespace kvc::retrieval

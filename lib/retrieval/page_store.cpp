@@ -202,14 +202,8 @@ void PageStore::append(int64_t uid, const float* key, const float* value, int64_
   KVC_CHECK(is_live(uid), "store: no cluster {}", uid);
   Extent& e = extents_[uid];
   const bool new_page = e.tail.empty();
-  if (format_.keys == RecordType::kF32 && format_.values == RecordType::kF32) {
-    e.tail.push(key, value, position);
-  } else {
-    EntryBlock one(dim_);
-    one.push(key, value, position);
-    round_through_storage(format_, one);
-    e.tail.append(one);
-  }
+  e.tail.push(key, value, position);
+  round_through_storage(format_, e.tail, e.tail.size() - 1);
   // A new tail page needs a slot: with none left the cluster moves (naive: every time it grows).
   if (new_page && free_slots(pools_[e.pool]) < 0) relocate(uid, slots(e));
   if (e.tail.size() < per_page()) return;
