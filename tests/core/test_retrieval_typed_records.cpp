@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <random>
 
 #include "cache/cache_types.h"
@@ -15,6 +17,7 @@
 #include "model/llama_model.h"
 #include "retrieval/page_store.h"
 #include "retrieval/retrieval_layer_cache.h"
+#include "support/cli_expectations.h"
 #include "support/expect_error.h"
 #include "support/paths.h"
 #include "support/run_command.h"
@@ -127,6 +130,29 @@ TEST(TypedRecords, RetrievalRunsOnTypedStores) {
   EXPECT_GT(f32.mean_kl, 0.0);
   EXPECT_NEAR(f16.mean_kl, f32.mean_kl, 1e-3 + 0.05 * f32.mean_kl);
   EXPECT_NEAR(q8.mean_kl, f32.mean_kl, 1e-2 + 0.2 * f32.mean_kl);
+}
+
+// kvc-cluster build writes the record types into the store and its index; verify checks them, and an
+// index naming a type no store holds is refused in one line.
+TEST(TypedRecords, ClusterIndexCarriesTheTypes) {
+  const std::string dir = test::make_temp_dir("kvc-typed-index");
+  const auto built = test::run_command(test::bin("kvc-cluster") + " build -m " + test::model_dir("stories260K") +
+                                       " -p 'Once upon a time there was a little girl named Lily' -ctk f16 -ctv bf16 --store " +
+                                       dir + "/s.kvs --index " + dir + "/s.safetensors");
+  ASSERT_EQ(built.exit_code, 0) << built.err;
+  const auto ok = test::run_command(test::bin("kvc-cluster") + " verify --index " + dir + "/s.safetensors");
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  std::string bytes;
+  {
+    std::ifstream in(dir + "/s.safetensors", std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const size_t at = bytes.find("\"key_type\":\"1\"");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 12] = '9';  // same length: the header stays valid JSON
+  std::ofstream(dir + "/s.safetensors", std::ios::binary) << bytes;
+  test::expect_clean_error(test::run_command(test::bin("kvc-cluster") + " verify --index " + dir + "/s.safetensors"),
+                           "unknown record type 9 in 'key_type'");
 }
 
 }  // namespace
