@@ -1,8 +1,7 @@
 #include "lowrank/lowrank_layer_cache.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
+#include <optional>
 
 #include "lowrank/rank_gate.h"
 #include "util/error.h"
@@ -12,8 +11,6 @@ namespace {
 
 // Tokens whose keys are rebuilt at once: bounds the transient full-width keys to a block.
 constexpr int64_t kKeyBlock = 1024;
-// Upper bound on score-matrix elements per query block, as in grouped_attention.
-constexpr int64_t kMaxScoreElements = int64_t{16} << 20;
 
 at::Tensor to_tensor(const std::vector<int64_t>& v, at::Device device) {
   return at::tensor(v, at::TensorOptions().dtype(at::kLong)).to(device);
@@ -163,60 +160,65 @@ at::Tensor LowRankLayerCache::rotated_key_block(int64_t s0, int64_t s1) const {
   return rope_->apply(x.view({n, KV, d}).transpose(0, 1), positions_.narrow(0, s0, n));
 }
 
-at::Tensor LowRankLayerCache::attend(const at::Tensor& queries, const at::Tensor& q_positions,
-                                     const AttentionProbe& probe, AttentionStats* stats) {
-  const int64_t H = shape_.num_heads, KV = shape_.num_kv_heads, G = shape_.group_size(), d = shape_.head_dim;
-  const int64_t dkv = KV * d;
-  const int64_t T = queries.size(1), S = length_;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  const at::Tensor q_grouped = queries.to(options_.dtype()).view({KV, G, T, d});
-  const at::Tensor q_pos = q_positions.to(positions_.device());
-  const at::Tensor k_pos = positions();
-  ProbeCollector collector(probe, stats, H, T, S, options_);
-  // Per KV head g, the slice of U_v^{-1} that maps the shared latent to that head's value.
-  const at::Tensor uinv_v = value_proj_->U_inv.view({dkv, KV, d}).permute({1, 0, 2});  // [KV, dkv, d]
-  const int64_t rv_all = value_.max_rank();
-
-  // Keys rebuilt once per call when the whole context fits a block, else per query block.
-  std::vector<at::Tensor> key_blocks;
-  const auto key_block = [&](int64_t b) {
-    if (static_cast<int64_t>(key_blocks.size()) > b) return key_blocks[b];
-    return rotated_key_block(b * kKeyBlock, std::min(S, (b + 1) * kKeyBlock));
-  };
-  const int64_t n_blocks = (S + kKeyBlock - 1) / kKeyBlock;
-  // A GPU holds every rebuilt block at once (the size of a dense layer's keys), so a long prefill does not
-  // rebuild them for each query block.
-  const int64_t held = n_blocks == 1 || !positions_.device().is_cpu() ? n_blocks : 0;
-  for (int64_t b = 0; b < held; ++b) key_blocks.push_back(key_block(b));
-
-  at::Tensor out = at::empty({KV, G, T, d}, options_);
-  const int64_t block = std::max<int64_t>(1, std::min<int64_t>(T, kMaxScoreElements / std::max<int64_t>(1, H * S)));
-  for (int64_t t0 = 0; t0 < T; t0 += block) {
-    const int64_t tb = std::min(block, T - t0);
-    const at::Tensor q_block = q_grouped.narrow(2, t0, tb).reshape({KV, G * tb, d});
-    std::vector<at::Tensor> parts;
-    for (int64_t b = 0; b < n_blocks; ++b) parts.push_back(at::bmm(q_block, key_block(b).transpose(1, 2)));
-    at::Tensor scores = (parts.size() == 1 ? parts[0] : at::cat(parts, 2)).mul_(scale).view({KV, G, tb, S});
-    // Decoding past every cached entry without a window needs no mask (as in grouped_attention).
-    if (T > 1 || shape_.sliding_window > 0 || !q_pos.device().is_cpu() || max_position_ > q_pos.min().item<int64_t>()) {
-      scores.masked_fill_(attention_mask(q_pos.narrow(0, t0, tb), k_pos.unsqueeze(0), shape_.sliding_window),
-                          -std::numeric_limits<double>::infinity());
+// The cache's entries for one attention call: keys rebuilt per block of tokens (once per call when they
+// are held), values weighed in the spectral space and projected once per KV head.
+class LowRankLayerCache::Entries : public EntryBlocks {
+ public:
+  explicit Entries(const LowRankLayerCache& cache)
+      : cache_(cache), positions_(cache.positions().unsqueeze(0)), compute_(cache.options_.dtype().toScalarType()) {
+    const int64_t S = cache.length_, n_blocks = (S + kKeyBlock - 1) / kKeyBlock;
+    // A context that fits one block is rebuilt once per call; a GPU holds every rebuilt block at once
+    // (the size of a dense layer's keys), so a long prefill does not rebuild them for each query block.
+    if (n_blocks == 1 || !positions_.device().is_cpu()) {
+      for (int64_t s0 = 0; s0 < S; s0 += kKeyBlock) {
+        held_.push_back(cache.rotated_key_block(s0, std::min(S, s0 + kKeyBlock)));
+      }
     }
-    const at::Tensor probs = at::softmax(scores, -1);
-    collector.add(probs, t0);
-    // Values: Σ_t a_t x̂_t in the spectral space (only the leading rv_all dims can be non-zero) ...
-    const at::Tensor p = probs.view({KV, G * tb, S});
-    at::Tensor z = at::zeros({KV, G * tb, rv_all}, options_);
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      const int64_t s0 = b * kKeyBlock, s1 = std::min(S, s0 + kKeyBlock);
+  }
+
+  const at::Tensor& positions() const override { return positions_; }
+  std::optional<int64_t> max_position() const override {
+    if (!positions_.device().is_cpu()) return std::nullopt;
+    return cache_.max_position_;
+  }
+  int64_t key_block() const override { return kKeyBlock; }
+
+  at::Tensor keys(int64_t s0, int64_t s1) override {
+    const auto b = static_cast<size_t>(s0 / kKeyBlock);
+    if (b < held_.size()) return held_[b].narrow(1, s0 - static_cast<int64_t>(b) * kKeyBlock, s1 - s0);
+    return cache_.rotated_key_block(s0, s1);
+  }
+
+  // Σ_t a_t x̂_t in the spectral space (only the leading max-rank dims can be non-zero), then projected
+  // once per KV head by its slice of U_v^{-1}.
+  at::Tensor weigh_values(const at::Tensor& probs) override {
+    const AttentionShape& shape = cache_.shape_;
+    const int64_t KV = shape.num_kv_heads, d = shape.head_dim, visible = probs.size(2);
+    const int64_t rv_all = cache_.value_.max_rank();
+    const at::Tensor p = probs.to(compute_);
+    at::Tensor z = at::zeros({KV, probs.size(1), rv_all}, cache_.options_);
+    for (int64_t s0 = 0; s0 < visible; s0 += kKeyBlock) {
+      const int64_t s1 = std::min(visible, s0 + kKeyBlock);
       int64_t r = 0;
-      const at::Tensor coeffs = value_.padded(s0, s1, &r, options_.dtype().toScalarType());
+      const at::Tensor coeffs = cache_.value_.padded(s0, s1, &r, compute_);
       if (r > 0) z.narrow(2, 0, r).add_(at::matmul(p.narrow(2, s0, s1 - s0), coeffs));
     }
-    // ... then projected once per KV head.
-    out.narrow(2, t0, tb).copy_(at::bmm(z, uinv_v.narrow(1, 0, rv_all)).view({KV, G, tb, d}));
+    const at::Tensor uinv_v = cache_.value_proj_->U_inv.view({KV * d, KV, d}).permute({1, 0, 2});  // [KV, dkv, d]
+    return at::bmm(z, uinv_v.narrow(1, 0, rv_all));
   }
-  return out.view({H, T, d}).to(queries.scalar_type());
+
+ private:
+  const LowRankLayerCache& cache_;
+  at::Tensor positions_;  // [1, S]: one latent, so one set of positions for every head
+  at::ScalarType compute_;
+  std::vector<at::Tensor> held_;
+};
+
+at::Tensor LowRankLayerCache::attend(const at::Tensor& queries, const at::Tensor& q_positions,
+                                     const AttentionProbe& probe, AttentionStats* stats) {
+  Entries entries(*this);
+  return blocked_attention(shape_, queries.to(options_.dtype()), q_positions, entries, probe, stats)
+      .to(queries.scalar_type());
 }
 
 void LowRankLayerCache::retain(const at::Tensor& indices) {

@@ -13,7 +13,7 @@
 #include <memory>
 #include <vector>
 
-#include "cache/attention.h"
+#include "cache/blocked_attention.h"
 #include "cache/cache_types.h"
 #include "cache/layer_cache.h"
 #include "core/rope.h"
@@ -80,6 +80,7 @@ class LowRankLayerCache : public LayerCache {
     int64_t element_bytes() const { return static_cast<int64_t>(c10::elementSize(stored.dtype().toScalarType())); }
   };
 
+  class Entries;  // what the shared attention routine reads
   at::Tensor rotated_key_block(int64_t s0, int64_t s1) const;  // [n_kv, s1 - s0, d]
 
   AttentionShape shape_;

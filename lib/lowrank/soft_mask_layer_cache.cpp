@@ -1,8 +1,6 @@
 #include "lowrank/soft_mask_layer_cache.h"
 
-#include <cmath>
-
-#include "cache/attention.h"
+#include "cache/blocked_attention.h"
 #include "lowrank/rank_gate.h"
 #include "util/error.h"
 
@@ -24,15 +22,8 @@ void SoftMaskLayerCache::append(const at::Tensor& keys, const at::Tensor& values
 
 at::Tensor SoftMaskLayerCache::attend(const at::Tensor& queries, const at::Tensor& q_positions, const AttentionProbe&,
                                       AttentionStats*) {
-  const int64_t H = shape_.num_heads, KV = shape_.num_kv_heads, G = shape_.group_size(), d = shape_.head_dim;
-  const int64_t T = queries.size(1);
-  const torch::Tensor K = torch::cat(keys_, 1), V = torch::cat(values_, 1), kp = torch::cat(positions_);
-  const int64_t S = K.size(1);
-  torch::Tensor scores = torch::matmul(queries.reshape({KV, G * T, d}), K.transpose(1, 2)) / std::sqrt(double(d));
-  const torch::Tensor masked = attention_mask(q_positions, kp.view({1, S}), shape_.sliding_window);
-  scores = scores.view({KV, G, T, S}).masked_fill(masked, -INFINITY);
-  const torch::Tensor probs = torch::softmax(scores, -1).view({KV, G * T, S});
-  return torch::matmul(probs, V).view({H, T, d});
+  DenseEntries entries(torch::cat(keys_, 1), torch::cat(values_, 1), torch::cat(positions_).view({1, -1}));
+  return blocked_attention(shape_, queries, q_positions, entries, {}, nullptr);
 }
 
 void SoftMaskLayerCache::retain(const at::Tensor&) { fail("training cache: eviction is not part of gate training"); }

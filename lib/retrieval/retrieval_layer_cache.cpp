@@ -157,18 +157,26 @@ at::Tensor RetrievalLayerCache::attend_exact(const at::Tensor& queries, const at
   return out;
 }
 
-void RetrievalLayerCache::measure_recall(int64_t h, const at::Tensor& q, const std::vector<int64_t>& positions) {
+void RetrievalLayerCache::measure_recall(int64_t h, const at::Tensor& q, const at::Tensor& q_position,
+                                         const std::vector<int64_t>& positions) {
   HeadState& s = state_[h];
-  const int64_t n = s.all.size(), d = shape_.head_dim;
-  const at::Tensor keys = at::from_blob(s.all.keys.data(), {n, d}, at::kFloat);
-  const at::Tensor probs = at::softmax(at::matmul(q.to(at::kFloat), keys.t()) / std::sqrt(static_cast<double>(d)), -1);
+  const int64_t n = s.all.size(), d = shape_.head_dim, G = q.size(0);
+  // The exact attention over every entry (column sums of one query are its probabilities).
+  DenseEntries all(at::from_blob(s.all.keys.data(), {1, n, d}, at::kFloat),
+                   at::from_blob(s.all.values.data(), {1, n, d}, at::kFloat),
+                   at::from_blob(s.all.positions.data(), {1, n}, at::kLong));
+  AttentionProbe probe;
+  probe.column_sums = true;
+  AttentionStats stats;
+  blocked_attention({G, 1, d, shape_.sliding_window}, q.to(at::kFloat).view({G, 1, d}), q_position, all, probe,
+                    &stats);
   std::vector<int64_t> idx;
   for (int64_t pos : positions) {
     auto it = std::lower_bound(s.all.positions.begin(), s.all.positions.end(), pos);
     if (it != s.all.positions.end() && *it == pos) idx.push_back(it - s.all.positions.begin());
   }
   const at::Tensor sel = at::from_blob(idx.data(), {static_cast<int64_t>(idx.size())}, at::kLong).clone();
-  const double recall = probs.index_select(1, sel).sum(1).mean().item<double>();
+  const double recall = stats.column_sums.index_select(1, sel).sum(1).mean().item<double>();
   shared_->recall_sum += recall;
   shared_->recall_count += 1;
 }
@@ -299,7 +307,7 @@ at::Tensor RetrievalLayerCache::attend(const at::Tensor& queries, const at::Tens
     shared_->retrieved_entries += subset.size();
     const at::Tensor q = queries.narrow(0, h * G, G);
     out.narrow(0, h * G, G).copy_(attend_subset(q, q_positions, subset));
-    if (shared_->measure) measure_recall(h, qf.narrow(0, h * G, G).view({G, d}), subset.positions);
+    if (shared_->measure) measure_recall(h, qf.narrow(0, h * G, G).view({G, d}), q_positions, subset.positions);
   }
   // Read ahead for the next layer (after the last layer: layer 0 of the next step) while this
   // layer's output projection, the MLP and the next Q/K/V projections run.

@@ -41,7 +41,9 @@ class RetrievalLayerCache : public LayerCache {
   EntryBlock all_entries(int64_t h);
   void write_chunks(int64_t h);
   at::Tensor attend_subset(const at::Tensor& q, const at::Tensor& q_pos, const EntryBlock& subset) const;
-  void measure_recall(int64_t h, const at::Tensor& q, const std::vector<int64_t>& positions);
+  // Share of the exact attention (all entries) of query heads q [G, d] that falls on `positions`.
+  void measure_recall(int64_t h, const at::Tensor& q, const at::Tensor& q_position,
+                      const std::vector<int64_t>& positions);
 
   AttentionShape shape_;
   std::shared_ptr<const Rope> rope_;

@@ -15,32 +15,11 @@
 #include "kernels/prefill_attention.h"
 #include "kernels/rms_norm.h"
 #include "core/rope.h"
+#include "support/brute_force_attention.h"
 
 namespace {
 
-// queries [H, T, d], q_pos [T]; float64 softmax over the visible entries of each query.
-at::Tensor brute_force_attention(const at::Tensor& q, const at::Tensor& q_pos, const at::Tensor& k, const at::Tensor& v,
-                                 const at::Tensor& k_pos, int64_t window) {
-  const int64_t H = q.size(0), T = q.size(1), KV = k.size(0), d = k.size(2), G = H / KV;
-  at::Tensor out = at::zeros({H, T, d}, at::kDouble);
-  for (int64_t h = 0; h < H; ++h) {
-    const int64_t kv = h / G;
-    for (int64_t t = 0; t < T; ++t) {
-      const int64_t qp = q_pos[t].item<int64_t>();
-      const at::Tensor p = k_pos[kv];
-      const at::Tensor visible = (p <= qp).logical_and(window > 0 ? p > qp - window : at::ones_like(p, at::kBool));
-      at::Tensor scores = at::mv(k[kv].to(at::kDouble), q[h][t].to(at::kDouble)) / std::sqrt(static_cast<double>(d));
-      scores.masked_fill_(visible.logical_not(), -std::numeric_limits<double>::infinity());
-      out[h][t] = at::mv(v[kv].to(at::kDouble).t(), at::softmax(scores, 0));
-    }
-  }
-  return out;
-}
-
-at::Tensor brute_force_attention(const at::Tensor& q, int64_t q_pos, const at::Tensor& k, const at::Tensor& v,
-                                 const at::Tensor& k_pos, int64_t window) {
-  return brute_force_attention(q, at::tensor({q_pos}, at::kLong), k, v, k_pos, window);
-}
+using kvc::test::brute_force_attention;
 
 class KernelTest : public ::testing::Test {
  protected:
