@@ -28,8 +28,8 @@ class EntryBlocks {
   virtual at::Tensor keys(int64_t s0, int64_t s1) = 0;
   // Entries whose keys one keys() call should cover (the whole context when they are held at once).
   virtual int64_t key_block() const { return size(); }
-  // Σ_s probs[k, r, s] v_s over entries 0..S'-1 (S' = probs.size(2)): probs [KV, rows, S'] in the
-  // values' dtype -> [KV, rows, d].
+  // Σ_s probs[k, r, s] v_s over entries 0..S'-1 (S' = probs.size(2)): probs [KV, rows, S'] (float32,
+  // float64 for float64 queries; converted as the values need) -> [KV, rows, d].
   virtual at::Tensor weigh_values(const at::Tensor& probs) = 0;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "cache/blocked_attention.h"
 #include "lowrank/rank_gate.h"
 #include "util/error.h"
 
@@ -165,7 +166,13 @@ at::Tensor LowRankLayerCache::rotated_key_block(int64_t s0, int64_t s1) const {
 class LowRankLayerCache::Entries : public EntryBlocks {
  public:
   explicit Entries(const LowRankLayerCache& cache)
-      : cache_(cache), positions_(cache.positions().unsqueeze(0)), compute_(cache.options_.dtype().toScalarType()) {
+      : cache_(cache),
+        positions_(cache.positions().unsqueeze(0)),
+        compute_(cache.options_.dtype().toScalarType()),
+        value_rank_(cache.value_.max_rank()) {
+    const int64_t KV = cache.shape_.num_kv_heads, d = cache.shape_.head_dim;
+    // Per KV head, the rows of U_v^{-1} that map the leading value_rank_ latent dims to that head's value.
+    value_back_ = cache.value_proj_->U_inv.view({KV * d, KV, d}).permute({1, 0, 2}).narrow(1, 0, value_rank_);
     const int64_t S = cache.length_, n_blocks = (S + kKeyBlock - 1) / kKeyBlock;
     // A context that fits one block is rebuilt once per call; a GPU holds every rebuilt block at once
     // (the size of a dense layer's keys), so a long prefill does not rebuild them for each query block.
@@ -192,25 +199,24 @@ class LowRankLayerCache::Entries : public EntryBlocks {
   // Σ_t a_t x̂_t in the spectral space (only the leading max-rank dims can be non-zero), then projected
   // once per KV head by its slice of U_v^{-1}.
   at::Tensor weigh_values(const at::Tensor& probs) override {
-    const AttentionShape& shape = cache_.shape_;
-    const int64_t KV = shape.num_kv_heads, d = shape.head_dim, visible = probs.size(2);
-    const int64_t rv_all = cache_.value_.max_rank();
+    const int64_t visible = probs.size(2);
     const at::Tensor p = probs.to(compute_);
-    at::Tensor z = at::zeros({KV, probs.size(1), rv_all}, cache_.options_);
+    at::Tensor z = at::zeros({cache_.shape_.num_kv_heads, probs.size(1), value_rank_}, cache_.options_);
     for (int64_t s0 = 0; s0 < visible; s0 += kKeyBlock) {
       const int64_t s1 = std::min(visible, s0 + kKeyBlock);
       int64_t r = 0;
       const at::Tensor coeffs = cache_.value_.padded(s0, s1, &r, compute_);
       if (r > 0) z.narrow(2, 0, r).add_(at::matmul(p.narrow(2, s0, s1 - s0), coeffs));
     }
-    const at::Tensor uinv_v = cache_.value_proj_->U_inv.view({KV * d, KV, d}).permute({1, 0, 2});  // [KV, dkv, d]
-    return at::bmm(z, uinv_v.narrow(1, 0, rv_all));
+    return at::bmm(z, value_back_);
   }
 
  private:
   const LowRankLayerCache& cache_;
   at::Tensor positions_;  // [1, S]: one latent, so one set of positions for every head
   at::ScalarType compute_;
+  int64_t value_rank_;     // the largest kept value rank: the latent dims that can be non-zero
+  at::Tensor value_back_;  // [KV, value_rank_, d]
   std::vector<at::Tensor> held_;
 };
 

@@ -13,7 +13,6 @@
 #include <memory>
 #include <vector>
 
-#include "cache/blocked_attention.h"
 #include "cache/cache_types.h"
 #include "cache/layer_cache.h"
 #include "core/rope.h"
