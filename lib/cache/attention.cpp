@@ -40,10 +40,19 @@ at::Tensor grouped_attention(const AttentionShape& shape, const at::Tensor& quer
     return grouped_attention(shape, queries, q_positions, keys.to(queries.scalar_type()),
                              values.to(queries.scalar_type()), key_positions, probe, stats);
   }
-  if (T > 1 && !(stats != nullptr && probe.any())) {
-    const at::Tensor fast =
-        fast_prefill_attention(queries, q_positions, keys, values, key_positions, shape.sliding_window);
-    if (fast.defined()) return fast;
+  if (T > 1) {
+    // The statistics a probe asks for come out of the same fused pass.
+    const bool want = stats != nullptr && probe.any();
+    PrefillStatistics prefill_stats{probe.column_sums, probe.window};
+    const at::Tensor fast = fast_prefill_attention(queries, q_positions, keys, values, key_positions,
+                                                   shape.sliding_window, want ? &prefill_stats : nullptr);
+    if (fast.defined()) {
+      if (want) {
+        stats->column_sums = prefill_stats.column_sums;
+        stats->window_probs = prefill_stats.window_probs;
+      }
+      return fast;
+    }
   }
 #if TORCH_VERSION_MAJOR >= 2
   // A GPU prefill into an empty layer (it holds exactly these T tokens, in order): PyTorch's fused causal

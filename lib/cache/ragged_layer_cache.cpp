@@ -1,5 +1,7 @@
 #include "cache/ragged_layer_cache.h"
 
+#include <algorithm>
+
 #include "util/error.h"
 
 namespace kvc {
@@ -24,8 +26,13 @@ void RaggedLayerCache::assign(const std::vector<at::Tensor>& rotated_keys, const
   const auto n = static_cast<size_t>(shape_.num_kv_heads);
   KVC_CHECK(rotated_keys.size() == n && values.size() == n && positions.size() == n,
             "ragged cache: expected {} heads", n);
-  offsets_.assign(n + 1, 0);
-  for (size_t h = 0; h < n; ++h) offsets_[h + 1] = offsets_[h] + rotated_keys[h].size(0);
+  start_.assign(n, 0);
+  length_.assign(n, 0);
+  for (size_t h = 0; h < n; ++h) {
+    length_[h] = rotated_keys[h].size(0);
+    if (h + 1 < n) start_[h + 1] = start_[h] + length_[h];
+  }
+  capacity_ = length_;
   // at::cat allocates exactly-sized buffers; the previous ones are released with their last view.
   const auto stored = [](const std::vector<at::Tensor>& rows, at::ScalarType type) {
     std::vector<at::Tensor> out;
@@ -35,19 +42,51 @@ void RaggedLayerCache::assign(const std::vector<at::Tensor>& rotated_keys, const
   keys_ = at::cat(stored(rotated_keys, types_.keys), 0).to(key_options_).contiguous();
   values_ = at::cat(stored(values, types_.values), 0).to(value_options_).contiguous();
   positions_ = at::cat(positions, 0).to(keys_.device(), at::kLong).contiguous();
-  indptr_ = at::tensor(offsets_, at::TensorOptions().dtype(at::kLong));
+}
+
+void RaggedLayerCache::regrow(const std::vector<int64_t>& capacity) {
+  int64_t total = 0;
+  for (int64_t c : capacity) total += c;
+  at::Tensor keys = at::empty({total, keys_.size(1)}, keys_.options());
+  at::Tensor values = at::empty({total, values_.size(1)}, values_.options());
+  at::Tensor positions = at::empty({total}, positions_.options());
+  std::vector<int64_t> start(capacity.size(), 0);
+  for (size_t h = 0; h < capacity.size(); ++h) {
+    if (h > 0) start[h] = start[h - 1] + capacity[h - 1];
+    const auto head = static_cast<int64_t>(h);
+    keys.narrow(0, start[h], length(head)).copy_(head_keys(head));
+    values.narrow(0, start[h], length(head)).copy_(head_values(head));
+    positions.narrow(0, start[h], length(head)).copy_(head_positions(head));
+  }
+  keys_ = keys;
+  values_ = values;
+  positions_ = positions;
+  start_ = start;
+  capacity_ = capacity;
 }
 
 void RaggedLayerCache::append(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& positions) {
-  const at::Tensor rotated = rope_->apply(keys, positions);
-  const at::Tensor pos = positions.to(keys_.device(), at::kLong);
-  std::vector<at::Tensor> k, v, p;
-  for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
-    k.push_back(at::cat({head_keys(h), encode_rows(rotated[h], types_.keys).to(key_options_)}, 0));
-    v.push_back(at::cat({head_values(h), encode_rows(values[h], types_.values).to(value_options_)}, 0));
-    p.push_back(at::cat({head_positions(h), pos}, 0));
+  const int64_t t = keys.size(1);
+  bool full = false;
+  for (int64_t h = 0; h < shape_.num_kv_heads; ++h) full = full || length(h) + t > capacity_[static_cast<size_t>(h)];
+  if (full) {
+    // Geometric growth, as the dense cache grows: each row is copied O(1) times over a generation.
+    std::vector<int64_t> capacity = capacity_;
+    for (size_t h = 0; h < capacity.size(); ++h) {
+      capacity[h] = std::max(length_[h] + t, capacity[h] + capacity[h] / 2 + 16);
+    }
+    regrow(capacity);
   }
-  assign(k, v, p);
+  const at::Tensor rotated = encode_rows(rope_->apply(keys, positions), types_.keys).to(key_options_);
+  const at::Tensor stored_values = encode_rows(values, types_.values).to(value_options_);
+  const at::Tensor pos = positions.to(keys_.device(), at::kLong);
+  for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
+    const int64_t end = start(h) + length(h);
+    keys_.narrow(0, end, t).copy_(rotated[h]);
+    values_.narrow(0, end, t).copy_(stored_values[h]);
+    positions_.narrow(0, end, t).copy_(pos);
+    length_[static_cast<size_t>(h)] += t;
+  }
 }
 
 at::Tensor RaggedLayerCache::attend(const at::Tensor& queries, const at::Tensor& q_positions,
@@ -101,17 +140,26 @@ void RaggedLayerCache::retain_ragged(const std::vector<at::Tensor>& per_head) {
   assign(k, v, p);
 }
 
-at::Tensor RaggedLayerCache::lengths() const {
-  return (indptr_.narrow(0, 1, shape_.num_kv_heads) - indptr_.narrow(0, 0, shape_.num_kv_heads)).clone();
+at::Tensor RaggedLayerCache::lengths() const { return at::tensor(length_, at::TensorOptions().dtype(at::kLong)); }
+
+at::Tensor RaggedLayerCache::indptr() const {
+  std::vector<int64_t> ends(length_.size() + 1, 0);
+  for (size_t h = 0; h < length_.size(); ++h) ends[h + 1] = ends[h] + length_[h];
+  return at::tensor(ends, at::TensorOptions().dtype(at::kLong));
 }
 
 CacheFootprint RaggedLayerCache::footprint() const {
   CacheFootprint f;
-  f.entries = keys_.size(0);
-  f.payload_bytes =
-      f.entries * (stored_row_bytes(types_.keys, shape_.head_dim) + stored_row_bytes(types_.values, shape_.head_dim));
-  f.resident_bytes = f.payload_bytes + f.entries * static_cast<int64_t>(sizeof(int64_t)) +
-                     static_cast<int64_t>(offsets_.size() * sizeof(int64_t));
+  int64_t rows = 0;
+  for (size_t h = 0; h < length_.size(); ++h) {
+    f.entries += length_[h];
+    rows += capacity_[h];
+  }
+  const int64_t row_bytes =
+      stored_row_bytes(types_.keys, shape_.head_dim) + stored_row_bytes(types_.values, shape_.head_dim);
+  f.payload_bytes = f.entries * row_bytes;
+  f.resident_bytes = rows * (row_bytes + static_cast<int64_t>(sizeof(int64_t))) +
+                     static_cast<int64_t>(3 * start_.size() * sizeof(int64_t));
   return f;
 }
 

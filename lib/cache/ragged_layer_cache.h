@@ -1,8 +1,10 @@
 #pragma once
-// Per-KV-head variable lengths, stored CSR-style (FlashInfer): one flat [total, d] buffer of rotated
-// keys, one of values, int64 positions [total], and indptr [n_kv + 1] giving each head's slice. Used
+// Per-KV-head variable lengths, stored CSR-style (FlashInfer): one flat buffer of rotated keys, one of
+// values and one of int64 positions, each head owning a region of it (start, length, capacity). Used
 // when a method keeps a different number of entries per head (Ada-style budgets, unstructured
-// KVCompose): memory shrinks to exactly the entries kept.
+// KVCompose): compression shrinks memory to exactly the entries kept, and decoding appends into each
+// head's spare rows, the regions growing geometrically, so an append is amortised O(1), not a copy of
+// the whole cache.
 #include <memory>
 #include <vector>
 
@@ -19,7 +21,7 @@ class RaggedLayerCache : public LayerCache {
                    CacheTypes types = {});
 
   // Builds from per-head rotated keys/values [len_h, d] (any floating type, or already stored) and
-  // positions [len_h].
+  // positions [len_h], exactly sized.
   void assign(const std::vector<at::Tensor>& rotated_keys, const std::vector<at::Tensor>& values,
               const std::vector<at::Tensor>& positions);
 
@@ -41,21 +43,24 @@ class RaggedLayerCache : public LayerCache {
   }
   at::Tensor entry_positions(int64_t head) const override { return head_positions(head); }
 
-  const at::Tensor& indptr() const { return indptr_; }
-  at::Tensor head_keys(int64_t h) const { return keys_.narrow(0, offset(h), length(h)); }
-  at::Tensor head_values(int64_t h) const { return values_.narrow(0, offset(h), length(h)); }
-  at::Tensor head_positions(int64_t h) const { return positions_.narrow(0, offset(h), length(h)); }
+  // [n_kv + 1] int64: head h holds the h-th slice of the heads' entries laid end to end.
+  at::Tensor indptr() const;
+  at::Tensor head_keys(int64_t h) const { return keys_.narrow(0, start(h), length(h)); }
+  at::Tensor head_values(int64_t h) const { return values_.narrow(0, start(h), length(h)); }
+  at::Tensor head_positions(int64_t h) const { return positions_.narrow(0, start(h), length(h)); }
 
  private:
-  int64_t offset(int64_t h) const { return offsets_[static_cast<size_t>(h)]; }
-  int64_t length(int64_t h) const { return offsets_[static_cast<size_t>(h) + 1] - offsets_[static_cast<size_t>(h)]; }
+  int64_t start(int64_t h) const { return start_[static_cast<size_t>(h)]; }
+  int64_t length(int64_t h) const { return length_[static_cast<size_t>(h)]; }
+  // Regions of `capacity` rows per head, the held rows copied over.
+  void regrow(const std::vector<int64_t>& capacity);
 
   AttentionShape shape_;
   std::shared_ptr<const Rope> rope_;
   at::TensorOptions options_, key_options_, value_options_;  // key/value options: the storage dtype
   CacheTypes types_;                                         // resolved
-  at::Tensor keys_, values_, positions_, indptr_;
-  std::vector<int64_t> offsets_;  // host copy of indptr
+  at::Tensor keys_, values_, positions_;                     // [Σ capacity, row width], [Σ capacity]
+  std::vector<int64_t> start_, length_, capacity_;           // per head, in rows
 };
 
 }  // namespace kvc

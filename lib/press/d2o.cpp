@@ -13,12 +13,20 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <vector>
 
+#include <ATen/Parallel.h>
+
+#include "kernels/best_cosine.h"
 #include "press/kept_dump.h"
 #include "press/press.h"
+#include "runtime/parallel_grain.h"
 
 namespace kvc {
 namespace {
+
+// Elements of one block of the merge's similarity matrix (1 MB of float32: it stays in L2).
+constexpr int64_t kSimilarityBlockElements = int64_t{1} << 18;
 
 class D2OScorer : public Scorer {
  public:
@@ -107,6 +115,49 @@ class D2OAllocator : public Allocator {
 
 }  // namespace
 
+namespace {
+
+// The decode-step merge (one evicted entry per head) on float32 rows: the target search is one kernel
+// pass (kernels/best_cosine.h) instead of a dozen small tensor operations, which cost more than the
+// step's attention once the cache is small. Same rule as d2o_merge.
+void merge_one_per_head(at::Tensor& keys, at::Tensor& values, const at::Tensor& keep, double beta, double& threshold,
+                        at::Tensor* merged) {
+  const int64_t kv = keys.size(0), s = keys.size(1), d = keys.size(2);
+  const at::Tensor evict = s * (s - 1) / 2 - keep.sum(1);  // the one index each sorted row misses
+  const std::vector<int64_t> evicted(evict.data_ptr<int64_t>(), evict.data_ptr<int64_t>() + kv);
+  float* k = keys.data_ptr<float>();
+  float* v = values.data_ptr<float>();
+  const int64_t ks0 = keys.stride(0), ks1 = keys.stride(1), vs0 = values.stride(0), vs1 = values.stride(1);
+  const at::Tensor probes = keys.gather(1, evict.view({kv, 1, 1}).expand({kv, 1, d})).squeeze(1);
+  const BestCosine found = best_cosine_per_head(probes, keys, evicted);
+  const std::vector<double>& best = found.similarity;
+  const std::vector<int64_t>& target = found.row;
+  double mean_best = 0;
+  for (double b : best) mean_best += b / static_cast<double>(kv);
+  threshold = threshold < 0 ? mean_best : beta * mean_best + (1 - beta) * threshold;
+  std::vector<int64_t> rows;  // (head, evicted, slot) of each merge
+  const double own = std::exp(1.0);
+  for (int64_t h = 0; h < kv; ++h) {
+    const auto hs = static_cast<size_t>(h);
+    if (target[hs] < 0 || !(best[hs] >= threshold)) continue;
+    const double w = std::exp(best[hs]), den = own + w;
+    float* kt = k + h * ks0 + target[hs] * ks1;
+    float* vt = v + h * vs0 + target[hs] * vs1;
+    const float* ke = k + h * ks0 + evicted[hs] * ks1;
+    const float* ve = v + h * vs0 + evicted[hs] * vs1;
+    for (int64_t c = 0; c < d; ++c) {
+      kt[c] = static_cast<float>((kt[c] * own + ke[c] * w) / den);
+      vt[c] = static_cast<float>((vt[c] * own + ve[c] * w) / den);
+    }
+    rows.insert(rows.end(), {h, evicted[hs], target[hs]});
+  }
+  if (merged != nullptr && !rows.empty()) {
+    *merged = at::tensor(rows, at::kLong).view({-1, 3});
+  }
+}
+
+}  // namespace
+
 void d2o_merge(LayerCache& cache, const at::Tensor& keep, double beta, double& threshold, at::Tensor* merged) {
   // In place on the cache's own storage: while decoding, one pass over the keys for norms and one for
   // similarities, and only the kept rows that receive a merge are rewritten, because copying the whole
@@ -115,25 +166,46 @@ void d2o_merge(LayerCache& cache, const at::Tensor& keep, double beta, double& t
   at::Tensor keys = rows_of_cache.keys, values = rows_of_cache.values;
   const int64_t kv = keys.size(0), s = keys.size(1), d = keys.size(2), k = keep.size(1), e = s - k;
   if (e <= 0) return;
+  const bool plain_rows = keys.scalar_type() == at::kFloat && values.scalar_type() == at::kFloat &&
+                          keys.device().is_cpu() && keys.stride(2) == 1 && values.stride(2) == 1;
+  if (e == 1 && plain_rows && s > 1) return merge_one_per_head(keys, values, keep.contiguous(), beta, threshold, merged);
   at::Tensor evicted_mask = at::ones({kv, s}, at::kBool);
   evicted_mask.scatter_(1, keep, false);
   const at::Tensor evict = at::arange(s, at::kLong).expand({kv, s}).masked_select(evicted_mask).view({kv, e});
   // A 16-bit cache (--cache-type-k/-v) is merged in fp32 and stored back in its own type.
   const at::ScalarType math = keys.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  // Whole rows per head (index_select copies rows; gather would index every element).
   const auto rows = [&](const at::Tensor& t, const at::Tensor& idx) {
-    return t.gather(1, idx.unsqueeze(-1).expand({kv, idx.size(1), d})).to(math);
+    std::vector<at::Tensor> heads;
+    for (int64_t h = 0; h < kv; ++h) heads.push_back(t[h].index_select(0, idx[h]));
+    return at::stack(heads).to(math);
   };
-  const at::Tensor ke = rows(keys, evict), ve = rows(values, evict);
+  const at::Tensor ke = rows(keys, evict);
   // Few evicted (decoding: one): compare with every entry where it lies and mask the evicted ones. Many
   // (prefill): compare with a gathered copy of the kept ones, so the similarities stay [kv, e, k].
   const bool few_evicted = e <= k;
   const at::Tensor candidates = few_evicted ? keys.to(math) : rows(keys, keep);
   const auto norm = [](const at::Tensor& x) { return x.norm(2, -1).clamp_min(1e-12); };
-  at::Tensor sim = at::bmm(ke, candidates.transpose(1, 2)) / (norm(ke).unsqueeze(-1) * norm(candidates).unsqueeze(1));
-  if (few_evicted) sim.masked_fill_(evicted_mask.unsqueeze(1), -std::numeric_limits<double>::infinity());
-  const auto best = sim.max(-1);
-  const at::Tensor best_sim = std::get<0>(best);
-  const at::Tensor target = few_evicted ? std::get<1>(best) : keep.gather(1, std::get<1>(best));  // a kept slot
+  const at::Tensor ke_norm = norm(ke), candidate_norm = norm(candidates);
+  // Each evicted entry's most similar candidate, by (KV head, block of evicted entries) in parallel: at
+  // prefill the whole matrix would be hundreds of MB of fresh memory per layer, and one product on one
+  // thread (BLAS runs single-threaded inside our parallel regions).
+  at::Tensor best_sim = at::empty({kv, e}, ke.options()), best_index = at::empty({kv, e}, keep.options());
+  const int64_t n_candidates = candidates.size(1);
+  const int64_t block = std::max<int64_t>(1, kSimilarityBlockElements / std::max<int64_t>(1, n_candidates));
+  const int64_t blocks = (e + block - 1) / block;
+  at::parallel_for(0, kv * blocks, parallel_grain(std::min(block, e) * n_candidates * d), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t h = i / blocks, e0 = (i % blocks) * block, n = std::min(block, e - e0);
+      at::Tensor sim = at::mm(ke[h].narrow(0, e0, n), candidates[h].t())  // [n, candidates]
+                           .div_(ke_norm[h].narrow(0, e0, n).unsqueeze(1) * candidate_norm[h].unsqueeze(0));
+      if (few_evicted) sim.masked_fill_(evicted_mask[h].unsqueeze(0), -std::numeric_limits<double>::infinity());
+      const auto best = sim.max(-1);
+      best_sim[h].narrow(0, e0, n).copy_(std::get<0>(best));
+      best_index[h].narrow(0, e0, n).copy_(std::get<1>(best));
+    }
+  });
+  const at::Tensor target = few_evicted ? best_index : keep.gather(1, best_index);  // a kept slot
   const double mean_best = best_sim.mean().item<double>();
   // Eq. 10: the current similarities get the weight β, the history 1 − β ("greater weight to more recent").
   threshold = threshold < 0 ? mean_best : beta * mean_best + (1 - beta) * threshold;
@@ -141,16 +213,19 @@ void d2o_merge(LayerCache& cache, const at::Tensor& keep, double beta, double& t
   const at::Tensor merges = best_sim >= threshold;  // [kv, e]
   if (!merges.any().item<bool>()) return;
   const at::Tensor head = at::arange(kv, at::kLong).unsqueeze(1).expand({kv, e}).masked_select(merges);
-  const at::Tensor slot = target.masked_select(merges);
-  if (merged != nullptr) *merged = at::stack({head, evict.masked_select(merges), slot}, 1);
+  const at::Tensor slot = target.masked_select(merges), source = evict.masked_select(merges);
+  if (merged != nullptr) *merged = at::stack({head, source, slot}, 1);
   const at::Tensor w = best_sim.masked_select(merges).exp().unsqueeze(-1);  // [m, 1]
   const at::Tensor merged_keys = ke.masked_select(merges.unsqueeze(-1)).view({-1, d});
-  const at::Tensor merged_values = ve.masked_select(merges.unsqueeze(-1)).view({-1, d});
-  // Several evicted entries may share a target: sum per distinct (head, slot).
-  const auto [unique, inverse] = [&] {
-    auto u = at::_unique(head * s + slot, /*sorted=*/true, /*return_inverse=*/true);
-    return std::make_pair(std::get<0>(u), std::get<1>(u));
-  }();
+  // Only the merged entries' values are read.
+  const at::Tensor merged_values = values.index({head, source}).to(math);
+  // Several evicted entries may share a target: sum per distinct (head, slot). The targets are marked in
+  // a table of every (head, slot) and numbered by a running count (linear; a sort-based unique was a
+  // quarter of the merge's time at prefill).
+  const at::Tensor flat = head * s + slot;
+  const at::Tensor targeted = at::zeros({kv * s}, at::kLong).index_fill_(0, flat, 1);
+  const at::Tensor unique = targeted.nonzero().squeeze(1);
+  const at::Tensor inverse = (targeted.cumsum(0) - 1).index_select(0, flat);
   const int64_t m = unique.size(0);
   const double own = std::exp(1.0);
   const at::Tensor den = at::full({m, 1}, own, w.options()).index_add_(0, inverse, w);

@@ -172,16 +172,21 @@ at::Tensor PressObserver::compress(int64_t layer, const at::Tensor& importance, 
     reserve_bound(layer, keep, cache);  // nothing to evict yet
     return at::arange(S, importance.options().dtype(at::kLong)).unsqueeze(0).expand({KV, S}).contiguous();
   }
-  at::Tensor kept = config_->shared_heads
-                        ? top_indices(importance.mean(0, /*keepdim=*/true), keep).expand({KV, keep}).contiguous()
-                        : top_indices(importance, keep);
   LayerCache& lc = layer_cache(cache, layer);
-  allocator_->before_evict(shape_.layers[li], lc, kept, recording_ ? &record_ : nullptr);
+  const at::Tensor ranked = config_->shared_heads ? importance.mean(0, /*keepdim=*/true) : importance;
+  at::Tensor kept;
   if (prefill_done_ && config_->bounded && keep == S - 1) {
-    // Every decode step of a bounded cache: `kept` (sorted) misses exactly one index per head, which
-    // the layout evicts in place where it can; `kept` becomes the new storage order.
-    kept = lc.evict_one(S * (S - 1) / 2 - kept.sum(1));
+    // Every decode step of a bounded cache evicts one entry per head: the least important, found in one
+    // pass (not a top-k of S - 1 and a sort), which the layout evicts in place where it can; `kept`
+    // then becomes the new storage order.
+    const at::Tensor slots = ranked.argmin(1).expand({KV});
+    const at::Tensor j = at::arange(S - 1, slots.options()).unsqueeze(0);
+    kept = j + (j >= slots.unsqueeze(1)).to(at::kLong);  // every index but the slot, ascending
+    allocator_->before_evict(shape_.layers[li], lc, kept, recording_ ? &record_ : nullptr);
+    kept = lc.evict_one(slots.contiguous());
   } else {
+    kept = top_indices(ranked, keep).expand({KV, keep}).contiguous();
+    allocator_->before_evict(shape_.layers[li], lc, kept, recording_ ? &record_ : nullptr);
     lc.retain(kept);
   }
   reserve_bound(layer, keep, cache);

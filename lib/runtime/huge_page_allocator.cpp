@@ -23,12 +23,16 @@ class LargeBlockPool {
   void* take(size_t rounded) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      auto it = free_.find(rounded);
-      if (it != free_.end() && !it->second.empty()) {
+      // The smallest freed block that fits, up to twice the size: layers whose activations differ in
+      // size (per-layer budgets, the part of a causal prefix a block sees) still reuse faulted-in pages.
+      auto it = free_.lower_bound(rounded);
+      while (it != free_.end() && it->second.empty()) ++it;
+      if (it != free_.end() && it->first <= 2 * rounded) {
+        const size_t size = it->first;
         void* data = it->second.back();
         it->second.pop_back();
-        cached_bytes_ -= rounded;
-        live_[data] = rounded;
+        cached_bytes_ -= size;
+        live_[data] = size;
         return data;
       }
     }

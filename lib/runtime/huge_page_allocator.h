@@ -13,7 +13,8 @@ namespace kvc {
 constexpr size_t kLargeBlockCacheBytes = size_t{1} << 30;
 
 // Makes LibTorch's CPU allocator ask for huge pages on allocations of 4 MiB or more (madvise; a no-op
-// where THP is disabled) and keep up to kLargeBlockCacheBytes of freed large blocks for reuse.
+// where THP is disabled) and keep up to kLargeBlockCacheBytes of freed large blocks for reuse (a request
+// takes the smallest freed block that fits, up to twice its size).
 // Idempotent. Memory allocated before stays valid: it is freed as before.
 void install_huge_page_allocator();
 

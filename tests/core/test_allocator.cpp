@@ -42,6 +42,25 @@ TEST(HugePageAllocator, DifferentSizesDoNotShareBlocks) {
   EXPECT_EQ(d.data_ptr(), first);
 }
 
+// Layers whose activations differ in size reuse faulted-in blocks: the smallest freed block that fits,
+// up to twice the request; a block more than twice as large stays for a request it suits.
+TEST(HugePageAllocator, ASmallerRequestReusesABlockUpToTwiceItsSize) {
+  kvc::install_huge_page_allocator();
+  void* block = nullptr;
+  { block = at::empty({2 * kLargeFloats}).data_ptr(); }  // 24 MiB, freed into the cache
+  {
+    at::Tensor too_small = at::empty({kLargeFloats / 2});  // 6 MiB: the 24 MiB block is over twice that
+    EXPECT_NE(too_small.data_ptr(), block);
+  }
+  const size_t cached = kvc::huge_page_allocator_cached_bytes();
+  at::Tensor fits = at::empty({kLargeFloats + 1000});  // just over 12 MiB: within twice
+  EXPECT_EQ(fits.data_ptr(), block);
+  // The whole block left the cache, not just the requested size.
+  EXPECT_EQ(kvc::huge_page_allocator_cached_bytes(), cached - 2 * kLargeFloats * 4);
+  fits.fill_(1.0f);
+  EXPECT_EQ(fits.sum().item<float>(), static_cast<float>(kLargeFloats + 1000));
+}
+
 TEST(HugePageAllocator, SmallBlocksAreNotCached) {
   kvc::install_huge_page_allocator();
   const size_t cached_before = kvc::huge_page_allocator_cached_bytes();

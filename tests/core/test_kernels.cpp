@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "kernels/cpu_features.h"
 #include "kernels/decode_attention.h"
@@ -138,6 +140,71 @@ TEST_F(KernelTest, PrefillAttentionMatchesBruteForce) {
         << c.heads << "/" << c.kv_heads << " heads, " << c.entries << " entries, d " << c.head_dim << ", window "
         << c.window;
   }
+}
+
+// The statistics come from the kernel's own pass (kept exponentials rescaled per chunk), so they are
+// checked against the float64 probabilities of the definition, for the shapes above and for windows
+// that end inside, span and exceed the last query block.
+TEST_F(KernelTest, PrefillStatisticsMatchBruteForceProbabilities) {
+  const AttentionCase cases[] = {{8, 4, 95, 8, 0, false}, {6, 2, 1000, 32, 0, false}, {4, 2, 700, 32, 50, false},
+                                 {4, 2, 300, 8, 0, true}, {4, 2, 300, 8, 40, true}, {2, 1, 260, 64, 0, true}};
+  for (const auto& c : cases) {
+    const int64_t T = std::min<int64_t>(c.entries, 200);
+    const at::Tensor q = at::randn({c.heads, T, c.head_dim}) * 2;
+    const at::Tensor k = at::randn({c.kv_heads, c.entries, c.head_dim});
+    const at::Tensor v = at::randn({c.kv_heads, c.entries, c.head_dim});
+    at::Tensor pos = at::arange(c.entries, at::kLong).unsqueeze(0).repeat({c.kv_heads, 1});
+    at::Tensor q_pos = at::arange(c.entries - T, c.entries, at::kLong);
+    if (c.shuffled_positions) {
+      pos = at::stack({at::randperm(c.entries, at::kLong), at::randperm(c.entries, at::kLong)}).narrow(0, 0, c.kv_heads);
+      q_pos = std::get<0>(at::randint(c.entries, {T}, at::kLong).sort());
+    }
+    at::Tensor probs;
+    const at::Tensor expected = brute_force_attention(q, q_pos, k, v, pos, c.window, &probs);
+    for (const int64_t window : {int64_t{0}, int64_t{1}, int64_t{30}, T, T + 7}) {
+      kvc::PrefillStatistics stats{window != 1, window};
+      const at::Tensor fast = kvc::fast_prefill_attention(q, q_pos, k, v, pos, c.window, &stats);
+      ASSERT_TRUE(fast.defined());
+      const std::string what = std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + " heads, " +
+                               std::to_string(c.entries) + " entries, window " + std::to_string(c.window) +
+                               ", probe window " + std::to_string(window);
+      EXPECT_LT((fast.to(at::kDouble) - expected).abs().max().item<double>(), 1e-5) << what;
+      if (window != 1) {
+        ASSERT_TRUE(stats.column_sums.defined()) << what;
+        ASSERT_EQ(stats.column_sums.sizes(), (at::IntArrayRef{c.heads, c.entries})) << what;
+        // Each query's row sums to 1 and a column sum is at most T: an absolute bound relative to T.
+        EXPECT_LT((stats.column_sums.to(at::kDouble) - probs.sum(1)).abs().max().item<double>(), 1e-5 * T) << what;
+      } else {
+        EXPECT_FALSE(stats.column_sums.defined()) << what;
+      }
+      const int64_t kept_rows = std::min(window, T);
+      if (kept_rows == 0) {
+        EXPECT_FALSE(stats.window_probs.defined()) << what;
+        continue;
+      }
+      ASSERT_EQ(stats.window_probs.sizes(), (at::IntArrayRef{c.heads, kept_rows, c.entries})) << what;
+      EXPECT_LT((stats.window_probs.to(at::kDouble) - probs.narrow(1, T - kept_rows, kept_rows)).abs().max().item<double>(),
+                1e-6)
+          << what;
+    }
+  }
+}
+
+// Column sums are added per stripe and the stripes in order: the same bits on one thread or several.
+TEST_F(KernelTest, PrefillColumnSumsDoNotDependOnTheThreadCount) {
+  const at::Tensor q = at::randn({4, 900, 32}), k = at::randn({2, 900, 32}), v = at::randn({2, 900, 32});
+  const at::Tensor pos = at::arange(900, at::kLong).unsqueeze(0).repeat({2, 1});
+  const at::Tensor q_pos = at::arange(900, at::kLong);
+  std::vector<at::Tensor> sums;
+  for (const int threads : {1, 2, 3}) {
+    at::set_num_threads(threads);
+    kvc::PrefillStatistics stats{true, 32};
+    ASSERT_TRUE(kvc::fast_prefill_attention(q, q_pos, k, v, pos, 0, &stats).defined());
+    sums.push_back(stats.column_sums);
+  }
+  at::set_num_threads(2);
+  EXPECT_TRUE(at::equal(sums[0], sums[1]));
+  EXPECT_TRUE(at::equal(sums[0], sums[2]));
 }
 
 TEST_F(KernelTest, DecodeAttentionWithNothingVisibleIsZero) {

@@ -158,8 +158,11 @@ TEST(PressBattery, BudgetRespectedExactlyAndMemoryReduced) {
       EXPECT_EQ(r.after_prefill.entries, budget * c.num_layers * c.num_kv_heads);
       // Bytes measured by the caches: payload is exactly what is kept, and resident memory shrank.
       EXPECT_EQ(r.after_prefill.payload_bytes, r.after_prefill.entries * 2 * c.head_dim * 4);
+      // Per-head layouts add their bookkeeping: start, length and capacity of each KV head.
+      const int64_t bookkeeping = 3 * c.num_kv_heads * 8;
       EXPECT_LE(r.after_prefill.resident_bytes,
-                static_cast<int64_t>(full.after_prefill.resident_bytes * (1 - ratio)) + (64 + spare) * c.num_layers);
+                static_cast<int64_t>(full.after_prefill.resident_bytes * (1 - ratio)) +
+                    (bookkeeping + spare) * c.num_layers);
     }
   }
 }
@@ -371,6 +374,42 @@ TEST(RaggedCache, AttentionMatchesDenseAndStats) {
   EXPECT_EQ(ragged.footprint().payload_bytes, kept * 2 * c.head_dim * 4);
 }
 
+// Decoding into a per-head cache writes into each head's spare rows: appending one token at a time
+// regrows the regions O(log n) times (geometrically), and every head still reads exactly its own
+// entries, in order, after each regrowth.
+TEST(RaggedCache, AppendsFillSpareRowsAndRegrowGeometrically) {
+  const auto& c = model().config();
+  const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, 0};
+  RaggedLayerCache ragged(shape, model().rope(), at::TensorOptions().dtype(at::kFloat));
+  at::manual_seed(5);
+  const int64_t prompt = 30, steps = 300;
+  const at::Tensor k = at::randn({c.num_kv_heads, prompt + steps, c.head_dim});
+  const at::Tensor v = at::randn({c.num_kv_heads, prompt + steps, c.head_dim});
+  const at::Tensor pos = at::arange(prompt + steps, at::kLong);
+  ragged.append(k.narrow(1, 0, prompt), v.narrow(1, 0, prompt), pos.narrow(0, 0, prompt));
+  std::vector<at::Tensor> keep;  // head h keeps every (h + 1)-th prompt entry
+  for (int64_t h = 0; h < c.num_kv_heads; ++h) keep.push_back(at::arange(0, prompt, h + 1, at::kLong));
+  ragged.retain_ragged(keep);
+  int64_t regrowths = 0, resident = ragged.footprint().resident_bytes;
+  for (int64_t t = prompt; t < prompt + steps; ++t) {
+    ragged.append(k.narrow(1, t, 1), v.narrow(1, t, 1), pos.narrow(0, t, 1));
+    const int64_t now = ragged.footprint().resident_bytes;
+    regrowths += now != resident;
+    resident = now;
+  }
+  EXPECT_LE(regrowths, 12);  // 1.5x growth from ~10 rows to 330: about 9 regrowths, not 300 copies
+  const at::Tensor rotated_new = model().rope()->apply(k.narrow(1, prompt, steps), pos.narrow(0, prompt, steps));
+  for (int64_t h = 0; h < c.num_kv_heads; ++h) {
+    const at::Tensor kept = keep[static_cast<size_t>(h)];
+    const int64_t n = kept.numel();
+    ASSERT_EQ(ragged.head_positions(h).numel(), n + steps);
+    EXPECT_TRUE(at::equal(ragged.head_positions(h), at::cat({kept, pos.narrow(0, prompt, steps)})));
+    EXPECT_TRUE(at::equal(ragged.head_values(h), at::cat({v[h].index_select(0, kept), v[h].narrow(0, prompt, steps)})));
+    EXPECT_TRUE(at::equal(ragged.head_keys(h).narrow(0, n, steps), rotated_new[h]));
+  }
+  EXPECT_EQ(ragged.indptr()[-1].item<int64_t>(), ragged.lengths().sum().item<int64_t>());
+}
+
 TEST(Allocation, DistributeIsExactAndClamped) {
   const auto b = distribute({1, 2, 3, 4}, 100, {0, 0, 0, 0}, {100, 100, 100, 30});
   EXPECT_EQ(std::accumulate(b.begin(), b.end(), int64_t{0}), 100);
@@ -498,6 +537,39 @@ TEST(PressMethods, D2OAblationParameters) {
   const PressRun uniform = run(setup_for("d2o:layers=uniform", 0.5), prompt(kPrompt), 0);
   for (int64_t l = 0; l < c.num_layers; ++l) EXPECT_EQ(uniform.cache.layer(l).lengths()[0].item<int64_t>(), kPrompt / 2);
   EXPECT_THROW(setup_for("d2o:layers=pyramid", 0.5), Error);
+}
+
+// A decode step evicts one entry per head; float32 caches take a one-pass path. It must merge as the
+// general path does (run here on a float64 copy of the same cache): same targets, rows and threshold.
+TEST(PressMethods, D2ODecodeMergeMatchesTheGeneralPath) {
+  const auto& c = model().config();
+  const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, 0};
+  const int64_t n = 40, kv = c.num_kv_heads;
+  at::manual_seed(13);
+  const at::Tensor k = at::randn({kv, n, c.head_dim}), v = at::randn({kv, n, c.head_dim});
+  for (const double start : {-1.0, 0.0, 0.35}) {
+    DenseLayerCache fast(shape, model().rope(), at::TensorOptions().dtype(at::kFloat));
+    DenseLayerCache general(shape, model().rope(), at::TensorOptions().dtype(at::kDouble));
+    fast.append(k, v, at::arange(n, at::kLong));
+    general.append(k.to(at::kDouble), v.to(at::kDouble), at::arange(n, at::kLong));
+    // Head h evicts entry 3 h + 1: every index but that one, ascending.
+    std::vector<at::Tensor> rows;
+    for (int64_t h = 0; h < kv; ++h) {
+      const at::Tensor all = at::arange(n, at::kLong);
+      rows.push_back(all.masked_select(all != 3 * h + 1));
+    }
+    const at::Tensor keep = at::stack(rows);
+    double t_fast = start, t_general = start;
+    at::Tensor m_fast, m_general;
+    d2o_merge(fast, keep, 0.7, t_fast, &m_fast);
+    d2o_merge(general, keep, 0.7, t_general, &m_general);
+    EXPECT_NEAR(t_fast, t_general, 1e-6) << start;
+    if (start < 0) EXPECT_TRUE(m_general.defined());  // the first mean: some head's best is above it
+    ASSERT_EQ(m_fast.defined(), m_general.defined()) << start;
+    if (m_general.defined()) EXPECT_TRUE(m_fast.equal(m_general)) << start;
+    EXPECT_TRUE(fast.keys().to(at::kDouble).allclose(general.keys(), 1e-5, 1e-6)) << start;
+    EXPECT_TRUE(fast.values().to(at::kDouble).allclose(general.values(), 1e-5, 1e-6)) << start;
+  }
 }
 
 // D2O Eq. 10 with a threshold already set: the current mean of the per-token best similarities gets
