@@ -113,9 +113,12 @@ class D2OAllocator : public Allocator {
   std::map<int64_t, double> thresholds_;  // EMA merge threshold per layer
 };
 
-}  // namespace
 
-namespace {
+// Eq. 10: the current mean of the best similarities gets the weight β, the history 1 − β ("greater
+// weight to more recent"); the first mean starts it (threshold < 0: none yet).
+void update_threshold(double& threshold, double mean_best, double beta) {
+  threshold = threshold < 0 ? mean_best : beta * mean_best + (1 - beta) * threshold;
+}
 
 // The decode-step merge (one evicted entry per head) on float32 rows: the target search is one kernel
 // pass (kernels/best_cosine.h) instead of a dozen small tensor operations, which cost more than the
@@ -134,7 +137,7 @@ void merge_one_per_head(at::Tensor& keys, at::Tensor& values, const at::Tensor& 
   const std::vector<int64_t>& target = found.row;
   double mean_best = 0;
   for (double b : best) mean_best += b / static_cast<double>(kv);
-  threshold = threshold < 0 ? mean_best : beta * mean_best + (1 - beta) * threshold;
+  update_threshold(threshold, mean_best, beta);
   std::vector<int64_t> rows;  // (head, evicted, slot) of each merge
   const double own = std::exp(1.0);
   for (int64_t h = 0; h < kv; ++h) {
@@ -207,8 +210,7 @@ void d2o_merge(LayerCache& cache, const at::Tensor& keep, double beta, double& t
   });
   const at::Tensor target = few_evicted ? best_index : keep.gather(1, best_index);  // a kept slot
   const double mean_best = best_sim.mean().item<double>();
-  // Eq. 10: the current similarities get the weight β, the history 1 − β ("greater weight to more recent").
-  threshold = threshold < 0 ? mean_best : beta * mean_best + (1 - beta) * threshold;
+  update_threshold(threshold, mean_best, beta);
   // Weights exp(similarity); the kept token has similarity 1 with itself, so e^1 is the largest.
   const at::Tensor merges = best_sim >= threshold;  // [kv, e]
   if (!merges.any().item<bool>()) return;

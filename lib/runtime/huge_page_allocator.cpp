@@ -25,12 +25,12 @@ class LargeBlockPool {
       std::lock_guard<std::mutex> lock(mutex_);
       // The smallest freed block that fits, up to twice the size: layers whose activations differ in
       // size (per-layer budgets, the part of a causal prefix a block sees) still reuse faulted-in pages.
-      auto it = free_.lower_bound(rounded);
-      while (it != free_.end() && it->second.empty()) ++it;
+      auto it = free_.lower_bound(rounded);  // sizes with no freed block are erased
       if (it != free_.end() && it->first <= 2 * rounded) {
         const size_t size = it->first;
         void* data = it->second.back();
         it->second.pop_back();
+        if (it->second.empty()) free_.erase(it);
         cached_bytes_ -= size;
         live_[data] = size;
         return data;
