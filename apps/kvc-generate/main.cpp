@@ -183,7 +183,8 @@ int run(GenerateOptions& o) {
     std::fprintf(stderr, "%s: warning: stopped at the model's context of %lld tokens\n", kTool,
                  static_cast<long long>(model->config().max_position_embeddings));
   }
-  const nlohmann::json stats = stats_json(o, prompt, result, *model, generated);
+  nlohmann::json stats = stats_json(o, prompt, result, *model, generated);
+  if (setup.report_json) stats["cache_report"] = setup.report_json();
   if (!o.json_out.empty()) kvc::write_file_atomic(o.json_out, stats.dump(2) + "\n");
   if (o.json) std::printf("%s\n", stats.dump().c_str());
   return 0;

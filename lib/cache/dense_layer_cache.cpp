@@ -81,11 +81,11 @@ void DenseLayerCache::retain(const at::Tensor& indices) {
 at::Tensor DenseLayerCache::evict_one(const at::Tensor& slots) {
   const int64_t KV = shape_.num_kv_heads, d = shape_.head_dim, last = length_ - 1;
   KVC_CHECK(slots.dim() == 1 && slots.size(0) == KV && length_ > 0, "evict_one: expected {} slots", KV);
-  // The new storage order: every slot keeps its entry but the freed one, which now holds the last.
-  at::Tensor order = at::arange(last, slots.options()).unsqueeze(0).repeat({KV, 1});
-  const at::Tensor freed = slots.clamp_max(last - 1);
-  order.scatter_(1, freed.unsqueeze(1), at::where(slots < last, at::full_like(slots, last), freed).unsqueeze(1));
   if (!keys_.device().is_cpu()) {
+    // The new storage order: every slot keeps its entry but the freed one, which now holds the last.
+    at::Tensor order = at::arange(last, slots.options()).unsqueeze(0).repeat({KV, 1});
+    const at::Tensor freed = slots.clamp_max(last - 1);
+    order.scatter_(1, freed.unsqueeze(1), at::where(slots < last, at::full_like(slots, last), freed).unsqueeze(1));
     // On a GPU the slots stay there (reading them back would wait for the GPU every step): each head's
     // last entry is scattered into its slot, a copy onto itself where the slot is the last one.
     const at::Tensor to = slots.to(keys_.device(), at::kLong).view({KV, 1});
@@ -97,8 +97,13 @@ at::Tensor DenseLayerCache::evict_one(const at::Tensor& slots) {
   }
   const at::Tensor s = slots.to(at::kCPU, at::kLong).contiguous();
   const int64_t* slot = s.data_ptr<int64_t>();
+  // The same order built on the host in one pass (this runs for every layer at every decode step).
+  at::Tensor order = at::empty({KV, last}, at::TensorOptions().dtype(at::kLong));
+  int64_t* o = order.data_ptr<int64_t>();
   for (int64_t h = 0; h < KV; ++h) {
     KVC_CHECK(slot[h] >= 0 && slot[h] <= last, "evict_one: slot {} out of range for {} entries", slot[h], length_);
+    for (int64_t i = 0; i < last; ++i) o[h * last + i] = i;
+    if (slot[h] < last) o[h * last + slot[h]] = last;
   }
   if (keys_.device().is_cpu() && keys_.is_contiguous() && values_.is_contiguous()) {
     const int64_t key_row = stored_row_bytes(types_.keys, d), value_row = stored_row_bytes(types_.values, d);

@@ -6,6 +6,8 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "cache/kv_cache.h"
 #include "model/forward_observer.h"
 #include "model/llama_model.h"
@@ -28,6 +30,7 @@ struct CacheSetup {
   std::function<std::unique_ptr<ForwardObserver>()> make_observer;  // empty: no observer; one per sequence
   bool bounded = false;  // RAM stays within a fixed size while decoding (eviction, or a cache on storage)
   std::function<std::string()> report;  // one line about the last cache (e.g. storage reads); may be empty
+  std::function<nlohmann::json()> report_json;  // the same as fields for --json; may be empty
   LayoutNeeds needs;
   // The reference of a comparison: the dense cache at full precision, whatever the model's cache types.
   bool full_precision = false;

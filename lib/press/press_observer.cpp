@@ -21,7 +21,9 @@ class PressObserver::Context : public PressContext {
   }
   int64_t bound(int64_t layer) const override { return o_.bound_[static_cast<size_t>(layer)]; }
   void set_bound(int64_t layer, int64_t entries) override { o_.bound_[static_cast<size_t>(layer)] = entries; }
-  const at::Tensor& cumulative(int64_t layer) const override { return o_.cumulative_[static_cast<size_t>(layer)]; }
+  const at::Tensor& cumulative(int64_t layer) const override {
+    return o_.cumulative_[static_cast<size_t>(layer)].view();
+  }
   at::Tensor score(int64_t layer, const LayerStep* step) const override {
     return o_.config_->scorer->score(o_.input(layer, !o_.prefill_done_, step));
   }
@@ -75,9 +77,9 @@ ScoreInput PressObserver::input(int64_t layer, bool prefill, const LayerStep* st
   in.prefill = prefill;
   in.step = step;
   const auto l = static_cast<size_t>(layer);
-  in.positions = positions_[l];
-  in.cumulative = cumulative_[l];
-  in.current = current_[l];
+  in.positions = positions_[l].view();
+  in.cumulative = cumulative_[l].view();
+  in.current = current_[l].view();
   in.budget = bound_[l];
   in.num_heads = shape_.attention.num_heads;
   in.num_kv_heads = shape_.attention.num_kv_heads;
@@ -128,11 +130,11 @@ void PressObserver::prefill_layer(const LayerStep& step, KVCache& cache) {
     // The prompt fits: nothing to evict yet; a bounded press holds every layer to the budget later.
     bound_ = budget_ >= S ? std::vector<int64_t>(static_cast<size_t>(L), budget_) : allocator_->layer_bounds(ctx);
   }
-  positions_[li] = step.positions.to(at::kLong).unsqueeze(0).expand({KV, S}).contiguous();
-  if (step.stats.column_sums.defined()) cumulative_[li] = aggregate_heads(step.stats.column_sums, KV, config_->agg);
+  positions_[li].assign(step.positions.to(at::kLong).unsqueeze(0).expand({KV, S}));
+  if (step.stats.column_sums.defined()) cumulative_[li].assign(aggregate_heads(step.stats.column_sums, KV, config_->agg));
   if (config_->current && step.stats.window_probs.defined()) {
     const at::Tensor w = step.stats.window_probs;
-    current_[li] = aggregate_heads(w.select(1, w.size(1) - 1), KV, config_->agg);
+    current_[li].assign(aggregate_heads(w.select(1, w.size(1) - 1), KV, config_->agg));
   }
   if (budget_ >= S) {
     reserve_bound(l, budget_, cache);
@@ -144,15 +146,15 @@ void PressObserver::prefill_layer(const LayerStep& step, KVCache& cache) {
 void PressObserver::decode_layer(const LayerStep& step, KVCache& cache) {
   const int64_t l = step.layer, KV = shape_.attention.num_kv_heads, T = step.keys.size(1);
   const auto li = static_cast<size_t>(l);
-  positions_[li] = at::cat({positions_[li], step.positions.to(at::kLong).unsqueeze(0).expand({KV, T})}, 1);
-  const int64_t S = positions_[li].size(1);
+  positions_[li].append(step.positions.to(at::kLong));  // the same positions for every head
+  const int64_t S = positions_[li].length();
   if (config_->cumulative) {
-    const at::Tensor now = aggregate_heads(step.stats.column_sums, KV, config_->agg).narrow(1, 0, S);
-    cumulative_[li] = at::cat({cumulative_[li], at::zeros({KV, T}, cumulative_[li].options())}, 1) + now;
+    cumulative_[li].append_zeros(T);
+    cumulative_[li].view().add_(aggregate_heads(step.stats.column_sums, KV, config_->agg).narrow(1, 0, S));
   }
   if (config_->current) {
     const at::Tensor w = step.stats.window_probs;
-    current_[li] = aggregate_heads(w.select(1, w.size(1) - 1), KV, config_->agg).narrow(1, 0, S);
+    current_[li].assign(aggregate_heads(w.select(1, w.size(1) - 1), KV, config_->agg).narrow(1, 0, S));
   }
   if (hold_next_) bound_[li] += T;  // prompt continuation: kept whole, the bound grows by its length
   if (S <= bound_[li]) return;
@@ -180,9 +182,11 @@ at::Tensor PressObserver::compress(int64_t layer, const at::Tensor& importance, 
     // pass (not a top-k of S - 1 and a sort), which the layout evicts in place where it can; `kept`
     // then becomes the new storage order.
     const at::Tensor slots = ranked.argmin(1).expand({KV});
-    const at::Tensor j = at::arange(S - 1, slots.options()).unsqueeze(0);
-    kept = j + (j >= slots.unsqueeze(1)).to(at::kLong);  // every index but the slot, ascending
-    allocator_->before_evict(shape_.layers[li], lc, kept, recording_ ? &record_ : nullptr);
+    if (allocator_->merges() || recording_) {  // only a merge (and its record) reads what stays
+      const at::Tensor j = at::arange(S - 1, slots.options()).unsqueeze(0);
+      kept = j + (j >= slots.unsqueeze(1)).to(at::kLong);  // every index but the slot, ascending
+      allocator_->before_evict(shape_.layers[li], lc, kept, recording_ ? &record_ : nullptr);
+    }
     kept = lc.evict_one(slots.contiguous());
   } else {
     kept = top_indices(ranked, keep).expand({KV, keep}).contiguous();
@@ -190,9 +194,8 @@ at::Tensor PressObserver::compress(int64_t layer, const at::Tensor& importance, 
     lc.retain(kept);
   }
   reserve_bound(layer, keep, cache);
-  if (positions_[li].defined()) positions_[li] = positions_[li].gather(1, kept);
-  if (cumulative_[li].defined()) cumulative_[li] = cumulative_[li].gather(1, kept);
-  if (current_[li].defined()) current_[li] = current_[li].gather(1, kept);
+  for (TrackedRows* rows : {&positions_[li], &cumulative_[li], &current_[li]})
+    if (rows->defined()) rows->reorder(kept);
   return kept;
 }
 
@@ -206,7 +209,9 @@ void PressObserver::compress_per_head(int64_t layer, const at::Tensor& importanc
   for (int64_t h = 0; h < KV; ++h) idx.push_back(top_indices(importance[h], keep[static_cast<size_t>(h)]));
   cache.retain_per_head(shape_.layers[li], idx);
   // Per-head lengths differ: this press does not evict while decoding, so tracking stops here.
-  positions_[li] = cumulative_[li] = current_[li] = at::Tensor();
+  positions_[li].reset();
+  cumulative_[li].reset();
+  current_[li].reset();
 }
 
 }  // namespace kvc

@@ -8,6 +8,7 @@
 #include "press/allocator.h"
 #include "press/kept_dump.h"
 #include "press/press.h"
+#include "press/tracked_rows.h"
 
 namespace kvc {
 
@@ -55,9 +56,9 @@ class PressObserver : public ForwardObserver, public KeptRecorder {
   bool hold_next_ = false;
   int64_t prompt_len_ = 0, budget_ = 0;
   std::vector<int64_t> bound_;          // entries per head each layer keeps
-  std::vector<at::Tensor> positions_;   // [n_kv, S] per layer, mirrors storage order
-  std::vector<at::Tensor> cumulative_;  // [n_kv, S] float64
-  std::vector<at::Tensor> current_;     // [n_kv, S] float64
+  std::vector<TrackedRows> positions_;   // [n_kv, S] int64 per layer, mirrors storage order
+  std::vector<TrackedRows> cumulative_;  // [n_kv, S] float64
+  std::vector<TrackedRows> current_;     // [n_kv, S] float64
   bool recording_ = false;
   KeptRecord record_;
 };

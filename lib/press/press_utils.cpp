@@ -1,7 +1,9 @@
 // Selection and budget helpers shared by every press.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
+#include <vector>
 
 #include "press/press.h"
 #include "util/error.h"
@@ -23,13 +25,54 @@ at::Tensor pool1d(const at::Tensor& scores, int64_t kernel, bool zero_padding) {
       .reshape(scores.sizes());
 }
 
+namespace {
+
+// protect_ends on the CPU in one pass per row: the thresholds by nth_element instead of two top-k
+// calls and the masks without temporaries (a bounded press calls it for every layer at every step).
+at::Tensor protect_ends_cpu(const at::Tensor& importance, int64_t sinks, int64_t recent, const at::Tensor& age_in) {
+  const at::Tensor in = importance.to(at::kDouble).contiguous();
+  const at::Tensor age = age_in.to(at::kDouble).contiguous();
+  const int64_t rows = in.size(0), s = in.size(1);
+  const int64_t r = std::min(recent, s), k = std::min(sinks, s);
+  at::Tensor out = at::empty({rows, s}, in.options());
+  std::vector<double> sorted(static_cast<size_t>(s));
+  for (int64_t h = 0; h < rows; ++h) {
+    const double* a = age.data_ptr<double>() + (age.size(0) == 1 ? 0 : h * s);
+    const double* x = in.data_ptr<double>() + h * s;
+    double* o = out.data_ptr<double>() + h * s;
+    double newest = std::numeric_limits<double>::infinity(), oldest = -std::numeric_limits<double>::infinity();
+    if (r > 0) {
+      std::copy(a, a + s, sorted.begin());
+      std::nth_element(sorted.begin(), sorted.begin() + (s - r), sorted.end());
+      newest = sorted[static_cast<size_t>(s - r)];  // the r-th largest age
+    }
+    if (k > 0) {
+      std::copy(a, a + s, sorted.begin());
+      std::nth_element(sorted.begin(), sorted.begin() + (k - 1), sorted.end());
+      oldest = sorted[static_cast<size_t>(k - 1)];  // the k-th smallest age
+    }
+    for (int64_t i = 0; i < s; ++i) {
+      double v = a[i] >= newest ? a[i] + kProtected : x[i];
+      if (a[i] <= oldest) v = 2 * kProtected;
+      o[i] = v;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 at::Tensor protect_ends(const at::Tensor& importance, int64_t sinks, int64_t recent, const at::Tensor& positions) {
-  at::Tensor out = importance.to(at::kDouble).clone();
-  const int64_t s = out.size(1);
+  const int64_t s = importance.size(1);
   // Age of each entry, higher = newer: storage order until a bounded cache starts evicting in place
   // (the newest entry then fills the freed slot), so the position when known (unique per head).
-  const bool by_position = positions.defined() && positions.dim() == 2 && positions.size(0) == out.size(0) &&
+  const bool by_position = positions.defined() && positions.dim() == 2 && positions.size(0) == importance.size(0) &&
                            positions.size(1) == s;
+  if (importance.device().is_cpu() && importance.dim() == 2) {
+    return protect_ends_cpu(importance, sinks, recent,
+                            by_position ? positions : at::arange(s, importance.options().dtype(at::kDouble)).unsqueeze(0));
+  }
+  at::Tensor out = importance.to(at::kDouble).clone();
   const at::Tensor age = by_position ? positions.to(at::kDouble) : at::arange(s, out.options()).expand({out.size(0), s});
   // Protected entries rank by recency among themselves (sinks highest), so a budget smaller than
   // sinks + window still keeps the sinks and then the most recent. The r newest and k oldest per row

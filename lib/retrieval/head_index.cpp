@@ -1,87 +1,118 @@
 #include "retrieval/head_index.h"
 
+#include <ATen/ATen.h>
+
 #include <algorithm>
 #include <numeric>
-
-#include "retrieval/kmeans.h"
+#include <unordered_map>
 
 namespace kvc::retrieval {
 namespace {
 
-double dot(const float* a, const double* b, int64_t d) {
-  double s = 0;
-  for (int64_t i = 0; i < d; ++i) s += a[i] * b[i];
-  return s;
+// Prompt queries that vote on the storage order: evenly spaced, at most this many, so ordering costs
+// the same for any prompt length.
+constexpr int64_t kOrderingQueries = 1024;
+
+// Sum over the group's query heads (the mean's argmax is the sum's).
+void sum_group(const float* queries, int64_t G, int64_t d, float* out) {
+  std::fill(out, out + d, 0.0f);
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t i = 0; i < d; ++i) out[i] += queries[g * d + i];
+}
+
+// A greedy chain through the co-retrieval counts: start at the cluster retrieved together with others
+// most, then always move to the unplaced cluster retrieved most often with the current one (lowest
+// index on ties; the lowest unplaced one when none was).
+std::vector<int64_t> chain_order(const std::vector<std::unordered_map<int64_t, double>>& co) {
+  const int64_t k = static_cast<int64_t>(co.size());
+  std::vector<int64_t> order;
+  std::vector<bool> placed(static_cast<size_t>(k), false);
+  int64_t cur = 0;
+  double best_total = -1;
+  for (int64_t j = 0; j < k; ++j) {
+    double total = 0;
+    for (const auto& [other, count] : co[j]) total += count;
+    if (total > best_total) best_total = total, cur = j;
+  }
+  int64_t lowest_unplaced = 0;
+  while (static_cast<int64_t>(order.size()) < k) {
+    order.push_back(cur);
+    placed[cur] = true;
+    while (lowest_unplaced < k && placed[lowest_unplaced]) ++lowest_unplaced;
+    int64_t next = lowest_unplaced;
+    double next_count = 0;
+    for (const auto& [other, count] : co[cur])
+      if (!placed[other] && (count > next_count || (count == next_count && other < next))) next = other, next_count = count;
+    if (next >= k) break;
+    cur = next;
+  }
+  return order;
 }
 
 }  // namespace
 
 int64_t HeadIndex::add_cluster(const EntryBlock& members, int64_t partner) {
   Cluster c;
-  c.stats = ClusterStats::of(members.keys.data(), members.size(), dim_);
+  const int64_t row = centroids_.add_row();
+  c.stats = ClusterStats::of(members.keys.data(), members.size(), dim_, centroids_.row(row));
+  centroids_.refresh(row);
   c.delayed = EntryBlock(dim_);
   c.uid = shared_->store->create(members, partner);
   clusters_.push_back(std::move(c));
   return static_cast<int64_t>(clusters_.size()) - 1;
 }
 
-void HeadIndex::build(const EntryBlock& entries, const float* queries, int64_t T, int64_t G) {
+PrefillPartition HeadIndex::partition(const RetrievalConfig& cfg, const EntryBlock& entries, const float* queries,
+                                      int64_t T, int64_t G) {
+  PrefillPartition p;
+  if (cfg.strategy == Strategy::kNone) return p;
+  const int64_t d = entries.dim;
+  KMeansOptions opt;
+  opt.iterations = cfg.kmeans_iterations;
+  p.clusters = kmeans_in_segments(entries.keys.data(), entries.size(), d, cfg.cluster_size, cfg.segment, opt);
+  const int64_t k = p.clusters.k;
+  p.order.resize(static_cast<size_t>(k));
+  std::iota(p.order.begin(), p.order.end(), 0);
+  if (!cfg.coorder || k <= 2 || T == 0) return p;
+  // Order on storage: clusters read together (the same prompt query's top clusters) sit next to each
+  // other (the back of one pool meets the next pool's front).
+  const int64_t voters = std::min(T, kOrderingQueries);
+  at::Tensor summed = at::empty({voters, d}, at::kFloat);
+  for (int64_t v = 0; v < voters; ++v) {
+    const int64_t t = voters == T ? v : v * T / voters;
+    sum_group(queries + t * G * d, G, d, summed.data_ptr<float>() + v * d);
+  }
+  const at::Tensor centroids = at::from_blob(p.clusters.centroids.data(), {k, d}, at::kFloat);
+  const at::Tensor scores = at::mm(summed, centroids.t()).contiguous();
+  const int64_t top = std::min(cfg.topk, k);
+  std::vector<std::unordered_map<int64_t, double>> co(static_cast<size_t>(k));
+  std::vector<std::pair<float, int64_t>> scored(static_cast<size_t>(k));
+  for (int64_t v = 0; v < voters; ++v) {
+    const float* row = scores.data_ptr<float>() + v * k;
+    for (int64_t j = 0; j < k; ++j) scored[j] = {-row[j], j};
+    std::partial_sort(scored.begin(), scored.begin() + top, scored.end());
+    for (int64_t a = 0; a < top; ++a)
+      for (int64_t b = 0; b < top; ++b)
+        if (a != b) co[scored[a].second][scored[b].second] += 1;
+  }
+  p.order = chain_order(co);
+  return p;
+}
+
+void HeadIndex::build(const EntryBlock& entries, const PrefillPartition& part) {
   const RetrievalConfig& cfg = shared_->config;
   built_ = true;
   if (cfg.strategy == Strategy::kNone) return;
-  const int64_t k = std::max<int64_t>(1, entries.size() / cfg.cluster_size);
-  KMeansOptions opt;
-  opt.iterations = cfg.kmeans_iterations;
-  opt.threads = cfg.threads;
-  const KMeansResult km = kmeans(entries.keys.data(), entries.size(), dim_, k, opt);
+  const KMeansResult& km = part.clusters;
   std::vector<EntryBlock> members(static_cast<size_t>(km.k), EntryBlock(dim_));
   for (int64_t i = 0; i < entries.size(); ++i) members[km.assign[i]].push_from(entries, i);
-  std::vector<ClusterStats> stats;
-  for (const auto& m : members) stats.push_back(ClusterStats::of(m.keys.data(), m.size(), dim_));
-
-  // Order on storage: a greedy chain through the co-retrieval counts of the prompt's queries, so
-  // clusters read together sit next to each other (the back of one pool meets the next pool's front).
-  std::vector<int64_t> order(static_cast<size_t>(km.k));
-  std::iota(order.begin(), order.end(), 0);
-  if (cfg.coorder && km.k > 2) {
-    std::vector<double> co(static_cast<size_t>(km.k * km.k), 0.0);
-    std::vector<std::pair<double, int64_t>> scored(static_cast<size_t>(km.k));
-    const int64_t top = std::min(cfg.topk, km.k);
-    for (int64_t t = 0; t < T; ++t) {
-      for (int64_t j = 0; j < km.k; ++j) {
-        double s = 0;
-        for (int64_t g = 0; g < G; ++g) s += dot(queries + (t * G + g) * dim_, stats[j].mean.data(), dim_);
-        scored[j] = {-s, j};
-      }
-      std::partial_sort(scored.begin(), scored.begin() + top, scored.end());
-      for (int64_t a = 0; a < top; ++a)
-        for (int64_t b = 0; b < top; ++b)
-          if (a != b) co[scored[a].second * km.k + scored[b].second] += 1;
-    }
-    std::vector<bool> placed(static_cast<size_t>(km.k), false);
-    int64_t cur = 0;
-    double best_total = -1;
-    for (int64_t j = 0; j < km.k; ++j) {
-      const double total = std::accumulate(co.begin() + j * km.k, co.begin() + (j + 1) * km.k, 0.0);
-      if (total > best_total) best_total = total, cur = j;
-    }
-    for (int64_t n = 0; n < km.k; ++n) {
-      order[n] = cur;
-      placed[cur] = true;
-      int64_t next = -1;
-      for (int64_t j = 0; j < km.k; ++j)
-        if (!placed[j] && (next < 0 || co[cur * km.k + j] > co[cur * km.k + next])) next = j;
-      if (next < 0) break;
-      cur = next;
-    }
-  }
   int64_t max_pages = 1;
   for (const auto& m : members) max_pages = std::max(max_pages, m.size() / shared_->store->per_page() + 1);
   shared_->store->set_pool_pages(cfg.pool_pages > 0 ? cfg.pool_pages : std::max<int64_t>(4, 2 * max_pages));
   // Dual-head pairs: chain positions 2i and 2i+1 share a pool.
-  for (size_t n = 0; n < order.size(); ++n) {
+  for (size_t n = 0; n < part.order.size(); ++n) {
     const int64_t partner = (n % 2 == 1) ? clusters_.back().uid : -1;
-    add_cluster(members[order[n]], partner);
+    add_cluster(members[part.order[n]], partner);
   }
   // τ_h: the chosen quantile of this head's prefill cluster variances (clusters of 2+ entries).
   std::vector<double> vars;
@@ -95,24 +126,29 @@ void HeadIndex::build(const EntryBlock& entries, const float* queries, int64_t T
 }
 
 std::vector<int64_t> HeadIndex::select(const float* queries, int64_t G) const {
-  std::vector<std::pair<double, int64_t>> scored;
-  for (int64_t j = 0; j < static_cast<int64_t>(clusters_.size()); ++j) {
-    if (clusters_[j].stats.n == 0) continue;
-    double s = 0;
-    for (int64_t g = 0; g < G; ++g) s += dot(queries + g * dim_, clusters_[j].stats.mean.data(), dim_);
-    scored.emplace_back(-s, j);
-  }
+  std::vector<float> summed(static_cast<size_t>(dim_));
+  sum_group(queries, G, dim_, summed.data());
+  centroids_.scores(summed.data(), scratch_);
+  std::vector<std::pair<float, int64_t>> scored;
+  scored.reserve(clusters_.size());
+  for (int64_t j = 0; j < static_cast<int64_t>(clusters_.size()); ++j)
+    if (clusters_[j].stats.n > 0) scored.emplace_back(-scratch_[j], j);
   std::vector<int64_t> out;
   const int64_t budget = shared_->config.budget;
   if (budget > 0) {  // an entry budget: best clusters until it is reached, so strategies read alike
-    std::sort(scored.begin(), scored.end());
-    int64_t total = 0;
-    for (const auto& [score, j] : scored) {
-      if (total >= budget) break;
-      out.push_back(j);
-      total += clusters_[j].stats.n;
+    // Sort only as far as needed: double the sorted prefix until it holds the budget.
+    size_t sorted = std::min(scored.size(), static_cast<size_t>(std::max<int64_t>(8, 2 * shared_->config.topk)));
+    for (;;) {
+      std::partial_sort(scored.begin(), scored.begin() + sorted, scored.end());
+      int64_t total = 0;
+      size_t used = 0;
+      while (used < sorted && total < budget) total += clusters_[scored[used++].second].stats.n;
+      if (total >= budget || sorted == scored.size()) {
+        for (size_t i = 0; i < used; ++i) out.push_back(scored[i].second);
+        return out;
+      }
+      sorted = std::min(scored.size(), 2 * sorted);
     }
-    return out;
   }
   const size_t top = std::min<size_t>(static_cast<size_t>(shared_->config.topk), scored.size());
   std::partial_sort(scored.begin(), scored.begin() + top, scored.end());
@@ -121,13 +157,10 @@ std::vector<int64_t> HeadIndex::select(const float* queries, int64_t G) const {
 }
 
 int64_t HeadIndex::nearest(const float* key) const {
+  centroids_.distances(key, scratch_);
   int64_t best = -1;
-  double best_d = 0;
-  for (int64_t j = 0; j < static_cast<int64_t>(clusters_.size()); ++j) {
-    if (clusters_[j].stats.n == 0) continue;
-    const double d = clusters_[j].stats.sq_distance(key);
-    if (best < 0 || d < best_d) best = j, best_d = d;
-  }
+  for (int64_t j = 0; j < static_cast<int64_t>(clusters_.size()); ++j)
+    if (clusters_[j].stats.n > 0 && (best < 0 || scratch_[j] < scratch_[best])) best = j;
   return best;
 }
 
@@ -164,7 +197,8 @@ void HeadIndex::split(int64_t j, EntryBlock members) {
   for (int64_t i = 0; i < members.size(); ++i) (km.k < 2 || km.assign[i] == 0 ? a : b).push_from(members, i);
   // One child stays where the cluster was; the other goes to a new place (a pool's free end).
   shared_->store->rewrite(uid, a);
-  c.stats = ClusterStats::of(a.keys.data(), a.size(), dim_);
+  c.stats = ClusterStats::of(a.keys.data(), a.size(), dim_, centroids_.row(j));
+  centroids_.refresh(j);
   shared_->cache->erase(uid);
   shared_->cache->put(uid, a, true);
   shared_->splits += 1;
@@ -211,9 +245,10 @@ void HeadIndex::add(const float* key, const float* value, int64_t position) {
     return;
   }
   Cluster& c = clusters_[j];
-  const bool append = cfg.strategy == Strategy::kStatic || c.stats.variance_with(key) <= tau_;
+  const bool append = cfg.strategy == Strategy::kStatic || c.stats.variance_with(centroids_.row(j), key, dim_) <= tau_;
   if (append) {
-    c.stats.add(key);
+    c.stats.add(centroids_.row(j), key, dim_);
+    centroids_.refresh(j);
     shared_->store->append(c.uid, key, value, position);
     shared_->cache->append(c.uid, key, value, position);
     return;
@@ -227,7 +262,8 @@ void HeadIndex::add(const float* key, const float* value, int64_t position) {
     return;
   }
   // Delayed split: keep the entry in RAM until C_j is next loaded.
-  c.stats.add(key);
+  c.stats.add(centroids_.row(j), key, dim_);
+  centroids_.refresh(j);
   c.delayed.push(key, value, position);
   buffered_ += 1;
   if (buffered_ > cfg.bmax) {

@@ -12,9 +12,11 @@
 #include <memory>
 #include <vector>
 
+#include "retrieval/centroid_table.h"
 #include "retrieval/cluster_cache.h"
 #include "retrieval/cluster_stats.h"
 #include "retrieval/io_thread.h"
+#include "retrieval/kmeans.h"
 #include "retrieval/page_store.h"
 #include "retrieval/prefetcher.h"
 #include "retrieval/retrieval_config.h"
@@ -36,23 +38,39 @@ struct RetrievalShared {
   double recall_sum = 0;
   int64_t recall_count = 0, retrieved_entries = 0;
   double compute_seconds = 0;
+  double cluster_seconds = 0;  // prefill: clustering and ordering the prompt's entries
+  double select_seconds = 0;   // decode: scoring the centroids and choosing clusters
+  double update_seconds = 0;   // decode: placing each new entry (nearest centroid, splits, store append)
   double io_wait_seconds = 0;  // decode thread blocked on reads (with the I/O thread, what overlap left)
   bool measure = false;  // keep a full RAM copy to measure recall (kvc-cluster replay)
 };
 
 struct Cluster {
   int64_t uid = -1;
-  ClusterStats stats;
+  ClusterStats stats;  // its centroid is row j of the head's CentroidTable
   EntryBlock delayed;  // adaptive: entries waiting for this cluster's split
+};
+
+// How a head's prompt entries are clustered and in which order the clusters go to storage. Computed
+// without touching shared state, so the heads of a layer compute theirs in parallel.
+struct PrefillPartition {
+  KMeansResult clusters;
+  std::vector<int64_t> order;
 };
 
 class HeadIndex {
  public:
-  HeadIndex(RetrievalShared* shared, int64_t dim) : shared_(shared), dim_(dim), pending_(dim) {}
+  HeadIndex(RetrievalShared* shared, int64_t dim) : shared_(shared), dim_(dim), centroids_(dim), pending_(dim) {}
 
   // Clusters the prefill entries; `queries` [T, G, d] (rotated prompt queries of this head's group)
-  // give the co-retrieval counts that order the clusters on storage.
-  void build(const EntryBlock& entries, const float* queries, int64_t T, int64_t G);
+  // give the co-retrieval counts that order the clusters on storage. Thread-safe.
+  static PrefillPartition partition(const RetrievalConfig& config, const EntryBlock& entries, const float* queries,
+                                    int64_t T, int64_t G);
+  // Writes the partition's clusters to the store in its order.
+  void build(const EntryBlock& entries, const PrefillPartition& partition);
+  void build(const EntryBlock& entries, const float* queries, int64_t T, int64_t G) {
+    build(entries, partition(shared_->config, entries, queries, T, G));
+  }
   bool built() const { return built_; }
 
   // Mean over the group's query heads of q·r_j; the top-k clusters (indices), best first.
@@ -65,6 +83,8 @@ class HeadIndex {
 
   const std::vector<Cluster>& clusters() const { return clusters_; }
   std::vector<Cluster>& clusters() { return clusters_; }
+  const float* centroid(int64_t j) const { return centroids_.row(j); }
+  int64_t centroid_bytes() const { return centroids_.bytes(); }
   const EntryBlock& pending() const { return pending_; }
   double threshold() const { return tau_; }
   void set_threshold(double tau) { tau_ = tau; }
@@ -82,6 +102,8 @@ class HeadIndex {
   RetrievalShared* shared_;
   int64_t dim_;
   std::vector<Cluster> clusters_;
+  CentroidTable centroids_;
+  mutable std::vector<float> scratch_;  // scores or distances of every centroid
   std::vector<int64_t> active_;
   EntryBlock pending_;  // local: new entries not yet clustered
   int64_t steps_since_local_ = 0;

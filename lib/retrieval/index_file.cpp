@@ -20,8 +20,9 @@ void write_index(const std::string& path, RetrievalShared& shared, const std::ve
     kv = static_cast<int64_t>(heads.size());
     for (size_t h = 0; h < heads.size(); ++h) {
       thresholds.push_back(static_cast<float>(heads[h].threshold()));
-      for (const Cluster& c : heads[h].clusters()) {
-        for (double m : c.stats.mean) centroids.push_back(static_cast<float>(m));
+      for (size_t j = 0; j < heads[h].clusters().size(); ++j) {
+        const Cluster& c = heads[h].clusters()[j];
+        centroids.insert(centroids.end(), heads[h].centroid(j), heads[h].centroid(j) + d);
         variances.push_back(static_cast<float>(c.stats.variance()));
         clusters.insert(clusters.end(), {c.uid, static_cast<int64_t>(l), static_cast<int64_t>(h), c.stats.n});
         EntryBlock members = store.read({c.uid}).front();

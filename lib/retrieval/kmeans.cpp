@@ -1,54 +1,61 @@
 #include "retrieval/kmeans.h"
 
+#include <ATen/ATen.h>
+
 #include <algorithm>
 #include <limits>
 #include <random>
-#include <thread>
 
 namespace kvc::retrieval {
 namespace {
 
-double sq_dist(const float* a, const float* b, int64_t d) {
-  double s = 0;
-  for (int64_t i = 0; i < d; ++i) {
-    const double t = static_cast<double>(a[i]) - b[i];
-    s += t * t;
-  }
-  return s;
-}
+// Rows of the [rows, k] score block per product: a few MB whatever k is.
+constexpr int64_t kScoreBlockFloats = int64_t{1} << 20;
 
-// Nearest centroid for points [begin, end); returns the squared distances too.
-void assign_range(const float* x, int64_t begin, int64_t end, int64_t d, const std::vector<float>& c, int64_t k,
-                  std::vector<int32_t>& assign, std::vector<double>& dist) {
-  for (int64_t i = begin; i < end; ++i) {
-    double best = std::numeric_limits<double>::infinity();
-    int32_t arg = 0;
-    for (int64_t j = 0; j < k; ++j) {
-      const double s = sq_dist(x + i * d, c.data() + j * d, d);
-      if (s < best) best = s, arg = static_cast<int32_t>(j);
+// Nearest centroid of every point and its squared distance, by blocks of rows.
+void assign_all(const at::Tensor& x, const at::Tensor& x_norms, const at::Tensor& centroids,
+                std::vector<int32_t>& assign, std::vector<double>& dist) {
+  const int64_t n = x.size(0), k = centroids.size(0);
+  const at::Tensor c_norms = centroids.square().sum(1).unsqueeze(0);
+  const at::Tensor c_t = centroids.t();
+  const int64_t rows = std::max<int64_t>(1, kScoreBlockFloats / k);
+  for (int64_t b = 0; b < n; b += rows) {
+    const int64_t m = std::min(rows, n - b);
+    // |c|² - 2 x·c: the squared distance up to |x|², which does not change the argmin.
+    const at::Tensor partial = at::addmm(c_norms, x.narrow(0, b, m), c_t, 1, -2);
+    const auto [best, arg] = partial.min(1);
+    const float* bv = best.data_ptr<float>();
+    const int64_t* ba = arg.data_ptr<int64_t>();
+    const float* xn = x_norms.data_ptr<float>() + b;
+    for (int64_t i = 0; i < m; ++i) {
+      assign[b + i] = static_cast<int32_t>(ba[i]);
+      dist[b + i] = std::max(0.0, static_cast<double>(bv[i]) + xn[i]);
     }
-    assign[i] = arg;
-    dist[i] = best;
   }
 }
 
 }  // namespace
 
-KMeansResult kmeans(const float* x, int64_t n, int64_t d, int64_t k, const KMeansOptions& options) {
+KMeansResult kmeans(const float* points, int64_t n, int64_t d, int64_t k, const KMeansOptions& options) {
   KMeansResult r;
   r.k = std::min(k, n);
   r.assign.assign(static_cast<size_t>(n), 0);
   if (r.k <= 0) return r;
+  const at::Tensor x = at::from_blob(const_cast<float*>(points), {n, d}, at::kFloat);
   std::mt19937_64 rng(options.seed);
   r.centroids.resize(static_cast<size_t>(r.k * d));
-  // k-means++: each next seed drawn with probability proportional to its squared distance.
+  const at::Tensor centroids = at::from_blob(r.centroids.data(), {r.k, d}, at::kFloat);
+  // k-means++: each next seed drawn with probability proportional to its squared distance (computed
+  // from differences, so a point equal to a seed is at exactly 0).
   std::vector<double> dist(static_cast<size_t>(n), std::numeric_limits<double>::infinity());
   int64_t pick = static_cast<int64_t>(rng() % static_cast<uint64_t>(n));
   for (int64_t j = 0; j < r.k; ++j) {
-    std::copy(x + pick * d, x + (pick + 1) * d, r.centroids.begin() + j * d);
+    std::copy(points + pick * d, points + (pick + 1) * d, r.centroids.begin() + j * d);
+    const at::Tensor to_seed = (x - centroids[j]).square_().sum(1);
+    const float* ts = to_seed.data_ptr<float>();
     double total = 0;
     for (int64_t i = 0; i < n; ++i) {
-      dist[i] = std::min(dist[i], sq_dist(x + i * d, r.centroids.data() + j * d, d));
+      dist[i] = std::min(dist[i], static_cast<double>(ts[i]));
       total += dist[i];
     }
     if (total <= 0) {  // all remaining points coincide with seeds: any point will do
@@ -66,28 +73,18 @@ KMeansResult kmeans(const float* x, int64_t n, int64_t d, int64_t k, const KMean
     }
   }
 
-  const int threads = std::max(1, options.threads);
-  const bool parallel = threads > 1 && n * r.k * d >= (int64_t{1} << 16);
+  const at::Tensor x_norms = x.square().sum(1);
   std::vector<double> sums(static_cast<size_t>(r.k * d));
   std::vector<int64_t> counts(static_cast<size_t>(r.k));
   for (r.iterations = 0; r.iterations < options.iterations; ++r.iterations) {
     std::vector<int32_t> previous = r.assign;
-    if (parallel) {
-      std::vector<std::thread> pool;
-      const int64_t chunk = (n + threads - 1) / threads;
-      for (int t = 0; t < threads; ++t) {
-        const int64_t b = t * chunk, e = std::min(n, b + chunk);
-        if (b < e) pool.emplace_back(assign_range, x, b, e, d, std::cref(r.centroids), r.k, std::ref(r.assign), std::ref(dist));
-      }
-      for (auto& th : pool) th.join();
-    } else {
-      assign_range(x, 0, n, d, r.centroids, r.k, r.assign, dist);
-    }
+    assign_all(x, x_norms, centroids, r.assign, dist);
     std::fill(sums.begin(), sums.end(), 0.0);
     std::fill(counts.begin(), counts.end(), 0);
     for (int64_t i = 0; i < n; ++i) {
       counts[r.assign[i]] += 1;
-      for (int64_t t = 0; t < d; ++t) sums[r.assign[i] * d + t] += x[i * d + t];
+      double* s = sums.data() + r.assign[i] * d;
+      for (int64_t t = 0; t < d; ++t) s[t] += points[i * d + t];
     }
     // Empty cluster: take over the point worst served by its centroid, so no cluster is wasted.
     for (int64_t j = 0; j < r.k; ++j) {
@@ -98,11 +95,11 @@ KMeansResult kmeans(const float* x, int64_t n, int64_t d, int64_t k, const KMean
       if (far < 0) continue;
       const int32_t from = r.assign[far];
       counts[from] -= 1;
-      for (int64_t t = 0; t < d; ++t) sums[from * d + t] -= x[far * d + t];
+      for (int64_t t = 0; t < d; ++t) sums[from * d + t] -= points[far * d + t];
       r.assign[far] = static_cast<int32_t>(j);
       dist[far] = 0;
       counts[j] = 1;
-      for (int64_t t = 0; t < d; ++t) sums[j * d + t] = x[far * d + t];
+      for (int64_t t = 0; t < d; ++t) sums[j * d + t] = points[far * d + t];
       r.reseeded += 1;
     }
     for (int64_t j = 0; j < r.k; ++j)
@@ -114,6 +111,27 @@ KMeansResult kmeans(const float* x, int64_t n, int64_t d, int64_t k, const KMean
     }
   }
   return r;
+}
+
+KMeansResult kmeans_in_segments(const float* points, int64_t n, int64_t d, int64_t cluster_size, int64_t segment,
+                                const KMeansOptions& options) {
+  const int64_t segments = segment > 0 && n > segment ? (n + segment - 1) / segment : 1;
+  KMeansResult all;
+  all.assign.reserve(static_cast<size_t>(n));
+  for (int64_t s = 0; s < segments; ++s) {
+    // Balanced: segment sizes differ by at most one point.
+    const int64_t begin = n * s / segments, end = n * (s + 1) / segments;
+    KMeansOptions o = options;
+    o.seed = options.seed + static_cast<uint64_t>(s);
+    const KMeansResult part =
+        kmeans(points + begin * d, end - begin, d, std::max<int64_t>(1, (end - begin) / cluster_size), o);
+    for (int32_t a : part.assign) all.assign.push_back(static_cast<int32_t>(all.k + a));
+    all.centroids.insert(all.centroids.end(), part.centroids.begin(), part.centroids.end());
+    all.k += part.k;
+    all.iterations = std::max(all.iterations, part.iterations);
+    all.reseeded += part.reseeded;
+  }
+  return all;
 }
 
 }  // namespace kvc::retrieval

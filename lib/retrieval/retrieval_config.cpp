@@ -30,7 +30,7 @@ RetrievalConfig RetrievalConfig::parse(const std::string& spec) {
   if (colon == std::string::npos) return c;
   const SpecValues v(parse_spec_params(spec.substr(colon + 1), "--retrieval", spec), "--retrieval", spec);
   v.check_known_keys({"topk", "csize", "sinks", "recent", "bmax", "tau_q", "tau_scale", "every", "budget", "layout",
-                      "pool", "coorder", "gap", "cache", "cache_kb", "iters", "threads", "direct", "async", "prefetch",
+                      "pool", "coorder", "gap", "cache", "cache_kb", "iters", "segment", "direct", "async", "prefetch",
                       "label"});
   c.topk = v.get_count("topk", c.topk);
   c.cluster_size = v.get_count("csize", c.cluster_size);
@@ -46,7 +46,7 @@ RetrievalConfig RetrievalConfig::parse(const std::string& spec) {
   c.gap_pages = v.get_count("gap", c.gap_pages);
   c.cache_kb = v.get_count("cache_kb", c.cache_kb);
   c.kmeans_iterations = v.get_count("iters", c.kmeans_iterations);
-  c.threads = static_cast<int>(v.get_count("threads", c.threads));
+  c.segment = v.get_count("segment", c.segment);
   c.direct_io = v.get_count("direct", c.direct_io ? 1 : 0) != 0;
   c.async_io = v.get_count("async", c.async_io ? 1 : 0) != 0;
   c.prefetch = v.get_count("prefetch", c.prefetch ? 1 : 0) != 0;

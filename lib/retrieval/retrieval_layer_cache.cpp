@@ -1,5 +1,7 @@
 #include "retrieval/retrieval_layer_cache.h"
 
+#include <ATen/Parallel.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -80,6 +82,7 @@ void RetrievalLayerCache::append(const at::Tensor& keys, const at::Tensor& value
     shared_->step += 1;
     shared_->cache->set_step(shared_->step);
   }
+  const auto u0 = Clock::now();
   for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
     HeadState& s = state_[h];
     for (int64_t t = 0; t < T; ++t) {
@@ -90,7 +93,7 @@ void RetrievalLayerCache::append(const at::Tensor& keys, const at::Tensor& value
       if (!heads_[h].built()) s.staging.push(kp, vp, pos);
       else heads_[h].add(kp, vp, pos);
       if (s.sinks.size() < cfg.sinks) s.sinks.push(kp, vp, pos);
-      s.recent.push(kp, vp, pos);
+      if (t >= T - cfg.recent) s.recent.push(kp, vp, pos);  // older ones of a long prompt would be trimmed
     }
     // Keep the last `recent` entries (trimmed in batches so the copy is amortised).
     if (s.recent.size() > 2 * cfg.recent + 16) {
@@ -100,6 +103,7 @@ void RetrievalLayerCache::append(const at::Tensor& keys, const at::Tensor& value
     }
     if (cfg.strategy == Strategy::kNone && heads_[h].built()) write_chunks(h);
   }
+  if (T == 1) shared_->update_seconds += std::chrono::duration<double>(Clock::now() - u0).count();
   length_ += T;
 }
 
@@ -143,17 +147,31 @@ at::Tensor RetrievalLayerCache::attend_exact(const at::Tensor& queries, const at
   const int64_t G = shape_.group_size(), T = queries.size(1), d = shape_.head_dim;
   at::Tensor out = at::empty_like(queries);
   const at::Tensor qf = queries.to(at::kCPU, at::kFloat).contiguous();
+  std::vector<int64_t> unbuilt;
   for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
     const at::Tensor q = queries.narrow(0, h * G, G);
     out.narrow(0, h * G, G).copy_(attend_subset(q, q_positions, all_entries(h)));
-    if (!heads_[h].built()) {
-      // Prefill done: cluster the prompt; its queries [T, G, d] give the co-retrieval order.
-      const at::Tensor qg = qf.narrow(0, h * G, G).permute({1, 0, 2}).contiguous();
-      heads_[h].build(state_[h].staging, qg.data_ptr<float>(), T, G);
-      if (shared_->config.strategy == Strategy::kNone) write_chunks(h);
-      state_[h].staging = EntryBlock(d);
-    }
+    if (!heads_[h].built()) unbuilt.push_back(h);
   }
+  if (unbuilt.empty()) return out;
+  // Prefill done: cluster the prompt, heads in parallel; its queries [T, G, d] give the co-retrieval order.
+  const auto c0 = Clock::now();
+  const int64_t n = static_cast<int64_t>(unbuilt.size());
+  std::vector<PrefillPartition> parts(static_cast<size_t>(n));
+  at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t h = unbuilt[i];
+      const at::Tensor qg = qf.narrow(0, h * G, G).permute({1, 0, 2}).contiguous();
+      parts[i] = HeadIndex::partition(shared_->config, state_[h].staging, qg.data_ptr<float>(), T, G);
+    }
+  });
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t h = unbuilt[i];
+    heads_[h].build(state_[h].staging, parts[i]);
+    if (shared_->config.strategy == Strategy::kNone) write_chunks(h);
+    state_[h].staging = EntryBlock(d);
+  }
+  shared_->cluster_seconds += std::chrono::duration<double>(Clock::now() - c0).count();
   return out;
 }
 
@@ -207,13 +225,12 @@ at::Tensor RetrievalLayerCache::attend(const at::Tensor& queries, const at::Tens
     if (cfg.strategy == Strategy::kNone) {
       HeadState& s = state_[h];
       const int64_t budget = cfg.budget > 0 ? cfg.budget : cfg.topk * cfg.cluster_size;
-      std::vector<std::pair<double, int64_t>> scored;
-      for (int64_t i = 0; i < s.chunked; ++i) {
-        double sc = 0;
-        for (int64_t g = 0; g < G; ++g)
-          for (int64_t t = 0; t < d; ++t) sc += q[g * d + t] * s.all.keys[i * d + t];
-        scored.emplace_back(-sc, i);
-      }
+      // Summed over the group: one product with every written key.
+      const at::Tensor summed = qf.narrow(0, h * G, G).view({G, d}).sum(0);
+      const at::Tensor written = at::from_blob(s.all.keys.data(), {s.chunked, d}, at::kFloat);
+      const at::Tensor scores = at::mv(written, summed).contiguous();
+      std::vector<std::pair<float, int64_t>> scored(static_cast<size_t>(s.chunked));
+      for (int64_t i = 0; i < s.chunked; ++i) scored[i] = {-scores.data_ptr<float>()[i], i};
       const size_t top = std::min<size_t>(static_cast<size_t>(budget), scored.size());
       std::partial_sort(scored.begin(), scored.begin() + top, scored.end());
       for (size_t i = 0; i < top; ++i) chosen[h].push_back(scored[i].second);
@@ -228,7 +245,9 @@ at::Tensor RetrievalLayerCache::attend(const at::Tensor& queries, const at::Tens
       }
       continue;
     }
+    const auto s0 = Clock::now();
     chosen[h] = heads_[h].select(q, G);
+    shared_->select_seconds += std::chrono::duration<double>(Clock::now() - s0).count();
     heads_[h].set_active(chosen[h]);
     for (int64_t j : chosen[h]) {
       const int64_t uid = heads_[h].clusters()[j].uid;
@@ -340,7 +359,8 @@ CacheFootprint RetrievalLayerCache::footprint() const {
     const auto& s = state_[h];
     resident += (s.sinks.size() + s.recent.size() + s.staging.size() + s.all.size()) * rec;
     resident += heads_[h].pending().size() * rec;
-    for (const auto& c : heads_[h].clusters()) resident += c.delayed.size() * rec + 8 * shape_.head_dim + 24;
+    resident += heads_[h].centroid_bytes();
+    for (const auto& c : heads_[h].clusters()) resident += c.delayed.size() * rec + static_cast<int64_t>(sizeof(Cluster));
   }
   if (layer_ == 0) resident += shared_->cache->used_bytes();
   f.resident_bytes = resident;

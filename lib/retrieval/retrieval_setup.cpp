@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 
@@ -63,18 +64,42 @@ CacheSetup make_retrieval_setup(const std::string& spec, const std::string& stor
     return retrieval_layer_factory(shape, rope, shared);
   };
   setup.report = [run]() { return run->latest ? describe_storage_io(*run->latest) : std::string(); };
+  setup.report_json = [run]() { return run->latest ? storage_io_json(*run->latest) : nlohmann::json(); };
   return setup;
 }
 
 std::string describe_storage_io(const RetrievalShared& shared) {
   const auto& io = shared.store->counters();
   const auto& cc = shared.cache->counters();
+  const double steps = static_cast<double>(std::max<int64_t>(1, shared.step));
   return fmt::format("retrieval {}: read {:.1f} KiB in {} ops ({:.3f} s, {}), wrote {:.1f} KiB, cache hit rate {:.3f}, "
-                     "{} splits, store {:.1f} KiB",
+                     "{} splits, store {:.1f} KiB; prompt clustered in {:.3f} s; per decode step {:.3f} ms choosing "
+                     "clusters, {:.3f} ms placing new entries",
                      shared.config.name(), io.read_bytes / 1024.0, io.read_ops, io.read_seconds,
                      shared.store->direct() ? "O_DIRECT" : "fadvise", io.written_bytes / 1024.0,
                      cc.lookups > 0 ? static_cast<double>(cc.hits) / cc.lookups : 0.0, shared.splits,
-                     shared.store->file_pages() * 4.0);
+                     shared.store->file_pages() * 4.0, shared.cluster_seconds, 1e3 * shared.select_seconds / steps,
+                     1e3 * shared.update_seconds / steps);
+}
+
+nlohmann::json storage_io_json(const RetrievalShared& shared) {
+  const auto& io = shared.store->counters();
+  const auto& cc = shared.cache->counters();
+  return {{"strategy", shared.config.name()},
+          {"decode_steps", shared.step},
+          {"read_bytes", io.read_bytes},
+          {"read_ops", io.read_ops},
+          {"read_seconds", io.read_seconds},
+          {"written_bytes", io.written_bytes},
+          {"cache_lookups", cc.lookups},
+          {"cache_hits", cc.hits},
+          {"splits", shared.splits},
+          {"store_bytes", shared.store->file_pages() * PageStore::kPageBytes},
+          {"retrieved_entries", shared.retrieved_entries},
+          {"cluster_seconds", shared.cluster_seconds},
+          {"select_seconds", shared.select_seconds},
+          {"update_seconds", shared.update_seconds},
+          {"io_wait_seconds", shared.io_wait_seconds}};
 }
 
 }  // namespace kvc::retrieval

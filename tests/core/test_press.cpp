@@ -18,6 +18,7 @@
 #include "press/kept_dump.h"
 #include "press/press.h"
 #include "press/press_observer.h"
+#include "press/tracked_rows.h"
 #include "generation/generation.h"
 #include "support/head_positions.h"
 #include "support/paths.h"
@@ -133,6 +134,65 @@ TEST(DenseCache, EvictOneMovesTheLastEntryIntoTheFreedSlot) {
   sorted.assign(keys.gather(1, idx3), values.gather(1, idx3), positions.gather(1, kept));
   EXPECT_LT((cache.attend(queries, q_pos, {}, nullptr) - sorted.attend(queries, q_pos, {}, nullptr)).abs().max().item<float>(),
             1e-6);
+}
+
+TEST(TrackedRows, AppendAndReorderMatchCatAndGather) {
+  // A decode loop's bookkeeping: append a column, evict one entry per row (the last fills the slot, as
+  // the dense cache does), sometimes keep a subset; against cat + gather on fresh tensors.
+  at::manual_seed(4);
+  const int64_t rows = 3;
+  at::Tensor expect = at::randint(0, 1000, {rows, 10}, at::kLong);
+  TrackedRows tracked;
+  tracked.assign(expect);
+  for (int step = 0; step < 200; ++step) {
+    const at::Tensor column = at::randint(0, 1000, {1}, at::kLong);
+    expect = at::cat({expect, column.expand({rows, 1})}, 1);
+    tracked.append(column);
+    const int64_t n = expect.size(1);
+    at::Tensor order;
+    if (step % 50 == 49) {  // keep a sorted random subset of 5
+      order = std::get<0>(at::randperm(n, at::kLong).narrow(0, 0, 5).sort()).unsqueeze(0).expand({rows, 5}).contiguous();
+    } else {
+      order = at::arange(n - 1, at::kLong).unsqueeze(0).repeat({rows, 1});
+      for (int64_t h = 0; h < rows; ++h) {
+        const int64_t slot = at::randint(0, n, {1}).item<int64_t>();
+        if (slot < n - 1) order[h][slot] = n - 1;
+      }
+    }
+    expect = expect.gather(1, order);
+    tracked.reorder(order);
+    ASSERT_TRUE(at::equal(tracked.view(), expect)) << "step " << step;
+  }
+  TrackedRows sums;
+  sums.assign(at::zeros({rows, 2}, at::kDouble));
+  sums.append_zeros(3);
+  sums.view().add_(1.5);
+  EXPECT_TRUE(at::equal(sums.view(), at::full({rows, 5}, 1.5, at::kDouble)));
+}
+
+TEST(ProtectEnds, MatchesASortOfEachRow) {
+  // The r newest entries (by position) score position + kProtected, the k oldest 2·kProtected, the rest
+  // keep their importance; brute force by sorting each row's positions.
+  at::manual_seed(5);
+  for (const auto& [sinks, recent] : std::vector<std::pair<int64_t, int64_t>>{{0, 0}, {4, 0}, {0, 7}, {3, 9}, {50, 50}}) {
+    const int64_t rows = 4, s = 40;
+    const at::Tensor importance = at::rand({rows, s}, at::kDouble);
+    const at::Tensor positions = at::stack({at::randperm(100, at::kLong).narrow(0, 0, s), at::randperm(100, at::kLong).narrow(0, 0, s),
+                                            at::randperm(100, at::kLong).narrow(0, 0, s), at::arange(s, at::kLong)});
+    const at::Tensor out = protect_ends(importance, sinks, recent, positions);
+    for (int64_t h = 0; h < rows; ++h) {
+      std::vector<int64_t> sorted(positions[h].data_ptr<int64_t>(), positions[h].data_ptr<int64_t>() + s);
+      std::sort(sorted.begin(), sorted.end());
+      for (int64_t i = 0; i < s; ++i) {
+        const int64_t p = positions[h][i].item<int64_t>();
+        const int64_t rank = std::lower_bound(sorted.begin(), sorted.end(), p) - sorted.begin();  // 0 = oldest
+        double expect = importance[h][i].item<double>();
+        if (rank >= s - std::min(recent, s)) expect = p + kProtected;
+        if (rank < std::min(sinks, s)) expect = 2 * kProtected;
+        ASSERT_EQ(out[h][i].item<double>(), expect) << "sinks " << sinks << " recent " << recent << " row " << h;
+      }
+    }
+  }
 }
 
 TEST(PressBattery, RegistryHasEveryMethod) {

@@ -105,7 +105,8 @@ TEST(Retrieval, OneClusterMatchesBruteForce) {
     int64_t best = -1;
     double best_s = 0;
     for (size_t j = 0; j < clusters.size(); ++j) {
-      const at::Tensor c = at::tensor(std::vector<double>(clusters[j].stats.mean)).to(at::kFloat);
+      const float* centroid = layer.heads()[h].centroid(static_cast<int64_t>(j));
+      const at::Tensor c = at::tensor(std::vector<float>(centroid, centroid + d));
       const double s = (q.narrow(0, h * G, G).view({G, d}).matmul(c)).sum().item<double>();
       if (best < 0 || s > best_s) best = static_cast<int64_t>(j), best_s = s;
     }
@@ -127,6 +128,52 @@ TEST(Retrieval, OneClusterMatchesBruteForce) {
 
 namespace kvc::retrieval {
 namespace {
+
+TEST(Retrieval, StorageOrderFollowsTheDenseCoRetrievalChain) {
+  // The prompt's queries vote for the clusters they would read together; the storage order is the
+  // greedy chain through those counts. Brute force: the dense k x k count matrix and the chain as
+  // first written (most co-retrieved start, then the unplaced cluster with the highest count, lowest
+  // index on ties).
+  const int64_t d = 8, T = 300, G = 2, n = 400;
+  RetrievalConfig cfg = RetrievalConfig::parse("adaptive:topk=3,csize=8");
+  at::manual_seed(3);
+  const at::Tensor keys = at::randn({n, d}), queries = at::randn({T, G, d}).contiguous();
+  EntryBlock entries(d);
+  for (int64_t i = 0; i < n; ++i) entries.push(keys[i].data_ptr<float>(), keys[i].data_ptr<float>(), i);
+  const PrefillPartition p = HeadIndex::partition(cfg, entries, queries.data_ptr<float>(), T, G);
+  const int64_t k = p.clusters.k;
+  ASSERT_EQ(k, 50);
+  const at::Tensor centroids = at::from_blob(const_cast<float*>(p.clusters.centroids.data()), {k, d}, at::kFloat);
+  const at::Tensor scores = queries.to(at::kDouble).sum(1).matmul(centroids.to(at::kDouble).t());
+  std::vector<std::vector<double>> co(k, std::vector<double>(k, 0.0));
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<std::pair<double, int64_t>> row;
+    for (int64_t j = 0; j < k; ++j) row.emplace_back(-scores[t][j].item<double>(), j);
+    std::sort(row.begin(), row.end());
+    for (int a = 0; a < 3; ++a)
+      for (int b = 0; b < 3; ++b)
+        if (a != b) co[row[a].second][row[b].second] += 1;
+  }
+  std::vector<int64_t> expect;
+  std::vector<bool> placed(k, false);
+  int64_t cur = 0;
+  double best_total = -1;
+  for (int64_t j = 0; j < k; ++j) {
+    double total = 0;
+    for (double c : co[j]) total += c;
+    if (total > best_total) best_total = total, cur = j;
+  }
+  for (int64_t m = 0; m < k; ++m) {
+    expect.push_back(cur);
+    placed[cur] = true;
+    int64_t next = -1;
+    for (int64_t j = 0; j < k; ++j)
+      if (!placed[j] && (next < 0 || co[cur][j] > co[cur][next])) next = j;
+    if (next < 0) break;
+    cur = next;
+  }
+  EXPECT_EQ(p.order, expect);
+}
 
 TEST(Retrieval, DelayedAndForcedSplitsKeepEveryEntryOnce) {
   at::manual_seed(2);
