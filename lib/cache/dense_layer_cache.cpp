@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "cache/capacity_growth.h"
 #include "cache/ragged_layer_cache.h"
 #include "util/error.h"
 
@@ -37,7 +38,7 @@ void DenseLayerCache::append(const at::Tensor& keys, const at::Tensor& values, c
   const int64_t t = keys.size(1);
   if (length_ + t > capacity_) {
     // Geometric growth keeps appends amortised O(1); prefill reserves exactly what it needs.
-    reserve(length_ == 0 ? t : std::max(length_ + t, capacity_ + capacity_ / 2 + 16));
+    reserve(length_ == 0 ? t : grown_capacity(length_ + t, capacity_));
   }
   keys_.narrow(1, length_, t).copy_(encode_rows(rope_->apply(keys, positions), types_.keys));
   values_.narrow(1, length_, t).copy_(encode_rows(values, types_.values));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "cache/capacity_growth.h"
 #include "util/error.h"
 
 namespace kvc {
@@ -73,7 +74,7 @@ void RaggedLayerCache::append(const at::Tensor& keys, const at::Tensor& values, 
     // Geometric growth, as the dense cache grows: each row is copied O(1) times over a generation.
     std::vector<int64_t> capacity = capacity_;
     for (size_t h = 0; h < capacity.size(); ++h) {
-      capacity[h] = std::max(length_[h] + t, capacity[h] + capacity[h] / 2 + 16);
+      capacity[h] = grown_capacity(length_[h] + t, capacity[h]);
     }
     regrow(capacity);
   }

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "cache/blocked_attention.h"
+#include "cache/capacity_growth.h"
 #include "lowrank/rank_gate.h"
 #include "util/error.h"
 
@@ -143,7 +144,7 @@ void LowRankLayerCache::append(const at::Tensor& keys, const at::Tensor& values,
     store->push(coeffs, ranks, r);
   }
   if (length_ + T > positions_.numel()) {
-    at::Tensor grown = at::empty({std::max(length_ + T, positions_.numel() * 3 / 2 + 16)}, positions_.options());
+    at::Tensor grown = at::empty({grown_capacity(length_ + T, positions_.numel())}, positions_.options());
     grown.narrow(0, 0, length_).copy_(positions_.narrow(0, 0, length_));
     positions_ = grown;
   }

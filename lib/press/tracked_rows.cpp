@@ -3,6 +3,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cache/capacity_growth.h"
 #include "util/error.h"
 
 namespace kvc {
@@ -31,7 +32,7 @@ void reorder_rows(at::Tensor& buffer, int64_t length, const at::Tensor& order) {
 void TrackedRows::reserve(int64_t columns) {
   if (buffer_.defined() && columns <= buffer_.size(1)) return;
   const int64_t length = this->length();
-  const int64_t capacity = std::max(columns, buffer_.defined() ? buffer_.size(1) * 3 / 2 + 16 : columns);
+  const int64_t capacity = buffer_.defined() ? grown_capacity(columns, buffer_.size(1)) : columns;
   at::Tensor grown = at::empty({view_.size(0), capacity}, view_.options());
   if (length > 0) grown.narrow(1, 0, length).copy_(view_);
   buffer_ = grown;

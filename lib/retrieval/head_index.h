@@ -68,9 +68,6 @@ class HeadIndex {
                                     int64_t T, int64_t G);
   // Writes the partition's clusters to the store in its order.
   void build(const EntryBlock& entries, const PrefillPartition& partition);
-  void build(const EntryBlock& entries, const float* queries, int64_t T, int64_t G) {
-    build(entries, partition(shared_->config, entries, queries, T, G));
-  }
   bool built() const { return built_; }
 
   // Mean over the group's query heads of q·r_j; the top-k clusters (indices), best first.
