@@ -21,7 +21,9 @@ struct CompressionOptions {
     app.add_option("--budgets", spec.budgets_file, "Per-layer budgets from kvc-profile (profile.safetensors)");
     app.add_option("--lowrank", spec.lowrank_file,
                    "Low-rank cache: gates.safetensors[:tau=T], bases.safetensors with --rank R (or :ranks=r0/r1/...), "
-                   "or bases.safetensors:share=S (ranks per layer and K/V searched for a kept share S of the cache)");
+                   "or bases.safetensors:share=S (ranks per layer and K/V searched for a kept share S of the cache); add "
+                   "keys=rotated (e.g. bases.safetensors:share=0.3,keys=rotated) to store keys after RoPE in a basis of "
+                   "rotated keys, which a decode step scores without rebuilding them");
     app.add_option("--rank", spec.rank, "Fixed rank per token with a bases file");
     app.add_option("--retrieval", spec.retrieval,
                    "KV cache on storage, clustered: adaptive|static|local[:topk=4,cache_kb=64,...] (see kvc-cluster --help)");

@@ -21,7 +21,9 @@ Per layer, the pre-RoPE keys and (separately) values of every token, all KV head
 (d_kv = n_kv_heads * head_dim), are accumulated into a float64 second-moment matrix E[x xᵀ] and
 eigendecomposed; eigenvectors are stored sorted by descending eigenvalue. The statistics are NOT
 mean-centred: the cache reconstructs x from its leading coefficients with no mean added back, and
-the uncentred second moment is what minimises that truncation error.
+the uncentred second moment is what minimises that truncation error. The keys are also rotated
+at their positions (RoPE) and get a basis of their own: the one --lowrank FILE:keys=rotated stores
+them in, so that decoding scores them without rebuilding them.
 
 Several processes split the windows (window w goes to rank w % ranks) and add up their float64 sums
 over c10d (Gloo): launched by torchrun or Slurm, they read their rank from its environment; rank 0

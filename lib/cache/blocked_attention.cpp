@@ -69,6 +69,10 @@ std::optional<int64_t> EntryBlocks::max_position() const {
   return p.max().item<int64_t>();
 }
 
+at::Tensor EntryBlocks::scores(const at::Tensor& queries, int64_t s0, int64_t s1) {
+  return at::bmm(queries, keys(s0, s1).transpose(1, 2));
+}
+
 at::Tensor DenseEntries::weigh_values(const at::Tensor& probs) {
   const at::Tensor p = probs.scalar_type() == values_.scalar_type() ? probs : probs.to(values_.scalar_type());
   return at::bmm(p, values_.narrow(1, 0, p.size(2)));
@@ -95,7 +99,6 @@ at::Tensor blocked_attention(const AttentionShape& shape, const at::Tensor& quer
   // entries, so later ones are skipped instead of computed and masked (half the work at long context).
   const bool sorted = T > 1 && S > 1 && !collector.active() &&
                       (k_pos.narrow(1, 1, S - 1) >= k_pos.narrow(1, 0, S - 1)).all().item<bool>();
-  const int64_t key_block = std::max<int64_t>(1, entries.key_block());
 
   const int64_t block = std::max<int64_t>(1, std::min<int64_t>(T, kMaxScoreElements / std::max<int64_t>(1, H * S)));
   std::vector<at::Tensor> outs;
@@ -103,9 +106,10 @@ at::Tensor blocked_attention(const AttentionShape& shape, const at::Tensor& quer
     const int64_t tb = std::min(block, T - t0);
     const int64_t visible = sorted ? (k_pos <= q_pos.narrow(0, t0, tb).max()).sum(1).max().item<int64_t>() : S;
     const at::Tensor q_block = q_grouped.narrow(2, t0, tb).reshape({KV, G * tb, d});
+    const int64_t key_block = std::max<int64_t>(1, entries.key_block(G * tb));
     std::vector<at::Tensor> parts;
     for (int64_t s0 = 0; s0 < visible; s0 += key_block) {
-      parts.push_back(at::bmm(q_block, entries.keys(s0, std::min(visible, s0 + key_block)).transpose(1, 2)));
+      parts.push_back(entries.scores(q_block, s0, std::min(visible, s0 + key_block)));
     }
     at::Tensor scores = parts.empty()      ? at::zeros({KV, G * tb, 0}, queries.options())
                         : parts.size() == 1 ? parts[0]

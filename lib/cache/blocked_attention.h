@@ -26,8 +26,12 @@ class EntryBlocks {
   virtual std::optional<int64_t> max_position() const;
   // Rotated keys of entries s0..s1-1 in the queries' dtype: [KV, s1 - s0, d].
   virtual at::Tensor keys(int64_t s0, int64_t s1) = 0;
-  // Entries whose keys one keys() call should cover (the whole context when they are held at once).
-  virtual int64_t key_block() const { return size(); }
+  // Entries one scores() call should cover for `query_rows` rows per KV head (the whole context when
+  // keys are held at once, or scored without rebuilding them).
+  virtual int64_t key_block(int64_t query_rows) const { return size(); }
+  // Unscaled scores of queries [KV, rows, d] against entries s0..s1-1: [KV, rows, s1 - s0]. A layout that
+  // can score without rebuilding keys (low rank in a rotated latent) overrides it.
+  virtual at::Tensor scores(const at::Tensor& queries, int64_t s0, int64_t s1);
   // Σ_s probs[k, r, s] v_s over entries 0..S'-1 (S' = probs.size(2)): probs [KV, rows, S'] (float32,
   // float64 for float64 queries; converted as the values need) -> [KV, rows, d].
   virtual at::Tensor weigh_values(const at::Tensor& probs) = 0;

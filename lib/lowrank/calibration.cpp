@@ -12,19 +12,26 @@
 namespace kvc::lowrank {
 namespace {
 
-// Sees each layer's new pre-RoPE keys and values right after its attention.
+// Sees each layer's new pre-RoPE keys and values right after its attention, and rotates the keys to
+// their positions for the rotated keys' basis.
 class StateCollector : public ForwardObserver {
  public:
-  StateCollector(std::vector<SecondMoment>& k, std::vector<SecondMoment>& v) : k_(k), v_(v) {}
+  StateCollector(std::shared_ptr<const Rope> rope, std::vector<SecondMoment>& k, std::vector<SecondMoment>& v,
+                 std::vector<SecondMoment>& rotated_k)
+      : rope_(std::move(rope)), k_(k), v_(v), rotated_k_(rotated_k) {}
   void after_attention(const LayerStep& step, KVCache&) override {
     const int64_t T = step.keys.size(1);
-    k_[step.layer].add(step.keys.transpose(0, 1).reshape({T, -1}));
-    v_[step.layer].add(step.values.transpose(0, 1).reshape({T, -1}));
+    const auto flat = [T](const at::Tensor& heads) { return heads.transpose(0, 1).reshape({T, -1}); };
+    k_[step.layer].add(flat(step.keys));
+    v_[step.layer].add(flat(step.values));
+    rotated_k_[step.layer].add(flat(rope_->apply(step.keys, step.positions)));
   }
 
  private:
+  std::shared_ptr<const Rope> rope_;
   std::vector<SecondMoment>& k_;
   std::vector<SecondMoment>& v_;
+  std::vector<SecondMoment>& rotated_k_;
 };
 
 }  // namespace
@@ -40,12 +47,13 @@ CalibrationResult calibrate(const LlamaModel& model, const std::vector<int>& ids
   const int64_t total = std::min<int64_t>(options.tokens, static_cast<int64_t>(ids.size()));
   KVC_CHECK(total >= 2, "--data: calibration text has only {} tokens", ids.size());
   // One accumulator each (copies of one would share a tensor).
-  std::vector<SecondMoment> k, v;
+  std::vector<SecondMoment> k, v, rotated_k;
   for (int64_t l = 0; l < c.num_layers; ++l) {
     k.emplace_back(c.kv_dim());
     v.emplace_back(c.kv_dim());
+    rotated_k.emplace_back(c.kv_dim());
   }
-  StateCollector collector(k, v);
+  StateCollector collector(model.rope(), k, v, rotated_k);
   ForwardOptions fo;
   fo.all_logits = false;
   fo.observer = &collector;
@@ -76,6 +84,7 @@ CalibrationResult calibrate(const LlamaModel& model, const std::vector<int>& ids
   for (int64_t l = 0; l < c.num_layers; ++l) {
     sums.push_back(k[l].sum());
     sums.push_back(v[l].sum());
+    sums.push_back(rotated_k[l].sum());
   }
   r.sum(sums);
   const auto tokens = static_cast<int64_t>(counts.item<double>());
@@ -85,8 +94,10 @@ CalibrationResult calibrate(const LlamaModel& model, const std::vector<int>& ids
   for (int64_t l = 0; l < c.num_layers; ++l) {
     k[l].set_count(tokens);
     v[l].set_count(tokens);
+    rotated_k[l].set_count(tokens);
     result.keys.push_back(eigen_basis(k[l].matrix()));
     result.values.push_back(eigen_basis(v[l].matrix()));
+    result.rotated_keys.push_back(eigen_basis(rotated_k[l].matrix()));
   }
   return result;
 }
@@ -100,6 +111,8 @@ Artifact bases_artifact(const CalibrationResult& result) {
     b.key.eigenvalues = result.keys[l].eigenvalues;
     b.value.U = result.values[l].eigenvectors.to(at::kFloat);
     b.value.eigenvalues = result.values[l].eigenvalues;
+    b.rotated_key.U = result.rotated_keys[l].eigenvectors.to(at::kFloat);
+    b.rotated_key.eigenvalues = result.rotated_keys[l].eigenvalues;
     a.layers.push_back(b);
   }
   a.metadata["tokens"] = std::to_string(result.tokens);

@@ -1,6 +1,7 @@
 #pragma once
 // Streams a model over calibration tokens and accumulates, per layer, the second moments of its
-// pre-RoPE keys and values (all KV heads concatenated), then turns them into PCA bases. Over several
+// pre-RoPE keys and values (all KV heads concatenated) and of its keys after RoPE, then turns them into
+// PCA bases. Over several
 // ranks, window w is run by rank w % world and the float64 sums are added up across ranks: the same
 // bases as one process, up to the order of the additions.
 #include <string>
@@ -21,6 +22,7 @@ struct CalibrationOptions {
 
 struct CalibrationResult {
   std::vector<EigenBasis> keys, values;  // per layer
+  std::vector<EigenBasis> rotated_keys;  // per layer: the keys after RoPE at their positions
   int64_t tokens = 0;
   double exchange_seconds = 0;  // waiting for the other ranks and adding up their sums (0 alone)
 };

@@ -317,7 +317,8 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
   a.tau = o.tau;
   for (int64_t l = 0; l < L; ++l) {
     a.layers.push_back({{k[l].U.detach().cpu().clone(), k[l].W.detach().cpu().clone(), k[l].b.detach().cpu().clone(), {}},
-                        {v[l].U.detach().cpu().clone(), v[l].W.detach().cpu().clone(), v[l].b.detach().cpu().clone(), {}}});
+                        {v[l].U.detach().cpu().clone(), v[l].W.detach().cpu().clone(), v[l].b.detach().cpu().clone(), {}},
+                        bases.layers[l].rotated_key});
   }
   const EvalPoint last = result.evals.empty() ? evaluate() : result.evals.back();
   a.metadata = {{"alpha", fmt::format("{}", o.alpha)},

@@ -75,8 +75,10 @@ Artifact load_artifact(const std::string& path, const ModelConfig& config) {
   }
   // Bases, gates and eigenvalues alike: one NaN would turn every compressed run's output into NaN.
   file->check_all_finite();
+  const bool rotated = file->contains(tensor_name(0, "k_rotated", "U"));
   for (int64_t l = 0; l < config.num_layers; ++l) {
-    a.layers.push_back({read_projection(file, l, "k", d, a.is_gates()), read_projection(file, l, "v", d, a.is_gates())});
+    a.layers.push_back({read_projection(file, l, "k", d, a.is_gates()), read_projection(file, l, "v", d, a.is_gates()),
+                        rotated ? read_projection(file, l, "k_rotated", d, false) : Projection{}});
   }
   return a;
 }
@@ -92,7 +94,9 @@ void write_artifact(const std::string& path, const Artifact& artifact, const Mod
   for (size_t l = 0; l < artifact.layers.size(); ++l) {
     const auto li = static_cast<int64_t>(l);
     for (const auto& [which, p] : {std::pair<const char*, const Projection&>{"k", artifact.layers[l].key},
-                                   std::pair<const char*, const Projection&>{"v", artifact.layers[l].value}}) {
+                                   std::pair<const char*, const Projection&>{"v", artifact.layers[l].value},
+                                   std::pair<const char*, const Projection&>{"k_rotated", artifact.layers[l].rotated_key}}) {
+      if (!p.U.defined()) continue;
       add_tensor(w, tensor_name(li, which, "U"), p.U.detach().to(at::kFloat));
       if (p.has_gate()) {
         add_tensor(w, tensor_name(li, which, "W"), p.W.detach().to(at::kFloat));

@@ -1,8 +1,10 @@
 #pragma once
 // The two low-rank artifacts and their validation against a model:
 //   bases.safetensors  (kvc-calibrate): per layer, PCA eigenvectors/eigenvalues of pre-RoPE K and V
-//                      with all KV heads concatenated (d_kv = n_kv_heads * head_dim), sorted descending;
-//   gates.safetensors  (kvc-train):     per layer, the trained basis U and rank gate W, b for K and V.
+//                      with all KV heads concatenated (d_kv = n_kv_heads * head_dim), sorted descending,
+//                      and of the keys after RoPE (layers.L.k_rotated);
+//   gates.safetensors  (kvc-train):     per layer, the trained basis U and rank gate W, b for K and V,
+//                      and the rotated keys' basis passed on from the bases file.
 // Both record the model's config hash; loading one made for another model, or with shapes that do not
 // match, is a one-line kvc::Error naming the file.
 #include <ATen/ATen.h>
@@ -28,6 +30,9 @@ struct Projection {
 
 struct LayerBasis {
   Projection key, value;
+  // PCA of the keys after RoPE at their positions (U and eigenvalues): the basis of --lowrank's
+  // keys=rotated. Undefined in artifacts written before it existed.
+  Projection rotated_key;
 };
 
 struct Artifact {
@@ -37,6 +42,7 @@ struct Artifact {
   std::map<std::string, std::string> metadata;
   double tau = 0.1;  // gates: the hard-mask threshold recorded at training time
   bool is_gates() const { return kind == kGatesKind; }
+  bool has_rotated_keys() const { return !layers.empty() && layers[0].rotated_key.U.defined(); }
 };
 
 // Reads and validates `path` against `config` (kind, config hash, layer count, shapes).

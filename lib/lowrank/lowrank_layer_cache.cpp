@@ -1,18 +1,47 @@
 #include "lowrank/lowrank_layer_cache.h"
 
 #include <algorithm>
+#include <cstring>
 #include <optional>
 
 #include "cache/blocked_attention.h"
 #include "cache/capacity_growth.h"
+#include "kernels/matvec.h"
+#include "kernels/parallel_linear.h"
 #include "lowrank/rank_gate.h"
 #include "util/error.h"
 
 namespace kvc::lowrank {
 namespace {
 
-// Tokens whose keys are rebuilt at once: bounds the transient full-width keys to a block.
+// Tokens whose keys are rebuilt, and scored, by one product.
 constexpr int64_t kKeyBlock = 1024;
+
+// Query rows up to which the CSR kernels read the coefficients where they lie (a decode step's heads);
+// beyond, one product over a padded copy is faster.
+constexpr int64_t kCsrKernelRows = 64;
+
+// U^{-1}'s columns per KV head [KV, d_kv, d]: held contiguous by the projection, so that the products
+// of a decode step read them in place (a permuted view would be copied by every one).
+at::Tensor per_head(const RankedProjection& p, int64_t KV, int64_t d) {
+  if (p.U_inv_heads.defined()) return p.U_inv_heads;
+  return p.U_inv.view({p.U_inv.size(0), KV, d}).permute({1, 0, 2});
+}
+
+// x [T, in] times M [in, out]: on the CPU by the kernels that stream M's rows (M_rows = Mᵀ) over all
+// threads, which a decode step's one-row products are bound by; else by LibTorch.
+at::Tensor times(const at::Tensor& x, const at::Tensor& M, const at::Tensor& M_rows) {
+  if (M_rows.defined() && !x.requires_grad()) {
+    const at::Tensor y = x.size(0) == 1 ? fast_matvec(M_rows, x[0].contiguous(), {}) : parallel_linear(x, M_rows, {});
+    if (y.defined()) return x.size(0) == 1 ? y.unsqueeze(0) : y;
+  }
+  return x.matmul(M);
+}
+
+bool csr_kernels_apply(const at::Tensor& coeffs, const at::Tensor& rows) {
+  return coeffs.defined() && coeffs.device().is_cpu() && rows.size(0) <= kCsrKernelRows && !rows.requires_grad() &&
+         (rows.scalar_type() == at::kFloat || rows.scalar_type() == at::kDouble);
+}
 
 at::Tensor to_tensor(const std::vector<int64_t>& v, at::Device device) {
   return at::tensor(v, at::TensorOptions().dtype(at::kLong)).to(device);
@@ -20,9 +49,10 @@ at::Tensor to_tensor(const std::vector<int64_t>& v, at::Device device) {
 
 }  // namespace
 
-at::Tensor RankedProjection::ranks(const at::Tensor& coeffs) const {
+at::Tensor RankedProjection::ranks(const at::Tensor& x, const at::Tensor& coeffs) const {
   if (!W.defined()) return at::full({coeffs.size(0)}, fixed_rank, coeffs.options().dtype(at::kLong));
-  return hard_ranks(coeffs, W, b, tau);
+  const at::Tensor gate_in = gate_U.defined() ? times(x, gate_U, gate_U_rows) : coeffs;
+  return hard_ranks_from_logits(times(gate_in, W, W_rows) + b, tau);
 }
 
 at::Tensor LowRankLayerCache::Store::ranks() const {
@@ -45,10 +75,15 @@ void LowRankLayerCache::Store::push(const at::Tensor& padded, const std::vector<
     flat = padded.masked_select(at::arange(d, r.options()).unsqueeze(0) < r.unsqueeze(1));
   }
   uniform_rank = (offsets.size() == 1 || uniform_rank == r0) && same ? r0 : -1;
+  for (const int64_t r : ranks) max_rank = std::max(max_rank, r);
   const int64_t need = used() + flat.numel();
   if (!coeffs.defined() || need > coeffs.numel()) {
-    // Geometric growth keeps decoding appends amortised O(1); the first append sizes exactly.
-    const int64_t cap = used() == 0 ? need : std::max(need, coeffs.numel() + coeffs.numel() / 2 + 64);
+    // Geometric growth keeps decoding appends amortised O(1); the first append sizes exactly, for the
+    // reserved tokens at this append's mean rank.
+    const int64_t tokens = static_cast<int64_t>(offsets.size()) - 1 + T;
+    const int64_t cap = used() > 0                ? grown_capacity(need, coeffs.numel())
+                        : reserved_tokens > tokens ? need + (reserved_tokens - tokens) * ((need + tokens - 1) / tokens)
+                                                   : need;
     at::Tensor grown = at::empty({cap}, stored);
     if (used() > 0) grown.narrow(0, 0, used()).copy_(coeffs.narrow(0, 0, used()));
     coeffs = grown;
@@ -82,15 +117,15 @@ at::Tensor LowRankLayerCache::Store::padded(int64_t s0, int64_t s1, int64_t* max
     const at::Tensor mask = at::arange(rmax, r.options()).unsqueeze(0) < r.unsqueeze(1);
     return at::zeros({n, rmax}, coeffs.options()).masked_scatter_(mask, coeffs.narrow(0, begin, count)).to(compute);
   }
-  // Destination of every stored coefficient in the padded [n, rmax] matrix.
-  std::vector<int64_t> dest(static_cast<size_t>(count));
-  size_t k = 0;
+  // Each token's prefix copied into its row: no index vector is built.
+  at::Tensor out = at::zeros({n, rmax}, coeffs.options());
+  const int64_t bytes = element_bytes();
+  const auto* src = static_cast<const char*>(coeffs.data_ptr());
+  auto* dst = static_cast<char*>(out.data_ptr());
   for (int64_t t = s0; t < s1; ++t) {
-    for (int64_t j = 0; j < rank(t); ++j) dest[k++] = (t - s0) * rmax + j;
+    std::memcpy(dst + (t - s0) * rmax * bytes, src + offsets[t] * bytes, static_cast<size_t>(rank(t) * bytes));
   }
-  at::Tensor out = at::zeros({n * rmax}, coeffs.options());
-  out.index_copy_(0, to_tensor(dest, coeffs.device()), coeffs.narrow(0, begin, count));
-  return out.view({n, rmax}).to(compute);
+  return out.to(compute);
 }
 
 void LowRankLayerCache::Store::keep(const std::vector<int64_t>& tokens) {
@@ -111,6 +146,8 @@ void LowRankLayerCache::Store::keep(const std::vector<int64_t>& tokens) {
   }
   offsets = std::move(new_offsets);
   uniform_rank = same && r0 >= 0 ? r0 : (tokens.empty() ? uniform_rank : -1);
+  max_rank = 0;
+  for (size_t t = 0; t + 1 < offsets.size(); ++t) max_rank = std::max(max_rank, offsets[t + 1] - offsets[t]);
 }
 
 LowRankLayerCache::LowRankLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options,
@@ -133,8 +170,11 @@ void LowRankLayerCache::append(const at::Tensor& keys, const at::Tensor& values,
   for (auto [store, proj, x] : {std::make_tuple(&key_, key_proj_.get(), &keys),
                                 std::make_tuple(&value_, value_proj_.get(), &values)}) {
     // [n_kv, T, d] -> [T, n_kv * d]: all heads of a token form one latent vector.
-    const at::Tensor coeffs = x->transpose(0, 1).reshape({T, dkv}).to(options_.dtype()).matmul(proj->U);
-    const at::Tensor r = proj->ranks(coeffs);
+    const auto flat = [&](const at::Tensor& heads) { return heads.transpose(0, 1).reshape({T, dkv}); };
+    const at::Tensor state = flat(x->to(options_.dtype()));
+    const at::Tensor coeffs =
+        times(proj->rotated ? flat(rope_->apply(x->to(options_.dtype()), positions)) : state, proj->U, proj->U_rows);
+    const at::Tensor r = proj->ranks(state, coeffs);
     // A fixed rank is known on the host; a gated one is read back (the CSR offsets live on the host).
     std::vector<int64_t> ranks(static_cast<size_t>(T), proj->fixed_rank);
     if (proj->W.defined()) {
@@ -154,33 +194,36 @@ void LowRankLayerCache::append(const at::Tensor& keys, const at::Tensor& values,
   if (positions.device().is_cpu()) max_position_ = std::max(max_position_, positions.max().item<int64_t>());
 }
 
-at::Tensor LowRankLayerCache::rotated_key_block(int64_t s0, int64_t s1) const {
+at::Tensor LowRankLayerCache::key_block_as_stored(int64_t s0, int64_t s1) const {
   int64_t r = 0;
   const at::Tensor coeffs = key_.padded(s0, s1, &r, options_.dtype().toScalarType());
   const int64_t n = s1 - s0, KV = shape_.num_kv_heads, d = shape_.head_dim;
   const at::Tensor x = r == 0 ? at::zeros({n, KV * d}, options_) : coeffs.matmul(key_proj_->U_inv.narrow(0, 0, r));
-  return rope_->apply(x.view({n, KV, d}).transpose(0, 1), positions_.narrow(0, s0, n));
+  return x.view({n, KV, d}).transpose(0, 1);
 }
 
-// The cache's entries for one attention call: keys rebuilt per block of tokens (once per call when they
-// are held), values weighed in the spectral space and projected once per KV head.
+at::Tensor LowRankLayerCache::rotated_key_block(int64_t s0, int64_t s1) const {
+  const at::Tensor x = key_block_as_stored(s0, s1);
+  return key_proj_->rotated ? x : rope_->apply(x, positions_.narrow(0, s0, s1 - s0));
+}
+
+// The cache's entries for one attention call: keys rebuilt per block of tokens (once per call) or, for
+// keys in a rotated basis, scored in the latent space; values weighed in the spectral space and
+// projected once per KV head.
 class LowRankLayerCache::Entries : public EntryBlocks {
  public:
   explicit Entries(const LowRankLayerCache& cache)
       : cache_(cache),
         positions_(cache.positions().unsqueeze(0)),
         compute_(cache.options_.dtype().toScalarType()),
-        value_rank_(cache.value_.max_rank()) {
+        key_rank_(cache.key_.max_rank),
+        value_rank_(cache.value_.max_rank) {
     const int64_t KV = cache.shape_.num_kv_heads, d = cache.shape_.head_dim;
     // Per KV head, the rows of U_v^{-1} that map the leading value_rank_ latent dims to that head's value.
-    value_back_ = cache.value_proj_->U_inv.view({KV * d, KV, d}).permute({1, 0, 2}).narrow(1, 0, value_rank_);
-    const int64_t S = cache.length_, n_blocks = (S + kKeyBlock - 1) / kKeyBlock;
-    // A context that fits one block is rebuilt once per call; a GPU holds every rebuilt block at once
-    // (the size of a dense layer's keys), so a long prefill does not rebuild them for each query block.
-    if (n_blocks == 1 || !positions_.device().is_cpu()) {
-      for (int64_t s0 = 0; s0 < S; s0 += kKeyBlock) {
-        held_.push_back(cache.rotated_key_block(s0, std::min(S, s0 + kKeyBlock)));
-      }
+    value_back_ = per_head(*cache.value_proj_, KV, d).narrow(1, 0, value_rank_);
+    if (cache.key_proj_->rotated) {
+      // Per KV head, U_k^{-1}[:r, head]ᵀ [KV, d, r]: a query times it is the query in the key latent.
+      key_latent_ = per_head(*cache.key_proj_, KV, d).narrow(1, 0, key_rank_).transpose(1, 2);
     }
   }
 
@@ -189,25 +232,62 @@ class LowRankLayerCache::Entries : public EntryBlocks {
     if (!positions_.device().is_cpu()) return std::nullopt;
     return cache_.max_position_;
   }
-  int64_t key_block() const override { return kKeyBlock; }
+  int64_t key_block(int64_t query_rows) const override {
+    return scores_in_latent(query_rows) ? std::max<int64_t>(1, size()) : kKeyBlock;
+  }
 
+  // Keys are rebuilt once per call and held until it ends, so a long prefill does not rebuild them for
+  // each block of queries: the transient is one layer's keys, half of what a dense cache keeps per layer.
   at::Tensor keys(int64_t s0, int64_t s1) override {
+    if (held_.empty()) {
+      for (int64_t b0 = 0; b0 < cache_.length_; b0 += kKeyBlock) {
+        held_.push_back(cache_.rotated_key_block(b0, std::min(cache_.length_, b0 + kKeyBlock)));
+      }
+    }
     const auto b = static_cast<size_t>(s0 / kKeyBlock);
-    if (b < held_.size()) return held_[b].narrow(1, s0 - static_cast<int64_t>(b) * kKeyBlock, s1 - s0);
-    return cache_.rotated_key_block(s0, s1);
+    return held_[b].narrow(1, s0 - static_cast<int64_t>(b) * kKeyBlock, s1 - s0);
+  }
+
+  // Rotated keys: scored in the latent when that is less work than rebuilding them, i.e. for few query
+  // rows (a decode step): rows · r per token and KV head instead of r · d + rows · d.
+  bool scores_in_latent(int64_t rows) const {
+    const int64_t d = cache_.shape_.head_dim;
+    return key_latent_.defined() && rows * key_rank_ < key_rank_ * d + rows * d;
+  }
+
+  at::Tensor scores(const at::Tensor& queries, int64_t s0, int64_t s1) override {
+    const int64_t KV = cache_.shape_.num_kv_heads, rows = queries.size(1);
+    if (!scores_in_latent(rows)) return EntryBlocks::scores(queries, s0, s1);
+    if (key_rank_ == 0) return at::zeros({KV, rows, s1 - s0}, queries.options());
+    const at::Tensor latent = at::bmm(queries, key_latent_).reshape({KV * rows, key_rank_}).contiguous();
+    at::Tensor out;
+    if (csr_kernels_apply(cache_.key_.coeffs, latent)) {
+      out = csr_latent_scores(cache_.key_.csr(s0, s1), latent);
+    } else {
+      int64_t r = 0;
+      const at::Tensor coeffs = cache_.key_.padded(s0, s1, &r, compute_);
+      out = latent.narrow(1, 0, r).matmul(coeffs.transpose(0, 1));
+    }
+    return out.view({KV, rows, s1 - s0});
   }
 
   // Σ_t a_t x̂_t in the spectral space (only the leading max-rank dims can be non-zero), then projected
   // once per KV head by its slice of U_v^{-1}.
   at::Tensor weigh_values(const at::Tensor& probs) override {
-    const int64_t visible = probs.size(2);
+    const int64_t visible = probs.size(2), KV = cache_.shape_.num_kv_heads, rows = probs.size(1);
     const at::Tensor p = probs.to(compute_);
-    at::Tensor z = at::zeros({cache_.shape_.num_kv_heads, probs.size(1), value_rank_}, cache_.options_);
-    for (int64_t s0 = 0; s0 < visible; s0 += kKeyBlock) {
-      const int64_t s1 = std::min(visible, s0 + kKeyBlock);
-      int64_t r = 0;
-      const at::Tensor coeffs = cache_.value_.padded(s0, s1, &r, compute_);
-      if (r > 0) z.narrow(2, 0, r).add_(at::matmul(p.narrow(2, s0, s1 - s0), coeffs));
+    at::Tensor z;
+    const at::Tensor p_rows = p.reshape({KV * rows, visible});
+    if (csr_kernels_apply(cache_.value_.coeffs, p_rows)) {
+      z = csr_latent_weigh(cache_.value_.csr(0, visible), p_rows.contiguous(), value_rank_).view({KV, rows, value_rank_});
+    } else {
+      z = at::zeros({KV, rows, value_rank_}, cache_.options_);
+      for (int64_t s0 = 0; s0 < visible; s0 += kKeyBlock) {
+        const int64_t s1 = std::min(visible, s0 + kKeyBlock);
+        int64_t r = 0;
+        const at::Tensor coeffs = cache_.value_.padded(s0, s1, &r, compute_);
+        if (r > 0) z.narrow(2, 0, r).add_(at::matmul(p.narrow(2, s0, s1 - s0), coeffs));
+      }
     }
     return at::bmm(z, value_back_);
   }
@@ -216,8 +296,10 @@ class LowRankLayerCache::Entries : public EntryBlocks {
   const LowRankLayerCache& cache_;
   at::Tensor positions_;  // [1, S]: one latent, so one set of positions for every head
   at::ScalarType compute_;
+  int64_t key_rank_;       // the largest kept key rank
   int64_t value_rank_;     // the largest kept value rank: the latent dims that can be non-zero
   at::Tensor value_back_;  // [KV, value_rank_, d]
+  at::Tensor key_latent_;  // [KV, d, key_rank_] for rotated keys; else undefined
   std::vector<at::Tensor> held_;
 };
 
@@ -248,6 +330,14 @@ void LowRankLayerCache::retain(const at::Tensor& indices) {
   max_position_ = length_ > 0 && positions_.device().is_cpu() ? positions().max().item<int64_t>() : -1;
 }
 
+void LowRankLayerCache::reserve(int64_t entries) {
+  key_.reserved_tokens = value_.reserved_tokens = entries;
+  if (entries <= positions_.numel()) return;
+  at::Tensor grown = at::empty({entries}, positions_.options());
+  grown.narrow(0, 0, length_).copy_(positions_.narrow(0, 0, length_));
+  positions_ = grown;
+}
+
 at::Tensor LowRankLayerCache::lengths() const {
   return at::full({shape_.num_kv_heads}, length_, at::TensorOptions().dtype(at::kLong));
 }
@@ -269,10 +359,8 @@ double LowRankLayerCache::retain_rate() const {
 }
 
 at::Tensor LowRankLayerCache::reconstructed_keys() const {
-  int64_t r = 0;
-  const at::Tensor c = key_.padded(0, length_, &r, options_.dtype().toScalarType());
-  const at::Tensor x = c.matmul(key_proj_->U_inv.narrow(0, 0, r));
-  return x.view({length_, shape_.num_kv_heads, shape_.head_dim}).transpose(0, 1);
+  const at::Tensor x = key_block_as_stored(0, length_);
+  return key_proj_->rotated ? rope_->unapply(x, positions()) : x;
 }
 
 at::Tensor LowRankLayerCache::reconstructed_values() const {

@@ -9,6 +9,11 @@
 // accepts the same tokens for every head (global per-layer eviction, e.g. SnapKV aggregated over heads).
 // The coefficients are stored in the cache types' precision (--cache-type-k/-v f32, f16 or bf16) and
 // widened to the compute dtype per block of tokens when read.
+//
+// Keys in a rotated basis (RankedProjection::rotated): the key is rotated at its position once, when it
+// is appended, and its coefficients in a basis of rotated keys are stored. A query then scores every
+// token in the latent space, q·k̂ = (q U^{-1}[:r, head]ᵀ)·x̂[:r], instead of rebuilding and rotating each
+// key per step: the same memory, decode work proportional to the kept rank instead of to r · d_kv.
 #include <algorithm>
 #include <memory>
 #include <vector>
@@ -16,17 +21,25 @@
 #include "cache/cache_types.h"
 #include "cache/layer_cache.h"
 #include "core/rope.h"
+#include "kernels/csr_latent.h"
 
 namespace kvc::lowrank {
 
 // One of K/V for one layer, already on the cache's device and dtype.
 struct RankedProjection {
-  at::Tensor U, U_inv;  // [d_kv, d_kv]
+  at::Tensor U, U_inv;  // [d_kv, d_kv]: the basis coefficients are stored in (U may hold only the
+                        // leading fixed_rank columns)
+  at::Tensor U_inv_heads;  // [n_kv, d_kv, head_dim]: U_inv's columns per KV head, contiguous (or undefined)
   at::Tensor W, b;      // the gate; undefined for a fixed rank
+  at::Tensor gate_U;    // the basis the gate was trained on, when it is not U (rotated keys); else undefined
+  bool rotated = false;  // keys only: U is a basis of RoPE-rotated keys
+  // U, gate_U and W transposed ([out, in], contiguous), for the CPU's row-streaming products; undefined
+  // where those do not apply (the products then use the matrices above).
+  at::Tensor U_rows, gate_U_rows, W_rows;
   int64_t fixed_rank = 0;
   double tau = 0.1;
-  // Ranks [T] int64 for coefficients [T, d_kv], on the coefficients' device.
-  at::Tensor ranks(const at::Tensor& coeffs) const;
+  // Ranks [T] int64 for states x [T, d_kv] whose coefficients are `coeffs`, on their device.
+  at::Tensor ranks(const at::Tensor& x, const at::Tensor& coeffs) const;
 };
 
 class LowRankLayerCache : public LayerCache {
@@ -41,6 +54,10 @@ class LowRankLayerCache : public LayerCache {
   at::Tensor attend(const at::Tensor& queries, const at::Tensor& q_positions, const AttentionProbe& probe,
                     AttentionStats* stats) override;
   void retain(const at::Tensor& indices) override;
+  // Room for `entries` tokens: positions exactly, coefficients at the mean rank of the first append
+  // (exact for a fixed rank), so a generation that reserved prompt + new tokens does not grow by half
+  // on its first decoding step.
+  void reserve(int64_t entries) override;
   at::Tensor lengths() const override;
   CacheFootprint footprint() const override;
   std::string layout() const override { return "low-rank"; }
@@ -62,15 +79,14 @@ class LowRankLayerCache : public LayerCache {
     at::Tensor coeffs;                 // [capacity]
     std::vector<int64_t> offsets{0};   // token t's coefficients: [offsets[t], offsets[t+1])
     int64_t uniform_rank = -1;         // every token has this rank (fast path), or -1
+    int64_t max_rank = 0;              // of the stored tokens
+    int64_t reserved_tokens = 0;       // tokens the first allocation makes room for (reserve())
     at::Tensor device_ranks;           // [capacity] int64 per-token ranks, kept off the CPU only
     int64_t used() const { return offsets.back(); }
     int64_t rank(int64_t t) const { return offsets[t + 1] - offsets[t]; }
-    int64_t max_rank() const {
-      int64_t m = 0;
-      for (size_t t = 0; t + 1 < offsets.size(); ++t) m = std::max(m, offsets[t + 1] - offsets[t]);
-      return m;
-    }
     at::Tensor ranks() const;
+    // Tokens [s0, s1) for the CSR kernels (CPU).
+    CsrCoefficients csr(int64_t s0, int64_t s1) const { return {coeffs, offsets.data() + s0, s1 - s0}; }
     // ranks: host copy of ranks_tensor [T] (which lies on the coefficients' device).
     void push(const at::Tensor& coeffs_padded, const std::vector<int64_t>& ranks, const at::Tensor& ranks_tensor);
     // Tokens [s0, s1) as a zero-padded [s1 - s0, max rank] matrix of `compute`'s dtype.
@@ -81,6 +97,8 @@ class LowRankLayerCache : public LayerCache {
 
   class Entries;  // what the shared attention routine reads
   at::Tensor rotated_key_block(int64_t s0, int64_t s1) const;  // [n_kv, s1 - s0, d]
+  // Pre-RoPE or rotated keys as stored, rebuilt from their coefficients: [n_kv, s1 - s0, d].
+  at::Tensor key_block_as_stored(int64_t s0, int64_t s1) const;
 
   AttentionShape shape_;
   std::shared_ptr<const Rope> rope_;

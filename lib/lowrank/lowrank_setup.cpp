@@ -17,14 +17,28 @@ int64_t parse_int(const std::string& s, const std::string& what) {
   fail("--lowrank: {} must be an integer, got '{}'", what, s);
 }
 
-std::shared_ptr<RankedProjection> to_device(const Projection& p, const at::TensorOptions& o, int64_t rank, double tau) {
+// `stored`: the basis coefficients are kept in, when it is not p's own (rotated keys; the gate, if
+// any, still reads p.U's coefficients).
+std::shared_ptr<RankedProjection> to_device(const Projection& p, const AttentionShape& shape, const at::TensorOptions& o,
+                                            int64_t rank, double tau, const Projection* stored = nullptr) {
   auto r = std::make_shared<RankedProjection>();
+  const at::Tensor& U = stored != nullptr ? stored->U : p.U;
   // Inverse in float64: a trained U is no longer orthogonal, and its inverse must be accurate.
-  r->U_inv = at::linalg_inv(p.U.to(at::kDouble)).to(o);
-  r->U = p.U.to(o);
+  r->U_inv = at::linalg_inv(U.to(at::kDouble)).to(o);
+  r->U_inv_heads = r->U_inv.view({U.size(0), shape.num_kv_heads, shape.head_dim}).permute({1, 0, 2}).contiguous();
+  // A fixed rank keeps only the leading coefficients: projecting onto the others would be discarded work.
+  r->U = (rank > 0 ? U.narrow(1, 0, rank) : U).contiguous().to(o);
+  r->rotated = stored != nullptr;
   if (rank == 0 && p.has_gate()) {
     r->W = p.W.to(o);
     r->b = p.b.to(o);
+    if (stored != nullptr) r->gate_U = p.U.to(o);
+  }
+  if (o.device().is_cpu() && o.dtype() == at::kFloat) {
+    const auto rows = [](const at::Tensor& m) { return m.defined() ? m.t().contiguous() : at::Tensor(); };
+    r->U_rows = rows(r->U);
+    r->gate_U_rows = rows(r->gate_U);
+    r->W_rows = rows(r->W);
   }
   r->fixed_rank = rank;
   r->tau = tau;
@@ -50,7 +64,11 @@ LowRankSpec parse_lowrank_spec(const std::string& text, int64_t rank) {
       (text.find('=', colon) != std::string::npos || text.find_first_not_of(" \t", colon + 1) == std::string::npos)) {
     spec.path = text.substr(0, colon);
     const SpecValues values(parse_spec_params(text.substr(colon + 1), "--lowrank", text), "--lowrank", text);
-    values.check_known_keys({"tau", "ranks", "share"});
+    values.check_known_keys({"tau", "ranks", "share", "keys"});
+    const std::string keys = values.get_string("keys", "pre-rope");
+    KVC_CHECK(keys == "pre-rope" || keys == "rotated", "--lowrank: keys must be pre-rope (the default: keys stored "
+              "before RoPE and rotated when read) or rotated (stored after RoPE, scored in the latent), got '{}'", keys);
+    spec.rotated_keys = keys == "rotated";
     if (values.has("share")) {
       spec.share = values.get_number("share", 0.0);
       KVC_CHECK(spec.share > 0 && spec.share <= 1, "--lowrank: share must be in (0, 1] (the kept share of the cache), "
@@ -75,6 +93,8 @@ LowRankSpec parse_lowrank_spec(const std::string& text, int64_t rank) {
 LayoutFactory<LowRankLayerCache> make_lowrank_factory(const LowRankSpec& spec, const LlamaModel& model) {
   const ModelConfig& c = model.config();
   const Artifact a = load_artifact(spec.path, c);
+  KVC_CHECK(!spec.rotated_keys || a.has_rotated_keys(), "--lowrank: '{}' holds no basis of rotated keys; run "
+            "kvc-calibrate again (and kvc-train on its output) to write one for keys=rotated", spec.path);
   const int64_t L = c.num_layers, dkv = c.kv_dim();
   std::vector<int64_t> ranks(static_cast<size_t>(L), 0), value_ranks;
   if (a.is_gates()) {
@@ -82,7 +102,12 @@ LayoutFactory<LowRankLayerCache> make_lowrank_factory(const LowRankSpec& spec, c
               "needs a bases file from kvc-calibrate", spec.path);
   } else if (spec.share > 0) {
     KVC_CHECK(spec.tau < 0, "--lowrank: tau applies to gates, and '{}' is a bases file", spec.path);
-    const RankAllocation allocation = search_ranks(a, lowrank_layers(c), spec.share);
+    // Rotated keys are truncated in their own basis: its eigenvalues decide their ranks.
+    Artifact searched = a;
+    if (spec.rotated_keys) {
+      for (LayerBasis& layer : searched.layers) layer.key = layer.rotated_key;
+    }
+    const RankAllocation allocation = search_ranks(searched, lowrank_layers(c), spec.share);
     ranks = allocation.keys;
     value_ranks = allocation.values;
   } else {
@@ -99,13 +124,14 @@ LayoutFactory<LowRankLayerCache> make_lowrank_factory(const LowRankSpec& spec, c
   }
   const double tau = spec.tau > 0 ? spec.tau : a.tau;
   const auto options = at::TensorOptions().dtype(model.dtype()).device(model.device());
+  const AttentionShape shape = c.attention_shape();
   std::vector<std::shared_ptr<const RankedProjection>> keys, values;
   if (value_ranks.empty()) value_ranks = ranks;
   for (int64_t l = 0; l < L; ++l) {
-    keys.push_back(to_device(a.layers[l].key, options, ranks[l], tau));
-    values.push_back(to_device(a.layers[l].value, options, value_ranks[l], tau));
+    keys.push_back(to_device(a.layers[l].key, shape, options, ranks[l], tau,
+                             spec.rotated_keys ? &a.layers[l].rotated_key : nullptr));
+    values.push_back(to_device(a.layers[l].value, shape, options, value_ranks[l], tau));
   }
-  const AttentionShape shape = c.attention_shape();
   auto rope = model.rope();
   const CacheTypes stored = model.cache_types();
   return [=](int64_t layer) {

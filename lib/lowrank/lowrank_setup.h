@@ -6,6 +6,8 @@
 //   --lowrank bases.safetensors:ranks=4/8/8/12/16   fixed rank per layer
 //   --lowrank bases.safetensors:share=0.3   fixed ranks per layer and K/V, searched for the most explained
 //                                           variance in 30% of the cache (rank_search.h)
+//   ...:keys=rotated                        keys stored after RoPE in a basis of rotated keys, so that a
+//                                           decode step scores them without rebuilding them (any of the above)
 #include <string>
 #include <vector>
 
@@ -20,6 +22,7 @@ struct LowRankSpec {
   double tau = -1;           // < 0: the artifact's
   std::vector<int64_t> ranks;  // per layer (fixed rank), from ":ranks=" or --rank
   double share = 0;            // > 0: ranks searched for this kept share of the cache
+  bool rotated_keys = false;   // ":keys=rotated": keys stored after RoPE in the rotated keys' basis
 };
 
 // The layers a low-rank cache is built for: every layer but sliding-window ones (they keep their window).

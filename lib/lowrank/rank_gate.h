@@ -11,5 +11,7 @@ at::Tensor soft_mask(const at::Tensor& coeffs, const at::Tensor& W, const at::Te
 
 // Ranks [T] int64 (each in 1..d): how many leading coefficients each token keeps at threshold tau.
 at::Tensor hard_ranks(const at::Tensor& coeffs, const at::Tensor& W, const at::Tensor& b, double tau);
+// The same from the gate's logits x̃ W + b [T, d], computed by the caller.
+at::Tensor hard_ranks_from_logits(const at::Tensor& logits, double tau);
 
 }  // namespace kvc::lowrank

@@ -29,7 +29,7 @@ class BlockReadEntries : public EntryBlocks {
   BlockReadEntries(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& positions, int64_t block)
       : dense_(keys, values, positions), block_(block) {}
   const at::Tensor& positions() const override { return dense_.positions(); }
-  int64_t key_block() const override { return block_; }
+  int64_t key_block(int64_t) const override { return block_; }
   at::Tensor keys(int64_t s0, int64_t s1) override {
     reads.emplace_back(s0, s1);
     return dense_.keys(s0, s1);

@@ -1,0 +1,262 @@
+#include "kernels/csr_latent.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu_features.h"
+#include "kernels/simd_avx2.h"
+#include "runtime/parallel_grain.h"
+#include "util/error.h"
+
+namespace kvc {
+namespace {
+
+// Latent widths are padded to whole AVX2 registers (the padding holds zeros on both sides).
+constexpr int64_t kLanes = 8;
+int64_t padded_width(int64_t r) { return (r + kLanes - 1) / kLanes * kLanes; }
+
+// One token's n coefficients widened to the compute type, then zeros up to the padded width.
+template <typename Stored, typename Compute>
+void widen(const Stored* src, int64_t n, Compute* dst) {
+  if constexpr (std::is_same_v<Stored, Compute>) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(Compute));
+  } else {
+    for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<Compute>(static_cast<float>(src[j]));
+  }
+  std::fill(dst + n, dst + padded_width(n), Compute(0));
+}
+
+template <typename T>
+T dot_plain(const T* a, const T* b, int64_t n) {
+  T s = 0;
+  for (int64_t j = 0; j < n; ++j) s += a[j] * b[j];
+  return s;
+}
+
+template <typename T>
+void axpy_plain(T* y, const T* x, T a, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) y[j] += a * x[j];
+}
+
+#if defined(__x86_64__)
+// n is a multiple of kLanes.
+KVC_AVX2 void axpy_avx2(float* y, const float* x, float a, int64_t n) {
+  const __m256 av = _mm256_set1_ps(a);
+  for (int64_t j = 0; j < n; j += kLanes) {
+    _mm256_storeu_ps(y + j, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + j), _mm256_loadu_ps(y + j)));
+  }
+}
+#endif
+
+// Tokens are read in tiles: each tile's coefficients widened into a zero-padded block as wide as its
+// largest rank, so that the AVX2 loops run over whole registers, reuse every load several times, and
+// do work in proportion to the ranks the tile holds.
+constexpr int64_t kTile = 64;
+
+// The largest rank of tokens [t0, t0 + n), rounded up to a multiple of `multiple`: the columns a tile's
+// products need (the others are zero for all of its tokens).
+int64_t tile_width(const CsrCoefficients& c, int64_t t0, int64_t n, int64_t multiple) {
+  int64_t r = 0;
+  for (int64_t k = 0; k < n; ++k) r = std::max(r, c.offsets[t0 + k + 1] - c.offsets[t0 + k]);
+  return (r + multiple - 1) / multiple * multiple;
+}
+
+// Tokens [t0, t0 + n) widened into rows of `width` (padded with zeros; rows up to round_up(n, 4) zeroed).
+template <typename Stored, typename Compute>
+void widen_tile(const CsrCoefficients& c, const Stored* flat, int64_t t0, int64_t n, int64_t width, Compute* tile) {
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t r = c.offsets[t0 + k + 1] - c.offsets[t0 + k];
+    widen(flat + c.offsets[t0 + k], r, tile + k * width);
+    std::fill(tile + k * width + padded_width(r), tile + (k + 1) * width, Compute(0));
+  }
+  std::fill(tile + n * width, tile + (n + 3) / 4 * 4 * width, Compute(0));
+}
+
+#if defined(__x86_64__)
+// out[i, t0 + k] = tile[k] · q[i] for the tile's n tokens. q has an even number of rows (a zero row
+// after an odd R). Two rows by four tokens per pass: six loads for eight multiply-adds.
+KVC_AVX2 void scores_tile_avx2(const float* tile, int64_t n, int64_t width, const float* q, int64_t q_stride,
+                               int64_t R, float* out, int64_t count, int64_t t0) {
+  for (int64_t k0 = 0; k0 < n; k0 += 4) {
+    const float* c = tile + k0 * width;
+    for (int64_t i0 = 0; i0 < R; i0 += 2) {
+      const float* q0 = q + i0 * q_stride;
+      const float* q1 = q0 + q_stride;
+      __m256 acc[8];
+      for (auto& a : acc) a = _mm256_setzero_ps();
+      for (int64_t j = 0; j < width; j += kLanes) {
+        const __m256 a0 = _mm256_loadu_ps(q0 + j), a1 = _mm256_loadu_ps(q1 + j);
+        for (int k = 0; k < 4; ++k) {
+          const __m256 ck = _mm256_loadu_ps(c + k * width + j);
+          acc[k] = _mm256_fmadd_ps(a0, ck, acc[k]);
+          acc[4 + k] = _mm256_fmadd_ps(a1, ck, acc[4 + k]);
+        }
+      }
+      alignas(32) float sums[8];
+      _mm256_store_ps(sums, simd::transpose_sum8(acc));
+      for (int64_t k = 0; k < 4 && k0 + k < n; ++k) {
+        out[i0 * count + t0 + k0 + k] = sums[k];
+        if (i0 + 1 < R) out[(i0 + 1) * count + t0 + k0 + k] = sums[4 + k];
+      }
+    }
+  }
+}
+
+// z[i, :width] += Σ_k p[i, t0 + k] tile[k] for the tile's n tokens (z's rows z_stride apart). Four
+// rows by sixteen columns per pass: six loads for eight multiply-adds; width is a multiple of 16.
+KVC_AVX2 void weigh_tile_avx2(const float* tile, int64_t n, int64_t width, const float* p, int64_t R, int64_t count,
+                              int64_t t0, float* z, int64_t z_stride) {
+  int64_t i0 = 0;
+  for (; i0 + 4 <= R; i0 += 4) {
+    for (int64_t j = 0; j < width; j += 2 * kLanes) {
+      __m256 acc[8];
+      for (auto& a : acc) a = _mm256_setzero_ps();
+      for (int64_t k = 0; k < n; ++k) {
+        const __m256 c0 = _mm256_loadu_ps(tile + k * width + j), c1 = _mm256_loadu_ps(tile + k * width + j + kLanes);
+        for (int i = 0; i < 4; ++i) {
+          const __m256 a = _mm256_broadcast_ss(p + (i0 + i) * count + t0 + k);
+          acc[2 * i] = _mm256_fmadd_ps(a, c0, acc[2 * i]);
+          acc[2 * i + 1] = _mm256_fmadd_ps(a, c1, acc[2 * i + 1]);
+        }
+      }
+      for (int i = 0; i < 4; ++i) {
+        float* zi = z + (i0 + i) * z_stride + j;
+        _mm256_storeu_ps(zi, _mm256_add_ps(_mm256_loadu_ps(zi), acc[2 * i]));
+        _mm256_storeu_ps(zi + kLanes, _mm256_add_ps(_mm256_loadu_ps(zi + kLanes), acc[2 * i + 1]));
+      }
+    }
+  }
+  for (; i0 < R; ++i0) {
+    for (int64_t k = 0; k < n; ++k) axpy_avx2(z + i0 * z_stride, tile + k * width, p[i0 * count + t0 + k], width);
+  }
+}
+#endif
+
+// rows [R, r] copied into [R_padded, width] with zeros after r and in the padding rows.
+template <typename Compute>
+std::vector<Compute> padded_rows(const at::Tensor& rows, int64_t R_padded, int64_t width) {
+  const int64_t R = rows.size(0), r = rows.size(1);
+  std::vector<Compute> out(static_cast<size_t>(R_padded * width), Compute(0));
+  const Compute* src = rows.data_ptr<Compute>();
+  for (int64_t i = 0; i < R; ++i) std::copy(src + i * r, src + (i + 1) * r, out.data() + i * width);
+  return out;
+}
+
+template <typename Stored, typename Compute>
+void scores(const CsrCoefficients& c, const at::Tensor& rows, at::Tensor& out) {
+  const int64_t R = rows.size(0), width = padded_width(rows.size(1)), count = c.count;
+  const std::vector<Compute> q = padded_rows<Compute>(rows, R + R % 2, width);
+  const Stored* flat = c.flat.data_ptr<Stored>();
+  Compute* o = out.data_ptr<Compute>();
+  const bool avx2 = std::is_same_v<Compute, float> && cpu_has_avx2_fma();
+  const int64_t tiles = (count + kTile - 1) / kTile;
+  at::parallel_for(0, tiles, parallel_grain(kTile * R * width), [&](int64_t begin, int64_t end) {
+    std::vector<Compute> tile(static_cast<size_t>(kTile * width));
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t t0 = b * kTile, n = std::min(kTile, count - t0), w = tile_width(c, t0, n, kLanes);
+      widen_tile(c, flat, t0, n, w, tile.data());
+#if defined(__x86_64__)
+      if constexpr (std::is_same_v<Compute, float>) {
+        if (avx2) {
+          scores_tile_avx2(tile.data(), n, w, q.data(), width, R, o, count, t0);
+          continue;
+        }
+      }
+#endif
+      for (int64_t k = 0; k < n; ++k) {
+        for (int64_t i = 0; i < R; ++i) o[i * count + t0 + k] = dot_plain(tile.data() + k * w, q.data() + i * width, w);
+      }
+    }
+  });
+}
+
+template <typename Stored, typename Compute>
+void weigh(const CsrCoefficients& c, const at::Tensor& probs, at::Tensor& out) {
+  const int64_t R = probs.size(0), count = c.count, r = out.size(1);
+  const int64_t width = (r + 2 * kLanes - 1) / (2 * kLanes) * (2 * kLanes);
+  const int64_t tiles = (count + kTile - 1) / kTile;
+  // Each chunk of tiles sums into its own rows, added up at the end: no two threads write one row.
+  const int64_t per_chunk = std::max<int64_t>(1, parallel_grain(kTile * R * width));
+  const int64_t chunks =
+      std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), (tiles + per_chunk - 1) / per_chunk));
+  std::vector<Compute> partial(static_cast<size_t>(chunks * R * width), Compute(0));
+  const Stored* flat = c.flat.data_ptr<Stored>();
+  const Compute* p = probs.data_ptr<Compute>();
+  const bool avx2 = std::is_same_v<Compute, float> && cpu_has_avx2_fma();
+  at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<Compute> tile(static_cast<size_t>(kTile * width));
+    for (int64_t ch = begin; ch < end; ++ch) {
+      Compute* z = partial.data() + ch * R * width;
+      for (int64_t b = tiles * ch / chunks; b < tiles * (ch + 1) / chunks; ++b) {
+        const int64_t t0 = b * kTile, n = std::min(kTile, count - t0), w = tile_width(c, t0, n, 2 * kLanes);
+        widen_tile(c, flat, t0, n, w, tile.data());
+#if defined(__x86_64__)
+        if constexpr (std::is_same_v<Compute, float>) {
+          if (avx2) {
+            weigh_tile_avx2(tile.data(), n, w, p, R, count, t0, z, width);
+            continue;
+          }
+        }
+#endif
+        for (int64_t k = 0; k < n; ++k) {
+          for (int64_t i = 0; i < R; ++i) axpy_plain(z + i * width, tile.data() + k * w, p[i * count + t0 + k], w);
+        }
+      }
+    }
+  });
+  Compute* o = out.data_ptr<Compute>();
+  for (int64_t i = 0; i < R; ++i) {
+    for (int64_t j = 0; j < r; ++j) {
+      Compute s = 0;
+      for (int64_t k = 0; k < chunks; ++k) s += partial[static_cast<size_t>((k * R + i) * width + j)];
+      o[i * r + j] = s;
+    }
+  }
+}
+
+// Calls f.template operator()<Stored, Compute>() for the coefficients' and the rows' types.
+template <typename F>
+void dispatch(const at::Tensor& flat, const at::Tensor& rows, F&& f) {
+  KVC_CHECK(flat.device().is_cpu() && rows.device().is_cpu() && flat.is_contiguous() && rows.is_contiguous(),
+            "csr latent kernels: contiguous CPU tensors expected");
+  const auto with_compute = [&](auto stored_tag) {
+    using Stored = decltype(stored_tag);
+    if (rows.scalar_type() == at::kFloat) return f(Stored{}, float{});
+    KVC_CHECK(rows.scalar_type() == at::kDouble, "csr latent kernels: float32 or float64 rows expected, got {}",
+              c10::toString(rows.scalar_type()));
+    return f(Stored{}, double{});
+  };
+  switch (flat.scalar_type()) {
+    case at::kFloat: return with_compute(float{});
+    case at::kHalf: return with_compute(at::Half{});
+    case at::kBFloat16: return with_compute(at::BFloat16{});
+    case at::kDouble: return with_compute(double{});
+    default: fail("csr latent kernels: coefficients of type {} are not supported", c10::toString(flat.scalar_type()));
+  }
+}
+
+}  // namespace
+
+at::Tensor csr_latent_scores(const CsrCoefficients& coefficients, const at::Tensor& rows) {
+  KVC_CHECK(rows.dim() == 2, "csr_latent_scores: rows must be [R, r]");
+  at::Tensor out = at::empty({rows.size(0), coefficients.count}, rows.options());
+  dispatch(coefficients.flat, rows, [&](auto stored, auto compute) {
+    scores<decltype(stored), decltype(compute)>(coefficients, rows, out);
+  });
+  return out;
+}
+
+at::Tensor csr_latent_weigh(const CsrCoefficients& coefficients, const at::Tensor& probs, int64_t r) {
+  KVC_CHECK(probs.dim() == 2 && probs.size(1) == coefficients.count, "csr_latent_weigh: probs must be [R, {}]",
+            coefficients.count);
+  at::Tensor out = at::empty({probs.size(0), r}, probs.options());
+  dispatch(coefficients.flat, probs, [&](auto stored, auto compute) {
+    weigh<decltype(stored), decltype(compute)>(coefficients, probs, out);
+  });
+  return out;
+}
+
+}  // namespace kvc

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Decode speed of the low-rank cache against the full cache at long context: a random-weight 134M Llama
+# (llama-125m preset, 16K context, d_kv 768) prefills exactly CONTEXT prompt tokens (essays from
+# data/text) and decodes NEW tokens greedily with the full cache and with low-rank caches: fixed rank
+# d_kv/4 with pre-RoPE keys (the paper's form: keys rebuilt and rotated every step) and with keys in a
+# rotated basis (keys=rotated: scored in the latent), fixed rank d_kv/8 rotated, and adaptive ranks from
+# gates trained briefly on this model (pre-RoPE and rotated keys). Bases come from kvc-calibrate on the
+# essays. Writes OUT/decode_speed.csv: decode tok/s, ratio to the full cache in the same run, prefill
+# seconds, resident KV bytes and kept share of the payload. Timings need an otherwise idle machine.
+# Usage: BUILD=build CONTEXTS="2048 8192" THREADS=2 recipes/lowrank_decode_speed.sh [OUT_DIR]
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$ROOT/build}
+OUT=${1:-$ROOT/data/results/lowrank}
+CONTEXTS=${CONTEXTS:-"2048 8192"}
+NEW=${NEW:-32}
+THREADS=${THREADS:-2}
+TRAIN_STEPS=${TRAIN_STEPS:-20}
+MODEL=${MODEL:-/tmp/kvc-llama-125m-16k}
+TOKENIZER=${TOKENIZER:-${KVC_SHARED:-$ROOT/../shared}/models/llama2-tokenizer.model}
+# The Llama-2 tokenizer is an optional extra; without it, kvc-tiny-lm's tokenizer and a vocabulary of its
+# size (--prompt-tokens fixes the context length either way).
+VOCAB=()
+if [ ! -f "$TOKENIZER" ]; then TOKENIZER=$ROOT/data/models/kvc-tiny-lm/tokenizer.model; VOCAB=(--vocab 2048); fi
+CALIBRATION_TOKENS=8192
+# KVC_SMOKE=1 (the README test suite): the same commands at small sizes.
+if [ -n "${KVC_SMOKE:-}" ]; then
+  CONTEXTS=256; NEW=4; TRAIN_STEPS=1; CALIBRATION_TOKENS=512; MODEL=${MODEL_SMOKE:-/tmp/kvc-smoke-llama}; OUT=$(mktemp -d)
+fi
+
+if [ ! -f "$MODEL/config.json" ]; then
+  "$BUILD/bin/kvc-make-checkpoint" --preset llama-125m --context 16384 "${VOCAB[@]}" --tokenizer "$TOKENIZER" -o "$MODEL"
+fi
+mkdir -p "$OUT"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+cat "$ROOT"/data/text/pg_essays/*.txt > "$TMP/all.txt"  # 0.7 MB: ~175K tokens
+"$BUILD/bin/kvc-calibrate" -m "$MODEL" -t "$THREADS" -f "$TMP/all.txt" --tokens "$CALIBRATION_TOKENS" -c 1024 \
+  -o "$TMP/bases.safetensors" >&2
+"$BUILD/bin/kvc-train" -m "$MODEL" -t "$THREADS" --bases "$TMP/bases.safetensors" -f "$TMP/all.txt" \
+  --steps "$TRAIN_STEPS" -c 128 --batch 2 --eval-every 0 -o "$TMP/gates.safetensors" >&2
+DKV=$(python3 -c "import json; c = json.load(open('$MODEL/config.json')); \
+print(c.get('num_key_value_heads', c['num_attention_heads']) * c['hidden_size'] // c['num_attention_heads'])")
+B=$TMP/bases.safetensors G=$TMP/gates.safetensors
+
+# The gates' threshold τ, bisected on a short prompt until they keep the share of the fixed rank d_kv/4,
+# so that adaptive and fixed ranks are timed at the same memory.
+head -c 6000 "$TMP/all.txt" > "$TMP/short.txt"
+kept_share() {  # kept share of the fp32 payload with --lowrank "$G:tau=$1" on 1024 prompt tokens
+  "$BUILD/bin/kvc-generate" -m "$MODEL" --prompt-file "$TMP/short.txt" --prompt-tokens 1024 -n 1 --ignore-eos -q \
+    -t "$THREADS" --lowrank "$G:tau=$1" --stats-json "$TMP/share.json" > /dev/null 2>&1
+  python3 -c "import json; c = json.load(open('$MODEL/config.json')); r = json.load(open('$TMP/share.json')); \
+print(r['kv_payload_bytes'] / (r['kv_entries'] * c['hidden_size'] // c['num_attention_heads'] * 2 * 4))"
+}
+lo=0.01 hi=0.99
+for _ in 1 2 3 4 5 6 7 8; do
+  mid=$(python3 -c "print(($lo + $hi) / 2)")
+  if python3 -c "import sys; sys.exit(0 if $(kept_share "$mid") > 0.25 else 1)"; then lo=$mid; else hi=$mid; fi
+done
+TAU=$hi
+echo "lowrank_decode_speed: gates at tau=$TAU keep $(kept_share "$TAU") of the cache" >&2
+
+CACHES=(
+  "none|"
+  "pre-rope d_kv/4|--lowrank $B --rank $((DKV / 4))"
+  "rotated d_kv/4|--lowrank $B:keys=rotated --rank $((DKV / 4))"
+  "rotated d_kv/8|--lowrank $B:keys=rotated --rank $((DKV / 8))"
+  "adaptive pre-rope|--lowrank $G:tau=$TAU"
+  "adaptive rotated|--lowrank $G:tau=$TAU,keys=rotated"
+)
+for context in $CONTEXTS; do
+  head -c $((context * 6)) "$TMP/all.txt" > "$TMP/prompt.txt"  # ~4 characters per token; 6 leaves margin
+  for i in "${!CACHES[@]}"; do
+    name=${CACHES[$i]%%|*} args=${CACHES[$i]#*|}
+    echo "lowrank_decode_speed: $name context=$context" >&2
+    # shellcheck disable=SC2086
+    "$BUILD/bin/kvc-generate" -m "$MODEL" --prompt-file "$TMP/prompt.txt" --prompt-tokens "$context" -n "$NEW" \
+      --ignore-eos -q -t "$THREADS" $args --stats-json "$TMP/$context.$i.json"
+  done
+done
+python3 - "$TMP" "$OUT/decode_speed.csv" "${#CACHES[@]}" "$CONTEXTS" "${CACHES[@]%%|*}" <<'PY'
+import json, sys
+tmp, csv, n, contexts, names = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split(), sys.argv[5:]
+with open(csv, "w") as f:
+    f.write("context,cache,threads,decode_tok_s,decode_vs_full,prefill_s,kv_resident_bytes,kept_share\n")
+    for context in contexts:
+        runs = [json.load(open(f"{tmp}/{context}.{i}.json")) for i in range(n)]
+        full = runs[0]
+        for name, r in zip(names, runs):
+            f.write(f"{context},{name},{r['threads']},{r['decode_tokens_per_second']:.3f},"
+                    f"{r['decode_tokens_per_second'] / full['decode_tokens_per_second']:.3f},{r['prefill_seconds']:.3f},"
+                    f"{r['kv_resident_bytes']},{r['kv_payload_bytes'] / full['kv_payload_bytes']:.4f}\n")
+PY
+cat "$OUT/decode_speed.csv"
