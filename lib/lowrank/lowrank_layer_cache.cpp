@@ -21,21 +21,15 @@ constexpr int64_t kKeyBlock = 1024;
 // beyond, one product over a padded copy is faster.
 constexpr int64_t kCsrKernelRows = 64;
 
-// U^{-1}'s columns per KV head [KV, d_kv, d]: held contiguous by the projection, so that the products
-// of a decode step read them in place (a permuted view would be copied by every one).
-at::Tensor per_head(const RankedProjection& p, int64_t KV, int64_t d) {
-  if (p.U_inv_heads.defined()) return p.U_inv_heads;
-  return p.U_inv.view({p.U_inv.size(0), KV, d}).permute({1, 0, 2});
-}
-
-// x [T, in] times M [in, out]: on the CPU by the kernels that stream M's rows (M_rows = Mᵀ) over all
-// threads, which a decode step's one-row products are bound by; else by LibTorch.
+// x [T, in] times M [in, out], given as M or as M_rows = Mᵀ: the latter by the kernels that stream its
+// rows over all threads, which a decode step's one-row products are bound by.
 at::Tensor times(const at::Tensor& x, const at::Tensor& M, const at::Tensor& M_rows) {
-  if (M_rows.defined() && !x.requires_grad()) {
+  if (!M_rows.defined()) return x.matmul(M);
+  if (!x.requires_grad()) {
     const at::Tensor y = x.size(0) == 1 ? fast_matvec(M_rows, x[0].contiguous(), {}) : parallel_linear(x, M_rows, {});
     if (y.defined()) return x.size(0) == 1 ? y.unsqueeze(0) : y;
   }
-  return x.matmul(M);
+  return x.matmul(M_rows.t());
 }
 
 bool csr_kernels_apply(const at::Tensor& coeffs, const at::Tensor& rows) {
@@ -50,9 +44,28 @@ at::Tensor to_tensor(const std::vector<int64_t>& v, at::Device device) {
 }  // namespace
 
 at::Tensor RankedProjection::ranks(const at::Tensor& x, const at::Tensor& coeffs) const {
-  if (!W.defined()) return at::full({coeffs.size(0)}, fixed_rank, coeffs.options().dtype(at::kLong));
-  const at::Tensor gate_in = gate_U.defined() ? times(x, gate_U, gate_U_rows) : coeffs;
+  if (!gated()) return at::full({coeffs.size(0)}, fixed_rank, coeffs.options().dtype(at::kLong));
+  const bool own_basis = gate_U.defined() || gate_U_rows.defined();
+  const at::Tensor gate_in = own_basis ? times(x, gate_U, gate_U_rows) : coeffs;
   return hard_ranks_from_logits(times(gate_in, W, W_rows) + b, tau);
+}
+
+at::Tensor RankedProjection::project(const at::Tensor& x) const { return times(x, U, U_rows); }
+
+at::Tensor RankedProjection::per_head_inverse(int64_t r, int64_t num_kv_heads, int64_t head_dim) const {
+  // Held contiguous per head, so that a decode step's products read it in place (a permuted view would
+  // be copied by every one).
+  if (U_inv_heads.defined()) return U_inv_heads.narrow(1, 0, r);
+  return U_inv.narrow(0, 0, r).view({r, num_kv_heads, head_dim}).permute({1, 0, 2});
+}
+
+at::Tensor RankedProjection::rebuild(const at::Tensor& coeffs, int64_t num_kv_heads, int64_t head_dim) const {
+  const int64_t n = coeffs.size(0), r = coeffs.size(1);
+  if (r == 0) return at::zeros({num_kv_heads, n, head_dim}, coeffs.options());
+  // One product over all heads: U^{-1}[:r] as [r, d_kv] (a copy of r rows, not of the n coefficients
+  // once per head as a broadcast product would make).
+  const at::Tensor back = per_head_inverse(r, num_kv_heads, head_dim).permute({1, 0, 2}).reshape({r, -1});
+  return coeffs.matmul(back).view({n, num_kv_heads, head_dim}).transpose(0, 1);
 }
 
 at::Tensor LowRankLayerCache::Store::ranks() const {
@@ -173,11 +186,11 @@ void LowRankLayerCache::append(const at::Tensor& keys, const at::Tensor& values,
     const auto flat = [&](const at::Tensor& heads) { return heads.transpose(0, 1).reshape({T, dkv}); };
     const at::Tensor state = flat(x->to(options_.dtype()));
     const at::Tensor coeffs =
-        times(proj->rotated ? flat(rope_->apply(x->to(options_.dtype()), positions)) : state, proj->U, proj->U_rows);
+        proj->project(proj->rotated ? flat(rope_->apply(x->to(options_.dtype()), positions)) : state);
     const at::Tensor r = proj->ranks(state, coeffs);
     // A fixed rank is known on the host; a gated one is read back (the CSR offsets live on the host).
     std::vector<int64_t> ranks(static_cast<size_t>(T), proj->fixed_rank);
-    if (proj->W.defined()) {
+    if (proj->gated()) {
       const at::Tensor host = r.to(at::kCPU).contiguous();
       ranks.assign(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + T);
     }
@@ -197,9 +210,7 @@ void LowRankLayerCache::append(const at::Tensor& keys, const at::Tensor& values,
 at::Tensor LowRankLayerCache::key_block_as_stored(int64_t s0, int64_t s1) const {
   int64_t r = 0;
   const at::Tensor coeffs = key_.padded(s0, s1, &r, options_.dtype().toScalarType());
-  const int64_t n = s1 - s0, KV = shape_.num_kv_heads, d = shape_.head_dim;
-  const at::Tensor x = r == 0 ? at::zeros({n, KV * d}, options_) : coeffs.matmul(key_proj_->U_inv.narrow(0, 0, r));
-  return x.view({n, KV, d}).transpose(0, 1);
+  return key_proj_->rebuild(coeffs, shape_.num_kv_heads, shape_.head_dim);
 }
 
 at::Tensor LowRankLayerCache::rotated_key_block(int64_t s0, int64_t s1) const {
@@ -220,10 +231,10 @@ class LowRankLayerCache::Entries : public EntryBlocks {
         value_rank_(cache.value_.max_rank) {
     const int64_t KV = cache.shape_.num_kv_heads, d = cache.shape_.head_dim;
     // Per KV head, the rows of U_v^{-1} that map the leading value_rank_ latent dims to that head's value.
-    value_back_ = per_head(*cache.value_proj_, KV, d).narrow(1, 0, value_rank_);
+    value_back_ = cache.value_proj_->per_head_inverse(value_rank_, KV, d);
     if (cache.key_proj_->rotated) {
       // Per KV head, U_k^{-1}[:r, head]ᵀ [KV, d, r]: a query times it is the query in the key latent.
-      key_latent_ = per_head(*cache.key_proj_, KV, d).narrow(1, 0, key_rank_).transpose(1, 2);
+      key_latent_ = cache.key_proj_->per_head_inverse(key_rank_, KV, d).transpose(1, 2);
     }
   }
 
@@ -366,8 +377,7 @@ at::Tensor LowRankLayerCache::reconstructed_keys() const {
 at::Tensor LowRankLayerCache::reconstructed_values() const {
   int64_t r = 0;
   const at::Tensor c = value_.padded(0, length_, &r, options_.dtype().toScalarType());
-  const at::Tensor x = c.matmul(value_proj_->U_inv.narrow(0, 0, r));
-  return x.view({length_, shape_.num_kv_heads, shape_.head_dim}).transpose(0, 1);
+  return value_proj_->rebuild(c, shape_.num_kv_heads, shape_.head_dim);
 }
 
 }  // namespace kvc::lowrank

@@ -24,8 +24,11 @@ std::shared_ptr<RankedProjection> to_device(const Projection& p, const Attention
   auto r = std::make_shared<RankedProjection>();
   const at::Tensor& U = stored != nullptr ? stored->U : p.U;
   // Inverse in float64: a trained U is no longer orthogonal, and its inverse must be accurate.
-  r->U_inv = at::linalg_inv(U.to(at::kDouble)).to(o);
-  r->U_inv_heads = r->U_inv.view({U.size(0), shape.num_kv_heads, shape.head_dim}).permute({1, 0, 2}).contiguous();
+  r->U_inv_heads = at::linalg_inv(U.to(at::kDouble))
+                      .view({U.size(0), shape.num_kv_heads, shape.head_dim})
+                      .permute({1, 0, 2})
+                      .contiguous()
+                      .to(o);
   // A fixed rank keeps only the leading coefficients: projecting onto the others would be discarded work.
   r->U = (rank > 0 ? U.narrow(1, 0, rank) : U).contiguous().to(o);
   r->rotated = stored != nullptr;
@@ -35,10 +38,12 @@ std::shared_ptr<RankedProjection> to_device(const Projection& p, const Attention
     if (stored != nullptr) r->gate_U = p.U.to(o);
   }
   if (o.device().is_cpu() && o.dtype() == at::kFloat) {
-    const auto rows = [](const at::Tensor& m) { return m.defined() ? m.t().contiguous() : at::Tensor(); };
-    r->U_rows = rows(r->U);
-    r->gate_U_rows = rows(r->gate_U);
-    r->W_rows = rows(r->W);
+    // One form per matrix: transposed for the row-streaming products.
+    for (auto [plain, rows] : {std::pair{&r->U, &r->U_rows}, std::pair{&r->gate_U, &r->gate_U_rows},
+                               std::pair{&r->W, &r->W_rows}}) {
+      if (plain->defined()) *rows = plain->t().contiguous();
+      *plain = at::Tensor();
+    }
   }
   r->fixed_rank = rank;
   r->tau = tau;
