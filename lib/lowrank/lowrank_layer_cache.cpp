@@ -105,7 +105,8 @@ void LowRankLayerCache::Store::push(const at::Tensor& padded, const std::vector<
   if (!padded.device().is_cpu()) {
     const int64_t n = static_cast<int64_t>(offsets.size()) - 1;
     if (!device_ranks.defined() || n + T > device_ranks.numel()) {
-      at::Tensor grown = at::empty({std::max(n + T, n * 3 / 2 + 64)}, ranks_tensor.options());
+      const int64_t capacity = device_ranks.defined() ? device_ranks.numel() : 0;
+      at::Tensor grown = at::empty({grown_capacity(n + T, capacity)}, ranks_tensor.options());
       if (n > 0) grown.narrow(0, 0, n).copy_(device_ranks.narrow(0, 0, n));
       device_ranks = grown;
     }
@@ -184,9 +185,9 @@ void LowRankLayerCache::append(const at::Tensor& keys, const at::Tensor& values,
                                 std::make_tuple(&value_, value_proj_.get(), &values)}) {
     // [n_kv, T, d] -> [T, n_kv * d]: all heads of a token form one latent vector.
     const auto flat = [&](const at::Tensor& heads) { return heads.transpose(0, 1).reshape({T, dkv}); };
-    const at::Tensor state = flat(x->to(options_.dtype()));
-    const at::Tensor coeffs =
-        proj->project(proj->rotated ? flat(rope_->apply(x->to(options_.dtype()), positions)) : state);
+    const at::Tensor heads = x->to(options_.dtype());
+    const at::Tensor state = flat(heads);
+    const at::Tensor coeffs = proj->project(proj->rotated ? flat(rope_->apply(heads, positions)) : state);
     const at::Tensor r = proj->ranks(state, coeffs);
     // A fixed rank is known on the host; a gated one is read back (the CSR offsets live on the host).
     std::vector<int64_t> ranks(static_cast<size_t>(T), proj->fixed_rank);
