@@ -8,10 +8,13 @@ BIN=build/bin
 WINDOWS=${KVC_WINDOWS:-8}
 OUT=data/results/distributed
 if [ -n "${KVC_SMOKE:-}" ]; then WINDOWS=1; OUT=$(mktemp -d); fi
+# Measured on kvc-tiny-lm (2.4M parameters, from ../shared: scripts/model_path.sh); the smoke run uses the
+# repository's kvc-micro-lm.
+if [ -n "${KVC_SMOKE:-}" ]; then MODEL=data/models/kvc-micro-lm; else MODEL=${MODEL:-$(scripts/model_path.sh kvc-tiny-lm)}; fi
 mkdir -p "$OUT"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-args=(sweep -m data/models/kvc-tiny-lm --methods none,snapkv,h2o,tova,streaming_llm --ratios 0.5,0.9 --tasks kl,ppl
+args=(sweep -m "$MODEL" --methods none,snapkv,h2o,tova,streaming_llm --ratios 0.5,0.9 --tasks kl,ppl
       -f data/text/wikitext2/wiki.test.raw -c 256 --max-windows "$WINDOWS" -t 1 --json)
 
 t0=$(date +%s.%N)

@@ -12,13 +12,15 @@ BUILD=$(cd "${BUILD:-$ROOT/build}" && pwd)
 # Relative paths from the repository root: the sweep keys its resumable cells on the exact arguments.
 cd "$ROOT"
 OUT=${1:-data/results/eviction/needle}
-MODEL=${MODEL:-data/models/kvc-tiny-lm}
 HAYSTACK=${HAYSTACK:-data/text/pg_essays}
 THREADS=${THREADS:-1}
 MODES=${MODES:-"aware agnostic"}
 METHODS=${METHODS:-all}; RATIOS=${RATIOS:-0.25,0.5,0.75,0.9}; LENGTHS=${LENGTHS:-512,1000}; DEPTHS=${DEPTHS:-0,0.25,0.5,0.75,1}
 # KVC_SMOKE=1 (the README test suite): the same commands at small sizes.
 if [ -n "${KVC_SMOKE:-}" ]; then METHODS=none,snapkv; RATIOS=0.5; LENGTHS=256; DEPTHS=0.5; fi
+# Measured on kvc-tiny-lm (2.4M parameters, from ../shared: scripts/model_path.sh); the smoke run uses the
+# repository's kvc-micro-lm.
+if [ -n "${KVC_SMOKE:-}" ]; then MODEL=data/models/kvc-micro-lm; else MODEL=${MODEL:-$(scripts/model_path.sh kvc-tiny-lm)}; fi
 for mode in $MODES; do
   echo "eviction_needle: query-$mode" >&2
   "$BUILD/bin/kvc-eval" sweep -m "$MODEL" --methods "$METHODS" --ratios "$RATIOS" --tasks needle \

@@ -7,12 +7,14 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${1:-$ROOT/build}/bin
 OUT=${2:-$ROOT/data/results/eviction}
-MODEL=${MODEL:-$ROOT/data/models/kvc-tiny-lm}
 PROMPT=${PROMPT:-$ROOT/data/text/wikitext2/wiki.test.raw}
 REPEATS=${REPEATS:-5}
 PRESSES=${PRESSES:-"none streaming_llm h2o tova snapkv pyramidkv knorm random dynamickv d2o kvcompose kvcompose_unstructured ada"}
 # KVC_SMOKE=1 (the README test suite): the same commands at small sizes.
 if [ -n "${KVC_SMOKE:-}" ]; then REPEATS=1; PRESSES="none snapkv"; fi
+# Measured on kvc-tiny-lm (2.4M parameters, from ../shared: scripts/model_path.sh); the smoke run uses the
+# repository's kvc-micro-lm.
+if [ -n "${KVC_SMOKE:-}" ]; then MODEL=$ROOT/data/models/kvc-micro-lm; else MODEL=${MODEL:-$("$ROOT"/scripts/model_path.sh kvc-tiny-lm)}; fi
 
 mkdir -p "$OUT"
 TMP=$(mktemp -d)

@@ -15,13 +15,16 @@ RATIOS=${RATIOS:-"0.25 0.5 0.9"}
 SPECS=${SPECS:-"kvcompose kvcompose:task=repeat,kernel=1 kvcompose:task=all,kernel=1"}
 LENGTHS=${LENGTHS:-512,1000}; DEPTHS=${DEPTHS:-0,0.25,0.5,0.75,1}; SAMPLES=${SAMPLES:-4}
 if [ -n "${KVC_SMOKE:-}" ]; then RATIOS=0.5; SPECS="kvcompose:task=repeat,kernel=1"; LENGTHS=256; DEPTHS=0.5; SAMPLES=1; fi
+# Measured on kvc-tiny-lm (2.4M parameters, from ../shared: scripts/model_path.sh); the smoke run uses the
+# repository's kvc-micro-lm.
+if [ -n "${KVC_SMOKE:-}" ]; then MODEL=data/models/kvc-micro-lm; else MODEL=${MODEL:-$(scripts/model_path.sh kvc-tiny-lm)}; fi
 mkdir -p "$OUT"
 : > "$OUT/kvcompose_tasks.jsonl"
 for spec in $SPECS; do
   for mode in aware agnostic; do
     for ratio in $RATIOS; do
       echo "kvcompose_tasks_needle: $spec $mode $ratio" >&2
-      "$BUILD/bin/kvc-eval" needle -m data/models/kvc-tiny-lm --haystack data/text/pg_essays --lengths "$LENGTHS" \
+      "$BUILD/bin/kvc-eval" needle -m "$MODEL" --haystack data/text/pg_essays --lengths "$LENGTHS" \
         --depths "$DEPTHS" --samples "$SAMPLES" --seed 0 --press "$spec" --ratio "$ratio" --query "$mode" -t 1 --json |
         python3 -c 'import json, sys; d = json.load(sys.stdin); print(json.dumps({"press": sys.argv[1], "query": sys.argv[2], "ratio": float(sys.argv[3]), "accuracy": d["accuracy"]}))' \
           "$spec" "$mode" "$ratio" >> "$OUT/kvcompose_tasks.jsonl"

@@ -2,8 +2,8 @@
 set -euo pipefail
 # Usage: recipes/lowrank_kvc_tiny_lm.sh [BIN_DIR] -- adaptive (one alpha, tau sweep) vs fixed rank on kvc-tiny-lm.
 # Trains on one Austen novel and evaluates on another: they are larger optional data, read from
-# KVC_SHARED (default ../shared, data/austen/).
-BIN=${1:-build/bin}; M=data/models/kvc-tiny-lm; OUT=data/results/lowrank; WORK=/tmp/kvc-lowrank; T="-t 1"
+# KVC_SHARED (default ../shared, data/austen/), as is the model (scripts/model_path.sh kvc-tiny-lm).
+BIN=${1:-build/bin}; M=$(scripts/model_path.sh kvc-tiny-lm); OUT=data/results/lowrank; WORK=/tmp/kvc-lowrank; T="-t 1"
 AUSTEN=${KVC_SHARED:-../shared}/data/austen
 [ -d "$AUSTEN" ] || { echo "lowrank_kvc_tiny_lm: $AUSTEN not found; set KVC_SHARED to the folder holding data/austen" >&2; exit 1; }
 mkdir -p $WORK $OUT

@@ -21,6 +21,9 @@ WINDOWS=8
 BISECT=8
 ALPHAS="1 4 16"
 if [ -n "${KVC_SMOKE:-}" ]; then STEPS=2; BATCH=2; WINDOWS=1; BISECT=1; ALPHAS=4; OUT=$(mktemp -d); fi
+# Measured on kvc-tiny-lm (2.4M parameters, from ../shared: scripts/model_path.sh); the smoke run uses the
+# repository's kvc-micro-lm.
+if [ -n "${KVC_SMOKE:-}" ]; then TINY=data/models/kvc-micro-lm; else TINY=$(scripts/model_path.sh kvc-tiny-lm); fi
 mkdir -p "$OUT"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -34,29 +37,30 @@ total=$(wc -c < "$work/essays.txt")
 head -c $((total * 4 / 5)) "$work/essays.txt" > "$work/essays_train.txt"
 tail -c +$((total * 4 / 5 + 1)) "$work/essays.txt" > "$work/essays_eval.txt"
 
-for entry in "stories260K|stories" "kvc-tiny-lm|essays"; do
-  IFS='|' read -r model text <<< "$entry"
-  "$BIN/kvc-calibrate" -m "data/models/$model" -t 1 -f "$work/${text}_train.txt" --tokens 100000 -c 256 \
+for entry in "stories260K|stories|data/models/stories260K" "kvc-tiny-lm|essays|$TINY"; do
+  IFS='|' read -r model text path <<< "$entry"
+  "$BIN/kvc-calibrate" -m "$path" -t 1 -f "$work/${text}_train.txt" --tokens 100000 -c 256 \
     -o "$work/$model.bases.safetensors" --json > "$work/$model.calibrate.json"
   for loss in ce kl; do
     for alpha in $ALPHAS; do
-      "$BIN/kvc-train" -m "data/models/$model" -t 1 --bases "$work/$model.bases.safetensors" -f "$work/${text}_train.txt" \
+      "$BIN/kvc-train" -m "$path" -t 1 --bases "$work/$model.bases.safetensors" -f "$work/${text}_train.txt" \
         --loss $loss --alpha "$alpha" --steps "$STEPS" -c 128 --batch "$BATCH" --lr 0.02 --eval-every 0 \
         -o "$work/$model.$loss.$alpha.safetensors" --json > "$OUT/matched_memory_train_${model}_${loss}_$alpha.json"
     done
   done
 done
 
-python3 - "$BIN" "$work" "$OUT" "$WINDOWS" "$BISECT" "$STEPS" "$BATCH" "$ALPHAS" <<'PY'
+python3 - "$BIN" "$work" "$OUT" "$WINDOWS" "$BISECT" "$STEPS" "$BATCH" "$ALPHAS" "$TINY" <<'PY'
 import json, pathlib, subprocess, sys
 BIN, work, out = sys.argv[1], pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3])
 windows, bisect, steps, batch = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
 alphas = sys.argv[8].split()
+paths = {"stories260K": "data/models/stories260K", "kvc-tiny-lm": sys.argv[9]}
 models = {"stories260K": ("stories", work / "stories_eval.txt"), "kvc-tiny-lm": ("essays", work / "essays_eval.txt")}
 other = "data/text/wikitext2/wiki.test.raw"
 
 def kl(model, text, n_windows, lowrank):
-    cmd = [f"{BIN}/kvc-eval", "kl", "-m", f"data/models/{model}", "-t", "1", "-f", str(text), "-c", "256",
+    cmd = [f"{BIN}/kvc-eval", "kl", "-m", paths[model], "-t", "1", "-f", str(text), "-c", "256",
            "--max-windows", str(n_windows), "--lowrank", *lowrank, "--json"]
     r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
     r["kept_share"] = 1 - r["compression_ratio"]

@@ -18,18 +18,21 @@ BIG_STEPS=3
 BIG_CTX=512
 THREADS=${KVC_THREADS:-2}
 if [ -n "${KVC_SMOKE:-}" ]; then STEPS=4; EVERY=2; BIG_STEPS=1; BIG_CTX=64; OUT=$(mktemp -d); fi
+# Measured on kvc-tiny-lm (2.4M parameters, from ../shared: scripts/model_path.sh); the smoke run uses the
+# repository's kvc-micro-lm.
+if [ -n "${KVC_SMOKE:-}" ]; then TINY=data/models/kvc-micro-lm; else TINY=$(scripts/model_path.sh kvc-tiny-lm); fi
 mkdir -p "$OUT"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 cat data/text/pg_essays/*.txt > "$work/essays.txt"
 cp data/text/tinystories/tinystories_excerpt_30k.txt "$work/stories.txt"
-for entry in "stories260K|stories" "kvc-tiny-lm|essays"; do
-  IFS='|' read -r model text <<< "$entry"
-  "$BIN/kvc-calibrate" -m "data/models/$model" -t 1 -f "$work/$text.txt" --tokens 100000 -c 256 \
+for entry in "stories260K|stories|data/models/stories260K" "kvc-tiny-lm|essays|$TINY"; do
+  IFS='|' read -r model text path <<< "$entry"
+  "$BIN/kvc-calibrate" -m "$path" -t 1 -f "$work/$text.txt" --tokens 100000 -c 256 \
     -o "$work/$model.bases.safetensors" > /dev/null
   for loss in ce kl; do
-    "$BIN/kvc-train" -m "data/models/$model" -t 1 --bases "$work/$model.bases.safetensors" -f "$work/$text.txt" \
+    "$BIN/kvc-train" -m "$path" -t 1 --bases "$work/$model.bases.safetensors" -f "$work/$text.txt" \
       --heldout 0.2 --loss $loss --alpha 4 --steps "$STEPS" -c 128 --batch 8 --lr 0.02 --eval-every "$EVERY" \
       --eval-windows 8 -o "$work/$model.$loss.safetensors" --json > "$work/curve.$model.$loss.json"
   done

@@ -31,7 +31,7 @@ trap 'rm -rf "$TMP"' EXIT
 # else kvc-tiny-lm's with a vocabulary of its size (--prompt-tokens fixes the context length either way).
 TOKENIZER=${TOKENIZER:-${KVC_SHARED:-$ROOT/../shared}/models/llama2-tokenizer.model}
 VOCAB=()
-if [ ! -f "$TOKENIZER" ]; then TOKENIZER=$ROOT/data/models/kvc-tiny-lm/tokenizer.model; VOCAB=(--vocab 2048); fi
+if [ ! -f "$TOKENIZER" ]; then TOKENIZER=$ROOT/data/models/kvc-micro-lm/tokenizer.model; VOCAB=(--vocab 2048); fi
 if [ ! -f "$MODEL/config.json" ]; then
   "$BUILD/bin/kvc-make-checkpoint" "${SHAPE[@]}" "${VOCAB[@]}" --tokenizer "$TOKENIZER" -o "$MODEL"
 fi

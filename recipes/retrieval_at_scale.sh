@@ -24,9 +24,9 @@ if [ -n "${KVC_SMOKE:-}" ]; then
 fi
 
 if [ ! -f "$MODEL/config.json" ]; then
-  # kvc-tiny-lm's tokenizer (vocabulary 2048) only turns the text into ids: the weights are random.
+  # kvc-micro-lm's tokenizer (vocabulary 2048) only turns the text into ids: the weights are random.
   "$BUILD/bin/kvc-make-checkpoint" "${SHAPE[@]}" --vocab 2048 \
-    --tokenizer "$ROOT/data/models/kvc-tiny-lm/tokenizer.model" -o "$MODEL"
+    --tokenizer "$ROOT/data/models/kvc-micro-lm/tokenizer.model" -o "$MODEL"
 fi
 mkdir -p "$OUT"
 TMP=$(mktemp -d)

@@ -15,11 +15,13 @@ ABLATION_STEPS=${4:-2000}
 PARTS=${5:-"main ablations crash"}
 # KVC_SMOKE=1 (the README test suite): the same commands at small sizes.
 if [ -n "${KVC_SMOKE:-}" ]; then STEPS=40; ABLATION_STEPS=40; fi
+# Measured on kvc-tiny-lm (2.4M parameters, from ../shared: scripts/model_path.sh); the smoke run uses the
+# repository's kvc-micro-lm.
+if [ -n "${KVC_SMOKE:-}" ]; then MODEL=data/models/kvc-micro-lm; else MODEL=${MODEL:-$(scripts/model_path.sh kvc-tiny-lm)}; fi
 
 case " $PARTS " in *" ablations "*) PARTS="$PARTS bmax layout cache prefetch" ;; esac
 has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 THREADS=${THREADS:-1}
-MODEL=data/models/kvc-tiny-lm
 PROMPT=data/text/pg_essays/addiction.txt
 CLUSTER="$BUILD/bin/kvc-cluster"
 REPLAY="$CLUSTER replay --threads $THREADS"

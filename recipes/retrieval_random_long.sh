@@ -4,7 +4,7 @@
 # clustering in one run (same tokens, same entry budget). The checkpoint is made here with
 # kvc-make-checkpoint: 2 layers, hidden 128, 4 query / 2 KV heads of 32, context 8192, weights of
 # std 0.15 (at the default 0.02 every attention is near uniform, so recall says nothing), and
-# kvc-tiny-lm's tokenizer for the prompt text.
+# kvc-micro-lm's tokenizer for the prompt text.
 # Usage: recipes/retrieval_random_long.sh [BUILD_DIR] [OUT_DIR] [STEPS]   (from the repository root)
 set -eu
 BUILD=${1:-build}
@@ -20,7 +20,7 @@ MODEL=${MODEL:-/tmp/kvc-random-llama-2l}
 mkdir -p "$OUT"
 
 "$BUILD/bin/kvc-make-checkpoint" --hidden 128 --intermediate 256 --layers 2 --heads 4 --kv-heads 2 --head-dim 32 \
-  --vocab 2048 --context 8192 --init-std 0.15 --seed 0 --tokenizer data/models/kvc-tiny-lm/tokenizer.model \
+  --vocab 2048 --context 8192 --init-std 0.15 --seed 0 --tokenizer data/models/kvc-micro-lm/tokenizer.model \
   -o "$MODEL"
 
 # Per-head thresholds τ_h from the prompt's clusters, stored in the index; the replay reads them back.

@@ -44,15 +44,17 @@ WINDOW = 16  # SnapKV/PyramidKV/Ada observation window on both sides: at 200 tok
 RATIOS = [0.25, 0.5, 0.75, 0.9]
 MODELS = {
     "stories260K": "data/text/tinystories/tinystories_excerpt_30k.txt",
+    "kvc-micro-lm": "data/text/pg_essays",
     "kvc-tiny-lm": "data/text/pg_essays",
     "gemma3-270m": "data/text/pg_essays",
 }
-GGUF_MODELS = {"gemma3-270m"}  # scripts/model_path.sh NAME
+GGUF_MODELS = {"gemma3-270m"}
+OUTSIDE_MODELS = GGUF_MODELS | {"kvc-tiny-lm"}  # not in data/models: scripts/model_path.sh NAME
 NOT_ON_GGUF_MODELS = {"pyramidkv", "pyramidkv_beta2", "kvcompose"}  # budgets split over layers (see above)
 
 
 def model_path(model):
-    if model in GGUF_MODELS:
+    if model in OUTSIDE_MODELS:
         return subprocess.run([str(ROOT / "scripts/model_path.sh"), model], check=True, capture_output=True,
                               text=True).stdout.strip()
     return str(ROOT / "data/models" / model)

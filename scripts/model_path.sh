@@ -4,8 +4,12 @@
 #   scripts/model_path.sh qwen2-7b-vocab     -> .../.venv-models/deepseek-r1-distill-qwen-7b/first-chunk.gguf
 #     (the first 99.6 MB of DeepSeek-R1-Distill-Qwen-7B's GGUF: header, metadata and Qwen 2 vocabulary, but
 #     not the weights; kvc-tokenize reads it, model tools refuse it as truncated)
+#   scripts/model_path.sh kvc-tiny-lm        -> ${KVC_SHARED:-../shared}/models/kvc-tiny-lm
+#     (the 2.4M-parameter needle model, 9.4 MB: too large for the repository, which carries the smaller
+#     data/models/kvc-micro-lm instead; the recipes whose tables were measured on it read it from here)
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Physical path: the test suite runs recipes from a folder whose scripts/ is a link to this one.
+ROOT="$(cd -P "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${KVC_MODELS_VENV:-$ROOT/.venv-models}"
 case "${1:-}" in
   gemma3-270m)
@@ -27,8 +31,16 @@ print(os.path.join(os.path.dirname(p.__file__), 'model_part_0000'))")
     fi
     echo "$OUT"
     ;;
+  kvc-tiny-lm)
+    OUT="${KVC_SHARED:-$ROOT/../shared}/models/kvc-tiny-lm"
+    if [ ! -f "$OUT/config.json" ]; then
+      echo "model_path.sh: kvc-tiny-lm is not in $OUT; set KVC_SHARED to the folder holding models/kvc-tiny-lm" >&2
+      exit 1
+    fi
+    (cd "$OUT" && pwd)
+    ;;
   *)
-    echo "usage: scripts/model_path.sh gemma3-270m|qwen2-7b-vocab" >&2
+    echo "usage: scripts/model_path.sh gemma3-270m|qwen2-7b-vocab|kvc-tiny-lm" >&2
     exit 2
     ;;
 esac

@@ -47,7 +47,7 @@ The README's table uses a 134M-parameter random Llama from kvc-make-checkpoint -
 
 Examples:
   kvc-bench -m data/models/stories260K --contexts 128,256 --decode-tokens 16 --json-out bench.json
-  kvc-bench -m data/models/kvc-tiny-lm --contexts 512 --json
+  kvc-bench -m data/models/kvc-micro-lm --contexts 512 --json
 )");
   kvc::cli::ModelOptions model_options;
   model_options.add_to(app);

@@ -15,7 +15,7 @@ Strategy specs: adaptive|static|local|none[:topk=4,csize=8,segment=2048,iters=20
   prefetch=0,label=NAME]
 
 Examples:
-  kvc-cluster replay -m data/models/kvc-tiny-lm -f data/text/pg_essays/addiction.txt --prompt-tokens 64 \
+  kvc-cluster replay -m data/models/kvc-micro-lm -f data/text/pg_essays/addiction.txt --prompt-tokens 64 \
       -n 200 -s adaptive -s static -s local -s none --out-dir out/replay --plot
   kvc-cluster replay -m data/models/stories260K -p "Once upon a time" -n 64 -s adaptive:bmax=0 -s adaptive:bmax=32 --json
   kvc-cluster build -m data/models/stories260K -p "Once upon a time there was a little girl named Lily" --store s.kvs --index s.safetensors

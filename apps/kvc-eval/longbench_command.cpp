@@ -93,7 +93,7 @@ void add_longbench_command(CLI::App& app, std::function<int()>& action) {
       "Prompts longer than the model's context are refused (--truncate refuse) or cut in the middle of the\n"
       "context with a warning (--truncate middle, as LongBench).\n\n"
       "Usage with a LongBench file (the data sets are not in the repository):\n"
-      "  kvc-eval longbench -m data/models/kvc-tiny-lm --dataset hotpotqa -f hotpotqa.jsonl "
+      "  kvc-eval longbench -m data/models/kvc-micro-lm --dataset hotpotqa -f hotpotqa.jsonl "
       "--truncate middle --max-samples 20 --json\n",
       fmt::join(longbench_dataset_names(), ", ")));
   o->add_common_to(*cmd);

@@ -165,14 +165,14 @@ void add_needle_command(CLI::App& app, std::function<int()>& action) {
       "asked at the end, and the greedy answer's first number must equal it. Lengths count the whole prompt\n"
       "(BOS + context + question). With --out-dir, cells are appended to cells.jsonl as they finish (a re-run\n"
       "resumes) and needle_grid.{json,csv,md} and needle_heatmap.png are written.\n\nExamples:\n"
-      "  kvc-eval needle -m data/models/kvc-tiny-lm --haystack data/text/pg_essays --lengths 256,512 --depths 0,1 "
+      "  kvc-eval needle -m data/models/kvc-micro-lm --haystack data/text/pg_essays --lengths 256,512 --depths 0,1 "
       "--samples 2 --out-dir out/needle\n"
       "  kvc-eval needle -m data/models/stories260K --haystack data/text/tinystories/tinystories_excerpt_30k.txt "
       "--lengths 128,256 --depths 0,0.5,1 --templates passkey --json\n"
-      "  kvc-eval needle -m data/models/kvc-tiny-lm --haystack data/text/pg_essays --lengths 256 --depths 0.5 "
+      "  kvc-eval needle -m data/models/kvc-micro-lm --haystack data/text/pg_essays --lengths 256 --depths 0.5 "
       "--samples 2 --press snapkv --ratio 0.5 --query agnostic --out-dir out/needle-snapkv50 "
       "--dump-kept out/needle-snapkv50/kept\n"
-      "  kvc-eval needle -m data/models/kvc-tiny-lm --haystack data/text/pg_essays --lengths 256 --depths 0.5 "
+      "  kvc-eval needle -m data/models/kvc-micro-lm --haystack data/text/pg_essays --lengths 256 --depths 0.5 "
       "--samples 2 --retrieval adaptive:budget=64 --out-dir out/needle-retrieval\n");
   o->add_common_to(*cmd);
   cmd->add_option("--haystack", o->haystack, "Filler text: a file or a folder of .txt (e.g. data/text/pg_essays)")
@@ -180,7 +180,7 @@ void add_needle_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--lengths", o->lengths, "Prompt lengths in tokens (default: quarters of the model's context)");
   cmd->add_option("--depths", o->depths, "Needle depths in [0, 1]")->capture_default_str();
   cmd->add_option("--samples", o->samples, "Needles per cell")->capture_default_str();
-  cmd->add_option("--templates", o->templates, "secret (kvc-tiny-lm's trained form) or passkey")->capture_default_str();
+  cmd->add_option("--templates", o->templates, "secret (the form kvc-micro-lm and kvc-tiny-lm were trained on) or passkey")->capture_default_str();
   cmd->add_option("--needle-template", o->needle_template, "Needle sentence with {number} (and {entity})");
   cmd->add_option("--question-template", o->question_template, "Question (ending where the answer starts)");
   cmd->add_option("--entities", o->entities, "Comma-separated entities for {entity} (held-out variants)");

@@ -257,7 +257,7 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
       "OUT/results.csv, OUT/results.md and OUT/score_vs_ratio_<task>.png.\n\nExamples:\n"
       "  kvc-eval sweep -m data/models/stories260K --methods none,snapkv,h2o --ratios 0.5,0.9 --tasks kl "
       "-f data/text/wikitext2/wiki.test.raw -c 128 --max-windows 2 --out-dir out/sweep\n"
-      "  kvc-eval sweep -m data/models/kvc-tiny-lm --methods none,snapkv --ratios 0.5 --tasks needle,niah_single "
+      "  kvc-eval sweep -m data/models/kvc-micro-lm --methods none,snapkv --ratios 0.5 --tasks needle,niah_single "
       "--haystack data/text/pg_essays --needle-lengths 256 --needle-depths 0.5 --samples 1 --task-lengths 256 "
       "--out-dir out/sweep2\n"
       "  kvc-eval sweep -m data/models/stories260K --methods none,snapkv --ratios 0.5 --retrieval adaptive:budget=32 "

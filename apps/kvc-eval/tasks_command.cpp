@@ -102,7 +102,7 @@ void add_tasks_command(CLI::App& app, std::function<int()>& action) {
       "prediction (RULER string match), averaged over samples. A task that fails (e.g. a length too short for\n"
       "it) is reported on stderr and the others go on; the exit status is then 1.\n\nExamples:\n"
       "  kvc-eval tasks -m data/models/stories260K --tasks niah_single,variable_tracking --lengths 448 --samples 2\n"
-      "  kvc-eval tasks -m data/models/kvc-tiny-lm --tasks all --lengths 512 --samples 1 --query agnostic --json\n",
+      "  kvc-eval tasks -m data/models/kvc-micro-lm --tasks all --lengths 512 --samples 1 --query agnostic --json\n",
       fmt::join(synthetic_task_names(), ", ")));
   o->add_common_to(*cmd);
   cmd->add_option("--tasks", o->tasks, "Comma-separated task names, or all")->capture_default_str();

@@ -1,6 +1,7 @@
 #pragma once
 // Needle in a haystack: one fact ("The secret number of the purple ship is 40721.") placed at a chosen
-// depth of filler text, asked after it. The templates are the question forms kvc-tiny-lm was trained on.
+// depth of filler text, asked after it. The templates are the question forms kvc-micro-lm and kvc-tiny-lm
+// were trained on.
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -102,7 +102,7 @@ TEST(ClusterCli, EvalKlAndNeedleWithRetrieval) {
   EXPECT_LE(j["top1_agreement"].get<double>(), 1.0);
   EXPECT_EQ(test::run_command("ls " + tmp).out, "") << "temporary stores are removed with their cache";
 
-  r = run_command(eval + " needle -m " + test::model_dir("kvc-tiny-lm") + " --haystack " +
+  r = run_command(eval + " needle -m " + test::model_dir("kvc-micro-lm") + " --haystack " +
                   test::data_file("pg_essays") + " --lengths 256 --depths 0.5 --samples 2 "
                   "--retrieval adaptive:budget=64 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;

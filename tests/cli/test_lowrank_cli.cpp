@@ -124,7 +124,7 @@ TEST_F(LowRankCli, EachLossWinsOnItsOwnHeldOutMeasure) {
 }
 
 TEST_F(LowRankCli, ForeignOrIncompleteArtifactsAreRefused) {
-  expect_clean_error(run_command(bin("kvc-eval") + " kl -m " + test::model_dir("kvc-tiny-lm") + " --file " + kText +
+  expect_clean_error(run_command(bin("kvc-eval") + " kl -m " + test::model_dir("kvc-micro-lm") + " --file " + kText +
                                  " --window 64 --max-windows 1 --lowrank " + dir_ + "/bases.safetensors --rank 4"),
                      "another model");
   expect_clean_error(run_command(bin("kvc-eval") + " kl -m " + kModel + " --file " + kText +

@@ -85,7 +85,7 @@ TEST_F(ProfileCli, GenerateUsesBudgetsAndRefusesForeignModel) {
                            "--press snapkv:window=4 --ratio 0.5 --budgets " + dir_ + "/profile.safetensors";
   const auto ok = test::run_command(base + " -m " + stories());
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
-  expect_clean_error(test::run_command(base + " -m " + test::model_dir("kvc-tiny-lm")), "made for another model");
+  expect_clean_error(test::run_command(base + " -m " + test::model_dir("kvc-micro-lm")), "made for another model");
   expect_clean_error(test::run_command(test::bin("kvc-generate") + " -m " + stories() +
                                        " -p hi -n 2 -q --press snapkv --ratio 0.3 --budgets " + dir_ +
                                        "/profile.safetensors"),

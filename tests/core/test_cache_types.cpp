@@ -137,12 +137,12 @@ TEST(CacheTypes, UnknownTypesAreOneLineErrors) {
   EXPECT_EQ(cache_type_name(parse_cache_type("q4_0", "-ctk")), "q4_0");
 }
 
-// --- ggml block formats (q8_0, q4_0): kvc-tiny-lm, head_dim 32 (stories260K's 8 is not a whole block).
+// --- ggml block formats (q8_0, q4_0): kvc-micro-lm, head_dim 32 (stories260K's 8 is not a whole block).
 
 std::shared_ptr<LlamaModel> load_tiny(const std::string& keys, const std::string& values) {
   LoadOptions options;
   options.cache_types = {parse_cache_type(keys, "--cache-type-k"), parse_cache_type(values, "--cache-type-v")};
-  return LlamaModel::load(test::model_dir("kvc-tiny-lm"), options);
+  return LlamaModel::load(test::model_dir("kvc-micro-lm"), options);
 }
 
 const std::vector<int> kTinyPrompt = [] {

@@ -34,7 +34,7 @@ class CudaTest : public ::testing::Test {
 };
 
 TEST_F(CudaTest, LogitsMatchReference) {
-  for (const std::string name : {"stories260K", "kvc-tiny-lm"}) {
+  for (const std::string name : {"stories260K", "kvc-micro-lm"}) {
     auto file = st::SafetensorsFile::open(test::reference_dir(name) + "/reference.safetensors");
     const at::Tensor prompt = load_tensor(file, "prompt_ids").clone(), ref = load_tensor(file, "logits").clone();
     auto model = load("cuda", name);

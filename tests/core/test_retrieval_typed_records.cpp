@@ -109,7 +109,7 @@ TEST(TypedRecords, BlockTypesNeedWholeBlocks) {
                      "--retrieval: the store cannot keep records in f64");
 }
 
-// A retrieval run on kvc-tiny-lm (head_dim 32) whose store holds f16 or q8_0 records: the payload is the
+// A retrieval run on kvc-micro-lm (head_dim 32) whose store holds f16 or q8_0 records: the payload is the
 // type's bytes and the KL against the exact model stays within a small margin of the f32 store's.
 TEST(TypedRecords, RetrievalRunsOnTypedStores) {
   std::vector<int> ids = {1};
@@ -121,7 +121,7 @@ TEST(TypedRecords, RetrievalRunsOnTypedStores) {
   const auto run = [&](const std::string& type) {
     LoadOptions load;
     load.cache_types = {parse_cache_type(type, "-ctk"), parse_cache_type(type, "-ctv")};
-    const auto model = LlamaModel::load(test::model_dir("kvc-tiny-lm"), load);
+    const auto model = LlamaModel::load(test::model_dir("kvc-micro-lm"), load);
     return evaluate_kl(*model, ids, options, build_cache_setup(spec, *model), false);
   };
   const KlResult f32 = run("f32"), f16 = run("f16"), q8 = run("q8_0");

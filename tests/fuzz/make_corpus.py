@@ -95,7 +95,7 @@ def main():
     }, {"format": "pt", "kind": "bases"}))
 
     # config.json: the committed models' configs and a local/global (Gemma 3) variant.
-    for model in ("stories260K", "kvc-tiny-lm"):
+    for model in ("stories260K", "kvc-micro-lm"):
         put("model_config", model + ".json", open(os.path.join(ROOT, "data", "models", model, "config.json")).read())
     gemma = {"model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 6,
              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 256,

@@ -1,4 +1,5 @@
 #pragma once
+#include <fstream>
 #include <string>
 
 namespace kvc::test {
@@ -10,6 +11,14 @@ inline std::string model_dir(const std::string& name) { return repo_data_dir() +
 inline std::string reference_dir(const std::string& name) { return repo_data_dir() + "/reference/" + name; }
 inline std::string data_file(const std::string& rel) { return repo_data_dir() + "/text/" + rel; }
 inline std::string optional_shared_dir() { return KVC_SHARED_DIR; }
+// A model in the repository, else in the optional shared folder (kvc-tiny-lm, whose 9.4 MB of weights the
+// repository does not carry): callers skip when neither has it.
+inline std::string model_dir_or_shared(const std::string& name) {
+  const std::string in_repo = model_dir(name);
+  if (std::ifstream(in_repo + "/config.json")) return in_repo;
+  return optional_shared_dir() + "/models/" + name;
+}
+inline bool model_present(const std::string& dir) { return static_cast<bool>(std::ifstream(dir + "/config.json")); }
 inline std::string bin(const std::string& tool) { return std::string(KVC_BIN_DIR) + "/" + tool; }
 
 }  // namespace kvc::test
