@@ -19,41 +19,23 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 args=(-m "$MODEL" -f "${FILES[@]}" --tokens "$TOKENS" --ctx-size 256 -t 1 --json)
 
-t0=$(date +%s.%N)
-"$BIN/kvc-calibrate" "${args[@]}" -o "$work/one.safetensors" > "$work/one.json"
-t1=$(date +%s.%N)
-for r in 0 1; do
-  RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT "$BIN/kvc-calibrate" "${args[@]}" \
-    -o "$work/two.safetensors" > "$work/rank$r.json" &
-done
-wait
-t2=$(date +%s.%N)
+source recipes/lib/one_process_vs_two_ranks.sh
+one_process_vs_two_ranks "$BIN/kvc-calibrate" "$PORT" "$work" "${args[@]}"
 
-python3 - "$work" "$OUT" "$t0" "$t1" "$t2" <<'PY'
-import json, pathlib, struct, sys
+python3 - "$work" "$OUT" "$T0" "$T1" "$T2" "$(basename "$MODEL")" <<'PY'
+import json, pathlib, sys
+sys.path.insert(0, "recipes/lib")
+from safetensors_floats import float_tensors
 work, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
 t0, t1, t2 = map(float, sys.argv[3:6])
 one, two = json.loads((work / "one.json").read_text()), json.loads((work / "rank0.json").read_text())
 
-def tensors(path):
-    raw = path.read_bytes()
-    n = struct.unpack("<Q", raw[:8])[0]
-    header = json.loads(raw[8:8 + n])
-    data = raw[8 + n:]
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__" or info["dtype"] != "F64":
-            continue
-        a, b = info["data_offsets"]
-        out[name] = struct.unpack(f"<{(b - a) // 8}d", data[a:b])
-    return out
-
-x, y = tensors(work / "one.safetensors"), tensors(work / "two.safetensors")
+x, y = float_tensors(work / "one.safetensors", "F64"), float_tensors(work / "two.safetensors", "F64")
 worst = max(abs(p - q) / max(abs(v[0]), 1e-300) for k, v in x.items() for p, q in zip(v, y[k]))
-result = {"model": "kvc-tiny-lm", "tokens": one["tokens"], "tokens_two_ranks": two["tokens"],
+result = {"model": sys.argv[-1], "tokens": one["tokens"], "tokens_two_ranks": two["tokens"],
           "seconds_one_process": t1 - t0, "seconds_two_ranks": t2 - t1, "speedup": (t1 - t0) / (t2 - t1),
           "rank0_exchange_seconds": two["exchange_seconds"], "max_eigenvalue_difference_relative": worst}
-lines = [f"kvc-calibrate, kvc-tiny-lm, {one['tokens']} tokens in windows of 256, one thread per process "
+lines = [f"kvc-calibrate, {sys.argv[-1]}, {one['tokens']} tokens in windows of 256, one thread per process "
          "(wall time includes loading the model and tokenizing):", "",
          "| run | wall s | rank 0 waiting for and adding up the sums, s | eigenvalues vs one process (max, relative) |",
          "|---|---|---|---|",

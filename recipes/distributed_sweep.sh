@@ -28,14 +28,14 @@ t2=$(date +%s.%N)
 same=false
 cmp -s "$work/one/results.md" "$work/two/results.md" && same=true
 cells=$(wc -l < "$work/one/results.jsonl")
-python3 - "$OUT" "$t0" "$t1" "$t2" "$same" "$cells" "$WINDOWS" <<'PY'
+python3 - "$OUT" "$t0" "$t1" "$t2" "$same" "$cells" "$WINDOWS" "$(basename "$MODEL")" <<'PY'
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])
 t0, t1, t2 = map(float, sys.argv[2:5])
 same, cells, windows = sys.argv[5] == "true", int(sys.argv[6]), int(sys.argv[7])
-result = {"model": "kvc-tiny-lm", "cells": cells, "windows": windows, "seconds_one_process": t1 - t0,
+result = {"model": sys.argv[-1], "cells": cells, "windows": windows, "seconds_one_process": t1 - t0,
           "seconds_two_shards_and_merge": t2 - t1, "speedup": (t1 - t0) / (t2 - t1), "merged_table_identical": same}
-lines = [f"kvc-eval sweep, kvc-tiny-lm, {cells} cells (kl and ppl × 5 methods × 2 ratios, {windows} windows of 256), "
+lines = [f"kvc-eval sweep, {sys.argv[-1]}, {cells} cells (kl and ppl × 5 methods × 2 ratios, {windows} windows of 256), "
          "one thread per process (wall time includes loading the model in each process):", "",
          "| run | wall s | results.md equal to one process's |",
          "|---|---|---|",

@@ -23,45 +23,27 @@ trap 'rm -rf "$work"' EXIT
 args=(-m "$MODEL" --bases "$work/bases.safetensors" -f "${FILES[@]}" --steps "$STEPS" --batch "$BATCH" -c 128
       --alpha 4 --eval-every 0 -t 1 --json)
 
-t0=$(date +%s.%N)
-"$BIN/kvc-train" "${args[@]}" -o "$work/one.safetensors" > "$work/one.json"
-t1=$(date +%s.%N)
-for r in 0 1; do
-  RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT "$BIN/kvc-train" "${args[@]}" \
-    -o "$work/two.safetensors" > "$work/rank$r.json" &
-done
-wait
-t2=$(date +%s.%N)
+source recipes/lib/one_process_vs_two_ranks.sh
+one_process_vs_two_ranks "$BIN/kvc-train" "$PORT" "$work" "${args[@]}"
 
-python3 - "$work" "$OUT" "$t0" "$t1" "$t2" "$STEPS" "$BATCH" <<'PY'
-import json, pathlib, struct, sys
+python3 - "$work" "$OUT" "$T0" "$T1" "$T2" "$STEPS" "$BATCH" "$(basename "$MODEL")" <<'PY'
+import json, pathlib, sys
+sys.path.insert(0, "recipes/lib")
+from safetensors_floats import float_tensors
 work, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
 t0, t1, t2 = map(float, sys.argv[3:6])
 steps, batch = int(sys.argv[6]), int(sys.argv[7])
 one, two = json.loads((work / "one.json").read_text()), json.loads((work / "rank0.json").read_text())
 
-def tensors(path):
-    raw = path.read_bytes()
-    n = struct.unpack("<Q", raw[:8])[0]
-    header = json.loads(raw[8:8 + n])
-    data = raw[8 + n:]
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__" or info["dtype"] != "F32":
-            continue
-        a, b = info["data_offsets"]
-        out[name] = struct.unpack(f"<{(b - a) // 4}f", data[a:b])
-    return out
-
-x, y = tensors(work / "one.safetensors"), tensors(work / "two.safetensors")
+x, y = float_tensors(work / "one.safetensors", "F32"), float_tensors(work / "two.safetensors", "F32")
 worst = max(abs(p - q) for k, v in x.items() for p, q in zip(v, y[k]))
-result = {"model": "kvc-tiny-lm", "steps": steps, "batch": batch, "seq_len": 128, "tokens": one["tokens"],
+result = {"model": sys.argv[-1], "steps": steps, "batch": batch, "seq_len": 128, "tokens": one["tokens"],
           "seconds_one_process": t1 - t0, "seconds_two_ranks": t2 - t1, "speedup": (t1 - t0) / (t2 - t1),
           "rank0_exchange_seconds": two["exchange_seconds"], "max_gate_difference": worst,
           "train_tokens_per_second_one_process": one["evals"][-1]["tokens_per_second"],
           "train_tokens_per_second_two_ranks": two["evals"][-1]["tokens_per_second"],
           "final_ce_one_process": one["final_ce"], "final_ce_two_ranks": two["final_ce"]}
-lines = [f"kvc-train, kvc-tiny-lm, {steps} steps of {batch} windows of 128 tokens ({one['tokens']} tokens), one "
+lines = [f"kvc-train, {sys.argv[-1]}, {steps} steps of {batch} windows of 128 tokens ({one['tokens']} tokens), one "
          "thread per process (wall time includes loading the model and tokenizing):", "",
          "| run | wall s | training tok/s | rank 0 adding up gradients (waits included), s | gates vs one process (max abs difference) |",
          "|---|---|---|---|---|",

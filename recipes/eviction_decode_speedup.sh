@@ -14,11 +14,7 @@ NEW=${NEW:-32}
 RATIO=${RATIO:-0.9}
 THREADS=${THREADS:-2}
 MODEL=${MODEL:-/tmp/kvc-llama-125m-16k}
-TOKENIZER=${TOKENIZER:-${KVC_SHARED:-$ROOT/../shared}/models/llama2-tokenizer.model}
-# The Llama-2 tokenizer is an optional extra; without it, kvc-micro-lm's tokenizer and a vocabulary of its
-# size (--prompt-tokens fixes the context length either way).
-VOCAB=()
-if [ ! -f "$TOKENIZER" ]; then TOKENIZER=$ROOT/data/models/kvc-micro-lm/tokenizer.model; VOCAB=(--vocab 2048); fi
+source "$ROOT/recipes/lib/bench_tokenizer.sh"
 PRESSES=${PRESSES:-"none streaming_llm h2o tova snapkv d2o kvcompose"}
 # KVC_SMOKE=1 (the README test suite): the same commands at small sizes.
 if [ -n "${KVC_SMOKE:-}" ]; then CONTEXT=256; NEW=4; PRESSES="none snapkv"; MODEL=${MODEL_SMOKE:-/tmp/kvc-smoke-llama}; fi

@@ -27,11 +27,8 @@ mkdir -p "$OUT"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 [ -n "$MODEL" ] || MODEL=$TMP/model  # the smoke run's model lives and dies with the run
-# The same checkpoint as recipes/eviction_decode_speedup.sh: the Llama-2 tokenizer when ../shared has it,
-# else kvc-tiny-lm's with a vocabulary of its size (--prompt-tokens fixes the context length either way).
-TOKENIZER=${TOKENIZER:-${KVC_SHARED:-$ROOT/../shared}/models/llama2-tokenizer.model}
-VOCAB=()
-if [ ! -f "$TOKENIZER" ]; then TOKENIZER=$ROOT/data/models/kvc-micro-lm/tokenizer.model; VOCAB=(--vocab 2048); fi
+# The same checkpoint as recipes/eviction_decode_speedup.sh.
+source "$ROOT/recipes/lib/bench_tokenizer.sh"
 if [ ! -f "$MODEL/config.json" ]; then
   "$BUILD/bin/kvc-make-checkpoint" "${SHAPE[@]}" "${VOCAB[@]}" --tokenizer "$TOKENIZER" -o "$MODEL"
 fi

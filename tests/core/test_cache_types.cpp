@@ -26,10 +26,15 @@
 namespace kvc {
 namespace {
 
-std::shared_ptr<LlamaModel> load(const std::string& keys, const std::string& values) {
+std::shared_ptr<LlamaModel> load_with_cache_types(const std::string& model, const std::string& keys,
+                                                  const std::string& values) {
   LoadOptions options;
   options.cache_types = {parse_cache_type(keys, "--cache-type-k"), parse_cache_type(values, "--cache-type-v")};
-  return LlamaModel::load(test::model_dir("stories260K"), options);
+  return LlamaModel::load(test::model_dir(model), options);
+}
+
+std::shared_ptr<LlamaModel> load(const std::string& keys, const std::string& values) {
+  return load_with_cache_types("stories260K", keys, values);
 }
 
 // A fixed 40-token prompt, BOS first (stories260K has 512 tokens).
@@ -140,9 +145,7 @@ TEST(CacheTypes, UnknownTypesAreOneLineErrors) {
 // --- ggml block formats (q8_0, q4_0): kvc-micro-lm, head_dim 32 (stories260K's 8 is not a whole block).
 
 std::shared_ptr<LlamaModel> load_tiny(const std::string& keys, const std::string& values) {
-  LoadOptions options;
-  options.cache_types = {parse_cache_type(keys, "--cache-type-k"), parse_cache_type(values, "--cache-type-v")};
-  return LlamaModel::load(test::model_dir("kvc-micro-lm"), options);
+  return load_with_cache_types("kvc-micro-lm", keys, values);
 }
 
 const std::vector<int> kTinyPrompt = [] {

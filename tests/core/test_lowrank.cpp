@@ -17,6 +17,7 @@
 #include "lowrank/rank_search.h"
 #include "model/llama_model.h"
 #include "support/expect_error.h"
+#include "support/lowrank_shapes.h"
 #include "support/paths.h"
 #include "support/run_command.h"
 #include "util/error.h"
@@ -24,18 +25,10 @@
 namespace kvc::lowrank {
 namespace {
 
-constexpr int64_t kKv = 2, kD = 4, kH = 4, kDkv = kKv * kD;
+constexpr int64_t kKv = test::kLowRankKvHeads, kD = test::kLowRankHeadDim, kH = test::kLowRankHeads, kDkv = kKv * kD;
 const auto kF64 = at::TensorOptions().dtype(at::kDouble);
 
-ModelConfig tiny_config() {
-  ModelConfig c;
-  c.num_heads = kH;
-  c.num_kv_heads = kKv;
-  c.head_dim = kD;
-  c.hidden_size = kH * kD;
-  c.max_position_embeddings = 256;
-  return c;
-}
+ModelConfig tiny_config() { return test::lowrank_test_config(); }
 
 std::shared_ptr<RankedProjection> random_projection(bool gated, int64_t rank) {
   auto p = std::make_shared<RankedProjection>();

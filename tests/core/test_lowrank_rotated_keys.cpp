@@ -13,6 +13,7 @@
 #include "lowrank/lowrank_setup.h"
 #include "lowrank/rank_gate.h"
 #include "model/llama_model.h"
+#include "support/lowrank_shapes.h"
 #include "support/paths.h"
 #include "support/run_command.h"
 #include "util/error.h"
@@ -72,17 +73,9 @@ TEST(CsrLatent, KernelsMatchPaddedProducts) {
   EXPECT_TRUE(at::allclose(tail.to(at::kDouble), rows.matmul(c.padded.narrow(0, 40, 60).t()), 1e-4, 1e-4));
 }
 
-constexpr int64_t kKv = 2, kD = 4, kH = 4, kDkv = kKv * kD;
+constexpr int64_t kKv = test::kLowRankKvHeads, kD = test::kLowRankHeadDim, kH = test::kLowRankHeads, kDkv = kKv * kD;
 
-ModelConfig tiny_config() {
-  ModelConfig c;
-  c.num_heads = kH;
-  c.num_kv_heads = kKv;
-  c.head_dim = kD;
-  c.hidden_size = kH * kD;
-  c.max_position_embeddings = 256;
-  return c;
-}
+ModelConfig tiny_config() { return test::lowrank_test_config(); }
 
 // A basis of rotated keys (non-orthogonal, so U^{-1} != Uᵀ is exercised); gated: the gate reads the
 // coefficients of the pre-RoPE key in another basis.
