@@ -9,6 +9,7 @@
 #include "util/files.h"
 #include "replay.h"
 #include "retrieval/index_file.h"
+#include "retrieval/retrieval_setup.h"
 #include "util/error.h"
 
 namespace kvc::cluster_cli {

@@ -19,6 +19,7 @@
 #include "eval/kl_divergence.h"
 #include "retrieval/index_file.h"
 #include "retrieval/retrieval_layer_cache.h"
+#include "retrieval/retrieval_setup.h"
 #include "util/build_info.h"
 #include "util/error.h"
 #include "util/files.h"

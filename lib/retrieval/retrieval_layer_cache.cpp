@@ -22,34 +22,6 @@ at::Tensor block_tensor(std::vector<float>& data, int64_t n, int64_t d) {
 
 }  // namespace
 
-RecordFormat record_format(int64_t head_dim, const CacheTypes& types) {
-  const auto type = [](at::ScalarType t) {
-    if (t == at::kFloat) return RecordType::kF32;
-    if (t == at::kHalf) return RecordType::kF16;
-    if (t == at::kBFloat16) return RecordType::kBF16;
-    if (t == kCacheQ8_0) return RecordType::kQ8_0;
-    KVC_CHECK(t == kCacheQ4_0, "--retrieval: the store cannot keep records in {}", cache_type_name(t));
-    return RecordType::kQ4_0;
-  };
-  return {head_dim, type(types.keys), type(types.values)};
-}
-
-std::shared_ptr<RetrievalShared> make_retrieval_shared(const RetrievalConfig& config, const RecordFormat& records,
-                                                       const std::string& store_path, bool measure) {
-  auto shared = std::make_shared<RetrievalShared>();
-  shared->config = config;
-  // Without clusters the entries are pages in position order: the naive, append-only layout.
-  const Layout layout = config.strategy == Strategy::kNone ? Layout::kNaive : config.layout;
-  shared->store = std::make_unique<PageStore>(store_path, records, layout, config.direct_io);
-  // The RAM cache holds clusters widened to fp32, whatever the records' type on storage.
-  shared->cache = std::make_unique<ClusterCache>(config.cache_kb * 1024, config.cache_policy,
-                                                 RecordFormat{records.dim}.record_bytes());
-  shared->measure = measure;
-  if (config.async_io) shared->io = std::make_unique<IoThread>();
-  if (config.prefetch) shared->prefetch = std::make_unique<Prefetcher>(shared->store.get(), shared->io.get(), config.gap_pages);
-  return shared;
-}
-
 LayoutFactory<RetrievalLayerCache> retrieval_layer_factory(const AttentionShape& shape,
                                                            std::shared_ptr<const Rope> rope,
                                                            std::shared_ptr<RetrievalShared> shared) {

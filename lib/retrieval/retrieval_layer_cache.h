@@ -54,13 +54,6 @@ class RetrievalLayerCache : public LayerCache {
   std::vector<HeadState> state_;
 };
 
-// How the store keeps a model's entries: head_dim, and the key and value types of --cache-type-k/-v.
-RecordFormat record_format(int64_t head_dim, const CacheTypes& types);
-
-// The shared state for one model's cache: creates the store file at `store_path`, its records stored
-// as `records` says.
-std::shared_ptr<RetrievalShared> make_retrieval_shared(const RetrievalConfig& config, const RecordFormat& records,
-                                                       const std::string& store_path, bool measure);
 LayoutFactory<RetrievalLayerCache> retrieval_layer_factory(const AttentionShape& shape,
                                                            std::shared_ptr<const Rope> rope,
                                                            std::shared_ptr<RetrievalShared> shared);

@@ -5,10 +5,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cache/cache_types.h"
 #include "model/cache_setup.h"
 #include "retrieval/head_index.h"
 
 namespace kvc::retrieval {
+
+// How the store keeps a model's entries: head_dim, and the key and value types of --cache-type-k/-v.
+RecordFormat record_format(int64_t head_dim, const CacheTypes& types);
+
+// The shared state for one model's cache: creates the store file at `store_path`, its records stored
+// as `records` says.
+std::shared_ptr<RetrievalShared> make_retrieval_shared(const RetrievalConfig& config, const RecordFormat& records,
+                                                       const std::string& store_path, bool measure);
 
 // `spec`: STRATEGY[:key=val,...] (see RetrievalConfig). `store_path`: the store file of the run's cache
 // (kept after the run); empty: a temporary file per cache in $TMPDIR, removed with its cache.

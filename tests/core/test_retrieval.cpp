@@ -8,6 +8,7 @@
 #include "cache/dense_layer_cache.h"
 #include "model/llama_model.h"
 #include "retrieval/retrieval_layer_cache.h"
+#include "retrieval/retrieval_setup.h"
 #include "support/paths.h"
 #include "support/run_command.h"
 

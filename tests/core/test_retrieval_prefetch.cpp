@@ -7,6 +7,7 @@
 
 #include "model/llama_model.h"
 #include "retrieval/retrieval_layer_cache.h"
+#include "retrieval/retrieval_setup.h"
 #include "support/paths.h"
 #include "support/run_command.h"
 #include "util/error.h"

@@ -17,6 +17,7 @@
 #include "model/llama_model.h"
 #include "retrieval/page_store.h"
 #include "retrieval/retrieval_layer_cache.h"
+#include "retrieval/retrieval_setup.h"
 #include "support/cli_expectations.h"
 #include "support/expect_error.h"
 #include "support/paths.h"
