@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Kept-entry parity between kvc's presses and NVIDIA's kvpress on the same model and prompt.
 
-For every method both implement, at ratios 0.25/0.5/0.75/0.9, on stories260K and kvc-tiny-lm
+For every method both implement, at ratios 0.25/0.5/0.75/0.9, on stories260K, kvc-micro-lm and kvc-tiny-lm
 (Hugging Face folders loaded with transformers' LlamaForCausalLM) and on Gemma 3 270M (the GGUF
 scripts/setup.sh installs, loaded by transformers as Gemma3ForCausalLM), this runs kvpress on a fixed prompt,
 records the positions each layer x KV head keeps, writes them as golden files under data/parity/

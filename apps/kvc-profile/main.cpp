@@ -24,7 +24,7 @@ constexpr const char* kTool = "kvc-profile";
 constexpr const char* kExamples = R"(
 Examples:
   kvc-profile -m data/models/stories260K -f data/text/tinystories/tinystories_excerpt_30k.txt --out-dir out/prof
-  kvc-profile -m data/models/kvc-micro-lm -f data/text/pg_essays/addiction.txt -c 512 --windows 2 --ratios 0.5,0.9 --out-dir out/prof-tiny --json
+  kvc-profile -m data/models/kvc-micro-lm -f data/text/pg_essays/addiction.txt -c 512 --windows 2 --ratios 0.5,0.9 --out-dir out/prof-micro --json
   kvc-generate -m data/models/stories260K -p "Once upon a time" --press snapkv --ratio 0.5 --budgets out/prof/profile.safetensors
 )";
 
