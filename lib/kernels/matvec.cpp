@@ -13,6 +13,8 @@ namespace {
 #if defined(__x86_64__)
 // One row at a time, four accumulators: a single sequential stream per thread, which the hardware
 // prefetcher follows best (interleaving four rows to share the loads of x was slower when tried).
+// Asking for the lines 2 KB ahead as well keeps more of that stream in flight than the hardware
+// prefetcher does alone, across row and page ends; a decode step is bound by this stream.
 KVC_AVX2 void matvec_rows(const float* w, const float* x, float* y, int64_t r0, int64_t r1, int64_t n) {
   const int64_t n32 = n / 32 * 32, n8 = n / 8 * 8;
   for (int64_t r = r0; r < r1; ++r) {
@@ -20,6 +22,8 @@ KVC_AVX2 void matvec_rows(const float* w, const float* x, float* y, int64_t r0, 
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     int64_t j = 0;
     for (; j < n32; j += 32) {
+      _mm_prefetch(reinterpret_cast<const char*>(wr + j + 512), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(wr + j + 528), _MM_HINT_T0);
       a0 = _mm256_fmadd_ps(_mm256_loadu_ps(wr + j), _mm256_loadu_ps(x + j), a0);
       a1 = _mm256_fmadd_ps(_mm256_loadu_ps(wr + j + 8), _mm256_loadu_ps(x + j + 8), a1);
       a2 = _mm256_fmadd_ps(_mm256_loadu_ps(wr + j + 16), _mm256_loadu_ps(x + j + 16), a2);
