@@ -10,7 +10,8 @@ OUT=data/results/distributed
 if [ -n "${KVC_SMOKE:-}" ]; then WINDOWS=1; OUT=$(mktemp -d); fi
 # Measured on kvc-tiny-lm (2.4M parameters, from ../shared: scripts/model_path.sh); the smoke run uses the
 # repository's kvc-micro-lm.
-if [ -n "${KVC_SMOKE:-}" ]; then MODEL=data/models/kvc-micro-lm; else MODEL=${MODEL:-$(scripts/model_path.sh kvc-tiny-lm)}; fi
+. recipes/lib/needle_model.sh
+MODEL=$(needle_model)
 mkdir -p "$OUT"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

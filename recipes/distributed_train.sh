@@ -15,7 +15,8 @@ TOKENS=20000
 if [ -n "${KVC_SMOKE:-}" ]; then STEPS=2; BATCH=2; TOKENS=4000; OUT=$(mktemp -d); fi
 # Measured on kvc-tiny-lm (2.4M parameters, from ../shared: scripts/model_path.sh); the smoke run uses the
 # repository's kvc-micro-lm.
-if [ -n "${KVC_SMOKE:-}" ]; then MODEL=data/models/kvc-micro-lm; else MODEL=${MODEL:-$(scripts/model_path.sh kvc-tiny-lm)}; fi
+. recipes/lib/needle_model.sh
+MODEL=$(needle_model)
 mkdir -p "$OUT"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

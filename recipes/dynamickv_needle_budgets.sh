@@ -17,7 +17,8 @@ LENGTHS=512,1000; DEPTHS=0,0.25,0.5,0.75,1; SAMPLES=4
 if [ -n "${KVC_SMOKE:-}" ]; then RMAX="1 2"; LENGTHS=256; DEPTHS=0.5; SAMPLES=1; OUT=$(mktemp -d); fi
 # Measured on kvc-tiny-lm (2.4M parameters, from ../shared: scripts/model_path.sh); the smoke run uses the
 # repository's kvc-micro-lm.
-if [ -n "${KVC_SMOKE:-}" ]; then MODEL=data/models/kvc-micro-lm; else MODEL=${MODEL:-$(scripts/model_path.sh kvc-tiny-lm)}; fi
+. recipes/lib/needle_model.sh
+MODEL=$(needle_model)
 mkdir -p "$OUT"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -20,7 +20,8 @@ METHODS=${METHODS:-all}; RATIOS=${RATIOS:-0.25,0.5,0.75,0.9}; LENGTHS=${LENGTHS:
 if [ -n "${KVC_SMOKE:-}" ]; then METHODS=none,snapkv; RATIOS=0.5; LENGTHS=256; DEPTHS=0.5; fi
 # Measured on kvc-tiny-lm (2.4M parameters, from ../shared: scripts/model_path.sh); the smoke run uses the
 # repository's kvc-micro-lm.
-if [ -n "${KVC_SMOKE:-}" ]; then MODEL=data/models/kvc-micro-lm; else MODEL=${MODEL:-$(scripts/model_path.sh kvc-tiny-lm)}; fi
+. recipes/lib/needle_model.sh
+MODEL=$(needle_model)
 for mode in $MODES; do
   echo "eviction_needle: query-$mode" >&2
   "$BUILD/bin/kvc-eval" sweep -m "$MODEL" --methods "$METHODS" --ratios "$RATIOS" --tasks needle \

@@ -14,7 +14,8 @@ PRESSES=${PRESSES:-"none streaming_llm h2o tova snapkv pyramidkv knorm random dy
 if [ -n "${KVC_SMOKE:-}" ]; then REPEATS=1; PRESSES="none snapkv"; fi
 # Measured on kvc-tiny-lm (2.4M parameters, from ../shared: scripts/model_path.sh); the smoke run uses the
 # repository's kvc-micro-lm.
-if [ -n "${KVC_SMOKE:-}" ]; then MODEL=$ROOT/data/models/kvc-micro-lm; else MODEL=${MODEL:-$("$ROOT"/scripts/model_path.sh kvc-tiny-lm)}; fi
+. "$ROOT/recipes/lib/needle_model.sh"
+MODEL=$(needle_model)
 
 mkdir -p "$OUT"
 TMP=$(mktemp -d)

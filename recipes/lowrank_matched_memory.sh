@@ -23,7 +23,8 @@ ALPHAS="1 4 16"
 if [ -n "${KVC_SMOKE:-}" ]; then STEPS=2; BATCH=2; WINDOWS=1; BISECT=1; ALPHAS=4; OUT=$(mktemp -d); fi
 # Measured on kvc-tiny-lm (2.4M parameters, from ../shared: scripts/model_path.sh); the smoke run uses the
 # repository's kvc-micro-lm.
-if [ -n "${KVC_SMOKE:-}" ]; then TINY=data/models/kvc-micro-lm; else TINY=$(scripts/model_path.sh kvc-tiny-lm); fi
+. recipes/lib/needle_model.sh
+TINY=$(needle_model)
 mkdir -p "$OUT"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -20,7 +20,8 @@ THREADS=${KVC_THREADS:-2}
 if [ -n "${KVC_SMOKE:-}" ]; then STEPS=4; EVERY=2; BIG_STEPS=1; BIG_CTX=64; OUT=$(mktemp -d); fi
 # Measured on kvc-tiny-lm (2.4M parameters, from ../shared: scripts/model_path.sh); the smoke run uses the
 # repository's kvc-micro-lm.
-if [ -n "${KVC_SMOKE:-}" ]; then TINY=data/models/kvc-micro-lm; else TINY=$(scripts/model_path.sh kvc-tiny-lm); fi
+. recipes/lib/needle_model.sh
+TINY=$(needle_model)
 mkdir -p "$OUT"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -17,7 +17,8 @@ PARTS=${5:-"main ablations crash"}
 if [ -n "${KVC_SMOKE:-}" ]; then STEPS=40; ABLATION_STEPS=40; fi
 # Measured on kvc-tiny-lm (2.4M parameters, from ../shared: scripts/model_path.sh); the smoke run uses the
 # repository's kvc-micro-lm.
-if [ -n "${KVC_SMOKE:-}" ]; then MODEL=data/models/kvc-micro-lm; else MODEL=${MODEL:-$(scripts/model_path.sh kvc-tiny-lm)}; fi
+. recipes/lib/needle_model.sh
+MODEL=$(needle_model)
 
 case " $PARTS " in *" ablations "*) PARTS="$PARTS bmax layout cache prefetch" ;; esac
 has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
