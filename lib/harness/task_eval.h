@@ -20,6 +20,9 @@ struct EvalContext {
   Truncation truncation = Truncation::Refuse;
   // Non-empty: each sample writes what its compression kept to DIR/<sample id>.safetensors (--dump-kept).
   std::string dump_kept_dir;
+  // Prompts longer than this are truncated or refused (LongBench's max_length); 0: the model's context
+  // less the generation length.
+  int64_t max_prompt_tokens = 0;
 };
 
 // DIR/<sample id>.safetensors, the id's characters outside [A-Za-z0-9._-] replaced by '_'; empty for an empty DIR.

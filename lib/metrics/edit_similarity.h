@@ -1,16 +1,16 @@
 #pragma once
+// LongBench's code_sim_score and the fuzzywuzzy fuzz.ratio behind it.
 #include <string>
 
 namespace kvc {
 
-// python-Levenshtein's ratio over characters (code points): 1 - indel_distance / (len(a) + len(b)),
-// where the indel distance counts insertions and deletions only, i.e. 2·LCS / (len(a) + len(b)).
-// Two empty strings are identical: 1.
-double edit_similarity(const std::string& a, const std::string& b);
+// fuzzywuzzy's fuzz.ratio as LongBench's requirements install it (no python-Levenshtein, so difflib's
+// SequenceMatcher): 100 for equal strings (two empty ones included), 0 when just one is empty, else
+// round(100 · SequenceMatcher.ratio()) with Python's half-to-even rounding.
+int fuzz_ratio(const std::string& a, const std::string& b);
 
 // LongBench code_sim_score: the first line of the prediction (leading newlines dropped) that contains no
-// '`', '#' or "//" is compared with the ground truth by fuzzywuzzy's fuzz.ratio / 100, i.e.
-// edit_similarity rounded half-to-even to whole percent. No such line compares as "".
+// '`', '#' or "//" is compared with the ground truth by fuzz_ratio / 100. No such line compares as "".
 double code_sim_score(const std::string& prediction, const std::string& ground_truth);
 
 }  // namespace kvc

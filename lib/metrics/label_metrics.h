@@ -19,6 +19,7 @@ double classification_score(const std::string& prediction, const std::string& gr
 double retrieval_score(const std::string& prediction, const std::string& ground_truth);
 
 // LongBench count_score: the fraction of the numbers in the prediction that equal the ground truth.
+// Numbers are runs of decimal digits of any script (Python's \d), compared as written: "１２" != "12".
 double count_score(const std::string& prediction, const std::string& ground_truth);
 
 }  // namespace kvc

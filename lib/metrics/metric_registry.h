@@ -5,7 +5,9 @@
 
 namespace kvc {
 
-// "qa_f1", "rouge_l", "classification", "code_sim", "exact_match", "retrieval", "count", "contains".
+// LongBench's "qa_f1", "rouge_l", "classification", "code_sim", "retrieval", "count" and Chinese
+// "qa_f1_zh", "rouge_zh", "retrieval_zh" (zh_metrics.h); "exact_match"; kvc's RULER-style "contains";
+// RULER's own "string_match_all" and "string_match_part" (ruler_metrics.h).
 const std::vector<std::string>& metric_names();
 
 // Throws kvc::Error listing the valid names when `name` is not one of metric_names().

@@ -6,3 +6,4 @@
 #include "metrics/qa_metrics.h"
 #include "metrics/rouge.h"
 #include "metrics/text_normalize.h"
+#include "metrics/zh_metrics.h"

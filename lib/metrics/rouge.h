@@ -9,7 +9,9 @@ namespace kvc {
 //   R = LCS∪ / #distinct reference words, P = LCS∪ / #distinct predicted words,
 //   F = 2PR / (P + R + 1e-8).
 // For one sentence of distinct words this is the plain F1 of LCS precision and recall. A side without
-// any sentence (empty, or only dots) scores 0, as the package raises and LongBench catches.
+// any sentence (empty, or only dots) scores 0, as the package raises and LongBench catches; so does a
+// pair of sentences whose LCS walk is too long for the package's recursive reconstruction under
+// Python's recursion limit (about 1000 words; see kMaxLcsWalkSteps).
 double rouge_l_score(const std::string& prediction, const std::string& ground_truth);
 
 }  // namespace kvc

@@ -9,7 +9,7 @@ namespace kvc {
 // Python's str.split() with no argument: runs of Unicode whitespace separate tokens, none are empty.
 std::vector<std::string> split_whitespace(const std::string& text);
 
-// Python's str.lower() for the Latin, Greek and Cyrillic alphabets; other characters are kept.
+// Python's str.lower() over all of Unicode (python_unicode::lower).
 std::string to_lower(const std::string& text);
 
 // LongBench's normalize_answer: lower-case, drop ASCII punctuation, drop the articles a/an/the as whole

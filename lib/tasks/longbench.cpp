@@ -24,8 +24,10 @@ std::string file_name_of(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// The field as a list of strings; nullopt with `reason` set when it is something else.
-std::optional<std::vector<std::string>> string_list(const Json& record, const char* field, std::string& reason) {
+// The field as a list of strings; nullopt with `reason` set when it is something else. Integers are
+// accepted where `integers_as_text`, written as Python's str() writes them (eval.py compares str()s).
+std::optional<std::vector<std::string>> string_list(const Json& record, const char* field, bool integers_as_text,
+                                                    std::string& reason) {
   const Json& value = record.at(field);
   if (!value.is_array()) {
     reason = fmt::format("'{}' is not an array", field);
@@ -33,17 +35,36 @@ std::optional<std::vector<std::string>> string_list(const Json& record, const ch
   }
   std::vector<std::string> items;
   for (const Json& item : value) {
-    if (!item.is_string()) {
+    if (item.is_string()) {
+      items.push_back(item.get<std::string>());
+    } else if (integers_as_text && item.is_number_integer()) {
+      items.push_back(item.dump());
+    } else {
       reason = fmt::format("'{}' holds a {}, expected strings", field, item.type_name());
       return std::nullopt;
     }
-    items.push_back(item.get<std::string>());
   }
   return items;
 }
 
+bool optional_string(const Json& record, const char* field, std::string& out, std::string& reason) {
+  if (!record.contains(field) || record.at(field).is_null()) return true;
+  if (!record.at(field).is_string()) {
+    reason = fmt::format("'{}' is not a string", field);
+    return false;
+  }
+  out = record.at(field).get<std::string>();
+  return true;
+}
+
+struct ParsedLine {
+  TaskSample sample;
+  LongBenchRecord record;
+  std::string language;
+};
+
 // The sample on one line, or nullopt with `reason` saying what is wrong with it.
-std::optional<TaskSample> parse_line(const std::string& line, const std::string& default_id, std::string& reason) {
+std::optional<ParsedLine> parse_line(const std::string& line, const std::string& default_id, std::string& reason) {
   const Json record = Json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (record.is_discarded()) {
     reason = "not valid JSON";
@@ -63,10 +84,11 @@ std::optional<TaskSample> parse_line(const std::string& line, const std::string&
     reason = "'answers' is missing";
     return std::nullopt;
   }
-  TaskSample sample;
+  ParsedLine parsed;
+  TaskSample& sample = parsed.sample;
   sample.context = record.at("context").get<std::string>();
   sample.question = record.at("input").get<std::string>();
-  auto answers = string_list(record, "answers", reason);
+  auto answers = string_list(record, "answers", true, reason);
   if (!answers) return std::nullopt;
   if (answers->empty()) {
     reason = "'answers' is empty";
@@ -74,29 +96,78 @@ std::optional<TaskSample> parse_line(const std::string& line, const std::string&
   }
   sample.answers = std::move(*answers);
   if (record.contains("all_classes") && !record.at("all_classes").is_null()) {
-    auto classes = string_list(record, "all_classes", reason);
+    auto classes = string_list(record, "all_classes", false, reason);
     if (!classes) return std::nullopt;
     sample.all_classes = std::move(*classes);
   }
-  if (record.contains("_id")) {
-    if (!record.at("_id").is_string()) {
-      reason = "'_id' is not a string";
+  sample.id = default_id;
+  if (!optional_string(record, "_id", sample.id, reason)) return std::nullopt;
+  if (!optional_string(record, "dataset", parsed.record.dataset, reason)) return std::nullopt;
+  if (!optional_string(record, "language", parsed.language, reason)) return std::nullopt;
+  if (record.contains("length") && !record.at("length").is_null()) {
+    if (!record.at("length").is_number_integer() || record.at("length").get<int64_t>() < 0) {
+      reason = "'length' is not a non-negative integer";
       return std::nullopt;
     }
-    sample.id = record.at("_id").get<std::string>();
-  } else {
-    sample.id = default_id;
+    parsed.record.length = record.at("length").get<int64_t>();
   }
-  return sample;
+  return parsed;
 }
 
 bool is_blank(const std::string& line) {
   return line.find_first_not_of(" \t\r") == std::string::npos;
 }
 
+// The set's name without LongBench-E's "_e" suffix, or empty when it names no known set.
+std::string known_dataset(const std::string& name) {
+  const auto& names = longbench_dataset_names();
+  if (std::find(names.begin(), names.end(), name) != names.end()) return name;
+  if (name.size() > 2 && name.compare(name.size() - 2, 2, "_e") == 0) {
+    const std::string base = name.substr(0, name.size() - 2);
+    if (std::find(names.begin(), names.end(), base) != names.end()) return base;
+  }
+  return "";
+}
+
+const char* language_name(Language language) {
+  return language == Language::Chinese ? "zh" : language == Language::English ? "en" : "code";
+}
+
+// A record of another data set, or in another language, means the whole file is not `spec`'s.
+void check_same_dataset(const DatasetSpec& spec, const ParsedLine& parsed, const std::string& where) {
+  const std::string& named = parsed.record.dataset;
+  KVC_CHECK(named.empty() || known_dataset(named) == spec.name,
+            "{}: the record belongs to data set '{}', not '{}': pass the file's own --dataset (or leave "
+            "--dataset out to take it from the file)",
+            where, named, spec.name);
+  KVC_CHECK(spec.language == Language::Code || parsed.language.empty() || parsed.language == language_name(spec.language),
+            "{}: the record's language is '{}' but {} is a '{}' data set", where, parsed.language, spec.name,
+            language_name(spec.language));
+}
+
+// What makes a well-formed line unusable for `spec`; empty when it fits.
+std::string misfit_reason(const DatasetSpec& spec, const TaskSample& sample) {
+  if (spec.metric == "classification" && sample.all_classes.empty()) {
+    return fmt::format("'all_classes' is missing or empty, and {} scores against its class list", spec.name);
+  }
+  if (spec.metric == "retrieval" || spec.metric == "retrieval_zh") {
+    const std::string marker = spec.metric == "retrieval" ? "Paragraph " : "段落";
+    for (const auto& answer : sample.answers) {
+      // LongBench's scorer takes the first "<marker><digits>"; without one it cannot score at all.
+      bool found = false;
+      for (size_t from = 0; !found && (from = answer.find(marker, from)) != std::string::npos; ++from) {
+        const size_t digit = from + marker.size();
+        found = digit < answer.size() && answer[digit] >= '0' && answer[digit] <= '9';
+      }
+      if (!found) return fmt::format("answer '{}' names no paragraph ('{}N')", answer, marker);
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
-LongBenchData load_longbench_jsonl(const std::string& path, OnBadLine on_bad_line) {
+LongBenchData load_longbench_jsonl(const std::string& path, OnBadLine on_bad_line, const DatasetSpec* spec) {
   const std::string text = read_text_file(path);
   const std::string file_name = file_name_of(path);
   LongBenchData data;
@@ -110,9 +181,16 @@ LongBenchData load_longbench_jsonl(const std::string& path, OnBadLine on_bad_lin
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (is_blank(line)) continue;
     std::string reason;
-    auto sample = parse_line(line, fmt::format("{}:{}", file_name, line_number), reason);
-    if (sample) {
-      data.samples.push_back(std::move(*sample));
+    auto parsed = parse_line(line, fmt::format("{}:{}", file_name, line_number), reason);
+    if (parsed && spec != nullptr) {
+      check_same_dataset(*spec, *parsed, fmt::format("{}:{}", path, line_number));
+      reason = misfit_reason(*spec, parsed->sample);
+      if (!reason.empty()) parsed.reset();
+    }
+    if (parsed) {
+      parsed->record.line = line_number;
+      data.samples.push_back(std::move(parsed->sample));
+      data.records.push_back(std::move(parsed->record));
       continue;
     }
     if (on_bad_line == OnBadLine::Stop) fail("{}:{}: {}", path, line_number, reason);
@@ -122,56 +200,28 @@ LongBenchData load_longbench_jsonl(const std::string& path, OnBadLine on_bad_lin
   return data;
 }
 
-const std::vector<std::string>& longbench_dataset_names() {
-  static const std::vector<std::string> names = {"narrativeqa", "qasper",           "hotpotqa", "gov_report",
-                                                 "trec",        "passage_retrieval_en", "lcc"};
-  return names;
-}
-
-const DatasetSpec& dataset_spec(const std::string& name) {
-  // Templates, metrics and lengths as in LongBench's config/dataset2prompt.json, dataset2maxlen.json and
-  // eval.py.
-  static const std::vector<DatasetSpec> specs = {
-      {"narrativeqa",
-       "You are given a story, which can be either a novel or a movie script, and a question. Answer the question "
-       "as concisely as you can, using a single phrase if possible. Do not provide any explanation.\n\nStory: "
-       "{context}\n\nNow, answer the question based on the story as concisely as you can, using a single phrase if "
-       "possible. Do not provide any explanation.\n\nQuestion: {input}\n\nAnswer:",
-       "qa_f1", 128, false},
-      {"qasper",
-       "You are given a scientific article and a question. Answer the question as concisely as you can, using a "
-       "single phrase or sentence if possible. If the question cannot be answered based on the information in the "
-       "article, write \"unanswerable\". If the question is a yes/no question, answer \"yes\", \"no\", or "
-       "\"unanswerable\". Do not provide any explanation.\n\nArticle: {context}\n\n Answer the question based on "
-       "the above article as concisely as you can, using a single phrase or sentence if possible. If the question "
-       "cannot be answered based on the information in the article, write \"unanswerable\". If the question is a "
-       "yes/no question, answer \"yes\", \"no\", or \"unanswerable\". Do not provide any explanation.\n\nQuestion: "
-       "{input}\n\nAnswer:",
-       "qa_f1", 128, false},
-      {"hotpotqa",
-       "Answer the question based on the given passages. Only give me the answer and do not output any other "
-       "words.\n\nThe following are given passages.\n{context}\n\nAnswer the question based on the given passages. "
-       "Only give me the answer and do not output any other words.\n\nQuestion: {input}\nAnswer:",
-       "qa_f1", 32, false},
-      {"gov_report",
-       "You are given a report by a government agency. Write a one-page summary of the report.\n\nReport:\n"
-       "{context}\n\nNow, write a one-page summary of the report.\n\nSummary:",
-       "rouge_l", 512, false},
-      {"trec",
-       "Please determine the type of the question below. Here are some examples of questions.\n\n{context}\n{input}",
-       "classification", 64, true},
-      {"passage_retrieval_en",
-       "Here are 30 paragraphs from Wikipedia, along with an abstract. Please determine which paragraph the "
-       "abstract is from.\n\n{context}\n\nThe following is an abstract.\n\n{input}\n\nPlease enter the number of "
-       "the paragraph that the abstract is from. The answer format must be like \"Paragraph 1\", \"Paragraph 2\", "
-       "etc.\n\nThe answer is: ",
-       "retrieval", 32, false},
-      {"lcc", "Please complete the code given below. \n{context}Next line of code:\n", "code_sim", 64, false},
-  };
-  auto it = std::find_if(specs.begin(), specs.end(), [&](const DatasetSpec& spec) { return spec.name == name; });
-  KVC_CHECK(it != specs.end(), "unknown LongBench data set '{}' (known: {})", name,
-            fmt::join(longbench_dataset_names(), ", "));
-  return *it;
+std::string detect_longbench_dataset(const std::string& path) {
+  const std::string text = read_text_file(path);
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const Json record = Json::parse(text.substr(start, end - start), nullptr, /*allow_exceptions=*/false);
+    start = end + 1;
+    if (!record.is_object()) continue;
+    if (record.contains("dataset") && record.at("dataset").is_string()) {
+      const std::string named = known_dataset(record.at("dataset").get<std::string>());
+      if (!named.empty()) return named;
+    }
+    break;
+  }
+  std::string stem = file_name_of(path);
+  stem = stem.substr(0, stem.find('.'));
+  const std::string named = known_dataset(stem);
+  KVC_CHECK(!named.empty(),
+            "cannot tell which LongBench data set '{}' holds (no known \"dataset\" field, file name not a set's): "
+            "pass --dataset (known: {})",
+            path, fmt::join(longbench_dataset_names(), ", "));
+  return named;
 }
 
 PromptParts split_prompt(const std::string& prompt_template, const TaskSample& sample) {
@@ -191,16 +241,6 @@ PromptParts split_prompt(const std::string& prompt_template, const TaskSample& s
 std::string build_prompt(const std::string& prompt_template, const TaskSample& sample) {
   PromptParts parts = split_prompt(prompt_template, sample);
   return parts.context_part + parts.question_part;
-}
-
-double score_prediction(const DatasetSpec& spec, const std::string& prediction, const TaskSample& sample) {
-  std::string scored = prediction;
-  if (spec.first_line_only) {
-    // prediction.lstrip('\n').split('\n')[0]
-    const size_t begin = std::min(scored.find_first_not_of('\n'), scored.size());
-    scored = scored.substr(begin, scored.find('\n', begin) - begin);
-  }
-  return score_with_metric(spec.metric, scored, sample.answers, sample.all_classes);
 }
 
 }  // namespace kvc

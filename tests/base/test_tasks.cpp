@@ -439,7 +439,7 @@ TEST_F(LongBenchFile, SkipModeWarnsAndCounts) {
       "skip.jsonl", std::string(kGoodLine) + "\n" +
                         "not json\n" +                                                         // line 2
                         R"({"input": "q", "context": "c"})" + "\n" +                           // 3: no answers
-                        R"({"input": "q", "context": "c", "answers": [1, 2]})" + "\n" +        // 4: not strings
+                        R"({"input": "q", "context": "c", "answers": [1.5, true]})" + "\n" +  // 4: not strings or integers
                         R"({"input": "q", "context": "c", "answers": []})" + "\n" +            // 5: empty
                         R"({"input": 7, "context": "c", "answers": ["a"]})" + "\n" +           // 6: input not text
                         R"({"input": "q", "context": "c", "answers": ["a"], "all_classes": "x"})" + "\n" +  // 7

@@ -13,6 +13,7 @@
 
 #include "support/paths.h"
 #include "support/run_command.h"
+#include "util/files.h"
 
 namespace kvc {
 namespace {
@@ -189,6 +190,55 @@ TEST(EvalBadInput, OverLongContextRefusedOrTruncatedByFlag) {
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["truncated_samples"], 2);
   EXPECT_LE(j["samples"][0]["prompt_tokens"].get<int>() + 4, 512);
+}
+
+TEST(EvalLongBench, TakesTheDataSetFromTheFileAndRefusesAnotherSetsFile) {
+  const std::string dir = test::make_temp_dir("kvc-lb-detect");
+  std::string ctx;
+  for (int i = 0; i < 20; ++i) ctx += "Tom has a red ball. ";
+  const nlohmann::json line = {{"context", ctx}, {"input", "What does Tom have?"}, {"answers", {"a red ball"}},
+                               {"dataset", "hotpotqa"}, {"language", "en"}, {"length", 120}, {"_id", "s1"}};
+  test::write_bytes(dir + "/some_file.jsonl", line.dump() + "\n");
+  const std::string run = bin("kvc-eval") + " longbench -m " + kStories + " -t 1 -f " + dir +
+                          "/some_file.jsonl --max-new-tokens 4 --length-buckets --json --out-dir " + dir + "/out";
+  const auto r = run_command(run);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["dataset"], "hotpotqa");
+  EXPECT_EQ(j["length_buckets"]["0-4k"]["samples"], 1);
+  // The predictions file is LongBench's pred format, and longbench-score gives the same score.
+  const auto rescored = run_command(bin("kvc-eval") + " longbench-score -f " + dir + "/out/hotpotqa.jsonl --json");
+  ASSERT_EQ(rescored.exit_code, 0) << rescored.err;
+  EXPECT_EQ(nlohmann::json::parse(rescored.out)["longbench_score"], j["longbench_score"]);
+  expect_clean_error(run_command(bin("kvc-eval") + " longbench -m " + kStories + " -f " + dir +
+                                 "/some_file.jsonl --dataset trec"),
+                     "belongs to data set 'hotpotqa', not 'trec'");
+}
+
+TEST(EvalLongBench, MaxLengthCutsTheMiddleOfThePrompt) {
+  const std::string path = longbench_file(test::make_temp_dir("kvc-lb-maxlen"), 40);
+  const auto r = run_command(bin("kvc-eval") + " longbench -m " + kStories + " -t 1 --dataset hotpotqa -f " + path +
+                             " --max-new-tokens 4 --max-length 101 --truncate middle --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["samples"][0]["prompt_tokens"], 100);  // LongBench keeps 2 x int(101 / 2)
+  expect_clean_error(run_command(bin("kvc-eval") + " longbench -m " + kStories + " --dataset hotpotqa -f " + path +
+                                 " --max-length 600"),
+                     "--max-length 600");
+}
+
+// The committed prediction files were scored by LongBench's eval.py (scripts/make_longbench_eval_goldens.py).
+TEST(EvalLongBench, ScoreCommandGivesEvalPysNumbers) {
+  const std::string dir = std::string(KVC_SOURCE_DIR) + "/data/reference/longbench_eval";
+  const auto golden = nlohmann::json::parse(read_text_file(dir + "/scores.json"));
+  for (const std::string name : {"trec", "lcc", "multifieldqa_zh"}) {
+    const auto r = run_command(bin("kvc-eval") + " longbench-score -f " + dir + "/pred/" + name + ".jsonl --length-buckets --json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["longbench_score"], golden["scores"][name]["score"]) << name;
+    EXPECT_EQ(j["length_buckets"]["8k+"]["longbench_score"], golden["scores"][name]["score_e"]["8k+"]) << name;
+  }
+  expect_clean_error(run_command(bin("kvc-eval") + " longbench-score -f /dev/null"), "pass --dataset");
 }
 
 }  // namespace

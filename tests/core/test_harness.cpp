@@ -39,11 +39,25 @@ Loaded& load(const std::string& name) {
   return *slot;
 }
 
-TEST(Harness, TruncateMiddleKeepsHeadAndTail) {
-  const std::vector<int> ids{1, 2, 3, 4, 5, 6, 7};
-  EXPECT_EQ(truncate_middle(ids, 4), (std::vector<int>{1, 2, 6, 7}));
-  EXPECT_EQ(truncate_middle(ids, 3), (std::vector<int>{1, 2, 7}));
-  EXPECT_EQ(truncate_middle(ids, 9), ids);
+// LongBench's pred.py: tokens[:half] + tokens[-half:] with half = int(max_length / 2), over the whole prompt.
+TEST(Harness, MiddleCutKeepsHalfOfTheLimitAtEachEndOfTheWholePrompt) {
+  const PromptTokens prompt{{1, 2, 3, 4, 5}, {6, 7}};
+  PromptTokens cut = cut_prompt_middle(prompt, 4);
+  EXPECT_EQ(cut.context, (std::vector<int>{1, 2}));
+  EXPECT_EQ(cut.question, (std::vector<int>{6, 7}));
+  EXPECT_EQ(cut.dropped, 3);
+  cut = cut_prompt_middle(prompt, 5);  // an odd limit keeps 2 * int(5 / 2) = 4 tokens, as LongBench
+  EXPECT_EQ(cut.context, (std::vector<int>{1, 2}));
+  EXPECT_EQ(cut.dropped, 3);
+  cut = cut_prompt_middle(prompt, 6);  // the tail reaches into the context
+  EXPECT_EQ(cut.context, (std::vector<int>{1, 2, 3, 5}));
+  EXPECT_EQ(cut.question, (std::vector<int>{6, 7}));
+  // A question longer than the kept tail loses its start (repobench-p's long code input).
+  cut = cut_prompt_middle(PromptTokens{{1, 2, 3}, {4, 5, 6, 7, 8, 9}}, 4);
+  EXPECT_EQ(cut.context, (std::vector<int>{1, 2}));
+  EXPECT_EQ(cut.question, (std::vector<int>{8, 9}));
+  EXPECT_EQ(cut_prompt_middle(prompt, 7).context, prompt.context);  // fits: unchanged
+  EXPECT_EQ(cut_prompt_middle(prompt, 7).dropped, 0);
 }
 
 TEST(Harness, NeedleAnswerNeedsTheExactFirstNumber) {
@@ -144,7 +158,7 @@ TEST(Tables, CsvQuotingAndMarkdownEscaping) {
   EXPECT_EQ(format_number(2.0), "2");
 }
 
-TEST(Harness, PromptTruncationRefusesOrCutsTheMiddleOfTheContext) {
+TEST(Harness, PromptTruncationRefusesOrCutsTheMiddleOfThePrompt) {
   Loaded& m = load("stories260K");
   std::string context;
   for (int i = 0; i < 300; ++i) context += "Tom saw a big dog. ";
