@@ -145,7 +145,7 @@ void add_tasks_command(CLI::App& app, std::function<int()>& action) {
       "Each sample is generated from --seed; a task's score is the mean over samples of its metric (share of\n"
       "required answers found). A task that fails (e.g. a length too short for it) is reported on stderr and\n"
       "the others go on; the exit status is then 1.\n\nExamples:\n"
-      "  kvc-eval tasks -m data/models/kvc-micro-lm --tasks ruler --lengths 512 --samples 2\n"
+      "  kvc-eval tasks -m data/models/kvc-micro-lm --tasks ruler --lengths 640 --samples 2\n"
       "  kvc-eval tasks -m data/models/kvc-micro-lm --tasks niah_single_1,vt,qa_1 --qa-dir data/text/ruler_qa --lengths 640\n"
       "  kvc-eval tasks -m data/models/stories260K --tasks niah_single,variable_tracking --lengths 448 --samples 2\n"
       "  kvc-eval tasks -m data/models/kvc-micro-lm --tasks all --lengths 512 --samples 1 --query agnostic --json\n",
