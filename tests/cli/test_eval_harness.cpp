@@ -155,6 +155,20 @@ TEST(EvalBadInput, UnknownTaskNames) {
                      "nope");
 }
 
+// RULER's max_seq_length counts the prompt and the tokens the task generates (niah: 128).
+TEST(EvalRuler, LengthsCountTheGeneratedTokens) {
+  const auto r = run_command(bin("kvc-eval") + " tasks -m " + kStories +
+                             " -t 1 --tasks niah_single_1 --lengths 512 --samples 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto sample = nlohmann::json::parse(r.out)["results"][0]["samples"][0];
+  EXPECT_LE(sample["prompt_tokens"].get<int64_t>(), 512 - 128);
+  EXPECT_GT(sample["prompt_tokens"].get<int64_t>(), 512 - 128 - 64);  // filled up to a haystack sentence
+  expect_clean_error(run_command(bin("kvc-eval") + " tasks -m " + kStories + " --tasks niah_single_1 --lengths 513 --json"),
+                     "--lengths: 513 exceeds the model's context of 512");
+  expect_clean_error(run_command(bin("kvc-eval") + " tasks -m " + kStories + " --tasks niah_single_1 --lengths 130 --json"),
+                     "leaves no room for a prompt besides the 128 tokens");
+}
+
 std::string longbench_file(const std::string& dir, int context_words) {
   std::string ctx;
   for (int i = 0; i < context_words; ++i) ctx += "Tom has a red ball. ";
