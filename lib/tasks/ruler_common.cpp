@@ -1,6 +1,7 @@
 #include "tasks/ruler_common.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cassert>
@@ -73,15 +74,6 @@ std::string random_uuid(TaskRng& rng) {
                      hex.substr(20, 12));
 }
 
-std::string join_strings(const std::vector<std::string>& items, const std::string& separator) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) out += separator;
-    out += items[i];
-  }
-  return out;
-}
-
 std::string replace_all(std::string text, const std::string& from, const std::string& to) {
   for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
     text.replace(at, from.size(), to);
@@ -113,7 +105,7 @@ std::string essay_with_insertions(const std::vector<std::string>& words, size_t 
   std::vector<std::string> pieces;
   size_t last = 0;
   const auto sentences_between = [&](size_t from, size_t to) {
-    return join_strings(std::vector<std::string>(sentences.begin() + from, sentences.begin() + to), " ");
+    return fmt::format("{}", fmt::join(sentences.begin() + from, sentences.begin() + to, " "));
   };
   for (size_t i = 0; i < positions.size(); ++i) {
     pieces.push_back(sentences_between(last, positions[i]));
@@ -121,7 +113,7 @@ std::string essay_with_insertions(const std::vector<std::string>& words, size_t 
     last = positions[i];
   }
   pieces.push_back(sentences_between(last, sentences.size()));
-  return join_strings(pieces, " ");
+  return fmt::format("{}", fmt::join(pieces, " "));
 }
 
 }  // namespace kvc

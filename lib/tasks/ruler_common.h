@@ -32,7 +32,6 @@ std::vector<size_t> sample_indices(TaskRng& rng, size_t n, size_t k);
 // variant bits set.
 std::string random_uuid(TaskRng& rng);
 
-std::string join_strings(const std::vector<std::string>& items, const std::string& separator);
 std::string replace_all(std::string text, const std::string& from, const std::string& to);
 
 // The essay haystack as RULER keeps it: the text's words (runs of whitespace collapsed).

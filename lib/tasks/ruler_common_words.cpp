@@ -1,6 +1,7 @@
 // RULER's cwe (scripts/data/synthetic/common_words_extraction.py: ten words 30 times, the others 3 times,
 // in a numbered list, after one worked example).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <set>
@@ -72,7 +73,7 @@ std::vector<std::string> draw_words(TaskRng& rng, size_t count) {
 std::string numbered(const std::vector<std::string>& words) {
   std::vector<std::string> entries;
   for (size_t i = 0; i < words.size(); ++i) entries.push_back(fmt::format("{}. {}", i + 1, words[i]));
-  return join_strings(entries, " ");
+  return fmt::format("{}", fmt::join(entries, " "));
 }
 
 struct WordList {

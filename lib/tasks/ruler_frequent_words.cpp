@@ -1,6 +1,7 @@
 // RULER's fwe (scripts/data/synthetic/freq_words_extraction.py: coded six-letter words with Zipf
 // frequencies, alpha 2; the top-ranked one is "..." noise, the next three are the answer).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <set>
@@ -53,7 +54,7 @@ TaskSample make_ruler_fwe(const RulerRequest& request, const TokenCounter& count
     }
     TaskRng order(request.seed, fmt::format("ruler_fwe/order/{}", extra_scale));
     order.shuffle(occurrences);
-    return join_strings(occurrences, " ");
+    return fmt::format("{}", fmt::join(occurrences, " "));
   };
   const size_t extra = fit_to_budget("fwe", 2 * request.context_tokens, request.context_tokens, counter,
                                      [&](size_t n) { return prompt.head + coded_text(n); });

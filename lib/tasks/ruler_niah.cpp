@@ -1,11 +1,13 @@
 // RULER's needle-in-a-haystack tasks (scripts/data/synthetic/niah.py with synthetic.yaml's settings).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <set>
 
 #include "tasks/ruler_common.h"
 #include "tasks/ruler_generators.h"
+#include "tasks/text_template.h"
 #include "tasks/token_budget.h"
 #include "tasks/word_lists.h"
 #include "util/error.h"
@@ -84,7 +86,7 @@ RulerPrompt niah_prompt(const RulerNiahConfig& config, const std::string& query)
     type.pop_back();
   }
   for (std::string* part : {&prompt.head, &prompt.tail, &prompt.answer_prefix}) {
-    *part = replace_all(replace_all(*part, "{type_needle_v}", type), "{query}", query);
+    *part = fill_placeholders(*part, {{"type_needle_v", type}, {"query", query}});
   }
   return prompt;
 }
@@ -119,7 +121,7 @@ TaskSample make_ruler_niah(const RulerNiahConfig& config, const RulerRequest& re
   const std::string query =
       queries.size() == 1
           ? queries.front()
-          : join_strings(std::vector<std::string>(queries.begin(), queries.end() - 1), ", ") + ", and " + queries.back();
+          : fmt::format("{}, and {}", fmt::join(queries.begin(), queries.end() - 1, ", "), queries.back());
 
   std::vector<int> depths;  // essay: random.sample(DEPTHS, needles)
   for (size_t index : sample_indices(rng, ruler_depths().size(), needles.size())) depths.push_back(ruler_depths()[index]);
@@ -139,7 +141,7 @@ TaskSample make_ruler_niah(const RulerNiahConfig& config, const RulerRequest& re
     for (size_t i = 0; i < needles.size(); ++i) {
       lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(std::min(positions[i], lines.size())), needles[i]);
     }
-    return join_strings(lines, "\n");
+    return fmt::format("{}", fmt::join(lines, "\n"));
   };
   const auto build = [&](size_t count) { return prompt.head + data(count); };
   const size_t count = fit_to_budget(config.task, request.context_tokens, request.context_tokens, counter, build);

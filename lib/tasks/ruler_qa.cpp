@@ -1,6 +1,7 @@
 // RULER's qa_1 (SQuAD) and qa_2 (HotpotQA): scripts/data/synthetic/qa.py. The question's own paragraphs
 // among distractors, as numbered documents.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <set>
@@ -69,7 +70,7 @@ TaskSample make_ruler_qa(const std::string& task, const RulerQaData& data, const
     order.shuffle(chosen);
     std::vector<std::string> parts;
     for (size_t i = 0; i < chosen.size(); ++i) parts.push_back(fmt::format("Document {}:\n{}", i + 1, data.documents[chosen[i]]));
-    return join_strings(parts, "\n\n");
+    return fmt::format("{}", fmt::join(parts, "\n\n"));
   };
   const size_t extra = fit_to_budget(task, request.context_tokens, request.context_tokens, counter,
                                      [&](size_t n) { return prompt.head + documents(n); });

@@ -1,6 +1,7 @@
 // RULER's vt (scripts/data/synthetic/variable_tracking.py: one chain of four hops in the noise haystack,
 // after one worked example).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <set>
@@ -56,7 +57,7 @@ std::string noise_with_chain(const Chain& chain, size_t count, uint64_t seed, co
   for (size_t j = 0; j < positions.size(); ++j) {
     lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(std::min(positions[j] + j, lines.size())), chain.statements[j]);
   }
-  return join_strings(lines, "\n");
+  return fmt::format("{}", fmt::join(lines, "\n"));
 }
 
 }  // namespace
@@ -74,7 +75,7 @@ TaskSample make_ruler_vt(const RulerRequest& request, const TokenCounter& counte
   };
   const size_t example_budget = std::min(kExampleTokens, request.context_tokens / 3);
   const size_t example_count = largest_fitting(example_budget, example_budget, counter, example_input).value_or(0);
-  const std::string worked = example_input(example_count) + " " + join_strings(example.names, " ") + "\n";
+  const std::string worked = example_input(example_count) + " " + fmt::format("{}", fmt::join(example.names, " ")) + "\n";
 
   RulerPrompt prompt = vt_prompt(chain);
   prompt.head = worked + "\n" + prompt.head;
