@@ -75,8 +75,8 @@ RulerData load_ruler_data(const std::vector<std::string>& tasks, const std::stri
   return data;
 }
 
-SampleRecord run_ruler_sample(const EvalContext& ctx, const CacheSetup& setup, const std::string& task, int64_t length,
-                              int index, uint64_t run_seed, const RulerInputs& inputs, int64_t max_new_tokens) {
+TaskItem ruler_item(const EvalContext& ctx, const std::string& task, int64_t length, int index, uint64_t run_seed,
+                    const RulerInputs& inputs, int64_t max_new_tokens) {
   const DecodeOptions decode{max_new_tokens > 0 ? max_new_tokens : ruler_tokens_to_generate(task), false};
   const int64_t limit = ctx.model.config().max_position_embeddings;
   // RULER's max_seq_length counts the prompt and the tokens the task generates.
@@ -90,11 +90,20 @@ SampleRecord run_ruler_sample(const EvalContext& ctx, const CacheSetup& setup, c
   const TaskSample sample = fit_sample(ctx, length - decode.max_new_tokens, [&](size_t budget) {
     return make_ruler_sample(task, {budget, seed, static_cast<size_t>(index)}, count, inputs);
   });
-  const std::string id = fmt::format("{}-{}tok-{}", task, length, index);
-  return evaluate_sample(ctx, setup, id, sample.context, sample.question + sample.answer_prefix, sample.answers, decode,
-                         [&](const std::string& prediction) {
-                           return score_with_metric(sample.metric, prediction, sample.answers);
-                         });
+  return TaskItem{fmt::format("{}-{}tok-{}", task, length, index),
+                  sample.context,
+                  sample.question + sample.answer_prefix,
+                  sample.answers,
+                  decode,
+                  [metric = sample.metric, answers = sample.answers](const std::string& prediction) {
+                    return score_with_metric(metric, prediction, answers);
+                  },
+                  {{"length", length}}};
+}
+
+SampleRecord run_ruler_sample(const EvalContext& ctx, const CacheSetup& setup, const std::string& task, int64_t length,
+                              int index, uint64_t run_seed, const RulerInputs& inputs, int64_t max_new_tokens) {
+  return evaluate_item(ctx, setup, ruler_item(ctx, task, length, index, run_seed, inputs, max_new_tokens));
 }
 
 }  // namespace kvc::eval_app

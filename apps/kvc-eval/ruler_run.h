@@ -26,9 +26,12 @@ struct RulerData {
 RulerData load_ruler_data(const std::vector<std::string>& tasks, const std::string& haystack_path,
                           const std::string& qa_dir);
 
-// Sample `index` of a RULER task at a prompt length of `length` tokens, run and scored with the task's
-// metric. Decoding runs for `max_new_tokens` (0: RULER's tokens_to_generate) without stopping at a line
-// break, as RULER generates.
+// Sample `index` of a RULER task at a length of `length` tokens (prompt and generated tokens, as RULER
+// counts), scored with the task's metric. Decoding runs for `max_new_tokens` (0: RULER's
+// tokens_to_generate) without stopping at a line break, as RULER generates.
+TaskItem ruler_item(const EvalContext& ctx, const std::string& task, int64_t length, int index, uint64_t run_seed,
+                    const RulerInputs& inputs, int64_t max_new_tokens);
+// That item run under `setup`.
 SampleRecord run_ruler_sample(const EvalContext& ctx, const CacheSetup& setup, const std::string& task, int64_t length,
                               int index, uint64_t run_seed, const RulerInputs& inputs, int64_t max_new_tokens);
 

@@ -51,6 +51,18 @@ at::Tensor DenseLayerCache::attend(const at::Tensor& queries, const at::Tensor& 
   return grouped_attention(shape_, queries, q_positions, keys(), values(), positions(), probe, stats, types_);
 }
 
+std::unique_ptr<LayerCache> DenseLayerCache::clone() const {
+  auto copy = std::make_unique<DenseLayerCache>(*this);
+  copy->own_buffers();
+  return copy;
+}
+
+void DenseLayerCache::own_buffers() {
+  keys_ = keys_.clone();
+  values_ = values_.clone();
+  positions_ = positions_.clone();
+}
+
 at::Tensor DenseLayerCache::lengths() const {
   return at::full({shape_.num_kv_heads}, length_, at::TensorOptions().dtype(at::kLong));
 }

@@ -50,6 +50,11 @@ class DenseLayerCache : public LayerCache {
   bool supports_merge() const override { return !types_.any_block_format(); }
   Rows merge_rows() override;
   at::Tensor entry_positions(int64_t head) const override { return positions()[head]; }
+  std::unique_ptr<LayerCache> clone() const override;
+
+ protected:
+  // After a member-wise copy: buffers of its own, so the copy and the original never write each other's.
+  void own_buffers();
 
  private:
   AttentionShape shape_;

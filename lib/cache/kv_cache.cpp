@@ -10,6 +10,15 @@ void KVCache::reserve(int64_t entries) {
   for (auto& layer : layers_) layer->reserve(entries);
 }
 
+KVCache KVCache::replica(int64_t next_position) const {
+  std::vector<std::unique_ptr<LayerCache>> copies;
+  copies.reserve(layers_.size());
+  for (const auto& layer : layers_) copies.push_back(layer->clone());
+  KVCache copy(std::move(copies));
+  copy.next_position_ = next_position;
+  return copy;
+}
+
 CacheFootprint KVCache::footprint() const {
   CacheFootprint total;
   for (const auto& layer : layers_) total += layer->footprint();

@@ -29,6 +29,10 @@ class KVCache {
 
   CacheFootprint footprint() const;
 
+  // A deep copy of every layer (LayerCache::clone) with the next token at `next_position`: a shared
+  // prefill replays compression on a copy of the filled cache as if the prompt were still being fed (0).
+  KVCache replica(int64_t next_position) const;
+
  private:
   std::vector<std::unique_ptr<LayerCache>> layers_;
   int64_t next_position_ = 0;

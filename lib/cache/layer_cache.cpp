@@ -19,6 +19,8 @@ at::Tensor LayerCache::evict_one(const at::Tensor& slots) {
 
 LayerCache::Rows LayerCache::merge_rows() { fail("the {} cache has no per-head rows to merge entries into", layout()); }
 
+std::unique_ptr<LayerCache> LayerCache::clone() const { fail("the {} cache cannot be copied", layout()); }
+
 at::Tensor LayerCache::entry_positions(int64_t) const {
   fail("the {} cache does not expose positions per KV head (--dump-kept needs them)", layout());
 }

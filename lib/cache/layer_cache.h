@@ -93,6 +93,9 @@ class LayerCache {
   virtual Rows merge_rows();
   // Token positions [n] int64 of KV head h's entries, in storage order.
   virtual at::Tensor entry_positions(int64_t head) const;
+  // A deep copy: same entries, same capacity, nothing shared (a shared prefill hands each compression
+  // method its own copy of the uncompressed cache). Layouts with state outside their buffers refuse.
+  virtual std::unique_ptr<LayerCache> clone() const;
 };
 
 }  // namespace kvc

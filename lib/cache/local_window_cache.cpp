@@ -24,6 +24,12 @@ at::Tensor LocalWindowCache::attend(const at::Tensor& queries, const at::Tensor&
   return out;
 }
 
+std::unique_ptr<LayerCache> LocalWindowCache::clone() const {
+  auto copy = std::make_unique<LocalWindowCache>(*this);
+  copy->own_buffers();
+  return copy;
+}
+
 CacheFootprint LocalWindowCache::footprint() const {
   CacheFootprint f = DenseLayerCache::footprint();
   f.window_payload_bytes = f.payload_bytes;

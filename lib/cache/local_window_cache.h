@@ -15,6 +15,7 @@ class LocalWindowCache : public DenseLayerCache {
   at::Tensor attend(const at::Tensor& queries, const at::Tensor& q_positions, const AttentionProbe& probe,
                     AttentionStats* stats) override;
   CacheFootprint footprint() const override;
+  std::unique_ptr<LayerCache> clone() const override;
 
  private:
   int64_t window_;

@@ -50,16 +50,22 @@ ResultStore::ResultStore(std::string path, std::string key_field)
   }
 }
 
-void ResultStore::append(const nlohmann::json& record) {
-  KVC_CHECK(record.contains(key_field_) && record[key_field_].is_string(), "result record without a '{}' key",
-            key_field_);
-  const std::string line = record.dump() + "\n";
+void ResultStore::append(const nlohmann::json& record) { append_all({record}); }
+
+void ResultStore::append_all(const std::vector<nlohmann::json>& records) {
+  std::string lines;
+  for (const auto& record : records) {
+    KVC_CHECK(record.contains(key_field_) && record[key_field_].is_string(), "result record without a '{}' key",
+              key_field_);
+    lines += record.dump() + "\n";
+  }
+  if (lines.empty()) return;
   const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   KVC_CHECK(fd >= 0, "{}: cannot open for appending: {}", path_, std::strerror(errno));
   size_t written = 0;
-  while (written < line.size()) {
-    const ssize_t n = ::write(fd, line.data() + written, line.size() - written);
-    if (n < 0 && errno == EINTR) continue;  // Ctrl-C arrives mid-write: finish the line
+  while (written < lines.size()) {
+    const ssize_t n = ::write(fd, lines.data() + written, lines.size() - written);
+    if (n < 0 && errno == EINTR) continue;  // Ctrl-C arrives mid-write: finish the lines
     if (n <= 0) {
       const int err = errno;
       ::close(fd);
@@ -69,8 +75,10 @@ void ResultStore::append(const nlohmann::json& record) {
   }
   ::fsync(fd);
   ::close(fd);
-  keys_.insert(record[key_field_].get<std::string>());
-  records_.push_back(record);
+  for (const auto& record : records) {
+    keys_.insert(record[key_field_].get<std::string>());
+    records_.push_back(record);
+  }
 }
 
 }  // namespace kvc

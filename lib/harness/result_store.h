@@ -25,6 +25,9 @@ class ResultStore {
 
   // Appends `record` (which must hold key_field) as one line, flushed and fsync'd before returning.
   void append(const nlohmann::json& record);
+  // Appends every record, one line each, with one fsync for the batch (a torn last line on a crash is
+  // dropped on open, as for append).
+  void append_all(const std::vector<nlohmann::json>& records);
 
  private:
   std::string path_, key_field_;

@@ -86,27 +86,8 @@ bool ends_answer_line(const std::string& text) {
 
 }  // namespace
 
-SampleOutput run_sample(const LlamaModel& model, const Tokenizer& tokenizer, const CacheSetup& setup,
-                        const PromptTokens& prompt, QueryMode mode, const DecodeOptions& decode,
-                        const std::string& dump_kept, const std::string& sample_id) {
-  KVC_CHECK(!prompt.context.empty(), "empty prompt");
-  const auto start = std::chrono::steady_clock::now();
-  KVCache cache = setup.new_cache(model);
-  std::unique_ptr<ForwardObserver> observer = setup.new_observer();
-  const ForwardOptions options{false, observer.get()};
-  start_kept_dump(dump_kept, observer.get());
-
-  at::Tensor logits;
-  if (mode == QueryMode::Aware || prompt.question.empty()) {
-    std::vector<int> all = prompt.context;
-    all.insert(all.end(), prompt.question.begin(), prompt.question.end());
-    logits = model.forward(all, cache, options);
-  } else {
-    model.forward(prompt.context, cache, options);  // compression acts here
-    // The budget is the context's: a bounded press must not evict (context or question) for the question.
-    if (observer) observer->hold_next_pass();
-    logits = model.forward(prompt.question, cache, options);
-  }
+SampleOutput finish_sample(const LlamaModel& model, const Tokenizer& tokenizer, KVCache& cache, const at::Tensor& logits,
+                           const PromptTokens& prompt, const DecodeOptions& decode, const ForwardOptions& options) {
   SampleOutput out;
   out.prompt_tokens = prompt.size();
   out.kv_payload_bytes = cache.footprint().payload_bytes;
@@ -120,10 +101,33 @@ SampleOutput run_sample(const LlamaModel& model, const Tokenizer& tokenizer, con
     const bool line_done = decode.stop_at_newline && ends_answer_line(tokenizer.decode(out.tokens));
     return line_done ? std::string("newline") : std::string();
   });
+  out.prediction = tokenizer.decode(out.tokens);
+  return out;
+}
+
+SampleOutput run_sample(const LlamaModel& model, const Tokenizer& tokenizer, const CacheSetup& setup,
+                        const PromptTokens& prompt, QueryMode mode, const DecodeOptions& decode,
+                        const std::string& dump_kept, const std::string& sample_id) {
+  KVC_CHECK(!prompt.context.empty(), "empty prompt");
+  const auto start = std::chrono::steady_clock::now();
+  KVCache cache = setup.new_cache(model);
+  std::unique_ptr<ForwardObserver> observer = setup.new_observer();
+  const ForwardOptions options{false, observer.get()};
+  start_kept_dump(dump_kept, observer.get());
+
+  at::Tensor logits;
+  if (mode == QueryMode::Aware || prompt.question.empty()) {
+    logits = model.forward(prompt.whole(), cache, options);
+  } else {
+    model.forward(prompt.context, cache, options);  // compression acts here
+    // The budget is the context's: a bounded press must not evict (context or question) for the question.
+    if (observer) observer->hold_next_pass();
+    logits = model.forward(prompt.question, cache, options);
+  }
+  SampleOutput out = finish_sample(model, tokenizer, cache, logits, prompt, decode, options);
   finish_kept_dump(dump_kept, observer.get(), cache,
                    {{"sample_id", sample_id}, {"query", mode == QueryMode::Aware ? "aware" : "agnostic"},
                     {"context_tokens", std::to_string(prompt.context.size())}});
-  out.prediction = tokenizer.decode(out.tokens);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
 }

@@ -29,6 +29,11 @@ struct PromptTokens {
   std::vector<int> question;
   int64_t dropped = 0;  // prompt tokens removed from the middle to fit the limit
   int64_t size() const { return static_cast<int64_t>(context.size() + question.size()); }
+  std::vector<int> whole() const {
+    std::vector<int> all = context;
+    all.insert(all.end(), question.begin(), question.end());
+    return all;
+  }
 };
 
 // [BOS] + encode(context_part) and encode(question_part), encoded separately so that both query modes
@@ -68,5 +73,10 @@ struct DecodeOptions {
 SampleOutput run_sample(const LlamaModel& model, const Tokenizer& tokenizer, const CacheSetup& setup,
                         const PromptTokens& prompt, QueryMode mode, const DecodeOptions& decode,
                         const std::string& dump_kept = {}, const std::string& sample_id = {});
+
+// The part of a sample after its prompt was fed: `logits` are the prompt's last, `cache` holds the prompt
+// (compressed as it was fed). Greedy decoding, the cache's bytes, and the prediction; seconds left 0.
+SampleOutput finish_sample(const LlamaModel& model, const Tokenizer& tokenizer, KVCache& cache, const at::Tensor& logits,
+                           const PromptTokens& prompt, const DecodeOptions& decode, const ForwardOptions& options);
 
 }  // namespace kvc

@@ -22,6 +22,23 @@ nlohmann::json SampleRecord::to_json() const {
           {"seconds", seconds}};
 }
 
+SampleRecord SampleRecord::from_json(const nlohmann::json& j) {
+  const auto field = [&](const char* name) -> const nlohmann::json& {
+    KVC_CHECK(j.contains(name), "sample record without '{}': {}", name, j.dump());
+    return j.at(name);
+  };
+  SampleRecord r;
+  r.id = field("id").get<std::string>();
+  r.prediction = field("prediction").get<std::string>();
+  r.answers = field("answers").get<std::vector<std::string>>();
+  r.score = field("score").get<double>();
+  r.prompt_tokens = field("prompt_tokens").get<int64_t>();
+  r.dropped_tokens = field("dropped_tokens").get<int64_t>();
+  r.compression_ratio = field("compression_ratio").get<double>();
+  r.seconds = field("seconds").get<double>();
+  return r;
+}
+
 bool needle_answer_correct(const std::string& prediction, const std::string& number) {
   size_t i = 0;
   while (i < prediction.size() && !std::isdigit(static_cast<unsigned char>(prediction[i]))) ++i;
@@ -58,24 +75,52 @@ nlohmann::json NeedleCell::to_json() const {
   return {{"length", length}, {"depth", depth}, {"accuracy", accuracy()}, {"samples", s}};
 }
 
-SampleRecord evaluate_sample(const EvalContext& ctx, const CacheSetup& setup, const std::string& id,
-                             const std::string& context_part, const std::string& question_part,
-                             const std::vector<std::string>& answers, const DecodeOptions& decode,
-                             const std::function<double(const std::string&)>& score) {
-  const PromptTokens prompt = tokenize_prompt(ctx.tokenizer, ctx.model, context_part, question_part,
-                                              decode.max_new_tokens, ctx.truncation, id, ctx.max_prompt_tokens);
-  const SampleOutput out = run_sample(ctx.model, ctx.tokenizer, setup, prompt, ctx.mode, decode,
-                                      kept_dump_path(ctx.dump_kept_dir, id), id);
+namespace {
+
+PromptTokens item_prompt(const EvalContext& ctx, const TaskItem& item) {
+  return tokenize_prompt(ctx.tokenizer, ctx.model, item.context_part, item.question_part, item.decode.max_new_tokens,
+                         ctx.truncation, item.id, ctx.max_prompt_tokens);
+}
+
+SampleRecord scored(const TaskItem& item, const PromptTokens& prompt, const SampleOutput& out) {
   SampleRecord r;
-  r.id = id;
+  r.id = item.id;
   r.prediction = out.prediction;
-  r.answers = answers;
-  r.score = score(out.prediction);
+  r.answers = item.answers;
+  r.score = item.score(out.prediction);
   r.prompt_tokens = out.prompt_tokens;
   r.dropped_tokens = prompt.dropped;
   r.compression_ratio = out.compression_ratio();
   r.seconds = out.seconds;
   return r;
+}
+
+}  // namespace
+
+SampleRecord evaluate_item(const EvalContext& ctx, const CacheSetup& setup, const TaskItem& item) {
+  const PromptTokens prompt = item_prompt(ctx, item);
+  return scored(item, prompt, run_sample(ctx.model, ctx.tokenizer, setup, prompt, ctx.mode, item.decode,
+                                         kept_dump_path(ctx.dump_kept_dir, item.id), item.id));
+}
+
+std::vector<SampleRecord> evaluate_item_shared(const EvalContext& ctx, const std::vector<const CacheSetup*>& setups,
+                                               const TaskItem& item, SharedPrefillCost* cost) {
+  std::vector<SampleRecord> out;
+  if (!ctx.dump_kept_dir.empty()) {
+    for (const CacheSetup* setup : setups) out.push_back(evaluate_item(ctx, *setup, item));
+    return out;
+  }
+  const PromptTokens prompt = item_prompt(ctx, item);
+  for (const SampleOutput& o : run_sample_shared(ctx.model, ctx.tokenizer, setups, prompt, ctx.mode, item.decode, cost))
+    out.push_back(scored(item, prompt, o));
+  return out;
+}
+
+SampleRecord evaluate_sample(const EvalContext& ctx, const CacheSetup& setup, const std::string& id,
+                             const std::string& context_part, const std::string& question_part,
+                             const std::vector<std::string>& answers, const DecodeOptions& decode,
+                             const std::function<double(const std::string&)>& score) {
+  return evaluate_item(ctx, setup, TaskItem{id, context_part, question_part, answers, decode, score, {}});
 }
 
 TaskSample fit_sample(const EvalContext& ctx, int64_t length, const std::function<TaskSample(size_t)>& make) {
@@ -94,50 +139,66 @@ TaskSample fit_sample(const EvalContext& ctx, int64_t length, const std::functio
   return sample;  // a few tokens over is harmless: the model's limit is checked when the prompt is run
 }
 
-NeedleCell run_needle_cell(const EvalContext& ctx, const CacheSetup& setup, const NeedleGridOptions& options,
-                           int64_t length, double depth) {
+std::vector<TaskItem> needle_items(const EvalContext& ctx, const NeedleGridOptions& options, int64_t length,
+                                   double depth) {
   const int64_t limit = ctx.model.config().max_position_embeddings;
   KVC_CHECK(length + options.max_new_tokens <= limit,
             "--lengths: {} + {} new tokens exceeds the model's context of {}; use lengths up to {}", length,
             options.max_new_tokens, limit, limit - options.max_new_tokens);
   const auto count = [&](const std::string& text) { return ctx.tokenizer.encode(text).size(); };
-  NeedleCell cell;
-  cell.length = length;
-  cell.depth = depth;
+  std::vector<TaskItem> items;
   for (int s = 0; s < options.samples; ++s) {
     const uint64_t seed = sample_seed(options.seed, fmt::format("needle:{}:{:.4f}:{}", length, depth, s));
     const TaskSample sample = fit_sample(ctx, length, [&](size_t budget) -> TaskSample {
       return make_needle_sample(options.spec, options.haystack, budget, depth, seed, count);
     });
     const std::string number = sample.answers.front();
-    const DecodeOptions decode{options.max_new_tokens, true};
-    cell.samples.push_back(evaluate_sample(ctx, setup, sample.id, sample.context,
-                                           sample.question + sample.answer_prefix, sample.answers, decode,
-                                           [&](const std::string& p) { return needle_answer_correct(p, number) ? 1.0 : 0.0; }));
+    items.push_back(TaskItem{sample.id, sample.context, sample.question + sample.answer_prefix, sample.answers,
+                             DecodeOptions{options.max_new_tokens, true},
+                             [number](const std::string& p) { return needle_answer_correct(p, number) ? 1.0 : 0.0; },
+                             {{"length", length}, {"depth", depth}}});
   }
+  return items;
+}
+
+NeedleCell run_needle_cell(const EvalContext& ctx, const CacheSetup& setup, const NeedleGridOptions& options,
+                           int64_t length, double depth) {
+  NeedleCell cell;
+  cell.length = length;
+  cell.depth = depth;
+  for (const TaskItem& item : needle_items(ctx, options, length, depth)) cell.samples.push_back(evaluate_item(ctx, setup, item));
   return cell;
 }
 
-std::vector<SampleRecord> run_synthetic_cell(const EvalContext& ctx, const CacheSetup& setup, const std::string& task,
-                                             int64_t length, int samples, uint64_t seed, const std::string& haystack,
-                                             const DecodeOptions& decode) {
+std::vector<TaskItem> synthetic_items(const EvalContext& ctx, const std::string& task, int64_t length, int samples,
+                                      uint64_t seed, const std::string& haystack, const DecodeOptions& decode) {
   const auto count = [&](const std::string& text) { return ctx.tokenizer.encode(text).size(); };
   KVC_CHECK(length + decode.max_new_tokens <= ctx.model.config().max_position_embeddings,
             "--lengths: {} + {} new tokens exceeds the model's context of {}", length, decode.max_new_tokens,
             ctx.model.config().max_position_embeddings);
-  std::vector<SampleRecord> out;
+  std::vector<TaskItem> items;
   for (int s = 0; s < samples; ++s) {
     const uint64_t sseed = sample_seed(seed, fmt::format("{}:{}:{}", task, length, s));
     const TaskSample sample = fit_sample(ctx, length, [&](size_t budget) {
       return make_synthetic_sample(task, budget, sseed, count, haystack);
     });
     const std::string metric = sample.metric.empty() ? "contains" : sample.metric;
-    const std::string id = fmt::format("{}-{}tok-{}", task, length, s);
-    out.push_back(evaluate_sample(ctx, setup, id, sample.context, sample.question + sample.answer_prefix,
-                                  sample.answers, decode, [&](const std::string& p) {
-                                    return score_with_metric(metric, p, sample.answers, sample.all_classes);
-                                  }));
+    items.push_back(TaskItem{fmt::format("{}-{}tok-{}", task, length, s), sample.context,
+                             sample.question + sample.answer_prefix, sample.answers, decode,
+                             [metric, answers = sample.answers, classes = sample.all_classes](const std::string& p) {
+                               return score_with_metric(metric, p, answers, classes);
+                             },
+                             {{"length", length}}});
   }
+  return items;
+}
+
+std::vector<SampleRecord> run_synthetic_cell(const EvalContext& ctx, const CacheSetup& setup, const std::string& task,
+                                             int64_t length, int samples, uint64_t seed, const std::string& haystack,
+                                             const DecodeOptions& decode) {
+  std::vector<SampleRecord> out;
+  for (const TaskItem& item : synthetic_items(ctx, task, length, samples, seed, haystack, decode))
+    out.push_back(evaluate_item(ctx, setup, item));
   return out;
 }
 

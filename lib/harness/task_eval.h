@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "harness/sample_runner.h"
+#include "harness/shared_prefill.h"
 #include "tasks/needle.h"
 
 namespace kvc {
@@ -38,7 +39,28 @@ struct SampleRecord {
   double compression_ratio = 0;
   double seconds = 0;
   nlohmann::json to_json() const;
+  // Back from to_json (a resumed run's finished samples); kvc::Error naming the missing field.
+  static SampleRecord from_json(const nlohmann::json& j);
 };
+
+// One sample of a task, ready to run under any compression: its prompt parts, answers, decoding and
+// metric, and the grid cell it belongs to (e.g. {"length": 4096, "depth": 0.5}) for per-cell tables.
+struct TaskItem {
+  std::string id;
+  std::string context_part, question_part;
+  std::vector<std::string> answers;
+  DecodeOptions decode;
+  std::function<double(const std::string&)> score;
+  nlohmann::json group;
+};
+
+// Runs and scores one item under `setup`.
+SampleRecord evaluate_item(const EvalContext& ctx, const CacheSetup& setup, const TaskItem& item);
+// The same for every setup, in order, prefilling the prompt once for all that can share it
+// (shared_prefill.h): records equal evaluate_item's but for `seconds`, which leave out the shared
+// prefill. With --dump-kept each setup runs alone.
+std::vector<SampleRecord> evaluate_item_shared(const EvalContext& ctx, const std::vector<const CacheSetup*>& setups,
+                                               const TaskItem& item, SharedPrefillCost* cost = nullptr);
 
 // Needle answers are numbers: correct when the first run of digits in the prediction is exactly the
 // number ("40721." and " 40721 is" are right; "4072", "407219" and "1 40721" are wrong).
@@ -66,8 +88,11 @@ struct NeedleCell {
   nlohmann::json to_json() const;
 };
 
-// One cell of the grid: options.samples needles at `depth` in a prompt of `length` tokens. Throws
-// kvc::Error naming --lengths when length + max_new_tokens exceeds the model's context.
+// The items of one needle cell: options.samples needles at `depth` in a prompt of `length` tokens.
+// Throws kvc::Error naming --lengths when length + max_new_tokens exceeds the model's context.
+std::vector<TaskItem> needle_items(const EvalContext& ctx, const NeedleGridOptions& options, int64_t length,
+                                   double depth);
+// One cell of the grid: its items run under `setup`.
 NeedleCell run_needle_cell(const EvalContext& ctx, const CacheSetup& setup, const NeedleGridOptions& options,
                            int64_t length, double depth);
 
@@ -82,7 +107,10 @@ SampleRecord evaluate_sample(const EvalContext& ctx, const CacheSetup& setup, co
                              const std::vector<std::string>& answers, const DecodeOptions& decode,
                              const std::function<double(const std::string&)>& score);
 
-// `samples` synthetic samples of the named RULER-style task at a prompt length, scored with their metric.
+// The items of `samples` synthetic samples of the named RULER-style task at a prompt length.
+std::vector<TaskItem> synthetic_items(const EvalContext& ctx, const std::string& task, int64_t length, int samples,
+                                      uint64_t seed, const std::string& haystack, const DecodeOptions& decode);
+// Those samples run under `setup`, scored with their metric.
 std::vector<SampleRecord> run_synthetic_cell(const EvalContext& ctx, const CacheSetup& setup, const std::string& task,
                                              int64_t length, int samples, uint64_t seed, const std::string& haystack,
                                              const DecodeOptions& decode);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -123,6 +124,56 @@ TEST(EvalSweep, CtrlCStopsAfterTheCurrentCellWithValidFiles) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["ran"].get<size_t>(), 4 - done);
   EXPECT_EQ(read_jsonl(out + "/results.jsonl").size(), 4u);
+}
+
+// The cells of a results.jsonl by key, without what depends on timing or the prefill mode.
+std::map<std::string, nlohmann::json> comparable_cells(const std::string& path) {
+  std::map<std::string, nlohmann::json> out;
+  for (auto rec : read_jsonl(path)) {
+    nlohmann::json result = rec["result"];
+    for (auto& sample : result["samples"]) sample.erase("seconds");
+    out[rec["cell"].get<std::string>()] = result;
+  }
+  return out;
+}
+
+std::string shared_sweep_cmd(const std::string& out, const std::string& prefill) {
+  return bin("kvc-eval") + " sweep -m " + test::model_dir("kvc-micro-lm") +
+         " -t 1 --methods all --ratios 0.5,0.9 --tasks needle,niah_single_2,vt --haystack " +
+         test::data_file("pg_essays") +
+         " --needle-lengths 384 --needle-depths 0.5 --samples 2 --task-lengths 512 --retrieval adaptive:budget=32 "
+         "--out-dir " + out + " --json --prefill " + prefill;
+}
+
+TEST(EvalSweep, OnePrefillPerSampleGivesThePerCellResults) {
+  const std::string shared = test::make_temp_dir("kvc-sweep-shared"), alone = test::make_temp_dir("kvc-sweep-alone");
+  auto r = run_command(shared_sweep_cmd(shared, "shared"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto summary = nlohmann::json::parse(r.out);
+  // 3 tasks x 2 samples: one shared prefill each, and the retrieval cell's own.
+  EXPECT_EQ(summary["prefill"]["prefills"], 12);
+  EXPECT_EQ(summary["prefill"]["shared_outputs"], 6 * (summary["cells"].get<int>() / 3 - 1));
+  r = run_command(shared_sweep_cmd(alone, "per-cell"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto a = comparable_cells(shared + "/results.jsonl"), b = comparable_cells(alone + "/results.jsonl");
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [key, result] : a) EXPECT_EQ(result, b.at(key)) << key;
+  EXPECT_EQ(test::slurp(shared + "/results.md"), test::slurp(alone + "/results.md"));
+
+  // Interrupted after a task's first sample: the cells of that task are not finished, their first
+  // sample is checkpointed, and the resumed run reads it back instead of running it.
+  const std::string resumed = test::make_temp_dir("kvc-sweep-resumed");
+  {
+    std::ofstream keep(resumed + "/samples.jsonl");
+    for (const auto& line : read_jsonl(shared + "/samples.jsonl")) {
+      const std::string key = line["sample"];
+      if (key.rfind("needle|", 0) == 0 && key.substr(key.size() - 2) == "|0") keep << line.dump() << "\n";
+    }
+  }
+  r = run_command(shared_sweep_cmd(resumed, "shared"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["prefill"]["prefills"], 10);  // the needle's first sample is not rerun
+  EXPECT_EQ(comparable_cells(resumed + "/results.jsonl"), a);
 }
 
 TEST(EvalNeedle, WritesGridJsonTablesAndHeatmap) {

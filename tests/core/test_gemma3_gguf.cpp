@@ -25,10 +25,7 @@
 
 namespace {
 
-std::string gemma3_gguf() {
-  if (const char* env = std::getenv("KVC_GEMMA3_GGUF")) return env;
-  return std::string(KVC_SOURCE_DIR) + "/.venv-models/gemma3-270m/gemma-3-270m-q4_k_m.gguf";
-}
+using kvc::test::gemma3_gguf;
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);

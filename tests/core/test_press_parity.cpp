@@ -26,7 +26,7 @@ namespace {
 
 // The models the golden files name: the test models in data/models, and the GGUF models setup installs.
 std::string model_path(const std::string& name) {
-  if (name == "gemma3-270m") return std::string(KVC_SOURCE_DIR) + "/.venv-models/gemma3-270m/gemma-3-270m-q4_k_m.gguf";
+  if (name == "gemma3-270m") return test::gemma3_gguf();
   return test::model_dir_or_shared(name);
 }
 

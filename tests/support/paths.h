@@ -1,4 +1,5 @@
 #pragma once
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -19,6 +20,12 @@ inline std::string model_dir_or_shared(const std::string& name) {
   return optional_shared_dir() + "/models/" + name;
 }
 inline bool model_present(const std::string& dir) { return static_cast<bool>(std::ifstream(dir + "/config.json")); }
+// Gemma 3 270M's GGUF, which scripts/setup.sh installs (KVC_GEMMA3_GGUF names another copy); tests skip
+// without it.
+inline std::string gemma3_gguf() {
+  if (const char* env = std::getenv("KVC_GEMMA3_GGUF")) return env;
+  return std::string(KVC_SOURCE_DIR) + "/.venv-models/gemma3-270m/gemma-3-270m-q4_k_m.gguf";
+}
 inline std::string bin(const std::string& tool) { return std::string(KVC_BIN_DIR) + "/" + tool; }
 
 }  // namespace kvc::test

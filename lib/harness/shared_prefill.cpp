@@ -1,0 +1,150 @@
+#include "harness/shared_prefill.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+
+#include "util/error.h"
+
+namespace kvc {
+
+// Watches an uncompressed prefill: asks every layer for the union of the methods' probes and keeps each
+// layer's step. It never touches the cache.
+class PrefillRecorder : public ForwardObserver {
+ public:
+  explicit PrefillRecorder(std::vector<AttentionProbe> probes)
+      : probes_(std::move(probes)), steps_(probes_.size()) {}
+
+  AttentionProbe probe(int64_t layer) const override { return probes_[static_cast<size_t>(layer)]; }
+  void after_attention(const LayerStep& step, KVCache&) override { steps_[static_cast<size_t>(step.layer)] = step; }
+
+  // Layer `layer`'s step with the statistics `probe` asks for, as a run with that probe gets them:
+  // column sums whole, the last min(window, T) probability rows. Statistics are copies, so no method
+  // sees what another one did to them.
+  LayerStep step_for(int64_t layer, const AttentionProbe& probe) const {
+    const LayerStep& recorded = steps_[static_cast<size_t>(layer)];
+    LayerStep step = recorded;
+    step.stats = {};
+    if (probe.column_sums) step.stats.column_sums = recorded.stats.column_sums.clone();
+    if (probe.window > 0) {
+      const at::Tensor& all = recorded.stats.window_probs;
+      const int64_t rows = std::min(probe.window, all.size(1));
+      step.stats.window_probs = all.narrow(1, all.size(1) - rows, rows).clone();
+    }
+    return step;
+  }
+
+ private:
+  std::vector<AttentionProbe> probes_;
+  std::vector<LayerStep> steps_;
+};
+
+namespace {
+
+double seconds_from(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+AttentionProbe merged(AttentionProbe a, const AttentionProbe& b) {
+  a.column_sums = a.column_sums || b.column_sums;
+  a.window = std::max(a.window, b.window);
+  return a;
+}
+
+}  // namespace
+
+bool shares_prefill(const CacheSetup& setup, const LlamaModel& model) {
+  if (setup.has_layout() || setup.full_precision || !model.device().is_cpu()) return false;
+  const std::unique_ptr<ForwardObserver> observer = setup.new_observer();
+  return observer == nullptr || !observer->scores_with_repeated_prompt();
+}
+
+SharedPrefill::SharedPrefill(const LlamaModel& model, const std::vector<const CacheSetup*>& setups,
+                             const std::vector<int>& tokens)
+    : tokens_(static_cast<int64_t>(tokens.size())), layers_(model.config().num_layers) {
+  std::vector<AttentionProbe> probes(static_cast<size_t>(layers_));
+  for (const CacheSetup* setup : setups) {
+    KVC_CHECK(shares_prefill(*setup, model), "compression '{}' cannot share a prefill", setup->name);
+    observers_.push_back(setup->new_observer());
+    if (observers_.back() == nullptr) continue;
+    for (int64_t l = 0; l < layers_; ++l) {
+      probes[static_cast<size_t>(l)] = merged(probes[static_cast<size_t>(l)], observers_.back()->probe(l));
+    }
+  }
+  recorder_ = std::make_unique<PrefillRecorder>(std::move(probes));
+  filled_ = std::make_unique<KVCache>(model.new_cache());
+  logits_ = model.forward(tokens, *filled_, ForwardOptions{false, recorder_.get()});
+}
+
+SharedPrefill::~SharedPrefill() = default;
+
+SharedPrefill::Replay SharedPrefill::replay(size_t i) {
+  KVC_CHECK(i < observers_.size(), "shared prefill: no setup {}", i);
+  Replay r{filled_->replica(0), std::move(observers_[i])};
+  // The observer's turn after each layer, asked for its probe first, as in a forward pass.
+  if (r.observer != nullptr) {
+    for (int64_t l = 0; l < layers_; ++l) r.observer->after_attention(recorder_->step_for(l, r.observer->probe(l)), r.cache);
+  }
+  r.cache.advance(tokens_);
+  return r;
+}
+
+SharedPrefillCost& SharedPrefillCost::operator+=(const SharedPrefillCost& o) {
+  prefills += o.prefills;
+  shared_outputs += o.shared_outputs;
+  prefill_seconds += o.prefill_seconds;
+  replay_seconds += o.replay_seconds;
+  decode_seconds += o.decode_seconds;
+  alone_seconds += o.alone_seconds;
+  return *this;
+}
+
+std::vector<SampleOutput> run_sample_shared(const LlamaModel& model, const Tokenizer& tokenizer,
+                                            const std::vector<const CacheSetup*>& setups, const PromptTokens& prompt,
+                                            QueryMode mode, const DecodeOptions& decode, SharedPrefillCost* cost) {
+  KVC_CHECK(!prompt.context.empty(), "empty prompt");
+  SharedPrefillCost spent;
+  std::vector<SampleOutput> outputs(setups.size());
+  std::vector<size_t> sharing;
+  std::vector<const CacheSetup*> shared_setups;
+  for (size_t i = 0; i < setups.size(); ++i) {
+    if (shares_prefill(*setups[i], model)) {
+      sharing.push_back(i);
+      shared_setups.push_back(setups[i]);
+      continue;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    outputs[i] = run_sample(model, tokenizer, *setups[i], prompt, mode, decode);
+    spent.alone_seconds += seconds_from(start);
+    ++spent.prefills;
+  }
+  if (!sharing.empty()) {
+    const bool aware = mode == QueryMode::Aware || prompt.question.empty();
+    auto start = std::chrono::steady_clock::now();
+    SharedPrefill prefill(model, shared_setups, aware ? prompt.whole() : prompt.context);
+    spent.prefill_seconds += seconds_from(start);
+    ++spent.prefills;
+    for (size_t j = 0; j < sharing.size(); ++j) {
+      start = std::chrono::steady_clock::now();
+      SharedPrefill::Replay r = prefill.replay(j);
+      spent.replay_seconds += seconds_from(start);
+      const auto decode_start = std::chrono::steady_clock::now();
+      const ForwardOptions options{false, r.observer.get()};
+      at::Tensor logits = prefill.logits();
+      if (!aware) {
+        // As in run_sample: the question continues the compressed context under the context's budget.
+        if (r.observer != nullptr) r.observer->hold_next_pass();
+        logits = model.forward(prompt.question, r.cache, options);
+      }
+      SampleOutput& out = outputs[sharing[j]];
+      out = finish_sample(model, tokenizer, r.cache, logits, prompt, decode, options);
+      spent.decode_seconds += seconds_from(decode_start);
+      out.seconds = seconds_from(start);
+      ++spent.shared_outputs;
+    }
+  }
+  if (cost != nullptr) *cost += spent;
+  return outputs;
+}
+
+}  // namespace kvc

@@ -1,0 +1,71 @@
+#pragma once
+// One prefill serving many compression methods. While a prompt is prefilled, every layer attends over
+// the whole prompt: a press compresses a layer's cache only after that layer's attention, so the hidden
+// states, the keys and values each layer caches, and the prompt's last logits are the same whatever the
+// method. A sample is therefore prefilled once into an uncompressed cache, keeping each layer's step and
+// the attention statistics every method asks for (the union of their probes, from the same fused pass);
+// then each method gets a copy of the filled cache and its observer replays the prefill layer by layer,
+// seeing exactly what it would have seen in a run of its own, before the method's question pass
+// (query-agnostic) and decoding.
+//
+// Setups whose compression changes the prefill itself run alone (run_sample): a storage layout of their
+// own (low-rank, retrieval), the full-precision reference, a press scoring a repeated prompt, a run that
+// dumps what it kept, or a model off the CPU (the GPU's causal kernel without statistics is not the
+// blocked path with them, so outputs would differ in the last bits).
+#include <vector>
+
+#include "harness/sample_runner.h"
+
+namespace kvc {
+
+// Whether `setup` can take its prompt from a shared prefill on `model` (see above).
+bool shares_prefill(const CacheSetup& setup, const LlamaModel& model);
+
+class PrefillRecorder;
+
+// The prefill of `tokens` into an uncompressed cache, recorded for `setups` (each must pass
+// shares_prefill; they are not owned and must outlive it).
+class SharedPrefill {
+ public:
+  SharedPrefill(const LlamaModel& model, const std::vector<const CacheSetup*>& setups, const std::vector<int>& tokens);
+  ~SharedPrefill();
+  SharedPrefill(const SharedPrefill&) = delete;
+  SharedPrefill& operator=(const SharedPrefill&) = delete;
+
+  // The prompt's last logits [1, vocab], as every setup's own prefill returns them.
+  const at::Tensor& logits() const { return logits_; }
+
+  struct Replay {
+    KVCache cache;
+    std::unique_ptr<ForwardObserver> observer;  // null for a setup without one
+  };
+  // Setup i's cache and observer as its own prefill of the tokens would have left them (once per setup).
+  Replay replay(size_t i);
+
+ private:
+  std::vector<std::unique_ptr<ForwardObserver>> observers_;
+  std::unique_ptr<PrefillRecorder> recorder_;
+  std::unique_ptr<KVCache> filled_;
+  at::Tensor logits_;
+  int64_t tokens_ = 0, layers_ = 0;
+};
+
+struct SharedPrefillCost {
+  int64_t prefills = 0;           // prompts prefilled (one per sample, plus one per setup that runs alone)
+  int64_t shared_outputs = 0;     // outputs that took their prompt from a shared prefill
+  double prefill_seconds = 0;     // spent prefilling shared prompts
+  double replay_seconds = 0;      // copying the cache and replaying compression, all setups
+  double decode_seconds = 0;      // question passes and decoding of shared setups
+  double alone_seconds = 0;       // setups that ran alone (whole samples)
+  SharedPrefillCost& operator+=(const SharedPrefillCost& o);
+};
+
+// The outputs run_sample would give for each of `setups` (in order; equal tokens, predictions and cache
+// bytes), with one prefill for all setups that share it. An output's `seconds` counts its own replay,
+// question pass and decoding, not the shared prefill; `cost`, when given, receives where the time went.
+std::vector<SampleOutput> run_sample_shared(const LlamaModel& model, const Tokenizer& tokenizer,
+                                            const std::vector<const CacheSetup*>& setups, const PromptTokens& prompt,
+                                            QueryMode mode, const DecodeOptions& decode,
+                                            SharedPrefillCost* cost = nullptr);
+
+}  // namespace kvc

@@ -1,0 +1,185 @@
+// One prefill serving many compression methods (harness/shared_prefill.h), against each method's own
+// run: the same cache bit for bit after the prompt, the same logits at every later step, the same
+// predictions and bytes through the harness, in both query modes; setups that change the prefill run alone.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "cache/dense_layer_cache.h"
+#include "cache/ragged_layer_cache.h"
+#include "compression/compression_spec.h"
+#include "harness/shared_prefill.h"
+#include "press/press_registry.h"
+#include "support/head_positions.h"
+#include "support/paths.h"
+#include "support/run_command.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvc {
+namespace {
+
+struct Loaded {
+  std::shared_ptr<LlamaModel> model;
+  Tokenizer tokenizer;
+};
+
+const Loaded& loaded(const std::string& path) {
+  static std::map<std::string, std::unique_ptr<Loaded>> cache;
+  auto& slot = cache[path];
+  if (!slot) {
+    auto model = LlamaModel::load(path);
+    const bool gguf = path.size() > 5 && path.substr(path.size() - 5) == ".gguf";
+    slot = std::make_unique<Loaded>(Loaded{model, Tokenizer::load(gguf ? path : path + "/tokenizer.model")});
+  }
+  return *slot;
+}
+
+// Natural text (real attention patterns), BOS first, `n` tokens.
+std::vector<int> text_prompt(const Loaded& m, int64_t n) {
+  const std::string text = test::slurp(test::data_file("pg_essays/addiction.txt")) +
+                           test::slurp(test::data_file("pg_essays/apple.txt"));
+  std::vector<int> ids = m.tokenizer.encode_prompt(text, m.model->config().bos_token_id);
+  EXPECT_GE(static_cast<int64_t>(ids.size()), n);
+  ids.resize(static_cast<size_t>(n));
+  return ids;
+}
+
+// Every registered press at `ratio`, a few with parameters that change what they ask the prefill for
+// (so the shared probes are a true union), and the uncompressed cache.
+std::vector<CacheSetup> every_press(const LlamaModel& model, double ratio) {
+  std::vector<std::string> specs{"none", "snapkv:window=4", "pyramidkv:window=16"};
+  for (const auto& name : press_names())
+    if (name != "none") specs.push_back(name);
+  std::vector<CacheSetup> setups;
+  for (const auto& spec : specs) {
+    CompressionSpec c;
+    c.press = spec;
+    c.ratio = spec == "none" ? 0.0 : ratio;
+    setups.push_back(build_cache_setup(c, model));
+  }
+  return setups;
+}
+
+std::vector<const CacheSetup*> pointers(const std::vector<CacheSetup>& setups) {
+  std::vector<const CacheSetup*> out;
+  for (const auto& s : setups) out.push_back(&s);
+  return out;
+}
+
+at::Tensor head_rows(const LayerCache& layer, int64_t h, bool keys) {
+  if (const auto* d = dynamic_cast<const DenseLayerCache*>(&layer)) return (keys ? d->keys() : d->values())[h];
+  const auto& r = dynamic_cast<const RaggedLayerCache&>(layer);
+  return keys ? r.head_keys(h) : r.head_values(h);
+}
+
+void expect_same_cache(const KVCache& own, const KVCache& replayed) {
+  ASSERT_EQ(own.next_position(), replayed.next_position());
+  for (int64_t l = 0; l < own.num_layers(); ++l) {
+    SCOPED_TRACE(::testing::Message() << "layer " << l);
+    const LayerCache& a = own.layer(l);
+    const LayerCache& b = replayed.layer(l);
+    ASSERT_EQ(a.layout(), b.layout());
+    const CacheFootprint fa = a.footprint(), fb = b.footprint();
+    EXPECT_EQ(fa.entries, fb.entries);
+    EXPECT_EQ(fa.payload_bytes, fb.payload_bytes);
+    EXPECT_EQ(fa.resident_bytes, fb.resident_bytes);
+    const auto pa = test::head_positions(a), pb = test::head_positions(b);
+    ASSERT_EQ(pa.size(), pb.size());
+    for (size_t h = 0; h < pa.size(); ++h) {
+      EXPECT_TRUE(pa[h].equal(pb[h])) << "positions of head " << h;
+      const auto hh = static_cast<int64_t>(h);
+      EXPECT_TRUE(head_rows(a, hh, true).equal(head_rows(b, hh, true))) << "keys of head " << h;
+      EXPECT_TRUE(head_rows(a, hh, false).equal(head_rows(b, hh, false))) << "values of head " << h;
+    }
+  }
+}
+
+// Each setup's own prefill and `steps` teacher-forced decode steps against the shared prefill's replay:
+// caches equal after the prompt and after the steps, logits equal at every step.
+void expect_replays_equal_own_runs(const Loaded& m, const std::vector<CacheSetup>& setups, int64_t prompt_tokens,
+                                   int64_t steps) {
+  const LlamaModel& model = *m.model;
+  const std::vector<int> text = text_prompt(m, prompt_tokens + steps);
+  const std::vector<int> prompt(text.begin(), text.begin() + prompt_tokens);
+  SharedPrefill shared(model, pointers(setups), prompt);
+  for (size_t i = 0; i < setups.size(); ++i) {
+    SCOPED_TRACE(setups[i].name);
+    KVCache own = setups[i].new_cache(model);
+    auto observer = setups[i].new_observer();
+    const ForwardOptions own_options{false, observer.get()};
+    const at::Tensor own_logits = model.forward(prompt, own, own_options);
+    SharedPrefill::Replay r = shared.replay(i);
+    ASSERT_TRUE(own_logits.equal(shared.logits()));
+    expect_same_cache(own, r.cache);
+    const ForwardOptions replay_options{false, r.observer.get()};
+    for (int64_t s = 0; s < steps; ++s) {
+      const std::vector<int> token{text[static_cast<size_t>(prompt_tokens + s)]};
+      ASSERT_TRUE(model.forward(token, own, own_options).equal(model.forward(token, r.cache, replay_options)))
+          << "decode step " << s;
+    }
+    expect_same_cache(own, r.cache);
+  }
+}
+
+TEST(SharedPrefill, EveryPressReplaysItsOwnPrefillBitForBit) {
+  const Loaded& stories = loaded(test::model_dir("stories260K"));
+  expect_replays_equal_own_runs(stories, every_press(*stories.model, 0.5), 200, 6);
+  expect_replays_equal_own_runs(stories, every_press(*stories.model, 0.9), 200, 6);
+  const Loaded& micro = loaded(test::model_dir("kvc-micro-lm"));  // grouped-query attention
+  expect_replays_equal_own_runs(micro, every_press(*micro.model, 0.75), 300, 6);
+}
+
+TEST(SharedPrefill, GemmaLocalLayersAreCopiedAsTheirOwnPrefillTrimmedThem) {
+  if (!std::filesystem::exists(test::gemma3_gguf())) GTEST_SKIP() << test::gemma3_gguf() << " is absent";
+  const Loaded& gemma = loaded(test::gemma3_gguf());
+  // Past twice the 512-token window, so the local layers trim during the prefill.
+  std::vector<CacheSetup> setups;
+  for (const char* spec : {"none", "snapkv", "streaming_llm", "dynamickv", "d2o", "kvcompose"}) {
+    CompressionSpec c;
+    c.press = spec;
+    c.ratio = std::string(spec) == "none" ? 0.0 : 0.75;
+    setups.push_back(build_cache_setup(c, *gemma.model));
+  }
+  expect_replays_equal_own_runs(gemma, setups, 1100, 3);
+}
+
+TEST(SharedPrefill, HarnessOutputsEqualRunsAloneInBothQueryModes) {
+  const Loaded& micro = loaded(test::model_dir("kvc-micro-lm"));
+  const LlamaModel& model = *micro.model;
+  std::vector<CacheSetup> setups = every_press(model, 0.5);
+  CompressionSpec repeat;  // scores a second copy of the prompt: its prefill differs, it runs alone
+  repeat.press = "kvcompose:task=repeat";
+  repeat.ratio = 0.5;
+  setups.push_back(build_cache_setup(repeat, model));
+  CompressionSpec retrieval;  // a storage layout of its own: runs alone
+  retrieval.retrieval = "adaptive:budget=32";
+  setups.push_back(build_cache_setup(retrieval, model));
+  ASSERT_FALSE(shares_prefill(setups[setups.size() - 2], model));
+  ASSERT_FALSE(shares_prefill(setups.back(), model));
+
+  const std::vector<int> text = text_prompt(micro, 400);
+  PromptTokens prompt;
+  prompt.context.assign(text.begin(), text.begin() + 380);
+  prompt.question.assign(text.begin() + 380, text.end());
+  const DecodeOptions decode{10, false};
+  for (QueryMode mode : {QueryMode::Aware, QueryMode::Agnostic}) {
+    SharedPrefillCost cost;
+    const std::vector<SampleOutput> shared =
+        run_sample_shared(model, micro.tokenizer, pointers(setups), prompt, mode, decode, &cost);
+    EXPECT_EQ(cost.prefills, 3);  // one shared, two alone
+    EXPECT_EQ(cost.shared_outputs, static_cast<int64_t>(setups.size()) - 2);
+    for (size_t i = 0; i < setups.size(); ++i) {
+      SCOPED_TRACE(setups[i].name);
+      const SampleOutput alone = run_sample(model, micro.tokenizer, setups[i], prompt, mode, decode);
+      EXPECT_EQ(shared[i].tokens, alone.tokens);
+      EXPECT_EQ(shared[i].prediction, alone.prediction);
+      EXPECT_EQ(shared[i].kv_payload_bytes, alone.kv_payload_bytes);
+      EXPECT_EQ(shared[i].full_kv_bytes, alone.full_kv_bytes);
+      EXPECT_EQ(shared[i].stop_reason, alone.stop_reason);
+      EXPECT_EQ(shared[i].prompt_tokens, alone.prompt_tokens);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvc
