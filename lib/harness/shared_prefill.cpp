@@ -1,9 +1,9 @@
 #include "harness/shared_prefill.h"
 
 #include <algorithm>
-#include <chrono>
 #include <memory>
 
+#include "util/clock.h"
 #include "util/error.h"
 
 namespace kvc {
@@ -41,8 +41,10 @@ class PrefillRecorder : public ForwardObserver {
 
 namespace {
 
-double seconds_from(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+// What shares_prefill asks, given the setup's observer (null when it has none).
+bool prefill_independent(const CacheSetup& setup, const LlamaModel& model, const ForwardObserver* observer) {
+  if (setup.has_layout() || setup.full_precision || !model.device().is_cpu()) return false;
+  return observer == nullptr || !observer->scores_with_repeated_prompt();
 }
 
 AttentionProbe merged(AttentionProbe a, const AttentionProbe& b) {
@@ -54,9 +56,7 @@ AttentionProbe merged(AttentionProbe a, const AttentionProbe& b) {
 }  // namespace
 
 bool shares_prefill(const CacheSetup& setup, const LlamaModel& model) {
-  if (setup.has_layout() || setup.full_precision || !model.device().is_cpu()) return false;
-  const std::unique_ptr<ForwardObserver> observer = setup.new_observer();
-  return observer == nullptr || !observer->scores_with_repeated_prompt();
+  return prefill_independent(setup, model, setup.new_observer().get());
 }
 
 SharedPrefill::SharedPrefill(const LlamaModel& model, const std::vector<const CacheSetup*>& setups,
@@ -64,8 +64,9 @@ SharedPrefill::SharedPrefill(const LlamaModel& model, const std::vector<const Ca
     : tokens_(static_cast<int64_t>(tokens.size())), layers_(model.config().num_layers) {
   std::vector<AttentionProbe> probes(static_cast<size_t>(layers_));
   for (const CacheSetup* setup : setups) {
-    KVC_CHECK(shares_prefill(*setup, model), "compression '{}' cannot share a prefill", setup->name);
     observers_.push_back(setup->new_observer());
+    KVC_CHECK(prefill_independent(*setup, model, observers_.back().get()), "compression '{}' cannot share a prefill",
+              setup->name);
     if (observers_.back() == nullptr) continue;
     for (int64_t l = 0; l < layers_; ++l) {
       probes[static_cast<size_t>(l)] = merged(probes[static_cast<size_t>(l)], observers_.back()->probe(l));
@@ -113,22 +114,22 @@ std::vector<SampleOutput> run_sample_shared(const LlamaModel& model, const Token
       shared_setups.push_back(setups[i]);
       continue;
     }
-    const auto start = std::chrono::steady_clock::now();
+    const auto start = SteadyClock::now();
     outputs[i] = run_sample(model, tokenizer, *setups[i], prompt, mode, decode);
-    spent.alone_seconds += seconds_from(start);
+    spent.alone_seconds += seconds_since(start);
     ++spent.prefills;
   }
   if (!sharing.empty()) {
     const bool aware = mode == QueryMode::Aware || prompt.question.empty();
-    auto start = std::chrono::steady_clock::now();
+    auto start = SteadyClock::now();
     SharedPrefill prefill(model, shared_setups, aware ? prompt.whole() : prompt.context);
-    spent.prefill_seconds += seconds_from(start);
+    spent.prefill_seconds += seconds_since(start);
     ++spent.prefills;
     for (size_t j = 0; j < sharing.size(); ++j) {
-      start = std::chrono::steady_clock::now();
+      start = SteadyClock::now();
       SharedPrefill::Replay r = prefill.replay(j);
-      spent.replay_seconds += seconds_from(start);
-      const auto decode_start = std::chrono::steady_clock::now();
+      spent.replay_seconds += seconds_since(start);
+      const auto decode_start = SteadyClock::now();
       const ForwardOptions options{false, r.observer.get()};
       at::Tensor logits = prefill.logits();
       if (!aware) {
@@ -138,8 +139,8 @@ std::vector<SampleOutput> run_sample_shared(const LlamaModel& model, const Token
       }
       SampleOutput& out = outputs[sharing[j]];
       out = finish_sample(model, tokenizer, r.cache, logits, prompt, decode, options);
-      spent.decode_seconds += seconds_from(decode_start);
-      out.seconds = seconds_from(start);
+      spent.decode_seconds += seconds_since(decode_start);
+      out.seconds = seconds_since(start);
       ++spent.shared_outputs;
     }
   }

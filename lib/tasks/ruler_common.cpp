@@ -11,6 +11,7 @@
 
 #include "tasks/haystack.h"
 #include "util/error.h"
+#include "util/trim.h"
 
 namespace kvc {
 
@@ -18,11 +19,8 @@ namespace {
 
 const char* metric_of(const std::string& task) { return task.rfind("qa_", 0) == 0 ? "string_match_part" : "string_match_all"; }
 
-std::string trim(const std::string& text) {
-  const size_t begin = text.find_first_not_of(" \t\n\r\f\v");
-  if (begin == std::string::npos) return "";
-  return text.substr(begin, text.find_last_not_of(" \t\n\r\f\v") - begin + 1);
-}
+// Python's str.strip() whitespace, as RULER strips its sentences.
+constexpr const char* kWhitespace = " \t\n\r\f\v";
 
 }  // namespace
 
@@ -98,7 +96,7 @@ std::string essay_with_insertions(const std::vector<std::string>& words, size_t 
   }
   // RULER splits with nltk's punkt; kvc's splitter (haystack.h) ends sentences at the same marks.
   std::vector<std::string> sentences;
-  for (const auto& sentence : split_sentences(text)) sentences.push_back(trim(sentence));
+  for (const auto& sentence : split_sentences(text)) sentences.push_back(trim(sentence, kWhitespace));
   std::vector<size_t> positions;
   for (int depth : depths) positions.push_back(static_cast<size_t>(sentences.size() * (depth / 100.0)));
   std::sort(positions.begin(), positions.end());
