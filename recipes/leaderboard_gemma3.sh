@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # The leaderboard on Gemma 3 270M (the GGUF scripts/setup.sh installs): every registered press at
 # compression ratios 0.25/0.5/0.75/0.9, plus the uncompressed cache, on tasks where the uncompressed
-# model has signal, at 4K tokens, question-aware. One prefill per sample serves all 49 cells
-# (kvc-eval sweep --prefill shared). Presses act on the model's 3 global layers; its 15 sliding-window
-# layers keep their 512-entry window, so the cache's measured compression is below the nominal ratio.
+# model has signal, at 4K tokens. One prefill per sample serves all 49 press cells (kvc-eval sweep
+# --prefill shared). Presses act on the model's 3 global layers; its 15 sliding-window layers keep
+# their 512-entry window, so the cache's measured compression is below the nominal ratio.
+# Low-rank rows: fixed ranks of a PCA basis calibrated on WikiText-2 (another domain than the tasks'
+# essays), alone (LOWRANK_RANKS, 128/77/51 of 256 dimensions keep 0.5/0.3/0.2 of the global layers) and
+# storing what LOWRANK_PRESS keeps at every ratio (at the first rank; one token set per layer, since the
+# low-rank latent is shared by the KV heads). Low-rank caches change the prefill
+# itself (it attends to the reconstructed keys), so each of their cells prefills on its own.
+# QUERY=agnostic compresses the context before the question is seen (into OUT=...-agnostic).
 # Each task is a resumable sweep of its own: interrupt at will, re-run to continue.
-# Writes data/results/leaderboard/gemma3/<task>/results.{jsonl,md,csv} and leaderboard.md (mean score
-# ± standard error over the samples, and the measured compression of the cache).
+# Writes OUT/<task>/results.{jsonl,md,csv}, OUT/leaderboard.md (mean score ± standard error over the
+# samples, and the measured share of the cache kept) and OUT/leaderboard.png (score vs cache kept).
 #   recipes/leaderboard_gemma3.sh                      # needle, niah_single_2, niah_multikey_1
 #   TASKS="needle" SAMPLES=10 recipes/leaderboard_gemma3.sh
+#   QUERY=agnostic TASKS=needle LOWRANK_RANKS= recipes/leaderboard_gemma3.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN="${BUILD:-build}/bin"
@@ -18,12 +25,25 @@ SAMPLES="${SAMPLES:-50}"
 TASKS="${TASKS:-needle niah_single_2 niah_multikey_1}"
 RATIOS=0.25,0.5,0.75,0.9
 THREADS="${THREADS:-2}"
-OUT="${OUT:-data/results/leaderboard/gemma3}"
+QUERY="${QUERY:-aware}"
+OUT="${OUT:-data/results/leaderboard/gemma3$([ "$QUERY" = aware ] || echo "-$QUERY")}"
+LOWRANK_RANKS="${LOWRANK_RANKS-128 77 51}"
+LOWRANK_PRESS="${LOWRANK_PRESS-snapkv:heads=shared}"
+CALIBRATION_TOKENS=50000
 # KVC_SMOKE=1 (the README test suite): the repository's needle model, short prompts, two samples.
 if [ -n "${KVC_SMOKE:-}" ]; then
   MODEL=data/models/kvc-micro-lm; LENGTH=512; SAMPLES=2; TASKS="needle niah_single_2"; OUT=$(mktemp -d)
+  LOWRANK_RANKS=32; CALIBRATION_TOKENS=2000
 fi
 mkdir -p "$OUT"
+# The basis is the recipe's own (kvc-calibrate, about 2 minutes on Gemma); it is not committed.
+BASES="$OUT/bases.safetensors"
+lowrank=()
+for rank in $LOWRANK_RANKS; do lowrank+=(--lowrank "$BASES:ranks=$rank"); done
+if [ ${#lowrank[@]} -gt 0 ] && [ ! -f "$BASES" ]; then
+  "$BIN/kvc-calibrate" -m "$MODEL" -t "$THREADS" -f data/text/wikitext2/wiki.test.raw --tokens "$CALIBRATION_TOKENS" \
+    -c 512 -o "$BASES" --json > "$OUT/calibrate.json"
+fi
 for task in $TASKS; do
   if [ "$task" = needle ]; then
     # 50 needles per cell: SAMPLES/5 at each of five depths.
@@ -34,7 +54,12 @@ for task in $TASKS; do
     # RULER's answers are one 7-digit number after the answer prefix: 24 new tokens hold it.
     args=(--tasks "$task" --task-lengths "$LENGTH" --samples "$SAMPLES" --ruler-new-tokens 24)
   fi
-  "$BIN/kvc-eval" sweep -m "$MODEL" --methods all --ratios "$RATIOS" "${args[@]}" --seed 0 -t "$THREADS" \
-    --out-dir "$OUT/$task" --json > "$OUT/$task.summary.json"
+  common=(-m "$MODEL" --ratios "$RATIOS" "${args[@]}" --query "$QUERY" --seed 0 -t "$THREADS" --out-dir "$OUT/$task")
+  "$BIN/kvc-eval" sweep "${common[@]}" --methods all "${lowrank[@]}" --json > "$OUT/$task.summary.json"
+  if [ ${#lowrank[@]} -gt 0 ] && [ -n "$LOWRANK_PRESS" ]; then
+    # The same folder: the cells above are reused, the press storing its kept entries low-rank is added.
+    "$BIN/kvc-eval" sweep "${common[@]}" --methods none "${lowrank[@]:0:2}" --lowrank-press "$LOWRANK_PRESS" \
+      --json > "$OUT/$task.lowrank_press.summary.json"
+  fi
 done
 python3 scripts/leaderboard_table.py "$OUT" $TASKS | tee "$OUT/leaderboard.md"

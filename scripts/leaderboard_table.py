@@ -1,9 +1,17 @@
 #!/usr/bin/env python3
-"""One table from several kvc-eval sweeps: rows are methods, columns tasks x ratios, cells the mean
-score over the samples ± its standard error, with the cache's measured compression per ratio.
-Usage: scripts/leaderboard_table.py OUT TASK [TASK ...]   (reads OUT/TASK/results.jsonl)"""
+"""One table and one plot from several kvc-eval sweeps. Table rows are methods, columns ratios, cells the
+mean score over the samples ± its standard error, with the cache's measured share per ratio; rows without
+a ratio (low-rank and retrieval caches, whose memory their spec sets) follow with their measured share.
+The plot draws score against the measured share of the uncompressed cache kept, one line per method,
+averaged over the tasks given (gnuplot; skipped when it is not installed).
+Usage: scripts/leaderboard_table.py OUT TASK [TASK ...]
+  reads OUT/TASK/results.jsonl, writes OUT/leaderboard.png (and .dat, .gp) and prints the tables."""
 import json
 import math
+import os
+import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -25,39 +33,120 @@ def mean_se(scores):
     return mean, math.sqrt(var / n), n
 
 
+def label(method):
+    # "snapkv+lowrank/DIR/bases.safetensors:ranks=128" -> "snapkv + lowrank bases.safetensors:ranks=128":
+    # an artifact's file name says enough.
+    text = re.sub(r"(lowrank|retrieval)/", r"\1 ", method).replace("+", " + ")
+    return re.sub(r"\S*/([^/\s:]+\.safetensors)", r"\1", text)
+
+
+def score(res):
+    return mean_se([s["score"] for s in res["samples"]])
+
+
+def kept(res, full):
+    """The cache's measured bytes as a share of the uncompressed cache's (which may itself hold less
+    than every layer's full prompt: sliding-window layers keep their window)."""
+    return (1.0 - res["compression_ratio"]) / full
+
+
+def table(task, c):
+    lines = []
+    ratios = sorted({r for (_, r) in c if r > 0})
+    methods = list(dict.fromkeys(m for (m, _) in c))
+    base = c.get(("none", 0.0))
+    n = len(base["samples"]) if base else 0
+    full = 1.0 - (base["compression_ratio"] if base else 0.0)
+    lines.append(f"### {task} ({n} samples per cell; mean ± standard error)\n")
+    if base:
+        m, se, _ = score(base)
+        lines.append(f"uncompressed: {m:.3f} ± {se:.3f}\n")
+    lines.append("| method | " + " | ".join(f"{r}" for r in ratios) + " |")
+    lines.append("|---|" + "---|" * len(ratios))
+    measured = {}
+    for method in methods:
+        if method == "none" or not any((method, r) in c for r in ratios):
+            continue
+        combined = "+" in method  # a press storing what it keeps low-rank: its share differs from the press's
+        row = []
+        for r in ratios:
+            res = c.get((method, r))
+            if res is None:
+                row.append("")
+                continue
+            m, se, _ = score(res)
+            row.append(f"{m:.2f} ± {se:.2f}" + (f" ({kept(res, full):.3f})" if combined else ""))
+            if not combined:
+                measured.setdefault(r, []).append(kept(res, full))
+        lines.append(f"| {label(method)} | " + " | ".join(row) + " |")
+    lines.append("| *cache kept vs uncompressed (measured bytes)* | " + " | ".join(
+        f"{sum(measured[r]) / len(measured[r]):.3f}" if r in measured else "" for r in ratios) + " |\n")
+    own = [m for m in methods if m != "none" and (m, 0.0) in c]
+    if own:
+        lines.append("| cache at its own memory | score | cache kept vs uncompressed |")
+        lines.append("|---|---|---|")
+        for method in own:
+            res = c[(method, 0.0)]
+            m, se, _ = score(res)
+            lines.append(f"| {label(method)} | {m:.2f} ± {se:.2f} | {kept(res, full):.3f} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def curves(by_task):
+    """Per method: (kept share, score) averaged over the tasks that have every one of its cells."""
+    out = {}
+    tasks = list(by_task)
+    for method in dict.fromkeys(m for c in by_task.values() for (m, _) in c):
+        ratios = sorted({r for c in by_task.values() for (m, r) in c if m == method})
+        points = []
+        for r in ratios:
+            if not all((method, r) in by_task[t] for t in tasks):
+                continue
+            shares, scores = [], []
+            for t in tasks:
+                base = by_task[t].get(("none", 0.0))
+                full = 1.0 - (base["compression_ratio"] if base else 0.0)
+                shares.append(kept(by_task[t][(method, r)], full))
+                scores.append(score(by_task[t][(method, r)])[0])
+            points.append((sum(shares) / len(shares), sum(scores) / len(scores)))
+        if points:
+            out[method] = sorted(points, reverse=True)
+    return out
+
+
+def plot(out, by_task):
+    if shutil.which("gnuplot") is None:
+        print("leaderboard_table.py: gnuplot not found; no plot written", file=sys.stderr)
+        return
+    lines = curves(by_task)
+    dat, gp, png = out / "leaderboard.dat", out / "leaderboard.gp", out / "leaderboard.png"
+    with open(dat, "w") as f:
+        for method, points in lines.items():
+            f.write(f"# {label(method)}\n")
+            for share, s in points:
+                f.write(f"{share:.4f} {s:.4f}\n")
+            f.write("\n\n")
+    title = "mean score over " + ", ".join(by_task) if len(by_task) > 1 else f"{next(iter(by_task))} score"
+    names = [("uncompressed" if m == "none" else label(m)).replace("_", " ") for m in lines]
+    plots = [f"'{dat.name}' index {i} with linespoints title '{n}'" for i, n in enumerate(names)]
+    gp.write_text(
+        "set terminal pngcairo size 1100,700\n"
+        f"set output '{png.name}'\n"
+        f"set title '{title} vs cache kept'\n"
+        "set xlabel 'cache kept vs uncompressed (measured bytes)'\nset ylabel 'score'\n"
+        "set xrange [1.02:0]\nset yrange [0:1.05]\nset key outside right\nset grid\n"
+        "plot " + ", \\\n     ".join(plots) + "\n")
+    subprocess.run(["gnuplot", gp.name], cwd=out, check=True)
+
+
 def main():
     out, tasks = Path(sys.argv[1]), sys.argv[2:]
     by_task = {t: cells(out / t / "results.jsonl") for t in tasks if (out / t / "results.jsonl").exists()}
     for t, c in by_task.items():
-        ratios = sorted({r for (_, r) in c if r > 0})
-        methods = list(dict.fromkeys(m for (m, _) in c))
-        base = c.get(("none", 0.0))
-        n = len(base["samples"]) if base else 0
-        print(f"### {t} ({n} samples per cell; mean ± standard error)\n")
-        if base:
-            m, se, _ = mean_se([s["score"] for s in base["samples"]])
-            print(f"uncompressed: {m:.3f} ± {se:.3f}\n")
-        print("| method | " + " | ".join(f"{r}" for r in ratios) + " |")
-        print("|---|" + "---|" * len(ratios))
-        measured = {}
-        for method in methods:
-            if method == "none":
-                continue
-            row = []
-            for r in ratios:
-                res = c.get((method, r))
-                if res is None:
-                    row.append("")
-                    continue
-                m, se, _ = mean_se([s["score"] for s in res["samples"]])
-                row.append(f"{m:.2f} ± {se:.2f}")
-                measured.setdefault(r, []).append(res["compression_ratio"])
-            print(f"| {method} | " + " | ".join(row) + " |")
-        # The uncompressed cache may itself hold less than every layer's full prompt (sliding-window
-        # layers keep their window): the kept share is measured against it.
-        full = 1.0 - (base["compression_ratio"] if base else 0.0)
-        print("| *cache kept vs uncompressed (measured bytes)* | " + " | ".join(
-            f"{(1.0 - sum(measured[r]) / len(measured[r])) / full:.3f}" if r in measured else "" for r in ratios) + " |\n")
+        print(table(t, c))
+    if by_task:
+        plot(out, by_task)
 
 
 if __name__ == "__main__":

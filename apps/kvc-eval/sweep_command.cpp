@@ -4,19 +4,16 @@
 #include <chrono>
 #include <cstdio>
 
-#include "eval/kl_divergence.h"
 #include "eval_common.h"
 #include "harness/item_sweep.h"
 #include "harness/result_store.h"
-#include "harness/sweep_plan.h"
+#include "harness/sweep_cell_spec.h"
 #include "harness/sweep_report.h"
 #include "harness/sweep_shards.h"
 #include "flag_vocabulary.h"
 #include "harness_options.h"
-#include "ruler_run.h"
 #include "subcommands.h"
-#include "task_command.h"
-#include "tasks/haystack.h"
+#include "sweep_inputs.h"
 #include "tasks/synthetic.h"
 #include "util/hash.h"
 #include "util/interrupt.h"
@@ -25,137 +22,8 @@
 namespace kvc::eval_app {
 namespace {
 
-// Retrieval cells are named "retrieval/SPEC" and have no ratio: what they read back is set by the spec.
-const std::string kRetrievalPrefix = "retrieval/";
-
-struct Options : TaskCommandOptions {
-  std::vector<std::string> methods{"none"};
-  std::vector<std::string> retrieval;
-  std::string ratios = "0.25,0.5,0.75,0.9";
-  std::string tasks = "kl,needle";
-  std::string file;
-  KlOptions kl;
-  std::string haystack;
-  std::string needle_lengths, needle_depths = "0,0.5,1";
-  std::string templates = "secret";
-  int samples = 3;
-  std::string task_lengths;
-  int64_t max_new_tokens = 32;
-  int64_t ruler_new_tokens = 0;  // 0: RULER's tokens_to_generate
-  std::string qa_dir;
-  std::string prefill = "shared";
-  int64_t max_cells = 0;
-  std::string shard;
-};
-
-std::vector<std::string> known_tasks() {
-  std::vector<std::string> t{"ppl", "kl", "needle"};
-  for (const auto& n : synthetic_task_names()) t.push_back(n);
-  for (const auto& n : ruler_task_names()) t.push_back(n);
-  return t;
-}
-
-bool is_text_task(const std::string& task) { return task == "ppl" || task == "kl"; }
-
-// What one task needs, loaded once per sweep.
-struct TaskInputs {
-  std::vector<int> text_ids;  // ppl, kl
-  std::vector<std::string> haystack_files;
-  std::string haystack;
-  NeedleGridOptions needle;
-  std::vector<int64_t> task_lengths;
-  RulerData ruler;
-};
-
 CacheSetup cell_setup(const SweepCell& cell, const LlamaModel& model) {
-  CompressionSpec spec;
-  if (cell.method.rfind(kRetrievalPrefix, 0) == 0) {
-    spec.retrieval = cell.method.substr(kRetrievalPrefix.size());
-  } else {
-    spec.press = cell.method;
-    spec.ratio = cell.ratio;
-  }
-  return build_cache_setup(spec, model);
-}
-
-// The samples of a sampled task, in the order its cells list them.
-std::vector<TaskItem> task_items(const Options& o, const std::string& task, const EvalContext& ctx,
-                                 const TaskInputs& in) {
-  std::vector<TaskItem> items;
-  const auto add = [&](std::vector<TaskItem> more) { items.insert(items.end(), more.begin(), more.end()); };
-  if (task == "needle") {
-    for (int64_t length : in.needle.lengths)
-      for (double depth : in.needle.depths) add(needle_items(ctx, in.needle, length, depth));
-  } else if (is_ruler_task(task)) {
-    const RulerInputs inputs = in.ruler.view();
-    for (int64_t length : in.task_lengths)
-      for (int s = 0; s < o.samples; ++s)
-        items.push_back(ruler_item(ctx, task, length, s, o.harness.seed, inputs, o.ruler_new_tokens));
-  } else {
-    for (int64_t length : in.task_lengths)
-      add(synthetic_items(ctx, task, length, o.samples, o.harness.seed, in.haystack, DecodeOptions{o.max_new_tokens, true}));
-  }
-  return items;
-}
-
-nlohmann::json evaluate_text_cell(const Options& o, const SweepCell& cell, const LlamaModel& model,
-                                  const TaskInputs& in) {
-  const KlResult r = evaluate_kl(model, in.text_ids, o.kl, cell_setup(cell, model), false);
-  const bool ppl = cell.task == "ppl";
-  return {{"score", ppl ? r.ppl_compressed : r.mean_kl},
-          {"metric", ppl ? "perplexity" : "kl_divergence"},
-          {"higher_is_better", false},
-          {"compression_ratio", r.compression_ratio()},
-          {"kl", r.mean_kl},
-          {"max_kl", r.max_kl},
-          {"top1_agreement", r.top1_agreement},
-          {"ppl_compressed", r.ppl_compressed},
-          {"ppl_reference", r.ppl_reference},
-          {"tokens_scored", r.tokens_scored},
-          {"window", o.kl.plan.window},
-          {"windows", r.windows}};
-}
-
-// Every task's cells: the press cells of plan_sweep, then its retrieval cells, task by task.
-std::vector<SweepCell> plan_cells(const Options& o, const std::vector<std::string>& tasks) {
-  const std::vector<std::string> methods = resolve_methods(o.methods, press_names());
-  std::vector<SweepCell> cells;
-  for (const auto& task : tasks) {
-    for (const auto& c : plan_sweep({task}, methods, parse_double_list(o.ratios, "--ratios"))) cells.push_back(c);
-    for (const auto& spec : o.retrieval) cells.push_back(SweepCell{task, kRetrievalPrefix + spec, 0});
-  }
-  return cells;
-}
-
-TaskInputs load_inputs(const Options& o, const std::vector<std::string>& tasks, const TaskRun& loaded) {
-  const LlamaModel& model = *loaded.model;
-  const auto uses = [&](auto pred) { return std::any_of(tasks.begin(), tasks.end(), pred); };
-  TaskInputs in;
-  if (uses(is_text_task)) {
-    KVC_CHECK(!o.file.empty(), "-f/--file is required for the ppl and kl tasks (e.g. -f data/text/wikitext2/wiki.test.raw)");
-    in.text_ids = loaded.tokenize_file(o.file);
-  }
-  if (uses([](const std::string& t) { return t == "needle"; })) {
-    KVC_CHECK(!o.haystack.empty(), "--haystack is required for the needle task (e.g. --haystack data/text/pg_essays)");
-    in.haystack_files = haystack_files(o.haystack);
-    in.haystack = load_haystack(in.haystack_files);
-    in.needle.haystack = in.haystack;
-    if (o.templates == "passkey") in.needle.spec = passkey_needle_spec();
-    else KVC_CHECK(o.templates == "secret", "--templates: unknown set '{}' (use secret or passkey)", o.templates);
-    const int64_t limit = model.config().max_position_embeddings;
-    in.needle.lengths = o.needle_lengths.empty() ? std::vector<int64_t>{limit / 2} : parse_int_list(o.needle_lengths, "--needle-lengths");
-    in.needle.depths = parse_double_list(o.needle_depths, "--needle-depths");
-    in.needle.samples = o.samples;
-    in.needle.seed = o.harness.seed;
-  }
-  if (uses(is_ruler_task)) {
-    in.ruler = load_ruler_data(tasks, o.haystack, o.qa_dir);
-    if (in.haystack_files.empty()) in.haystack_files = in.ruler.files;
-  }
-  const int64_t limit = model.config().max_position_embeddings;
-  in.task_lengths = o.task_lengths.empty() ? std::vector<int64_t>{std::min<int64_t>(512, limit / 2)}
-                                           : parse_int_list(o.task_lengths, "--task-lengths");
-  return in;
+  return build_cache_setup(cell_compression(cell), model);
 }
 
 nlohmann::json cost_json(const SharedPrefillCost& c) {
@@ -167,9 +35,9 @@ nlohmann::json cost_json(const SharedPrefillCost& c) {
           {"alone_seconds", c.alone_seconds}};
 }
 
-int run(Options& o) {
+int run(SweepOptions& o) {
   const std::vector<std::string> tasks = expand_ruler_group(split_list(o.tasks), o.qa_dir);
-  check_task_names(tasks, known_tasks());
+  check_task_names(tasks, sweep_task_names());
   KVC_CHECK(o.prefill == "shared" || o.prefill == "per-cell", "--prefill: unknown mode '{}' (use shared or per-cell)",
             o.prefill);
   const std::vector<SweepCell> cells = plan_cells(o, tasks);
@@ -192,6 +60,7 @@ int run(Options& o) {
       o.harness.seed, o.file, o.kl.plan.window, o.kl.plan.max_windows, o.haystack, o.needle_lengths, o.needle_depths,
       o.templates, o.samples, o.task_lengths, o.max_new_tokens);
   if (o.ruler_new_tokens > 0 || !o.qa_dir.empty()) settings_text += fmt::format("|{}|{}", o.ruler_new_tokens, o.qa_dir);
+  if (o.kl.chunk != 1) settings_text += fmt::format("|chunk {}", o.kl.chunk);
   const std::string settings = hash_string(settings_text);
   for (const ResultStore* s : std::initializer_list<const ResultStore*>{&store, &earlier, &checkpoint}) {
     for (const auto& r : s->records()) {
@@ -209,6 +78,9 @@ int run(Options& o) {
     status.done += done(cells[i]);
   }
   const int64_t todo = status.owned - status.done;
+  // Every cell to run builds its compression first: a spec the model cannot serve stops the sweep before any runs.
+  for (size_t i = 0; i < cells.size(); ++i)
+    if (shard.owns(i) && !done(cells[i])) cell_setup(cells[i], model);
   if (shard.sharded()) write_shard_status(o.out, status);
   if (!o.json) {
     const std::string part = shard.sharded() ? fmt::format("shard {} of {}: {} of ", shard.index, shard.count,
@@ -319,7 +191,7 @@ int run(Options& o) {
 }  // namespace
 
 void add_sweep_command(CLI::App& app, std::function<int()>& action) {
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<SweepOptions>();
   CLI::App* cmd = app.add_subcommand("sweep", "Methods × compression ratios × tasks, resumable, with tables and plots");
   cmd->footer(fmt::format(
       "\nTasks: ppl, kl (on -f/--file), needle (grid of --needle-lengths × --needle-depths), RULER's tasks at\n"
@@ -330,9 +202,12 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
       "\nOne prefill, many methods (--prefill shared, the default): a sampled task runs sample by sample; each\n"
       "prompt is prefilled once with full attention, recording what every method's scoring asks for, and each\n"
       "press then compresses its own copy and decodes. Results equal --prefill per-cell runs exactly (a test\n"
-      "checks it); retrieval cells and presses that score a repeated prompt (kvcompose:task=repeat) run\n"
-      "alone. Each finished sample is checkpointed in OUT/samples.jsonl, so Ctrl-C loses at most the sample\n"
-      "being run.\n\nExamples:\n"
+      "checks it); retrieval and low-rank cells and presses that score a repeated prompt\n"
+      "(kvcompose:task=repeat) run alone. Each finished sample is checkpointed in OUT/samples.jsonl, so\n"
+      "Ctrl-C loses at most the sample being run.\n"
+      "\nLow-rank rows: --lowrank SPEC adds a row for that cache alone (its memory is set by the spec, so it has\n"
+      "no ratio); --lowrank-press PRESS adds PRESS at every ratio with each --lowrank cache storing what it keeps.\n"
+      "\nExamples:\n"
       "  kvc-eval sweep -m data/models/stories260K --methods none,snapkv,h2o --ratios 0.5,0.9 --tasks kl "
       "-f data/text/wikitext2/wiki.test.raw -c 128 --max-windows 2 --out-dir out/sweep\n"
       "  kvc-eval sweep -m data/models/kvc-micro-lm --methods none,snapkv --ratios 0.5 --tasks needle,niah_single "
@@ -340,6 +215,10 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
       "--out-dir out/sweep2\n"
       "  kvc-eval sweep -m data/models/stories260K --methods none,snapkv --ratios 0.5 --retrieval adaptive:budget=32 "
       "--tasks kl -f data/text/wikitext2/wiki.test.raw -c 128 --max-windows 2 --out-dir out/sweep3\n"
+      "  kvc-calibrate -m data/models/stories260K -f data/text/tinystories/tinystories_excerpt_30k.txt --tokens 4000 "
+      "-o bases.safetensors\n"
+      "  kvc-eval sweep -m data/models/stories260K --methods none --ratios 0.5 --lowrank bases.safetensors:ranks=16 "
+      "--lowrank-press snapkv --tasks kl -f data/text/wikitext2/wiki.test.raw -c 128 --max-windows 2 --out-dir out/sweep4\n"
       "\nShards: --shard I/N runs cells I, I+N, I+2N, ... of the plan; shards need no connection to each other (ranks of\n"
       "torchrun or Slurm and Slurm array tasks with --shard auto, a shell loop), only the same flags and --out-dir.\n"
       "Then kvc-eval merge --out-dir OUT writes the tables and plots of the whole sweep, as one process would:\n"
@@ -354,6 +233,13 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--retrieval", o->retrieval,
                   "Also evaluate the cache on storage: a retrieval spec per cell row, e.g. adaptive:budget=64 (repeatable)")
       ->delimiter('\0');
+  cmd->add_option("--lowrank", o->lowrank,
+                  "Also evaluate a low-rank cache: a --lowrank spec per row, e.g. bases.safetensors:ranks=64 or "
+                  "gates.safetensors:tau=0.3 (repeatable)")
+      ->delimiter('\0');
+  cmd->add_option("--lowrank-press", o->lowrank_presses,
+                  "Also evaluate these presses at every ratio with each --lowrank cache storing what they keep")
+      ->delimiter('\0');
   cmd->add_option("--ratios", o->ratios, "Compression ratios (share of the cache removed)")->capture_default_str();
   cmd->add_option("--tasks", o->tasks, "Comma-separated tasks")->capture_default_str();
   cli::add_text_file(*cmd, o->file, "Text for ppl and kl (e.g. data/text/wikitext2/wiki.test.raw)");
@@ -361,6 +247,8 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
   o->kl.plan.max_windows = 4;
   cli::add_ctx_size(*cmd, o->kl.plan.window, "ppl/kl window in tokens")->capture_default_str();
   cmd->add_option("--max-windows", o->kl.plan.max_windows, "ppl/kl windows")->capture_default_str();
+  cmd->add_option("--chunk", o->kl.chunk, "ppl/kl: tokens fed per step after each window's compressed first half")
+      ->capture_default_str();
   cmd->add_option("--haystack", o->haystack, "Needle filler text, a file or folder (e.g. data/text/pg_essays)");
   cmd->add_option("--needle-lengths", o->needle_lengths, "Needle prompt lengths (default: half the model's context)");
   cmd->add_option("--needle-depths", o->needle_depths, "Needle depths")->capture_default_str();

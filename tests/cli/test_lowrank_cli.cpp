@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <map>
 
 #include "io/safetensors.h"
@@ -121,6 +122,42 @@ TEST_F(LowRankCli, EachLossWinsOnItsOwnHeldOutMeasure) {
                                  kText + " --alpha 4 --steps 40 -c 64 --eval-every 0 -t 1 --loss kl --resume "
                                  "--checkpoint " + dir_ + "/loss_ce.ckpt -o " + dir_ + "/x.safetensors"),
                      "was written with other settings or another model");
+}
+
+// A sweep's low-rank rows are the caches `kvc-eval kl --lowrank` builds: the same KL, alone and under a press.
+TEST_F(LowRankCli, SweepLowRankRowsEqualTheirOwnRuns) {
+  const std::string out = test::make_temp_dir("lowrank_sweep"), bases = dir_ + "/bases.safetensors";
+  const std::string common = " -m " + kModel + " -f " + kText + " -c 64 --max-windows 2 -t 1 --json";
+  const auto sweep = run_command(bin("kvc-eval") + " sweep" + common + " --methods none --ratios 0.5 --tasks kl "
+                                 "--lowrank " + bases + ":ranks=16 --lowrank-press snapkv --out-dir " + out);
+  ASSERT_EQ(sweep.exit_code, 0) << sweep.err;
+  std::map<std::string, nlohmann::json> cells;
+  std::ifstream in(out + "/results.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    cells[j["method"].get<std::string>()] = j["result"];  // one ratio per method here
+  }
+  ASSERT_EQ(cells.size(), 3u) << test::slurp(out + "/results.jsonl");
+  const auto own = [&](const std::string& flags) {
+    const auto r = run_command(bin("kvc-eval") + " kl" + common + " --lowrank " + bases + " --rank 16" + flags);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const auto alone = own(""), pressed = own(" --press snapkv --ratio 0.5");
+  const auto& row = cells.at("lowrank/" + bases + ":ranks=16");
+  EXPECT_DOUBLE_EQ(row["kl"].get<double>(), alone["kl"].get<double>());
+  EXPECT_NEAR(row["compression_ratio"].get<double>(), 0.5, 1e-9);  // rank 16 of 32 dimensions
+  const auto& both = cells.at("snapkv+lowrank/" + bases + ":ranks=16");
+  EXPECT_DOUBLE_EQ(both["kl"].get<double>(), pressed["kl"].get<double>());
+  EXPECT_GT(both["compression_ratio"].get<double>(), row["compression_ratio"].get<double>());
+
+  // A press the low-rank cache cannot serve is refused before any cell runs.
+  expect_clean_error(run_command(bin("kvc-eval") + " sweep" + common + " --methods none --tasks kl --lowrank " + bases +
+                                 ":ranks=16 --lowrank-press d2o --out-dir " + test::make_temp_dir("lowrank_sweep_bad")),
+                     "cannot be combined with --lowrank");
+  expect_clean_error(run_command(bin("kvc-eval") + " sweep" + common + " --methods none --tasks kl --lowrank-press "
+                                 "snapkv --out-dir " + test::make_temp_dir("lowrank_sweep_bad2")),
+                     "--lowrank-press");
 }
 
 TEST_F(LowRankCli, ForeignOrIncompleteArtifactsAreRefused) {

@@ -11,6 +11,7 @@
 #include "harness/gnuplot.h"
 #include "harness/needle_report.h"
 #include "harness/result_store.h"
+#include "harness/sweep_cell_spec.h"
 #include "harness/sweep_plan.h"
 #include "harness/sweep_report.h"
 #include "harness/task_eval.h"
@@ -125,6 +126,31 @@ TEST(SweepPlan, MethodsTimesRatiosPlusOneBaselinePerTask) {
   EXPECT_EQ(cells[5].key(), "needle|none|0");
   EXPECT_THROW(plan_sweep({"kl"}, methods, {1.0}), Error);
   EXPECT_THROW(check_task_names({"kl", "nedle"}, {"kl", "needle"}), Error);
+}
+
+TEST(SweepPlan, LowRankAndRetrievalRowsNameTheCompressionTheyBuild) {
+  const auto cells = extra_cells("kl", {"adaptive:budget=32"}, {"dir/b.safetensors:ranks=8"}, {"none", "snapkv:window=8"},
+                                 {0, 0.5, 0.9});
+  ASSERT_EQ(cells.size(), 1u + 1 + 2);  // "none" combines with nothing; ratio 0 is the low-rank row alone
+  EXPECT_EQ(cells[0].key(), "kl|retrieval/adaptive:budget=32|0");
+  EXPECT_EQ(cells[1].key(), "kl|lowrank/dir/b.safetensors:ranks=8|0");
+  EXPECT_EQ(cells[3].key(), "kl|snapkv:window=8+lowrank/dir/b.safetensors:ranks=8|0.9");
+
+  const CompressionSpec retrieval = cell_compression(cells[0]);
+  EXPECT_EQ(retrieval.retrieval, "adaptive:budget=32");
+  EXPECT_TRUE(retrieval.lowrank_file.empty());
+  const CompressionSpec alone = cell_compression(cells[1]);
+  EXPECT_EQ(alone.lowrank_file, "dir/b.safetensors:ranks=8");
+  EXPECT_EQ(alone.press, "none");
+  EXPECT_EQ(alone.ratio, 0);
+  const CompressionSpec both = cell_compression(cells[3]);
+  EXPECT_EQ(both.press, "snapkv:window=8");
+  EXPECT_EQ(both.ratio, 0.9);
+  EXPECT_EQ(both.lowrank_file, "dir/b.safetensors:ranks=8");
+  const CompressionSpec press = cell_compression(SweepCell{"kl", "h2o", 0.25});
+  EXPECT_EQ(press.press, "h2o");
+  EXPECT_EQ(press.ratio, 0.25);
+  EXPECT_TRUE(press.lowrank_file.empty() && press.retrieval.empty());
 }
 
 nlohmann::json fake_record(const std::string& task, const std::string& method, double ratio, double score) {
