@@ -1,5 +1,6 @@
 #include "eval/kl_divergence.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -67,14 +68,20 @@ KlResult evaluate_kl(const LlamaModel& model, const std::vector<int>& ids, const
     const std::vector<int> tokens(ids.begin() + begin, ids.begin() + end);
     const ScheduledRun ref = run_schedule(model, tokens, context, options.chunk, exact);
     const ScheduledRun cmp = run_schedule(model, tokens, context, options.chunk, compressed);
-    const at::Tensor logp_ref = log_probabilities(ref.logits), logp_cmp = log_probabilities(cmp.logits);
-    const at::Tensor kl = kl_divergence(logp_ref, logp_cmp);  // [n - context]
-    kl_sum += kl.sum().item<double>();
-    r.max_kl = std::max(r.max_kl, kl.max().item<double>());
-    agree += logp_ref.argmax(-1).eq(logp_cmp.argmax(-1)).sum().item<int64_t>();
-    const std::vector<int> targets(tokens.begin() + context, tokens.end());
-    nll_ref += total_nll(ref.logits, targets);
-    nll_cmp += total_nll(cmp.logits, targets);
+    const at::Tensor targets =
+        at::tensor(std::vector<int64_t>(tokens.begin() + context, tokens.end()), at::kLong).unsqueeze(1);
+    for (int64_t begin = 0; begin < n - context; begin += kScoredRowsPerBlock) {
+      const int64_t rows = std::min(kScoredRowsPerBlock, n - context - begin);
+      const at::Tensor logp_ref = log_probabilities(ref.logits.narrow(0, begin, rows));
+      const at::Tensor logp_cmp = log_probabilities(cmp.logits.narrow(0, begin, rows));
+      const at::Tensor kl = kl_divergence(logp_ref, logp_cmp);  // [rows]
+      kl_sum += kl.sum().item<double>();
+      r.max_kl = std::max(r.max_kl, kl.max().item<double>());
+      agree += logp_ref.argmax(-1).eq(logp_cmp.argmax(-1)).sum().item<int64_t>();
+      const at::Tensor target = targets.narrow(0, begin, rows).to(logp_ref.device());
+      nll_ref -= logp_ref.gather(1, target).sum().item<double>();
+      nll_cmp -= logp_cmp.gather(1, target).sum().item<double>();
+    }
     r.tokens_scored += n - context;
     r.reference_kv_bytes += ref.after_prefill.payload_bytes;
     r.compressed_kv_bytes += cmp.after_prefill.payload_bytes;

@@ -1,5 +1,6 @@
 #include "eval/perplexity.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -22,9 +23,16 @@ std::vector<std::pair<int64_t, int64_t>> plan_windows(int64_t num_tokens, const 
 }
 
 double total_nll(const at::Tensor& logits, const std::vector<int>& targets) {
-  const at::Tensor logp = at::log_softmax(logits.to(at::kDouble), -1);
-  const at::Tensor idx = at::tensor(std::vector<int64_t>(targets.begin(), targets.end()), at::kLong).unsqueeze(1);
-  return -logp.gather(1, idx.to(logp.device())).sum().item<double>();
+  const at::Tensor idx = at::tensor(std::vector<int64_t>(targets.begin(), targets.end()), at::kLong)
+                             .unsqueeze(1)
+                             .to(logits.device());
+  double nll = 0;
+  for (int64_t begin = 0; begin < logits.size(0); begin += kScoredRowsPerBlock) {
+    const int64_t rows = std::min(kScoredRowsPerBlock, logits.size(0) - begin);
+    const at::Tensor logp = at::log_softmax(logits.narrow(0, begin, rows).to(at::kDouble), -1);
+    nll -= logp.gather(1, idx.narrow(0, begin, rows)).sum().item<double>();
+  }
+  return nll;
 }
 
 PerplexityResult evaluate_perplexity(const LlamaModel& model, const std::vector<int>& ids, const WindowPlan& plan,

@@ -36,7 +36,11 @@ struct PerplexityResult {
 PerplexityResult evaluate_perplexity(const LlamaModel& model, const std::vector<int>& ids, const WindowPlan& plan,
                                      bool show_progress = true);
 
-// Σ -log p(target) over rows of logits [T, V] for targets [T].
+// Rows of logits scored at a time: at a real model's vocabulary (262,144 entries for Gemma 3) a whole
+// window's log-probabilities in double would take gigabytes.
+inline constexpr int64_t kScoredRowsPerBlock = 64;
+
+// Σ -log p(target) over rows of logits [T, V] for targets [T], kScoredRowsPerBlock rows at a time.
 double total_nll(const at::Tensor& logits, const std::vector<int>& targets);
 
 }  // namespace kvc
