@@ -15,6 +15,7 @@
 # samples, and the measured share of the cache kept) and OUT/leaderboard.png (score vs cache kept).
 #   recipes/leaderboard_gemma3.sh                      # needle, niah_single_2, niah_multikey_1
 #   TASKS="needle" SAMPLES=10 recipes/leaderboard_gemma3.sh
+#   TASKS=kl recipes/leaderboard_gemma3.sh             # KL / perplexity with the first half compressed
 #   QUERY=agnostic TASKS=needle LOWRANK_RANKS= recipes/leaderboard_gemma3.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,10 +31,12 @@ OUT="${OUT:-data/results/leaderboard/gemma3$([ "$QUERY" = aware ] || echo "-$QUE
 LOWRANK_RANKS="${LOWRANK_RANKS-128 77 51}"
 LOWRANK_PRESS="${LOWRANK_PRESS-snapkv:heads=shared}"
 CALIBRATION_TOKENS=50000
+KL_TEXT=data/text/pg_essays/worked.txt
+KL_WINDOW=2048
 # KVC_SMOKE=1 (the README test suite): the repository's needle model, short prompts, two samples.
 if [ -n "${KVC_SMOKE:-}" ]; then
-  MODEL=data/models/kvc-micro-lm; LENGTH=512; SAMPLES=2; TASKS="needle niah_single_2"; OUT=$(mktemp -d)
-  LOWRANK_RANKS=32; CALIBRATION_TOKENS=2000
+  MODEL=data/models/kvc-micro-lm; LENGTH=512; SAMPLES=2; TASKS="needle niah_single_2 kl"; OUT=$(mktemp -d)
+  LOWRANK_RANKS=32; CALIBRATION_TOKENS=2000; KL_WINDOW=256
 fi
 mkdir -p "$OUT"
 # The basis is the recipe's own (kvc-calibrate, about 2 minutes on Gemma); it is not committed.
@@ -45,7 +48,11 @@ if [ ${#lowrank[@]} -gt 0 ] && [ ! -f "$BASES" ]; then
     -c 512 -o "$BASES" --json > "$OUT/calibrate.json"
 fi
 for task in $TASKS; do
-  if [ "$task" = needle ]; then
+  if [ "$task" = kl ]; then
+    # KL and perplexity on the longest essay: each 2,048-token window's first half compressed, its second
+    # half fed 64 tokens at a time and scored. Cells run one by one.
+    args=(--tasks kl -f "$KL_TEXT" -c "$KL_WINDOW" --max-windows 4 --chunk 64)
+  elif [ "$task" = needle ]; then
     # 50 needles per cell: SAMPLES/5 at each of five depths.
     per_depth=$(( (SAMPLES + 4) / 5 ))
     args=(--tasks needle --haystack data/text/pg_essays --needle-lengths "$LENGTH" --needle-depths 0,0.25,0.5,0.75,1

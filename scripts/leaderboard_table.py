@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """One table and one plot from several kvc-eval sweeps. Table rows are methods, columns ratios, cells the
-mean score over the samples ± its standard error, with the cache's measured share per ratio; rows without
+mean score over the samples ± its standard error (ppl and kl: KL / perplexity), with the cache's
+measured share per ratio; rows without
 a ratio (low-rank and retrieval caches, whose memory their spec sets) follow with their measured share.
 The plot draws score against the measured share of the uncompressed cache kept, one line per method,
 averaged over the tasks given (gnuplot; skipped when it is not installed).
@@ -44,6 +45,15 @@ def score(res):
     return mean_se([s["score"] for s in res["samples"]])
 
 
+def is_text(c):
+    """ppl and kl cells score a text window by window: one number per cell, lower is better."""
+    return all("samples" not in res for res in c.values())
+
+
+def text_cell(res):
+    return f"{res['kl']:.3f} / {res['ppl_compressed']:.2f}"
+
+
 def kept(res, full):
     """The cache's measured bytes as a share of the uncompressed cache's (which may itself hold less
     than every layer's full prompt: sliding-window layers keep their window)."""
@@ -55,12 +65,21 @@ def table(task, c):
     ratios = sorted({r for (_, r) in c if r > 0})
     methods = list(dict.fromkeys(m for (m, _) in c))
     base = c.get(("none", 0.0))
-    n = len(base["samples"]) if base else 0
+    n = len(base.get("samples", [])) if base else 0
     full = 1.0 - (base["compression_ratio"] if base else 0.0)
-    lines.append(f"### {task} ({n} samples per cell; mean ± standard error)\n")
-    if base:
-        m, se, _ = score(base)
-        lines.append(f"uncompressed: {m:.3f} ± {se:.3f}\n")
+    text = is_text(c)
+    if text:
+        windows = base["windows"] if base else 0
+        lines.append(f"### {task} (KL from the uncompressed model / perplexity; {windows} windows, first half "
+                     "compressed, second half scored)\n")
+        if base:
+            lines.append(f"uncompressed: perplexity {base['ppl_reference']:.2f}\n")
+    else:
+        lines.append(f"### {task} ({n} samples per cell; mean ± standard error)\n")
+        if base:
+            m, se, _ = score(base)
+            lines.append(f"uncompressed: {m:.3f} ± {se:.3f}\n")
+    cell = text_cell if text else (lambda res: "{:.2f} ± {:.2f}".format(*score(res)[:2]))
     lines.append("| method | " + " | ".join(f"{r}" for r in ratios) + " |")
     lines.append("|---|" + "---|" * len(ratios))
     measured = {}
@@ -74,8 +93,7 @@ def table(task, c):
             if res is None:
                 row.append("")
                 continue
-            m, se, _ = score(res)
-            row.append(f"{m:.2f} ± {se:.2f}" + (f" ({kept(res, full):.3f})" if combined else ""))
+            row.append(cell(res) + (f" ({kept(res, full):.3f})" if combined else ""))
             if not combined:
                 measured.setdefault(r, []).append(kept(res, full))
         lines.append(f"| {label(method)} | " + " | ".join(row) + " |")
@@ -87,14 +105,14 @@ def table(task, c):
         lines.append("|---|---|---|")
         for method in own:
             res = c[(method, 0.0)]
-            m, se, _ = score(res)
-            lines.append(f"| {label(method)} | {m:.2f} ± {se:.2f} | {kept(res, full):.3f} |")
+            lines.append(f"| {label(method)} | {cell(res)} | {kept(res, full):.3f} |")
         lines.append("")
     return "\n".join(lines)
 
 
 def curves(by_task):
-    """Per method: (kept share, score) averaged over the tasks that have every one of its cells."""
+    """Per method: (kept share, score) averaged over the sampled tasks that have every one of its cells."""
+    by_task = {t: c for t, c in by_task.items() if not is_text(c)}
     out = {}
     tasks = list(by_task)
     for method in dict.fromkeys(m for c in by_task.values() for (m, _) in c):
@@ -120,6 +138,9 @@ def plot(out, by_task):
         print("leaderboard_table.py: gnuplot not found; no plot written", file=sys.stderr)
         return
     lines = curves(by_task)
+    if not lines:
+        return
+    by_task = {t: c for t, c in by_task.items() if not is_text(c)}
     dat, gp, png = out / "leaderboard.dat", out / "leaderboard.gp", out / "leaderboard.png"
     with open(dat, "w") as f:
         for method, points in lines.items():
