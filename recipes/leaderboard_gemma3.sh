@@ -62,11 +62,12 @@ for task in $TASKS; do
     args=(--tasks "$task" --task-lengths "$LENGTH" --samples "$SAMPLES" --ruler-new-tokens 24)
   fi
   common=(-m "$MODEL" --ratios "$RATIOS" "${args[@]}" --query "$QUERY" --seed 0 -t "$THREADS" --out-dir "$OUT/$task")
-  "$BIN/kvc-eval" sweep "${common[@]}" --methods all "${lowrank[@]}" --json > "$OUT/$task.summary.json"
+  # Each invocation appends its summary (cells run and reused, prefill and decode seconds) to OUT/<task>.runs.jsonl.
+  "$BIN/kvc-eval" sweep "${common[@]}" --methods all "${lowrank[@]}" --json >> "$OUT/$task.runs.jsonl"
   if [ ${#lowrank[@]} -gt 0 ] && [ -n "$LOWRANK_PRESS" ]; then
     # The same folder: the cells above are reused, the press storing its kept entries low-rank is added.
     "$BIN/kvc-eval" sweep "${common[@]}" --methods none "${lowrank[@]:0:2}" --lowrank-press "$LOWRANK_PRESS" \
-      --json > "$OUT/$task.lowrank_press.summary.json"
+      --json >> "$OUT/$task.runs.jsonl"
   fi
 done
 python3 scripts/leaderboard_table.py "$OUT" $TASKS | tee "$OUT/leaderboard.md"

@@ -110,6 +110,48 @@ def table(task, c):
     return "\n".join(lines)
 
 
+def combined(by_task):
+    """One table for the sampled tasks: each cell lists every task's mean ± standard error, in task order."""
+    by_task = {t: c for t, c in by_task.items() if not is_text(c)}
+    if len(by_task) < 2:
+        return ""
+    tasks = list(by_task)
+    ratios = sorted({r for c in by_task.values() for (_, r) in c if r > 0})
+    methods = list(dict.fromkeys(m for c in by_task.values() for (m, _) in c))
+    full = {t: 1.0 - (c[("none", 0.0)]["compression_ratio"] if ("none", 0.0) in c else 0.0) for t, c in by_task.items()}
+
+    def cell(method, r):
+        parts = []
+        for t in tasks:
+            res = by_task[t].get((method, r))
+            parts.append("{:.2f} ± {:.2f}".format(*score(res)[:2]) if res else "–")
+        return " / ".join(parts)
+
+    def kept_share(method, r):
+        shares = [kept(by_task[t][(method, r)], full[t]) for t in tasks if (method, r) in by_task[t]]
+        return sum(shares) / len(shares)
+
+    lines = [f"### {' / '.join(tasks)} (mean ± standard error per task; cache kept: measured bytes vs uncompressed)\n",
+             "uncompressed: " + cell("none", 0.0) + "\n",
+             "| method | " + " | ".join(f"{r}" for r in ratios) + " |", "|---|" + "---|" * len(ratios)]
+    for method in methods:
+        if method != "none" and any((method, r) in c for c in by_task.values() for r in ratios):
+            combined_press = "+" in method
+            lines.append(f"| {label(method)} | " + " | ".join(
+                cell(method, r) + (f" ({kept_share(method, r):.3f})" if combined_press else "") for r in ratios) + " |")
+    presses = [m for m in methods if "+" not in m and m != "none"]
+    lines.append("| *cache kept* | " + " | ".join(
+        "{:.3f}".format(sum(kept_share(m, r) for m in presses if any((m, r) in c for c in by_task.values())) /
+                        max(1, sum(1 for m in presses if any((m, r) in c for c in by_task.values()))))
+        for r in ratios) + " |\n")
+    own = [m for m in methods if m != "none" and any((m, 0.0) in c for c in by_task.values())]
+    if own:
+        lines += ["| cache at its own memory | score | cache kept |", "|---|---|---|"]
+        lines += [f"| {label(m)} | {cell(m, 0.0)} | {kept_share(m, 0.0):.3f} |" for m in own]
+        lines.append("")
+    return "\n".join(lines)
+
+
 def curves(by_task):
     """Per method: (kept share, score) averaged over the sampled tasks that have every one of its cells."""
     by_task = {t: c for t, c in by_task.items() if not is_text(c)}
@@ -164,6 +206,9 @@ def plot(out, by_task):
 def main():
     out, tasks = Path(sys.argv[1]), sys.argv[2:]
     by_task = {t: cells(out / t / "results.jsonl") for t in tasks if (out / t / "results.jsonl").exists()}
+    overall = combined(by_task)
+    if overall:
+        print(overall)
     for t, c in by_task.items():
         print(table(t, c))
     if by_task:
