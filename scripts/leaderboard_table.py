@@ -191,10 +191,10 @@ def plot(out, by_task):
                 f.write(f"{share:.4f} {s:.4f}\n")
             f.write("\n\n")
     title = "mean score over " + ", ".join(by_task) if len(by_task) > 1 else f"{next(iter(by_task))} score"
-    names = [("uncompressed" if m == "none" else label(m)).replace("_", " ") for m in lines]
+    names = ["uncompressed" if m == "none" else label(m) for m in lines]
     plots = [f"'{dat.name}' index {i} with linespoints title '{n}'" for i, n in enumerate(names)]
     gp.write_text(
-        "set terminal pngcairo size 1100,700\n"
+        "set terminal pngcairo size 1100,700 noenhanced\n"
         f"set output '{png.name}'\n"
         f"set title '{title} vs cache kept'\n"
         "set xlabel 'cache kept vs uncompressed (measured bytes)'\nset ylabel 'score'\n"
