@@ -1,5 +1,7 @@
 #include "sweep_inputs.h"
 
+#include <algorithm>
+
 #include "harness/sweep_cell_spec.h"
 #include "harness_options.h"
 #include "press/press_registry.h"

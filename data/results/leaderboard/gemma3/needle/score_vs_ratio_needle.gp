@@ -18,4 +18,8 @@ plot 'score_vs_ratio_needle.dat' index 0 using 1:2 with linespoints lc rgb '#1f7
      'score_vs_ratio_needle.dat' index 9 using 1:2 with linespoints lc rgb '#17becf' dt 1 pt 6 lw 2 title 'd2o', \
      'score_vs_ratio_needle.dat' index 10 using 1:2 with linespoints lc rgb '#1f77b4' dt 2 pt 8 lw 2 title 'kvcompose', \
      'score_vs_ratio_needle.dat' index 11 using 1:2 with linespoints lc rgb '#ff7f0e' dt 2 pt 10 lw 2 title 'kvcompose_unstructured', \
-     'score_vs_ratio_needle.dat' index 12 using 1:2 with linespoints lc rgb '#2ca02c' dt 2 pt 12 lw 2 title 'ada'
+     'score_vs_ratio_needle.dat' index 12 using 1:2 with linespoints lc rgb '#2ca02c' dt 2 pt 12 lw 2 title 'ada', \
+     'score_vs_ratio_needle.dat' index 13 using 1:2 with linespoints lc rgb '#d62728' dt 2 pt 7 lw 2 title 'lowrank/data/results/leaderboard/gemma3/bases.safetensors:ranks=128', \
+     'score_vs_ratio_needle.dat' index 14 using 1:2 with linespoints lc rgb '#9467bd' dt 2 pt 5 lw 2 title 'lowrank/data/results/leaderboard/gemma3/bases.safetensors:ranks=77', \
+     'score_vs_ratio_needle.dat' index 15 using 1:2 with linespoints lc rgb '#8c564b' dt 2 pt 9 lw 2 title 'lowrank/data/results/leaderboard/gemma3/bases.safetensors:ranks=51', \
+     'score_vs_ratio_needle.dat' index 16 using 1:2 with linespoints lc rgb '#e377c2' dt 2 pt 11 lw 2 title 'snapkv:heads=shared+lowrank/data/results/leaderboard/gemma3/bases.safetensors:ranks=128'
