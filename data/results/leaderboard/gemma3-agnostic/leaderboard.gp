@@ -1,4 +1,4 @@
-set terminal pngcairo size 1100,700
+set terminal pngcairo size 1100,700 noenhanced
 set output 'leaderboard.png'
 set title 'needle score vs cache kept'
 set xlabel 'cache kept vs uncompressed (measured bytes)'
@@ -8,7 +8,7 @@ set yrange [0:1.05]
 set key outside right
 set grid
 plot 'leaderboard.dat' index 0 with linespoints title 'uncompressed', \
-     'leaderboard.dat' index 1 with linespoints title 'streaming llm', \
+     'leaderboard.dat' index 1 with linespoints title 'streaming_llm', \
      'leaderboard.dat' index 2 with linespoints title 'h2o', \
      'leaderboard.dat' index 3 with linespoints title 'tova', \
      'leaderboard.dat' index 4 with linespoints title 'snapkv', \
@@ -18,5 +18,5 @@ plot 'leaderboard.dat' index 0 with linespoints title 'uncompressed', \
      'leaderboard.dat' index 8 with linespoints title 'dynamickv', \
      'leaderboard.dat' index 9 with linespoints title 'd2o', \
      'leaderboard.dat' index 10 with linespoints title 'kvcompose', \
-     'leaderboard.dat' index 11 with linespoints title 'kvcompose unstructured', \
+     'leaderboard.dat' index 11 with linespoints title 'kvcompose_unstructured', \
      'leaderboard.dat' index 12 with linespoints title 'ada'
