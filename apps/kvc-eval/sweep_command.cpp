@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <map>
 
 #include "eval_common.h"
 #include "harness/item_sweep.h"
@@ -21,10 +22,6 @@
 
 namespace kvc::eval_app {
 namespace {
-
-CacheSetup cell_setup(const SweepCell& cell, const LlamaModel& model) {
-  return build_cache_setup(cell_compression(cell), model);
-}
 
 nlohmann::json cost_json(const SharedPrefillCost& c) {
   return {{"prefills", c.prefills},
@@ -79,8 +76,10 @@ int run(SweepOptions& o) {
   }
   const int64_t todo = status.owned - status.done;
   // Every cell to run builds its compression first: a spec the model cannot serve stops the sweep before any runs.
+  std::map<std::string, CacheSetup> setups_by_cell;
   for (size_t i = 0; i < cells.size(); ++i)
-    if (shard.owns(i) && !done(cells[i])) cell_setup(cells[i], model);
+    if (shard.owns(i) && !done(cells[i]))
+      setups_by_cell.emplace(cells[i].key(), build_cache_setup(cell_compression(cells[i]), model));
   if (shard.sharded()) write_shard_status(o.out, status);
   if (!o.json) {
     const std::string part = shard.sharded() ? fmt::format("shard {} of {}: {} of ", shard.index, shard.count,
@@ -129,14 +128,14 @@ int run(SweepOptions& o) {
       for (const SweepCell& cell : block) {
         if (interrupted()) break;
         const auto cell_start = std::chrono::steady_clock::now();
-        const nlohmann::json result = evaluate_text_cell(o, cell, model, in);
+        const nlohmann::json result = evaluate_text_cell(o, cell.task, setups_by_cell.at(cell.key()), model, in);
         finish_cell(cell, result, std::chrono::duration<double>(std::chrono::steady_clock::now() - cell_start).count());
       }
       continue;
     }
     const std::vector<TaskItem> items = task_items(o, task, loaded.ctx, in);
     std::vector<CacheSetup> setups;
-    for (const auto& cell : block) setups.push_back(cell_setup(cell, model));
+    for (const auto& cell : block) setups.push_back(setups_by_cell.at(cell.key()));
     Progress samples(task, static_cast<int64_t>(items.size()), "samples", !o.json);
     const ItemSweepOutcome outcome = run_item_sweep(loaded.ctx, items, block, setups, checkpoint, settings,
                                                     o.prefill == "shared", [&] { samples.advance(); });

@@ -83,10 +83,10 @@ std::vector<TaskItem> task_items(const SweepOptions& o, const std::string& task,
   return items;
 }
 
-nlohmann::json evaluate_text_cell(const SweepOptions& o, const SweepCell& cell, const LlamaModel& model,
-                                  const TaskInputs& in) {
-  const KlResult r = evaluate_kl(model, in.text_ids, o.kl, build_cache_setup(cell_compression(cell), model), false);
-  const bool ppl = cell.task == "ppl";
+nlohmann::json evaluate_text_cell(const SweepOptions& o, const std::string& task, const CacheSetup& setup,
+                                  const LlamaModel& model, const TaskInputs& in) {
+  const KlResult r = evaluate_kl(model, in.text_ids, o.kl, setup, false);
+  const bool ppl = task == "ppl";
   return {{"score", ppl ? r.ppl_compressed : r.mean_kl},
           {"metric", ppl ? "perplexity" : "kl_divergence"},
           {"higher_is_better", false},
