@@ -7,6 +7,7 @@
 
 #include "eval_common.h"
 #include "harness/item_sweep.h"
+#include "harness/kl_sweep.h"
 #include "harness/result_store.h"
 #include "harness/sweep_cell_spec.h"
 #include "harness/sweep_report.h"
@@ -95,7 +96,7 @@ int run(SweepOptions& o) {
     std::vector<std::string> data = is_text_task(cell.task) ? std::vector<std::string>{o.file} : in.haystack_files;
     nlohmann::json meta = harness_metadata(o.model, model, data, cell.method, o.harness, secs);
     meta["ratio"] = cell.ratio;
-    meta["prefill"] = is_text_task(cell.task) ? "per-cell" : o.prefill;
+    meta["prefill"] = o.prefill;
     store.append({{"cell", cell.key()},
                   {"settings", settings},
                   {"task", cell.task},
@@ -124,18 +125,28 @@ int run(SweepOptions& o) {
       stopped = true;
       break;
     }
-    if (is_text_task(task)) {
-      for (const SweepCell& cell : block) {
-        if (interrupted()) break;
-        const auto cell_start = std::chrono::steady_clock::now();
-        const nlohmann::json result = evaluate_text_cell(o, cell.task, setups_by_cell.at(cell.key()), model, in);
-        finish_cell(cell, result, std::chrono::duration<double>(std::chrono::steady_clock::now() - cell_start).count());
+    std::vector<CacheSetup> setups;
+    for (const auto& cell : block) setups.push_back(setups_by_cell.at(cell.key()));
+    if (is_text_task(task) && o.prefill == "per-cell") {
+      for (size_t c = 0; c < block.size() && !interrupted(); ++c) {
+        const KlResult r = evaluate_kl(model, in.text_ids, o.kl, setups[c], false);
+        finish_cell(block[c], text_cell_result(o, task, r), r.seconds);
       }
       continue;
     }
+    if (is_text_task(task)) {
+      Progress windows(task, static_cast<int64_t>(plan_windows(static_cast<int64_t>(in.text_ids.size()), o.kl.plan).size()),
+                       "windows", !o.json);
+      const KlSweepOutcome outcome =
+          run_kl_sweep(model, in.text_ids, o.kl, block, setups, checkpoint, settings, true, [&] { windows.advance(); });
+      windows.finish();
+      cost += outcome.cost;
+      if (!outcome.complete) break;
+      for (size_t c = 0; c < block.size(); ++c)
+        finish_cell(block[c], text_cell_result(o, task, outcome.results[c]), outcome.results[c].seconds);
+      continue;
+    }
     const std::vector<TaskItem> items = task_items(o, task, loaded.ctx, in);
-    std::vector<CacheSetup> setups;
-    for (const auto& cell : block) setups.push_back(setups_by_cell.at(cell.key()));
     Progress samples(task, static_cast<int64_t>(items.size()), "samples", !o.json);
     const ItemSweepOutcome outcome = run_item_sweep(loaded.ctx, items, block, setups, checkpoint, settings,
                                                     o.prefill == "shared", [&] { samples.advance(); });
@@ -202,8 +213,9 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
       "prompt is prefilled once with full attention, recording what every method's scoring asks for, and each\n"
       "press then compresses its own copy and decodes. Results equal --prefill per-cell runs exactly (a test\n"
       "checks it); retrieval and low-rank cells and presses that score a repeated prompt\n"
-      "(kvcompose:task=repeat) run alone. Each finished sample is checkpointed in OUT/samples.jsonl, so\n"
-      "Ctrl-C loses at most the sample being run.\n"
+      "(kvcompose:task=repeat) run alone. ppl and kl run window by window: the exact model's run of a window\n"
+      "serves every cell, and the presses take the window's compressed first half from one prefill. Each\n"
+      "finished sample or window is checkpointed in OUT/samples.jsonl, so Ctrl-C loses at most the one being run.\n"
       "\nLow-rank rows: --lowrank SPEC adds a row for that cache alone (its memory is set by the spec, so it has\n"
       "no ratio); --lowrank-press PRESS adds PRESS at every ratio with each --lowrank cache storing what it keeps.\n"
       "\nExamples:\n"
@@ -261,7 +273,7 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
       ->capture_default_str();
   cmd->add_option("--qa-dir", o->qa_dir, "Folder with RULER's squad.json and hotpotqa.json (qa_1, qa_2)");
   cmd->add_option("--prefill", o->prefill,
-                  "shared: one prefill per sample serves every method; per-cell: each cell runs its samples alone")
+                  "shared: one prefill per sample (or ppl/kl window) serves every method; per-cell: each cell runs alone")
       ->capture_default_str();
   cmd->add_option("--max-cells", o->max_cells, "Run at most N new cells, then stop (0 = all)")->capture_default_str();
   cmd->add_option("--shard", o->shard,

@@ -83,9 +83,7 @@ std::vector<TaskItem> task_items(const SweepOptions& o, const std::string& task,
   return items;
 }
 
-nlohmann::json evaluate_text_cell(const SweepOptions& o, const std::string& task, const CacheSetup& setup,
-                                  const LlamaModel& model, const TaskInputs& in) {
-  const KlResult r = evaluate_kl(model, in.text_ids, o.kl, setup, false);
+nlohmann::json text_cell_result(const SweepOptions& o, const std::string& task, const KlResult& r) {
   const bool ppl = task == "ppl";
   return {{"score", ppl ? r.ppl_compressed : r.mean_kl},
           {"metric", ppl ? "perplexity" : "kl_divergence"},

@@ -62,8 +62,8 @@ TaskInputs load_inputs(const SweepOptions& o, const std::vector<std::string>& ta
 std::vector<TaskItem> task_items(const SweepOptions& o, const std::string& task, const EvalContext& ctx,
                                  const TaskInputs& in);
 
-// One ppl or kl cell: the cache `setup` builds against the uncompressed model, window by window.
-nlohmann::json evaluate_text_cell(const SweepOptions& o, const std::string& task, const CacheSetup& setup,
-                                  const LlamaModel& model, const TaskInputs& in);
+// A finished ppl or kl cell's result: the perplexity (ppl) or mean KL (kl) of the compressed cache against
+// the uncompressed model, and the rest of `r`.
+nlohmann::json text_cell_result(const SweepOptions& o, const std::string& task, const KlResult& r);
 
 }  // namespace kvc::eval_app

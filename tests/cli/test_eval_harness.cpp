@@ -176,6 +176,30 @@ TEST(EvalSweep, OnePrefillPerSampleGivesThePerCellResults) {
   EXPECT_EQ(comparable_cells(resumed + "/results.jsonl"), a);
 }
 
+// ppl and kl cells share each window's reference run and the presses' prefill, and still give the
+// numbers of cells run alone; the summary counts the prefills saved.
+TEST(EvalSweep, TextCellsShareEachWindowsRunsAndGiveThePerCellResults) {
+  const auto cmd = [](const std::string& out, const std::string& prefill) {
+    return bin("kvc-eval") + " sweep -m " + kStories + " -t 1 --methods all --ratios 0.5 --tasks kl,ppl --file " +
+           kText + " --window 96 --max-windows 2 --chunk 5 --out-dir " + out + " --json --prefill " + prefill;
+  };
+  const std::string shared = test::make_temp_dir("kvc-sweep-text-shared"),
+                    alone = test::make_temp_dir("kvc-sweep-text-alone");
+  auto r = run_command(cmd(shared, "shared"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto summary = nlohmann::json::parse(r.out);
+  const int cells = summary["cells"].get<int>();
+  // 2 tasks x 2 windows: the reference and one shared prefill each (kvc-eval's presses all share it).
+  EXPECT_EQ(summary["prefill"]["prefills"], 8);
+  EXPECT_EQ(summary["prefill"]["shared_outputs"], 2 * cells);
+  r = run_command(cmd(alone, "per-cell"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto a = comparable_cells(shared + "/results.jsonl"), b = comparable_cells(alone + "/results.jsonl");
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [key, result] : a) EXPECT_EQ(result, b.at(key)) << key;
+  EXPECT_GT(a.at("kl|snapkv|0.5")["score"].get<double>(), 0.0);
+}
+
 TEST(EvalNeedle, WritesGridJsonTablesAndHeatmap) {
   const std::string out = test::make_temp_dir("kvc-needle-cli");
   const auto r = run_command(bin("kvc-eval") + " needle -m " + kStories + " -t 1 --haystack " + kText +

@@ -1,0 +1,95 @@
+// KL / perplexity cells run window by window with one reference run per window and one shared prefill
+// for the presses (harness/kl_sweep.h), against evaluate_kl run for each setup on its own: every field of
+// every result equal, including the cells that cannot share a prefill; a checkpointed window is read back.
+#include <gtest/gtest.h>
+
+#include "compression/compression_spec.h"
+#include "harness/kl_sweep.h"
+#include "press/press_registry.h"
+#include "support/paths.h"
+#include "support/run_command.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvc {
+namespace {
+
+void expect_same(const KlResult& a, const KlResult& b) {
+  EXPECT_EQ(a.mean_kl, b.mean_kl);
+  EXPECT_EQ(a.max_kl, b.max_kl);
+  EXPECT_EQ(a.top1_agreement, b.top1_agreement);
+  EXPECT_EQ(a.ppl_reference, b.ppl_reference);
+  EXPECT_EQ(a.ppl_compressed, b.ppl_compressed);
+  EXPECT_EQ(a.tokens_scored, b.tokens_scored);
+  EXPECT_EQ(a.windows, b.windows);
+  EXPECT_EQ(a.reference_kv_bytes, b.reference_kv_bytes);
+  EXPECT_EQ(a.compressed_kv_bytes, b.compressed_kv_bytes);
+  EXPECT_EQ(a.reference_window_kv_bytes, b.reference_window_kv_bytes);
+  EXPECT_EQ(a.compressed_window_kv_bytes, b.compressed_window_kv_bytes);
+}
+
+TEST(KlSweep, EveryCellEqualsItsOwnEvaluateKlAndResumesFromCheckpointedWindows) {
+  const auto model = LlamaModel::load(test::model_dir("kvc-micro-lm"));
+  const Tokenizer tokenizer = Tokenizer::load(test::model_dir("kvc-micro-lm") + "/tokenizer.model");
+  const std::vector<int> ids = tokenizer.encode_prompt(
+      test::slurp(test::data_file("pg_essays/addiction.txt")), model->config().bos_token_id);
+  KlOptions options;
+  options.plan.window = 160;
+  options.plan.max_windows = 3;
+  options.chunk = 7;  // the second half fed in uneven pieces, as --chunk does
+
+  std::vector<std::string> specs{"none"};
+  for (const auto& name : press_names())
+    if (name != "none") specs.push_back(name);
+  specs.push_back("kvcompose:task=repeat");  // scores a repeated prompt: prefills alone
+  std::vector<SweepCell> cells;
+  std::vector<CacheSetup> setups;
+  for (const auto& spec : specs) {
+    CompressionSpec c;
+    c.press = spec;
+    c.ratio = spec == "none" ? 0.0 : 0.5;
+    cells.push_back({"kl", spec, c.ratio});
+    setups.push_back(build_cache_setup(c, *model));
+  }
+  CompressionSpec retrieval;  // a storage layout of its own: prefills alone
+  retrieval.retrieval = "adaptive:budget=32";
+  cells.push_back({"kl", "retrieval/adaptive:budget=32", 0.0});
+  setups.push_back(build_cache_setup(retrieval, *model));
+
+  const std::string dir = test::make_temp_dir("kvc-kl-sweep");
+  ResultStore checkpoint(dir + "/samples.jsonl", "sample");
+  int windows = 0;
+  const KlSweepOutcome swept =
+      run_kl_sweep(*model, ids, options, cells, setups, checkpoint, "s", true, [&] { ++windows; });
+  ASSERT_TRUE(swept.complete);
+  EXPECT_EQ(windows, 3);
+  // Per window: the reference, one shared prefill, and the two cells that prefill alone.
+  EXPECT_EQ(swept.cost.prefills, 3 * 4);
+  EXPECT_EQ(swept.cost.shared_outputs, 3 * static_cast<int64_t>(cells.size() - 2));
+  ASSERT_EQ(swept.results.size(), cells.size());
+  for (size_t c = 0; c < cells.size(); ++c) {
+    SCOPED_TRACE(cells[c].method);
+    expect_same(swept.results[c], evaluate_kl(*model, ids, options, setups[c], false));
+  }
+  EXPECT_GT(swept.results[1].mean_kl, 0.0);  // a press at 0.5 changes the predictions
+
+  // The first window's scores checkpointed: a resumed sweep reads them back and runs the other two.
+  ResultStore resumed(dir + "/resumed.jsonl", "sample");
+  std::vector<nlohmann::json> first;
+  for (const auto& r : checkpoint.records())
+    if (r["sample"].get<std::string>().find("|window 0") != std::string::npos) first.push_back(r);
+  ASSERT_EQ(first.size(), cells.size());
+  resumed.append_all(first);
+  const KlSweepOutcome again = run_kl_sweep(*model, ids, options, cells, setups, resumed, "s", true);
+  ASSERT_TRUE(again.complete);
+  EXPECT_EQ(again.cost.prefills, 2 * 4);
+  for (size_t c = 0; c < cells.size(); ++c) expect_same(again.results[c], swept.results[c]);
+
+  // Without sharing the prefill every cell prefills alone and still gets the same numbers.
+  ResultStore alone(dir + "/alone.jsonl", "sample");
+  const KlSweepOutcome unshared = run_kl_sweep(*model, ids, options, cells, setups, alone, "s", false);
+  EXPECT_EQ(unshared.cost.prefills, 3 * static_cast<int64_t>(1 + cells.size()));
+  for (size_t c = 0; c < cells.size(); ++c) expect_same(unshared.results[c], swept.results[c]);
+}
+
+}  // namespace
+}  // namespace kvc
