@@ -38,6 +38,8 @@ int run(SweepOptions& o) {
   check_task_names(tasks, sweep_task_names());
   KVC_CHECK(o.prefill == "shared" || o.prefill == "per-cell", "--prefill: unknown mode '{}' (use shared or per-cell)",
             o.prefill);
+  // Checked whatever the tasks: a bad value must not pass silently because no ppl/kl cell ran this time.
+  KVC_CHECK(o.kl.chunk >= 1, "--chunk must be >= 1, got {}", o.kl.chunk);
   const std::vector<SweepCell> cells = plan_cells(o, tasks);
   KVC_CHECK(!o.out.empty(), "--out-dir is required (the folder for results.jsonl, tables and plots)");
   const SweepShard shard = o.shard.empty() ? SweepShard{} : parse_sweep_shard(o.shard);

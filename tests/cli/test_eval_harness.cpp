@@ -219,9 +219,12 @@ TEST(EvalNeedle, WritesGridJsonTablesAndHeatmap) {
     EXPECT_EQ(test::slurp(out + "/needle_heatmap.png").substr(1, 3), "PNG");
 }
 
-TEST(EvalBadInput, SweepPrefillModeAndForeignSampleCheckpoints) {
+TEST(EvalBadInput, SweepPrefillModeChunkAndForeignSampleCheckpoints) {
   const std::string out = test::make_temp_dir("kvc-sweep-bad");
   expect_clean_error(run_command(sweep_cmd(out, "--prefill sometimes")), "--prefill: unknown mode 'sometimes'");
+  expect_clean_error(run_command(bin("kvc-eval") + " sweep -m " + kStories + " --tasks needle --haystack " + kText +
+                                 " --chunk 0 --out " + out),
+                     "--chunk must be >= 1, got 0");
   // Finished samples made under other settings are never mixed into a cell.
   {
     std::ofstream(out + "/samples.jsonl") << R"({"sample":"needle|none|0|0","settings":"other","record":{}})" << "\n";
