@@ -1,7 +1,6 @@
 // kvc-eval sweep: methods × compression ratios × tasks, resumable, with tables and plots.
 #include <fmt/format.h>
 
-#include <chrono>
 #include <cstdio>
 #include <map>
 

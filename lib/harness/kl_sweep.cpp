@@ -63,7 +63,10 @@ KlSweepOutcome run_kl_sweep(const LlamaModel& model, const std::vector<int>& ids
     if (interrupted()) return out;
     const auto [begin, end] = windows[w];
     const int64_t context = kl_context_tokens(end - begin, options);
-    if (context < 1 || context >= end - begin) continue;  // as evaluate_kl: nothing to score
+    if (context < 1 || context >= end - begin) {  // as evaluate_kl: nothing to score
+      if (on_window) on_window();
+      continue;
+    }
     std::vector<size_t> alone, sharing;
     for (size_t c = 0; c < cells.size(); ++c) {
       const auto it = saved.find(checkpoint_key(cells[c], w));
