@@ -23,19 +23,25 @@ nlohmann::json to_json(const KlWindowScore& w) {
           {"seconds", w.seconds}};
 }
 
-KlWindowScore from_json(const nlohmann::json& j) {
+// A checkpointed window's scores; `key` names the line in the error for a record that is not one.
+KlWindowScore from_json(const nlohmann::json& j, const std::string& key) {
+  const auto field = [&](const char* name) -> const nlohmann::json& {
+    KVC_CHECK(j.is_object() && j.contains(name) && j.at(name).is_number(),
+              "checkpointed kl window '{}' has no number '{}' (delete the line or the samples file)", key, name);
+    return j.at(name);
+  };
   KlWindowScore w;
-  w.kl_sum = j.at("kl_sum").get<double>();
-  w.max_kl = j.at("max_kl").get<double>();
-  w.nll_reference = j.at("nll_reference").get<double>();
-  w.nll_compressed = j.at("nll_compressed").get<double>();
-  w.agreements = j.at("agreements").get<int64_t>();
-  w.tokens = j.at("tokens").get<int64_t>();
-  w.reference_kv_bytes = j.at("reference_kv_bytes").get<int64_t>();
-  w.compressed_kv_bytes = j.at("compressed_kv_bytes").get<int64_t>();
-  w.reference_window_kv_bytes = j.at("reference_window_kv_bytes").get<int64_t>();
-  w.compressed_window_kv_bytes = j.at("compressed_window_kv_bytes").get<int64_t>();
-  w.seconds = j.at("seconds").get<double>();
+  w.kl_sum = field("kl_sum").get<double>();
+  w.max_kl = field("max_kl").get<double>();
+  w.nll_reference = field("nll_reference").get<double>();
+  w.nll_compressed = field("nll_compressed").get<double>();
+  w.agreements = field("agreements").get<int64_t>();
+  w.tokens = field("tokens").get<int64_t>();
+  w.reference_kv_bytes = field("reference_kv_bytes").get<int64_t>();
+  w.compressed_kv_bytes = field("compressed_kv_bytes").get<int64_t>();
+  w.reference_window_kv_bytes = field("reference_window_kv_bytes").get<int64_t>();
+  w.compressed_window_kv_bytes = field("compressed_window_kv_bytes").get<int64_t>();
+  w.seconds = field("seconds").get<double>();
   return w;
 }
 
@@ -69,9 +75,10 @@ KlSweepOutcome run_kl_sweep(const LlamaModel& model, const std::vector<int>& ids
     }
     std::vector<size_t> alone, sharing;
     for (size_t c = 0; c < cells.size(); ++c) {
-      const auto it = saved.find(checkpoint_key(cells[c], w));
+      const std::string key = checkpoint_key(cells[c], w);
+      const auto it = saved.find(key);
       if (it != saved.end()) {
-        scores[c].push_back(from_json(it->second->at("record")));
+        scores[c].push_back(from_json(it->second->value("record", nlohmann::json()), key));
         continue;
       }
       (shares[c] ? sharing : alone).push_back(c);

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -230,6 +231,24 @@ TEST(EvalBadInput, SweepPrefillModeChunkAndForeignSampleCheckpoints) {
     std::ofstream(out + "/samples.jsonl") << R"({"sample":"needle|none|0|0","settings":"other","record":{}})" << "\n";
   }
   expect_clean_error(run_command(sweep_cmd(out)), "other settings");
+}
+
+// A checkpointed kl window that is not one (a hand-edited or foreign line) stops the sweep in one line
+// naming the window, instead of an exception from the JSON library or a silently wrong cell.
+TEST(EvalBadInput, SweepKlCheckpointWithoutScoresIsOneLine) {
+  const std::string out = test::make_temp_dir("kvc-sweep-kl-bad");
+  const std::string cmd = bin("kvc-eval") + " sweep -m " + kStories + " -t 1 --methods snapkv --ratios 0.5 --tasks kl " +
+                          "--file " + kText + " --window 64 --max-windows 2 --out-dir " + out + " --json";
+  ASSERT_EQ(run_command(cmd).exit_code, 0);
+  std::vector<nlohmann::json> lines = read_jsonl(out + "/samples.jsonl");
+  ASSERT_FALSE(lines.empty());
+  lines[0]["record"].erase("kl_sum");
+  {
+    std::ofstream rewrite(out + "/samples.jsonl");
+    for (const auto& line : lines) rewrite << line.dump() << "\n";
+  }
+  std::filesystem::remove(out + "/results.jsonl");  // the cells run again, from the checkpoint
+  expect_clean_error(run_command(cmd), "has no number 'kl_sum'");
 }
 
 TEST(EvalBadInput, UnknownTaskNames) {
