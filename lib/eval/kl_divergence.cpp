@@ -101,6 +101,14 @@ KlWindowScore KlWindowScorer::finish(const CacheFootprint& compressed_after_pref
   return score_;
 }
 
+KlWindowScore score_kl_window(const LlamaModel& model, const std::vector<int>& tokens, int64_t context,
+                              int64_t chunk, const ReferenceRun& reference, const CacheSetup& setup) {
+  KlWindowScorer scorer(reference, tokens, context);
+  const CacheFootprint after_prefill =
+      run_schedule(model, tokens, context, chunk, setup, [&](const at::Tensor& rows) { scorer.add(rows); });
+  return scorer.finish(after_prefill);
+}
+
 KlResult combine_kl_windows(const std::vector<KlWindowScore>& windows) {
   KlResult r;
   double kl_sum = 0, nll_ref = 0, nll_cmp = 0;
@@ -140,10 +148,7 @@ KlResult evaluate_kl(const LlamaModel& model, const std::vector<int>& ids, const
     if (context < 1 || context >= end - begin) continue;
     const std::vector<int> tokens(ids.begin() + begin, ids.begin() + end);
     const ReferenceRun reference = run_reference(model, tokens, context, options.chunk);
-    KlWindowScorer scorer(reference, tokens, context);
-    const CacheFootprint after_prefill = run_schedule(model, tokens, context, options.chunk, compressed,
-                                                      [&](const at::Tensor& rows) { scorer.add(rows); });
-    scores.push_back(scorer.finish(after_prefill));
+    scores.push_back(score_kl_window(model, tokens, context, options.chunk, reference, compressed));
     scores.back().seconds = seconds_since(start);
     progress.advance();
   }

@@ -94,6 +94,10 @@ class KlWindowScorer {
   KlWindowScore score_;
 };
 
+// A window's scores for `setup` run on its own schedule against `reference`.
+KlWindowScore score_kl_window(const LlamaModel& model, const std::vector<int>& tokens, int64_t context,
+                              int64_t chunk, const ReferenceRun& reference, const CacheSetup& setup);
+
 // The result over these windows; refuses an empty set (nothing scored) in one line.
 KlResult combine_kl_windows(const std::vector<KlWindowScore>& windows);
 

@@ -95,10 +95,7 @@ KlSweepOutcome run_kl_sweep(const LlamaModel& model, const std::vector<int>& ids
     std::map<size_t, KlWindowScore> fresh;
     for (size_t c : alone) {
       start = SteadyClock::now();
-      KlWindowScorer scorer(reference, tokens, context);
-      const CacheFootprint after_prefill = run_schedule(model, tokens, context, options.chunk, setups[c],
-                                                        [&](const at::Tensor& rows) { scorer.add(rows); });
-      fresh[c] = scorer.finish(after_prefill);
+      fresh[c] = score_kl_window(model, tokens, context, options.chunk, reference, setups[c]);
       fresh[c].seconds = seconds_since(start);
       out.cost.alone_seconds += fresh[c].seconds;
       ++out.cost.prefills;
