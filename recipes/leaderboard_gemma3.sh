@@ -9,6 +9,10 @@
 # storing what LOWRANK_PRESS keeps at every ratio (at the first rank; one token set per layer, since the
 # low-rank latent is shared by the KV heads). Low-rank caches change the prefill
 # itself (it attends to the reconstructed keys), so each of their cells prefills on its own.
+# Retrieval rows (RETRIEVAL): the clustered cache keeps every entry on storage and reads `budget`
+# entries per KV head and step; its memory is the RAM it holds (sinks, window, buffers, centroids).
+# Each prefills on its own too. (local re-clusters every 64 steps: with at most 24 new tokens per sample
+# it equals static here, so it is not a row of its own.)
 # QUERY=agnostic compresses the context before the question is seen (into OUT=...-agnostic).
 # Each task is a resumable sweep of its own: interrupt at will, re-run to continue.
 # Writes OUT/<task>/results.{jsonl,md,csv}, OUT/leaderboard.md (mean score ± standard error over the
@@ -16,7 +20,7 @@
 #   recipes/leaderboard_gemma3.sh                      # needle, niah_single_2, niah_multikey_1
 #   TASKS="needle" SAMPLES=10 recipes/leaderboard_gemma3.sh
 #   TASKS=kl recipes/leaderboard_gemma3.sh             # KL / perplexity with the first half compressed
-#   QUERY=agnostic TASKS=needle LOWRANK_RANKS= recipes/leaderboard_gemma3.sh
+#   QUERY=agnostic TASKS=needle LOWRANK_RANKS= RETRIEVAL= recipes/leaderboard_gemma3.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN="${BUILD:-build}/bin"
@@ -30,19 +34,22 @@ QUERY="${QUERY:-aware}"
 OUT="${OUT:-data/results/leaderboard/gemma3$([ "$QUERY" = aware ] || echo "-$QUERY")}"
 LOWRANK_RANKS="${LOWRANK_RANKS-128 77 51}"
 LOWRANK_PRESS="${LOWRANK_PRESS-snapkv:heads=shared}"
+RETRIEVAL="${RETRIEVAL-adaptive:budget=1024 static:budget=1024 adaptive:budget=256}"
 CALIBRATION_TOKENS=50000
 KL_TEXT=data/text/pg_essays/worked.txt
 KL_WINDOW=2048
 # KVC_SMOKE=1 (the README test suite): the repository's needle model, short prompts, two samples.
 if [ -n "${KVC_SMOKE:-}" ]; then
   MODEL=data/models/kvc-micro-lm; LENGTH=512; SAMPLES=2; TASKS="needle niah_single_2 kl"; OUT=$(mktemp -d)
-  LOWRANK_RANKS=32; CALIBRATION_TOKENS=2000; KL_WINDOW=256
+  LOWRANK_RANKS=32; CALIBRATION_TOKENS=2000; KL_WINDOW=256; RETRIEVAL=adaptive:budget=64
 fi
 mkdir -p "$OUT"
 # The basis is the recipe's own (kvc-calibrate, about 2 minutes on Gemma); it is not committed.
 BASES="$OUT/bases.safetensors"
 lowrank=()
 for rank in $LOWRANK_RANKS; do lowrank+=(--lowrank "$BASES:ranks=$rank"); done
+retrieval=()
+for spec in $RETRIEVAL; do retrieval+=(--retrieval "$spec"); done
 if [ ${#lowrank[@]} -gt 0 ] && [ ! -f "$BASES" ]; then
   "$BIN/kvc-calibrate" -m "$MODEL" -t "$THREADS" -f data/text/wikitext2/wiki.test.raw --tokens "$CALIBRATION_TOKENS" \
     -c 512 -o "$BASES" --json > "$OUT/calibrate.json"
@@ -63,7 +70,7 @@ for task in $TASKS; do
   fi
   common=(-m "$MODEL" --ratios "$RATIOS" "${args[@]}" --query "$QUERY" --seed 0 -t "$THREADS" --out-dir "$OUT/$task")
   # Each invocation appends its summary (cells run and reused, prefill and decode seconds) to OUT/<task>.runs.jsonl.
-  "$BIN/kvc-eval" sweep "${common[@]}" --methods all "${lowrank[@]}" --json >> "$OUT/$task.runs.jsonl"
+  "$BIN/kvc-eval" sweep "${common[@]}" --methods all "${lowrank[@]}" "${retrieval[@]}" --json >> "$OUT/$task.runs.jsonl"
   if [ ${#lowrank[@]} -gt 0 ] && [ -n "$LOWRANK_PRESS" ]; then
     # The same folder: the cells above are reused, the press storing its kept entries low-rank is added.
     "$BIN/kvc-eval" sweep "${common[@]}" --methods none "${lowrank[@]:0:2}" --lowrank-press "$LOWRANK_PRESS" \

@@ -3,7 +3,8 @@
 mean score over the samples ± its standard error (ppl and kl: KL / perplexity), with the cache's
 measured share per ratio; rows without
 a ratio (low-rank and retrieval caches, whose memory their spec sets) follow with their measured share.
-The plot draws score against the measured share of the uncompressed cache kept, one line per method,
+The plot draws score against the measured share of the uncompressed cache kept in RAM (a retrieval
+cache's entries are on storage: its share is the RAM it holds), one line per method,
 averaged over the tasks given (gnuplot; skipped when it is not installed).
 Usage: scripts/leaderboard_table.py OUT TASK [TASK ...]
   reads OUT/TASK/results.jsonl, writes OUT/leaderboard.png (and .dat, .gp) and prints the tables."""
@@ -55,9 +56,11 @@ def text_cell(res):
 
 
 def kept(res, full):
-    """The cache's measured bytes as a share of the uncompressed cache's (which may itself hold less
-    than every layer's full prompt: sliding-window layers keep their window)."""
-    return (1.0 - res["compression_ratio"]) / full
+    """The bytes the cache holds in RAM as a share of the uncompressed cache's (which may itself hold less
+    than every layer's full prompt: sliding-window layers keep their window). For a cache in RAM that is
+    its payload; a retrieval cache keeps every entry on storage and holds its sinks, window, buffers
+    and centroids (ram_ratio; results without it come from caches in RAM)."""
+    return (1.0 - res.get("ram_ratio", res["compression_ratio"])) / full
 
 
 def table(task, c):
@@ -101,7 +104,7 @@ def table(task, c):
         f"{sum(measured[r]) / len(measured[r]):.3f}" if r in measured else "" for r in ratios) + " |\n")
     own = [m for m in methods if m != "none" and (m, 0.0) in c]
     if own:
-        lines.append("| cache at its own memory | score | cache kept vs uncompressed |")
+        lines.append("| cache at its own memory | score | cache kept vs uncompressed (in RAM) |")
         lines.append("|---|---|---|")
         for method in own:
             res = c[(method, 0.0)]
@@ -146,7 +149,7 @@ def combined(by_task):
         for r in ratios) + " |\n")
     own = [m for m in methods if m != "none" and any((m, 0.0) in c for c in by_task.values())]
     if own:
-        lines += ["| cache at its own memory | score | cache kept |", "|---|---|---|"]
+        lines += ["| cache at its own memory | score | cache kept (in RAM) |", "|---|---|---|"]
         lines += [f"| {label(m)} | {cell(m, 0.0)} | {kept_share(m, 0.0):.3f} |" for m in own]
         lines.append("")
     return "\n".join(lines)
@@ -197,7 +200,7 @@ def plot(out, by_task):
         "set terminal pngcairo size 1100,700 noenhanced\n"
         f"set output '{png.name}'\n"
         f"set title '{title} vs cache kept'\n"
-        "set xlabel 'cache kept vs uncompressed (measured bytes)'\nset ylabel 'score'\n"
+        "set xlabel 'cache kept in RAM vs uncompressed (measured bytes)'\nset ylabel 'score'\n"
         "set xrange [1.02:0]\nset yrange [0:1.05]\nset key outside right\nset grid\n"
         "plot " + ", \\\n     ".join(plots) + "\n")
     subprocess.run(["gnuplot", gp.name], cwd=out, check=True)

@@ -36,6 +36,8 @@ int run_kl(KlCommandOptions& o) {
                         {"compressed_kv_bytes", r.compressed_kv_bytes},
                         {"reference_window_kv_bytes", r.reference_window_kv_bytes},
                         {"compressed_window_kv_bytes", r.compressed_window_kv_bytes},
+                        {"compressed_ram_bytes", r.compressed_ram_bytes},
+                        {"ram_ratio", r.ram_ratio()},
                         {"window", o.kl.plan.window},
                         {"context_fraction", o.kl.context_fraction},
                         {"chunk", o.kl.chunk},
@@ -49,6 +51,9 @@ int run_kl(KlCommandOptions& o) {
               "compression %.1f%%\n",
               setup.name.c_str(), r.mean_kl, r.max_kl, r.top1_agreement, static_cast<long long>(r.tokens_scored),
               r.ppl_compressed, r.ppl_reference, 100 * r.compression_ratio());
+  if (r.compressed_ram_bytes != r.compressed_kv_bytes)
+    std::printf("  RAM held: %.1f%% less than the uncompressed cache (the rest of the cache is on storage)\n",
+                100 * r.ram_ratio());
   if (r.reference_window_kv_bytes > 0) {
     const auto global = [](int64_t all, int64_t window) { return static_cast<double>(all - window); };
     std::printf("  of the global layers' cache: %.1f%% removed (sliding-window layers keep their window: %.1f KiB)\n",

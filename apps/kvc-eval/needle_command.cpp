@@ -88,17 +88,7 @@ int run(Options& o) {
         for (const auto& r : store->records())
           if (r["cell"] == key) {
             NeedleCell cell{length, depth, {}};
-            for (const auto& s : r["result"]["samples"]) {
-              SampleRecord rec;
-              rec.id = s["id"];
-              rec.prediction = s["prediction"];
-              rec.answers = s["answers"].get<std::vector<std::string>>();
-              rec.score = s["score"];
-              rec.prompt_tokens = s["prompt_tokens"];
-              rec.compression_ratio = s["compression_ratio"];
-              rec.seconds = s["seconds"];
-              cell.samples.push_back(rec);
-            }
+            for (const auto& s : r["result"]["samples"]) cell.samples.push_back(SampleRecord::from_json(s));
             grid.cells.push_back(cell);
           }
         progress.advance();

@@ -34,11 +34,15 @@ struct CacheFootprint {
   int64_t payload_bytes = 0;   // bytes of key/value data in use (what compression is measured on)
   // Of payload_bytes, what sliding-window layers hold: bounded by their window, left to them by compression.
   int64_t window_payload_bytes = 0;
+  // Bytes of key/value data held in RAM: the payload, except for a cache that keeps its entries on
+  // storage, whose RAM holds what it attends to from memory (sinks, window, buffers) and its index.
+  int64_t ram_bytes = 0;
   CacheFootprint& operator+=(const CacheFootprint& o) {
     entries += o.entries;
     resident_bytes += o.resident_bytes;
     payload_bytes += o.payload_bytes;
     window_payload_bytes += o.window_payload_bytes;
+    ram_bytes += o.ram_bytes;
     return *this;
   }
 };

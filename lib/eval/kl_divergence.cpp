@@ -98,6 +98,7 @@ KlWindowScore KlWindowScorer::finish(const CacheFootprint& compressed_after_pref
   score_.compressed_kv_bytes = compressed_after_prefill.payload_bytes;
   score_.reference_window_kv_bytes = reference_.after_prefill.window_payload_bytes;
   score_.compressed_window_kv_bytes = compressed_after_prefill.window_payload_bytes;
+  score_.compressed_ram_bytes = compressed_after_prefill.ram_bytes;
   return score_;
 }
 
@@ -124,6 +125,7 @@ KlResult combine_kl_windows(const std::vector<KlWindowScore>& windows) {
     r.compressed_kv_bytes += w.compressed_kv_bytes;
     r.reference_window_kv_bytes += w.reference_window_kv_bytes;
     r.compressed_window_kv_bytes += w.compressed_window_kv_bytes;
+    r.compressed_ram_bytes += w.compressed_ram_bytes;
     r.seconds += w.seconds;
     ++r.windows;
   }

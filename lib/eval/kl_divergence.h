@@ -30,8 +30,13 @@ struct KlResult {
   // Of those, what sliding-window layers hold (CacheFootprint::window_payload_bytes): compression leaves them.
   int64_t reference_window_kv_bytes = 0;
   int64_t compressed_window_kv_bytes = 0;
+  // Of the compressed cache, what RAM holds (CacheFootprint::ram_bytes): below its payload for a cache on storage.
+  int64_t compressed_ram_bytes = 0;
   double compression_ratio() const {
     return reference_kv_bytes > 0 ? 1.0 - static_cast<double>(compressed_kv_bytes) / reference_kv_bytes : 0.0;
+  }
+  double ram_ratio() const {
+    return reference_kv_bytes > 0 ? 1.0 - static_cast<double>(compressed_ram_bytes) / reference_kv_bytes : 0.0;
   }
   double seconds = 0;
 };
@@ -77,6 +82,7 @@ struct KlWindowScore {
   int64_t agreements = 0, tokens = 0;
   int64_t reference_kv_bytes = 0, compressed_kv_bytes = 0;
   int64_t reference_window_kv_bytes = 0, compressed_window_kv_bytes = 0;
+  int64_t compressed_ram_bytes = 0;
   double seconds = 0;
 };
 // Scores a compressed run's logits against the reference's as they come, at most kScoredRowsPerBlock rows

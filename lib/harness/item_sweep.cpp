@@ -12,7 +12,7 @@ nlohmann::json sampled_cell_result(const std::string& task, const std::vector<Ta
   KVC_CHECK(items.size() == records.size(), "cell of {}: {} records for {} samples", task, records.size(), items.size());
   std::vector<nlohmann::json> groups;
   std::vector<std::vector<SampleRecord>> members;
-  double ratio = 0;
+  double ratio = 0, ram_ratio = 0;
   nlohmann::json samples = nlohmann::json::array();
   for (size_t i = 0; i < items.size(); ++i) {
     size_t g = 0;
@@ -23,6 +23,7 @@ nlohmann::json sampled_cell_result(const std::string& task, const std::vector<Ta
     }
     members[g].push_back(records[i]);
     ratio += records[i].compression_ratio;
+    ram_ratio += records[i].ram_ratio;
     samples.push_back(records[i].to_json());
   }
   const bool needle = task == "needle";
@@ -36,6 +37,7 @@ nlohmann::json sampled_cell_result(const std::string& task, const std::vector<Ta
           {"metric", needle ? "accuracy" : "string_match"},
           {"higher_is_better", true},
           {"compression_ratio", records.empty() ? 0.0 : ratio / static_cast<double>(records.size())},
+          {"ram_ratio", records.empty() ? 0.0 : ram_ratio / static_cast<double>(records.size())},
           {"cells", detail},
           {"samples", samples}};
 }
@@ -45,8 +47,6 @@ ItemSweepOutcome run_item_sweep(const EvalContext& ctx, const std::vector<TaskIt
                                 ResultStore& checkpoint, const std::string& settings, bool share_prefill,
                                 const std::function<void()>& on_item) {
   KVC_CHECK(cells.size() == setups.size(), "item sweep: {} setups for {} cells", setups.size(), cells.size());
-  std::map<std::string, const nlohmann::json*> saved;
-  for (const auto& r : checkpoint.records()) saved[r.at("sample").get<std::string>()] = &r;
   ItemSweepOutcome out;
   out.records.resize(cells.size());
   for (size_t i = 0; i < items.size(); ++i) {
@@ -54,9 +54,8 @@ ItemSweepOutcome run_item_sweep(const EvalContext& ctx, const std::vector<TaskIt
     std::vector<size_t> to_run;
     std::vector<const CacheSetup*> run_setups;
     for (size_t c = 0; c < cells.size(); ++c) {
-      const auto it = saved.find(cells[c].key() + "|" + std::to_string(i));
-      if (it != saved.end()) {
-        out.records[c].push_back(SampleRecord::from_json(it->second->at("record")));
+      if (const nlohmann::json* saved = checkpoint.find(cells[c].key() + "|" + std::to_string(i))) {
+        out.records[c].push_back(SampleRecord::from_json(saved->at("record")));
         ++out.samples_reused;
         continue;
       }

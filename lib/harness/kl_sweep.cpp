@@ -20,6 +20,7 @@ nlohmann::json to_json(const KlWindowScore& w) {
           {"compressed_kv_bytes", w.compressed_kv_bytes},
           {"reference_window_kv_bytes", w.reference_window_kv_bytes},
           {"compressed_window_kv_bytes", w.compressed_window_kv_bytes},
+          {"compressed_ram_bytes", w.compressed_ram_bytes},
           {"seconds", w.seconds}};
 }
 
@@ -41,6 +42,9 @@ KlWindowScore from_json(const nlohmann::json& j, const std::string& key) {
   w.compressed_kv_bytes = field("compressed_kv_bytes").get<int64_t>();
   w.reference_window_kv_bytes = field("reference_window_kv_bytes").get<int64_t>();
   w.compressed_window_kv_bytes = field("compressed_window_kv_bytes").get<int64_t>();
+  // Windows checkpointed before RAM was recorded come from caches held in RAM: their RAM is their payload.
+  w.compressed_ram_bytes = j.contains("compressed_ram_bytes") ? field("compressed_ram_bytes").get<int64_t>()
+                                                              : w.compressed_kv_bytes;
   w.seconds = field("seconds").get<double>();
   return w;
 }
@@ -57,8 +61,6 @@ KlSweepOutcome run_kl_sweep(const LlamaModel& model, const std::vector<int>& ids
                             const std::function<void()>& on_window) {
   KVC_CHECK(cells.size() == setups.size(), "kl sweep: {} setups for {} cells", setups.size(), cells.size());
   check_kl_options(model, options);
-  std::map<std::string, const nlohmann::json*> saved;
-  for (const auto& r : checkpoint.records()) saved[r.at("sample").get<std::string>()] = &r;
   std::vector<bool> shares(setups.size());
   for (size_t c = 0; c < setups.size(); ++c) shares[c] = share_prefill && shares_prefill(setups[c], model);
 
@@ -76,9 +78,8 @@ KlSweepOutcome run_kl_sweep(const LlamaModel& model, const std::vector<int>& ids
     std::vector<size_t> alone, sharing;
     for (size_t c = 0; c < cells.size(); ++c) {
       const std::string key = checkpoint_key(cells[c], w);
-      const auto it = saved.find(key);
-      if (it != saved.end()) {
-        scores[c].push_back(from_json(it->second->value("record", nlohmann::json()), key));
+      if (const nlohmann::json* saved = checkpoint.find(key)) {
+        scores[c].push_back(from_json(saved->value("record", nlohmann::json()), key));
         continue;
       }
       (shares[c] ? sharing : alone).push_back(c);

@@ -39,7 +39,7 @@ ResultStore::ResultStore(std::string path, std::string key_field)
       ++dropped_;
       break;
     }
-    keys_.insert(record[key_field_].get<std::string>());
+    index_[record[key_field_].get<std::string>()] = records_.size();
     records_.push_back(std::move(record));
     good_end = next;
     begin = next;
@@ -48,6 +48,11 @@ ResultStore::ResultStore(std::string path, std::string key_field)
     KVC_CHECK(::truncate(path_.c_str(), static_cast<off_t>(good_end)) == 0, "{}: cannot cut the torn line: {}", path_,
               std::strerror(errno));
   }
+}
+
+const nlohmann::json* ResultStore::find(const std::string& key) const {
+  const auto it = index_.find(key);
+  return it == index_.end() ? nullptr : &records_[it->second];
 }
 
 void ResultStore::append(const nlohmann::json& record) { append_all({record}); }
@@ -76,7 +81,7 @@ void ResultStore::append_all(const std::vector<nlohmann::json>& records) {
   ::fsync(fd);
   ::close(fd);
   for (const auto& record : records) {
-    keys_.insert(record[key_field_].get<std::string>());
+    index_[record[key_field_].get<std::string>()] = records_.size();
     records_.push_back(record);
   }
 }

@@ -5,7 +5,7 @@
 // from the last complete cell.
 #include <nlohmann/json.hpp>
 
-#include <set>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,7 +19,9 @@ class ResultStore {
   ResultStore(std::string path, std::string key_field = "cell");
 
   const std::string& path() const { return path_; }
-  bool has(const std::string& key) const { return keys_.count(key) > 0; }
+  bool has(const std::string& key) const { return index_.count(key) > 0; }
+  // The last record with this key, or nullptr. Valid until the next append (records may move).
+  const nlohmann::json* find(const std::string& key) const;
   const std::vector<nlohmann::json>& records() const { return records_; }
   size_t dropped_torn_lines() const { return dropped_; }
 
@@ -32,7 +34,7 @@ class ResultStore {
  private:
   std::string path_, key_field_;
   std::vector<nlohmann::json> records_;
-  std::set<std::string> keys_;
+  std::map<std::string, size_t> index_;  // key -> its last record in records_
   size_t dropped_ = 0;
 };
 

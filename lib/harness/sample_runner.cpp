@@ -90,7 +90,9 @@ SampleOutput finish_sample(const LlamaModel& model, const Tokenizer& tokenizer, 
                            const PromptTokens& prompt, const DecodeOptions& decode, const ForwardOptions& options) {
   SampleOutput out;
   out.prompt_tokens = prompt.size();
-  out.kv_payload_bytes = cache.footprint().payload_bytes;
+  const CacheFootprint footprint = cache.footprint();
+  out.kv_payload_bytes = footprint.payload_bytes;
+  out.kv_ram_bytes = footprint.ram_bytes;
   out.full_kv_bytes = dense_payload_bytes(model, prompt.size());
 
   DecodeLimits limits;

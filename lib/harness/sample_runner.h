@@ -56,11 +56,16 @@ struct SampleOutput {
   std::vector<int> tokens;
   int64_t prompt_tokens = 0;
   int64_t kv_payload_bytes = 0;  // cache payload after the prompt (context + question) was fed
+  int64_t kv_ram_bytes = 0;      // of the cache, what RAM holds (CacheFootprint::ram_bytes)
   int64_t full_kv_bytes = 0;     // what the uncompressed dense cache would hold for the same tokens
   double seconds = 0;
   std::string stop_reason;  // eos | newline | max_new_tokens | context
   double compression_ratio() const {
     return full_kv_bytes > 0 ? 1.0 - static_cast<double>(kv_payload_bytes) / full_kv_bytes : 0.0;
+  }
+  // The same against the RAM the cache holds: differs from compression_ratio for a cache on storage.
+  double ram_ratio() const {
+    return full_kv_bytes > 0 ? 1.0 - static_cast<double>(kv_ram_bytes) / full_kv_bytes : 0.0;
   }
 };
 

@@ -49,13 +49,15 @@ std::string file_safe(const std::string& s) {
 }  // namespace
 
 Table sweep_table(const std::vector<nlohmann::json>& records) {
-  Table t{{"task", "method", "ratio", "score", "metric", "higher_is_better", "measured_compression", "seconds"}, {}};
+  Table t{{"task", "method", "ratio", "score", "metric", "higher_is_better", "measured_compression",
+           "measured_ram_compression", "seconds"}, {}};
   for (const auto& r : records) {
     const auto& res = r["result"];
+    const double compression = res.value("compression_ratio", 0.0);
     t.rows.push_back({r["task"], r["method"], format_number(r["ratio"].get<double>(), 4),
                       format_number(res["score"].get<double>(), 6), res["metric"],
                       res["higher_is_better"].get<bool>() ? "yes" : "no",
-                      format_number(res.value("compression_ratio", 0.0), 4),
+                      format_number(compression, 4), format_number(res.value("ram_ratio", compression), 4),
                       format_number(r["metadata"].value("wall_seconds", 0.0), 2)});
   }
   return t;

@@ -19,6 +19,7 @@ nlohmann::json SampleRecord::to_json() const {
           {"prompt_tokens", prompt_tokens},
           {"dropped_tokens", dropped_tokens},
           {"compression_ratio", compression_ratio},
+          {"ram_ratio", ram_ratio},
           {"seconds", seconds}};
 }
 
@@ -35,6 +36,8 @@ SampleRecord SampleRecord::from_json(const nlohmann::json& j) {
   r.prompt_tokens = field("prompt_tokens").get<int64_t>();
   r.dropped_tokens = field("dropped_tokens").get<int64_t>();
   r.compression_ratio = field("compression_ratio").get<double>();
+  // Records written before RAM was recorded come from caches held in RAM, whose RAM is their payload.
+  r.ram_ratio = j.value("ram_ratio", r.compression_ratio);
   r.seconds = field("seconds").get<double>();
   return r;
 }
@@ -91,6 +94,7 @@ SampleRecord scored(const TaskItem& item, const PromptTokens& prompt, const Samp
   r.prompt_tokens = out.prompt_tokens;
   r.dropped_tokens = prompt.dropped;
   r.compression_ratio = out.compression_ratio();
+  r.ram_ratio = out.ram_ratio();
   r.seconds = out.seconds;
   return r;
 }

@@ -37,6 +37,7 @@ struct SampleRecord {
   int64_t prompt_tokens = 0;
   int64_t dropped_tokens = 0;
   double compression_ratio = 0;
+  double ram_ratio = 0;  // SampleOutput::ram_ratio
   double seconds = 0;
   nlohmann::json to_json() const;
   // Back from to_json (a resumed run's finished samples); kvc::Error naming the missing field.

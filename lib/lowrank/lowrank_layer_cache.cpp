@@ -320,6 +320,7 @@ CacheFootprint LowRankLayerCache::footprint() const {
   CacheFootprint f;
   f.entries = length_ * shape_.num_kv_heads;
   f.payload_bytes = key_.used() * key_.element_bytes() + value_.used() * value_.element_bytes();
+  f.ram_bytes = f.payload_bytes;
   f.resident_bytes = cap(key_) + cap(value_) +
                      static_cast<int64_t>(key_.offsets.size() + value_.offsets.size()) * 8 + positions_.numel() * 8;
   return f;

@@ -336,6 +336,7 @@ CacheFootprint RetrievalLayerCache::footprint() const {
   }
   if (layer_ == 0) resident += shared_->cache->used_bytes();
   f.resident_bytes = resident;
+  f.ram_bytes = resident;
   return f;
 }
 

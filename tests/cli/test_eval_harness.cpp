@@ -160,6 +160,12 @@ TEST(EvalSweep, OnePrefillPerSampleGivesThePerCellResults) {
   ASSERT_EQ(a.size(), b.size());
   for (const auto& [key, result] : a) EXPECT_EQ(result, b.at(key)) << key;
   EXPECT_EQ(test::slurp(shared + "/results.md"), test::slurp(alone + "/results.md"));
+  // The memory a cell holds in RAM: its payload, except the retrieval cache's, whose entries are on storage.
+  for (const auto& [key, result] : a) {
+    const double payload = result["compression_ratio"], ram = result["ram_ratio"];
+    if (key.find("retrieval/") != std::string::npos) EXPECT_GT(ram, payload + 0.25) << key;
+    else EXPECT_EQ(ram, payload) << key;
+  }
 
   // Interrupted after a task's first sample: the cells of that task are not finished, their first
   // sample is checkpointed, and the resumed run reads it back instead of running it.
@@ -218,6 +224,13 @@ TEST(EvalNeedle, WritesGridJsonTablesAndHeatmap) {
   EXPECT_NE(test::slurp(out + "/needle_grid.csv").find("depth \\ length,96,160"), std::string::npos);
   if (std::system("command -v gnuplot >/dev/null") == 0)
     EXPECT_EQ(test::slurp(out + "/needle_heatmap.png").substr(1, 3), "PNG");
+  // Run again: every cell is read back from cells.jsonl, sample for sample, and none is appended.
+  const auto again = run_command(bin("kvc-eval") + " needle -m " + kStories + " -t 1 --haystack " + kText +
+                                 " --lengths 96,160 --depths 0,0.5,1 --samples 1 --templates passkey --out " + out +
+                                 " --json");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(nlohmann::json::parse(again.out)["cells"], j["cells"]);
+  EXPECT_EQ(read_jsonl(out + "/cells.jsonl").size(), 6u);
 }
 
 TEST(EvalBadInput, SweepPrefillModeChunkAndForeignSampleCheckpoints) {

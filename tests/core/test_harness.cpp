@@ -102,6 +102,29 @@ TEST(ResultStore, ResumesAndDropsATornLastLine) {
   EXPECT_EQ(again.dropped_torn_lines(), 0u);
 }
 
+// A resumed sweep looks up earlier records between appends: each lookup must see the record as written,
+// however many appends moved the records in memory, and a key written twice gives its last record.
+TEST(ResultStore, FindGivesTheLastRecordOfAKeyAcrossAppends) {
+  const std::string path = test::make_temp_dir("kvc-store-find") + "/samples.jsonl";
+  {
+    ResultStore s(path, "sample");
+    s.append({{"sample", "a"}, {"v", 1}});
+    s.append({{"sample", "b"}, {"v", 2}});
+  }
+  ResultStore s(path, "sample");
+  for (int i = 0; i < 1000; ++i) {
+    s.append({{"sample", "new " + std::to_string(i)}, {"v", i}});
+    const nlohmann::json* a = s.find("a");
+    ASSERT_NE(a, nullptr);
+    ASSERT_EQ((*a)["v"], 1) << "after " << i + 1 << " appends";
+    ASSERT_EQ((*s.find("new " + std::to_string(i)))["v"], i);
+  }
+  EXPECT_EQ(s.find("c"), nullptr);
+  s.append({{"sample", "a"}, {"v", 7}});
+  EXPECT_EQ((*s.find("a"))["v"], 7);
+  EXPECT_EQ((*ResultStore(path, "sample").find("a"))["v"], 7);
+}
+
 TEST(ResultStore, CorruptMiddleLineIsAnErrorWithFileAndLine) {
   const std::string path = test::make_temp_dir("kvc-store") + "/r.jsonl";
   test::write_bytes(path, "{\"cell\":\"a\"}\nnot json\n{\"cell\":\"b\"}\n");
@@ -160,14 +183,17 @@ nlohmann::json fake_record(const std::string& task, const std::string& method, d
 }
 
 TEST(SweepReport, PivotTableAndPlots) {
+  nlohmann::json on_storage = fake_record("needle", "retrieval/adaptive", 0, 0.5);
+  on_storage["result"]["ram_ratio"] = 0.8;  // a cache on storage holds less in RAM than its payload
   const std::vector<nlohmann::json> records{fake_record("needle", "none", 0, 1.0), fake_record("needle", "fake", 0.5, 0.75),
-                                            fake_record("needle", "fake", 0.9, 0.25)};
+                                            fake_record("needle", "fake", 0.9, 0.25), on_storage};
   const std::string md = sweep_markdown(records);
   EXPECT_NE(md.find("| method \\ ratio | 0 | 0.5 | 0.9 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| none | 1 |  |  |"), std::string::npos) << md;
   EXPECT_NE(md.find("| fake | 1 | 0.75 | 0.25 |"), std::string::npos) << md;  // starts at the baseline
   const std::string csv = to_csv(sweep_table(records));
-  EXPECT_NE(csv.find("needle,fake,0.9,0.25,accuracy,yes,0.9,1.5\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("needle,fake,0.9,0.25,accuracy,yes,0.9,0.9,1.5\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("needle,retrieval/adaptive,0,0.5,accuracy,yes,0,0.8,1.5\n"), std::string::npos) << csv;
   const std::string dir = test::make_temp_dir("kvc-report");
   const auto pngs = write_sweep_report(dir, records);
   if (gnuplot_available()) {

@@ -25,6 +25,7 @@ void expect_same(const KlResult& a, const KlResult& b) {
   EXPECT_EQ(a.compressed_kv_bytes, b.compressed_kv_bytes);
   EXPECT_EQ(a.reference_window_kv_bytes, b.reference_window_kv_bytes);
   EXPECT_EQ(a.compressed_window_kv_bytes, b.compressed_window_kv_bytes);
+  EXPECT_EQ(a.compressed_ram_bytes, b.compressed_ram_bytes);
 }
 
 TEST(KlSweep, EveryCellEqualsItsOwnEvaluateKlAndResumesFromCheckpointedWindows) {

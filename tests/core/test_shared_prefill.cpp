@@ -174,6 +174,11 @@ TEST(SharedPrefill, HarnessOutputsEqualRunsAloneInBothQueryModes) {
       EXPECT_EQ(shared[i].tokens, alone.tokens);
       EXPECT_EQ(shared[i].prediction, alone.prediction);
       EXPECT_EQ(shared[i].kv_payload_bytes, alone.kv_payload_bytes);
+      EXPECT_EQ(shared[i].kv_ram_bytes, alone.kv_ram_bytes);
+      // A cache in RAM holds its payload there; the retrieval cache keeps its entries on storage and
+      // holds sinks, its window, buffers and centroids: less than the payload at 400 tokens.
+      if (i + 1 < setups.size()) EXPECT_EQ(alone.kv_ram_bytes, alone.kv_payload_bytes);
+      else EXPECT_LT(alone.kv_ram_bytes, alone.kv_payload_bytes / 2);
       EXPECT_EQ(shared[i].full_kv_bytes, alone.full_kv_bytes);
       EXPECT_EQ(shared[i].stop_reason, alone.stop_reason);
       EXPECT_EQ(shared[i].prompt_tokens, alone.prompt_tokens);
