@@ -12,7 +12,8 @@
 # Retrieval rows (RETRIEVAL): the clustered cache keeps every entry on storage and reads `budget`
 # entries per KV head and step; its memory is the RAM it holds (sinks, window, buffers, centroids).
 # Each prefills on its own too. (local re-clusters every 64 steps: with at most 24 new tokens per sample
-# it equals static here, so it is not a row of its own.)
+# it equals static here, so it is not a row of its own.) They are not KL rows: a retrieval cache picks
+# entries per new token, and the KL schedule feeds 64 tokens a pass, which attend to every entry.
 # QUERY=agnostic compresses the context before the question is seen (into OUT=...-agnostic).
 # Each task is a resumable sweep of its own: interrupt at will, re-run to continue.
 # Writes OUT/<task>/results.{jsonl,md,csv}, OUT/leaderboard.md (mean score ± standard error over the
@@ -69,8 +70,10 @@ for task in $TASKS; do
     args=(--tasks "$task" --task-lengths "$LENGTH" --samples "$SAMPLES" --ruler-new-tokens 24)
   fi
   common=(-m "$MODEL" --ratios "$RATIOS" "${args[@]}" --query "$QUERY" --seed 0 -t "$THREADS" --out-dir "$OUT/$task")
+  rows=("${retrieval[@]}")
+  [ "$task" != kl ] || rows=()
   # Each invocation appends its summary (cells run and reused, prefill and decode seconds) to OUT/<task>.runs.jsonl.
-  "$BIN/kvc-eval" sweep "${common[@]}" --methods all "${lowrank[@]}" "${retrieval[@]}" --json >> "$OUT/$task.runs.jsonl"
+  "$BIN/kvc-eval" sweep "${common[@]}" --methods all "${lowrank[@]}" "${rows[@]}" --json >> "$OUT/$task.runs.jsonl"
   if [ ${#lowrank[@]} -gt 0 ] && [ -n "$LOWRANK_PRESS" ]; then
     # The same folder: the cells above are reused, the press storing its kept entries low-rank is added.
     "$BIN/kvc-eval" sweep "${common[@]}" --methods none "${lowrank[@]:0:2}" --lowrank-press "$LOWRANK_PRESS" \

@@ -65,6 +65,13 @@ void check_kl_options(const LlamaModel& model, const KlOptions& options) {
             model.config().max_position_embeddings);
 }
 
+void check_kl_schedule(const KlOptions& options, const CacheSetup& setup) {
+  KVC_CHECK(!setup.selects_per_token || options.chunk == 1,
+            "{} with --chunk {}: a retrieval cache picks entries for one new token at a time, and a pass of {} "
+            "tokens attends to every entry (KL 0); use --chunk 1",
+            setup.name, options.chunk, options.chunk);
+}
+
 int64_t kl_context_tokens(int64_t n, const KlOptions& options) {
   return static_cast<int64_t>(std::llround(options.context_fraction * static_cast<double>(n)));
 }
@@ -141,6 +148,7 @@ KlResult combine_kl_windows(const std::vector<KlWindowScore>& windows) {
 KlResult evaluate_kl(const LlamaModel& model, const std::vector<int>& ids, const KlOptions& options,
                      const CacheSetup& compressed, bool show_progress) {
   check_kl_options(model, options);
+  check_kl_schedule(options, compressed);
   const auto windows = plan_windows(static_cast<int64_t>(ids.size()), options.plan);
   std::vector<KlWindowScore> scores;
   Progress progress("kl", static_cast<int64_t>(windows.size()), "windows", show_progress);

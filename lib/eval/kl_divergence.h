@@ -54,6 +54,9 @@ KlResult evaluate_kl(const LlamaModel& model, const std::vector<int>& ids, const
 
 // Refuses options evaluate_kl cannot run (one line naming the flag).
 void check_kl_options(const LlamaModel& model, const KlOptions& options);
+// Refuses a setup that picks entries per new token (retrieval) on a schedule of several tokens per pass,
+// where it would attend to every entry and score KL 0.
+void check_kl_schedule(const KlOptions& options, const CacheSetup& setup);
 // Tokens of an n-token window that are prefilled (compressed); 0 or n when the window has nothing to score.
 int64_t kl_context_tokens(int64_t n, const KlOptions& options);
 

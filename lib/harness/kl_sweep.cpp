@@ -61,6 +61,7 @@ KlSweepOutcome run_kl_sweep(const LlamaModel& model, const std::vector<int>& ids
                             const std::function<void()>& on_window) {
   KVC_CHECK(cells.size() == setups.size(), "kl sweep: {} setups for {} cells", setups.size(), cells.size());
   check_kl_options(model, options);
+  for (const CacheSetup& setup : setups) check_kl_schedule(options, setup);
   std::vector<bool> shares(setups.size());
   for (size_t c = 0; c < setups.size(); ++c) shares[c] = share_prefill && shares_prefill(setups[c], model);
 

@@ -29,6 +29,9 @@ struct CacheSetup {
   std::function<LayerCacheFactory()> fresh_factory;
   std::function<std::unique_ptr<ForwardObserver>()> make_observer;  // empty: no observer; one per sequence
   bool bounded = false;  // RAM stays within a fixed size while decoding (eviction, or a cache on storage)
+  // Picks the entries each new token attends to (retrieval): a pass of several tokens attends to every
+  // entry, so only a one-token schedule measures it.
+  bool selects_per_token = false;
   std::function<std::string()> report;  // one line about the last cache (e.g. storage reads); may be empty
   std::function<nlohmann::json()> report_json;  // the same as fields for --json; may be empty
   LayoutNeeds needs;

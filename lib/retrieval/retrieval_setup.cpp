@@ -79,6 +79,7 @@ CacheSetup make_retrieval_setup(const std::string& spec, const std::string& stor
   CacheSetup setup;
   setup.name = "retrieval " + run->config.name();
   setup.bounded = true;
+  setup.selects_per_token = true;
   const CacheTypes types = model.cache_types();
   setup.fresh_factory = [run, shape, rope, types]() {
     const bool temporary = run->store_path.empty();

@@ -9,6 +9,7 @@
 #include "support/paths.h"
 #include "support/run_command.h"
 #include "tokenizer/tokenizer.h"
+#include "util/error.h"
 
 namespace kvc {
 namespace {
@@ -51,11 +52,6 @@ TEST(KlSweep, EveryCellEqualsItsOwnEvaluateKlAndResumesFromCheckpointedWindows) 
     cells.push_back({"kl", spec, c.ratio});
     setups.push_back(build_cache_setup(c, *model));
   }
-  CompressionSpec retrieval;  // a storage layout of its own: prefills alone
-  retrieval.retrieval = "adaptive:budget=32";
-  cells.push_back({"kl", "retrieval/adaptive:budget=32", 0.0});
-  setups.push_back(build_cache_setup(retrieval, *model));
-
   const std::string dir = test::make_temp_dir("kvc-kl-sweep");
   ResultStore checkpoint(dir + "/samples.jsonl", "sample");
   int windows = 0;
@@ -63,9 +59,9 @@ TEST(KlSweep, EveryCellEqualsItsOwnEvaluateKlAndResumesFromCheckpointedWindows) 
       run_kl_sweep(*model, ids, options, cells, setups, checkpoint, "s", true, [&] { ++windows; });
   ASSERT_TRUE(swept.complete);
   EXPECT_EQ(windows, 3);
-  // Per window: the reference, one shared prefill, and the two cells that prefill alone.
-  EXPECT_EQ(swept.cost.prefills, 3 * 4);
-  EXPECT_EQ(swept.cost.shared_outputs, 3 * static_cast<int64_t>(cells.size() - 2));
+  // Per window: the reference, one shared prefill, and the cell that prefills alone.
+  EXPECT_EQ(swept.cost.prefills, 3 * 3);
+  EXPECT_EQ(swept.cost.shared_outputs, 3 * static_cast<int64_t>(cells.size() - 1));
   ASSERT_EQ(swept.results.size(), cells.size());
   for (size_t c = 0; c < cells.size(); ++c) {
     SCOPED_TRACE(cells[c].method);
@@ -82,7 +78,7 @@ TEST(KlSweep, EveryCellEqualsItsOwnEvaluateKlAndResumesFromCheckpointedWindows) 
   resumed.append_all(first);
   const KlSweepOutcome again = run_kl_sweep(*model, ids, options, cells, setups, resumed, "s", true);
   ASSERT_TRUE(again.complete);
-  EXPECT_EQ(again.cost.prefills, 2 * 4);
+  EXPECT_EQ(again.cost.prefills, 2 * 3);
   for (size_t c = 0; c < cells.size(); ++c) expect_same(again.results[c], swept.results[c]);
 
   // Without sharing the prefill every cell prefills alone and still gets the same numbers.
@@ -90,6 +86,45 @@ TEST(KlSweep, EveryCellEqualsItsOwnEvaluateKlAndResumesFromCheckpointedWindows) 
   const KlSweepOutcome unshared = run_kl_sweep(*model, ids, options, cells, setups, alone, "s", false);
   EXPECT_EQ(unshared.cost.prefills, 3 * static_cast<int64_t>(1 + cells.size()));
   for (size_t c = 0; c < cells.size(); ++c) expect_same(unshared.results[c], swept.results[c]);
+}
+
+// A retrieval cache picks entries for each new token; a pass of several tokens attends to all of them.
+// So a kl schedule of several tokens per pass is refused (it would score KL 0), and one token per pass
+// measures what the retrieval leaves out, equal to evaluate_kl run alone.
+TEST(KlSweep, RetrievalCellsNeedOneTokenPerPass) {
+  const auto model = LlamaModel::load(test::model_dir("kvc-micro-lm"));
+  const Tokenizer tokenizer = Tokenizer::load(test::model_dir("kvc-micro-lm") + "/tokenizer.model");
+  const std::vector<int> ids = tokenizer.encode_prompt(
+      test::slurp(test::data_file("pg_essays/addiction.txt")), model->config().bos_token_id);
+  KlOptions options;
+  options.plan.window = 160;
+  options.plan.max_windows = 2;
+  options.chunk = 7;
+  CompressionSpec retrieval;
+  retrieval.retrieval = "adaptive:budget=16";
+  const std::vector<SweepCell> cells{{"kl", "none", 0.0}, {"kl", "retrieval/adaptive:budget=16", 0.0}};
+  const std::vector<CacheSetup> setups{build_cache_setup(CompressionSpec{}, *model),
+                                       build_cache_setup(retrieval, *model)};
+  const std::string dir = test::make_temp_dir("kvc-kl-sweep-retrieval");
+  ResultStore refused(dir + "/refused.jsonl", "sample");
+  try {
+    run_kl_sweep(*model, ids, options, cells, setups, refused, "s", true);
+    FAIL() << "a retrieval cell with --chunk 7 ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--chunk 7"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("use --chunk 1"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(evaluate_kl(*model, ids, options, setups[1], false), Error);
+  EXPECT_TRUE(refused.records().empty());  // refused before any window ran
+
+  options.chunk = 1;
+  ResultStore checkpoint(dir + "/samples.jsonl", "sample");
+  const KlSweepOutcome swept = run_kl_sweep(*model, ids, options, cells, setups, checkpoint, "s", true);
+  ASSERT_TRUE(swept.complete);
+  expect_same(swept.results[1], evaluate_kl(*model, ids, options, setups[1], false));
+  EXPECT_GT(swept.results[1].mean_kl, 1e-6);  // 16 entries read of up to 160: the predictions move
+  EXPECT_EQ(swept.results[1].compression_ratio(), 0.0);  // every entry is kept, on storage
+  EXPECT_GT(swept.results[1].ram_ratio(), 0.0);          // RAM holds less than the payload
 }
 
 }  // namespace
