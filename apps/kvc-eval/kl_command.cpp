@@ -86,7 +86,9 @@ void add_kl_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--max-windows", o->kl.plan.max_windows, "Windows to evaluate (0 = all)")->capture_default_str();
   cmd->add_option("--context-fraction", o->kl.context_fraction, "Share of each window prefilled")
       ->capture_default_str();
-  cmd->add_option("--chunk", o->kl.chunk, "Tokens per decoding step after the prefill (1 with --retrieval, which picks entries per token)")->capture_default_str();
+  cmd->add_option("--chunk", o->kl.chunk,
+                  "Tokens per decoding step after the prefill (1 with --retrieval, which picks entries per token)")
+      ->capture_default_str();
   cli::add_json_switch(*cmd, o->json);
   on_run(cmd, o, action, run_kl);
 }

@@ -259,7 +259,8 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
   o->kl.plan.max_windows = 4;
   cli::add_ctx_size(*cmd, o->kl.plan.window, "ppl/kl window in tokens")->capture_default_str();
   cmd->add_option("--max-windows", o->kl.plan.max_windows, "ppl/kl windows")->capture_default_str();
-  cmd->add_option("--chunk", o->kl.chunk, "ppl/kl: tokens fed per step after each window's compressed first half (1 with --retrieval, "
+  cmd->add_option("--chunk", o->kl.chunk,
+                  "ppl/kl: tokens fed per step after each window's compressed first half (1 with --retrieval, "
                   "which picks entries per token)")
       ->capture_default_str();
   cmd->add_option("--haystack", o->haystack, "Needle filler text, a file or folder (e.g. data/text/pg_essays)");
