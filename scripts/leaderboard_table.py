@@ -134,7 +134,7 @@ def combined(by_task):
         shares = [kept(by_task[t][(method, r)], full[t]) for t in tasks if (method, r) in by_task[t]]
         return sum(shares) / len(shares)
 
-    lines = [f"### {' / '.join(tasks)} (mean ± standard error per task; cache kept: measured bytes vs uncompressed)\n",
+    lines = [f"### {' / '.join(tasks)} (mean ± standard error per task; cache kept: measured bytes in RAM vs uncompressed)\n",
              "uncompressed: " + cell("none", 0.0) + "\n",
              "| method | " + " | ".join(f"{r}" for r in ratios) + " |", "|---|" + "---|" * len(ratios)]
     for method in methods:

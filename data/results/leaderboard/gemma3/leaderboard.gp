@@ -1,7 +1,7 @@
 set terminal pngcairo size 1100,700 noenhanced
 set output 'leaderboard.png'
 set title 'mean score over needle, niah_single_2, niah_multikey_1 vs cache kept'
-set xlabel 'cache kept vs uncompressed (measured bytes)'
+set xlabel 'cache kept in RAM vs uncompressed (measured bytes)'
 set ylabel 'score'
 set xrange [1.02:0]
 set yrange [0:1.05]
@@ -19,4 +19,7 @@ plot 'leaderboard.dat' index 0 with linespoints title 'uncompressed', \
      'leaderboard.dat' index 9 with linespoints title 'd2o', \
      'leaderboard.dat' index 10 with linespoints title 'kvcompose', \
      'leaderboard.dat' index 11 with linespoints title 'kvcompose_unstructured', \
-     'leaderboard.dat' index 12 with linespoints title 'ada'
+     'leaderboard.dat' index 12 with linespoints title 'ada', \
+     'leaderboard.dat' index 13 with linespoints title 'retrieval adaptive:budget=1024', \
+     'leaderboard.dat' index 14 with linespoints title 'retrieval static:budget=1024', \
+     'leaderboard.dat' index 15 with linespoints title 'retrieval adaptive:budget=256'

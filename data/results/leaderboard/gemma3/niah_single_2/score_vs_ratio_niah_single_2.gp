@@ -18,4 +18,7 @@ plot 'score_vs_ratio_niah_single_2.dat' index 0 using 1:2 with linespoints lc rg
      'score_vs_ratio_niah_single_2.dat' index 9 using 1:2 with linespoints lc rgb '#17becf' dt 1 pt 6 lw 2 title 'd2o', \
      'score_vs_ratio_niah_single_2.dat' index 10 using 1:2 with linespoints lc rgb '#1f77b4' dt 2 pt 8 lw 2 title 'kvcompose', \
      'score_vs_ratio_niah_single_2.dat' index 11 using 1:2 with linespoints lc rgb '#ff7f0e' dt 2 pt 10 lw 2 title 'kvcompose_unstructured', \
-     'score_vs_ratio_niah_single_2.dat' index 12 using 1:2 with linespoints lc rgb '#2ca02c' dt 2 pt 12 lw 2 title 'ada'
+     'score_vs_ratio_niah_single_2.dat' index 12 using 1:2 with linespoints lc rgb '#2ca02c' dt 2 pt 12 lw 2 title 'ada', \
+     'score_vs_ratio_niah_single_2.dat' index 13 using 1:2 with linespoints lc rgb '#d62728' dt 2 pt 7 lw 2 title 'retrieval/adaptive:budget=1024', \
+     'score_vs_ratio_niah_single_2.dat' index 14 using 1:2 with linespoints lc rgb '#9467bd' dt 2 pt 5 lw 2 title 'retrieval/static:budget=1024', \
+     'score_vs_ratio_niah_single_2.dat' index 15 using 1:2 with linespoints lc rgb '#8c564b' dt 2 pt 9 lw 2 title 'retrieval/adaptive:budget=256'
