@@ -264,6 +264,42 @@ TEST(EvalBadInput, SweepKlCheckpointWithoutScoresIsOneLine) {
   expect_clean_error(run_command(cmd), "has no number 'kl_sum'");
 }
 
+// A retrieval cache picks entries per new token; a kl schedule of several tokens a pass would score it
+// at KL 0. Both commands refuse it in one line, before any window runs.
+TEST(EvalBadInput, RetrievalWithSeveralTokensPerKlPassIsOneLine) {
+  expect_clean_error(run_command(bin("kvc-eval") + " kl -m " + kStories + " -t 1 -f " + kText +
+                                 " -c 64 --max-windows 1 --chunk 4 --retrieval adaptive:budget=16"),
+                     "with --chunk 4: a retrieval cache picks entries for one new token at a time");
+  const std::string out = test::make_temp_dir("kvc-sweep-kl-retrieval");
+  expect_clean_error(run_command(bin("kvc-eval") + " sweep -m " + kStories + " -t 1 --methods none --tasks kl --file " +
+                                 kText + " --window 64 --max-windows 1 --chunk 4 --retrieval adaptive:budget=16 " +
+                                 "--out-dir " + out),
+                     "use --chunk 1");
+  EXPECT_TRUE(!std::filesystem::exists(out + "/samples.jsonl") || read_jsonl(out + "/samples.jsonl").empty());
+}
+
+// kl windows checkpointed before the RAM a cache holds was recorded come from caches in RAM: read back,
+// their RAM is their payload.
+TEST(EvalSweep, KlCheckpointsWithoutRamBytesReadBackAsTheirPayload) {
+  const std::string out = test::make_temp_dir("kvc-sweep-kl-old");
+  const std::string cmd = bin("kvc-eval") + " sweep -m " + kStories + " -t 1 --methods snapkv --ratios 0.5 --tasks kl " +
+                          "--file " + kText + " --window 64 --max-windows 2 --out-dir " + out + " --json";
+  ASSERT_EQ(run_command(cmd).exit_code, 0);
+  std::vector<nlohmann::json> lines = read_jsonl(out + "/samples.jsonl");
+  ASSERT_FALSE(lines.empty());
+  {
+    std::ofstream rewrite(out + "/samples.jsonl");
+    for (auto& line : lines) {
+      line["record"].erase("compressed_ram_bytes");
+      rewrite << line.dump() << "\n";
+    }
+  }
+  std::filesystem::remove(out + "/results.jsonl");
+  ASSERT_EQ(run_command(cmd).exit_code, 0);
+  for (const auto& rec : read_jsonl(out + "/results.jsonl"))
+    EXPECT_EQ(rec["result"]["ram_ratio"], rec["result"]["compression_ratio"]) << rec["method"];
+}
+
 TEST(EvalBadInput, UnknownTaskNames) {
   expect_clean_error(run_command(bin("kvc-eval") + " sweep -m " + kStories + " --tasks kl,nedle --out /tmp/x"),
                      "unknown task 'nedle'");
