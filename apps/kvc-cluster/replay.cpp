@@ -174,9 +174,9 @@ int run_replay(const ReplayOptions& o) {
   for (auto& r : runs) {
     model->forward(prompt, *r.cache, last);
     if (thresholds.empty()) continue;
-    KVC_CHECK(static_cast<int64_t>(thresholds.size()) == mc.num_layers,
-              "--index '{}' has thresholds for {} layers, the model has {}", o.index, thresholds.size(),
-              mc.num_layers);
+    KVC_CHECK(thresholds.size() == r.layers.size(),
+              "--index '{}' has thresholds for {} layers, the model keeps {} layers on storage", o.index,
+              thresholds.size(), r.layers.size());
     for (size_t l = 0; l < r.layers.size(); ++l)
       for (size_t h = 0; h < r.layers[l]->heads().size(); ++h) r.layers[l]->heads()[h].set_threshold(thresholds[l][h]);
   }

@@ -175,11 +175,12 @@ double HeadIndex::mean_variance() const {
 EntryBlock HeadIndex::load(int64_t j) {
   const int64_t uid = clusters_[j].uid;
   if (const EntryBlock* hit = shared_->cache->get(uid)) return *hit;
-  // The store reads the cluster's full pages in one operation (its tail is in RAM).
-  const int64_t pages = shared_->store->entries(uid) / shared_->store->per_page();
-  shared_->split_read_bytes += pages * PageStore::kPageBytes;
-  shared_->split_read_ops += pages > 0;
+  // The store reads the cluster's pages in one operation.
+  const IoCounters before = shared_->store->counters();
   EntryBlock block = std::move(shared_->store->read({uid}, 0).front());
+  const IoCounters read = shared_->store->counters().minus(before);
+  shared_->split_read_bytes += read.read_bytes;
+  shared_->split_read_ops += read.read_ops;
   return block;
 }
 

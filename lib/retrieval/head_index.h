@@ -30,7 +30,7 @@ struct RetrievalShared {
   std::unique_ptr<ClusterCache> cache;
   std::unique_ptr<IoThread> io;  // declared after the store: stops before the store closes
   std::unique_ptr<Prefetcher> prefetch;  // next-layer read-ahead (config.prefetch)
-  int64_t num_layers = 0;                // layers sharing this state (the prefetcher's "next layer")
+  int64_t num_layers = 0;                // layers sharing this state, numbered as they were made
   int64_t step = 0;
   int64_t splits = 0, forced_splits = 0, delayed_splits = 0;
   int64_t split_moved_bytes = 0;  // bytes of split children written to new places

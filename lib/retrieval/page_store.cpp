@@ -72,8 +72,8 @@ int64_t PageStore::slot_page(const Extent& e, int64_t slot) const {
   return e.back ? p.first_page + p.capacity - 1 - slot : p.first_page + slot;
 }
 
-int64_t PageStore::run_first_page(const Extent& e) const {
-  return e.back ? slot_page(e, e.full_pages - 1) : slot_page(e, 0);
+int64_t PageStore::run_first_page(const Extent& e, int64_t pages) const {
+  return e.back ? slot_page(e, pages - 1) : slot_page(e, 0);
 }
 
 int64_t PageStore::free_slots(const Pool& p) const {
@@ -138,7 +138,8 @@ void PageStore::write_page(int64_t page, int64_t uid, const EntryBlock& block, i
   io_.write_ops += 1;
 }
 
-// Writes `records` as the cluster's full pages + RAM tail, from slot 0.
+// Writes `records` from slot 0: full pages, then the rest as a partial last page (or into the RAM
+// write buffer with tails_in_ram).
 void PageStore::write_records(int64_t uid, const EntryBlock& records) {
   Extent& e = extents_[uid];
   const int64_t pp = per_page();
@@ -147,8 +148,30 @@ void PageStore::write_records(int64_t uid, const EntryBlock& records) {
   e.page_crc.assign(static_cast<size_t>(e.full_pages), 0);
   for (int64_t s = 0; s < e.full_pages; ++s) write_page(slot_page(e, s), uid, records, s * pp, pp, &e.page_crc[s]);
   e.tail = EntryBlock(dim_);
-  for (int64_t i = e.full_pages * pp; i < records.size(); ++i) e.tail.push_from(records, i);
-  round_through_storage(format_, e.tail);
+  e.flushed = 0;
+  const int64_t rest = records.size() - e.full_pages * pp;
+  if (rest == 0) return;
+  if (tails_in_ram_) {
+    for (int64_t i = e.full_pages * pp; i < records.size(); ++i) e.tail.push_from(records, i);
+    round_through_storage(format_, e.tail);
+    return;
+  }
+  e.flushed = rest;
+  write_page(slot_page(e, e.full_pages), uid, records, e.full_pages * pp, rest, &e.flushed_crc);
+}
+
+void PageStore::load_flushed(Extent& e) {
+  if (e.flushed == 0) return;
+  auto buffer = aligned_bytes(kPageBytes);
+  const int64_t page = slot_page(e, e.full_pages);
+  pread_pages(page, 1, buffer.get(), true);
+  PageHeader h;
+  std::memcpy(&h, buffer.get(), sizeof h);
+  KVC_CHECK(h.magic == kPageMagic && h.count == e.flushed && h.crc == page_crc(buffer.get(), record_bytes()),
+            "store '{}': page {} is torn or corrupt (checksum mismatch); rebuild the store", path_, page);
+  read_page_records(buffer.get(), e.flushed, format_, e.tail);
+  e.flushed = 0;
+  e.version = next_version_++;  // the records move from the page image to the RAM buffer
 }
 
 int64_t PageStore::create(const EntryBlock& records, int64_t partner) {
@@ -174,16 +197,25 @@ bool PageStore::is_live(int64_t uid) const {
 int64_t PageStore::entries(int64_t uid) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const Extent& e = extents_.at(static_cast<size_t>(uid));
-  return e.full_pages * per_page() + e.tail.size();
+  return e.full_pages * per_page() + e.tail.size() + e.flushed;
+}
+
+int64_t PageStore::tail_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int64_t records = 0;
+  for (const Extent& e : extents_)
+    if (e.live) records += e.tail.size();
+  return records * RecordFormat{dim_}.record_bytes();
 }
 
 void PageStore::relocate(int64_t uid, int64_t pages_needed) {
   Extent& e = extents_[uid];
-  // Read the full pages back, free the old place, write them at the new one.
+  // Read the pages back, free the old place, write them at the new one.
+  load_flushed(e);
   auto buffer = aligned_bytes(std::max<int64_t>(1, e.full_pages) * kPageBytes);
   EntryBlock records(dim_);
   if (e.full_pages > 0) {
-    const int64_t first = run_first_page(e);
+    const int64_t first = run_first_page(e, e.full_pages);
     pread_pages(first, e.full_pages, buffer.get(), true);
     for (int64_t s = 0; s < e.full_pages; ++s) {
       read_page_records(buffer.get() + (slot_page(e, s) - first) * kPageBytes, per_page(), format_, records);
@@ -201,6 +233,7 @@ void PageStore::append(int64_t uid, const float* key, const float* value, int64_
   std::lock_guard<std::mutex> lock(mutex_);
   KVC_CHECK(is_live(uid), "store: no cluster {}", uid);
   Extent& e = extents_[uid];
+  load_flushed(e);
   const bool new_page = e.tail.empty();
   e.tail.push(key, value, position);
   round_through_storage(format_, e.tail, e.tail.size() - 1);
@@ -253,14 +286,18 @@ StoreManifest PageStore::commit() {
     ExtentRecord r;
     r.uid = uid;
     r.full_pages = e.full_pages;
-    r.run_first_page = e.full_pages > 0 ? run_first_page(e) : -1;
+    r.run_first_page = e.full_pages > 0 ? run_first_page(e, e.full_pages) : -1;
     std::vector<uint32_t> crcs = e.page_crc;
-    if (!e.tail.empty()) {  // the partial tail page is written as is; appends later rewrite it whole
-      uint32_t crc = 0;
+    if (!e.tail.empty()) {  // the write buffer goes out as the partial last page and leaves RAM
+      write_page(slot_page(e, e.full_pages), uid, e.tail, 0, e.tail.size(), &e.flushed_crc);
+      e.flushed = e.tail.size();
+      e.tail.clear();
+      e.version = next_version_++;
+    }
+    if (e.flushed > 0) {
       r.tail_page = slot_page(e, e.full_pages);
-      r.tail_count = e.tail.size();
-      write_page(r.tail_page, uid, e.tail, 0, e.tail.size(), &crc);
-      crcs.push_back(crc);
+      r.tail_count = e.flushed;
+      crcs.push_back(e.flushed_crc);
     }
     r.digest = digest_of(crcs);
     m.extents.push_back(r);

@@ -8,13 +8,17 @@
 //    so appends move no data until they meet; then the grower moves to a new pool.
 //  - naive: each cluster sits in an extent of exactly its size; growing by a page moves it to the
 //    end of the file (the contiguous baseline the dual-head pools are measured against).
-// Appends go to a page-aligned RAM write buffer (the cluster's tail page) and reach storage as whole
-// pages, so there is no read-modify-write of partial pages.
+// A cluster written whole (created, rewritten, moved) ends in a partial page on storage, so the prompt's
+// clusters hold no RAM. Appends gather in a RAM write buffer (the cluster's tail page) that reaches
+// storage as a whole page once full; the first append to a cluster whose last page is partial on storage
+// reads that page back into the buffer (one page read, counted as a read for updates). The buffers thus
+// hold at most the entries added since the cluster was last written whole (set_tails_in_ram keeps the
+// unfilled last page in RAM instead).
 //
 // I/O is pread/pwrite on page-aligned buffers with O_DIRECT when the file system allows it, else
 // buffered with posix_fadvise(DONTNEED) after each read, so measured reads hit the device, not RAM.
 //
-// Crash safety: commit() writes the tail pages, fdatasyncs, and returns a manifest (page runs and a
+// Crash safety: commit() writes the RAM write buffers out as partial pages, fdatasyncs, and returns a manifest (page runs and a
 // digest of page CRCs per cluster) that the caller stores atomically in the index file: the commit
 // record. verify() re-reads a committed store against its manifest and throws on any torn page,
 // generation mismatch (a later, interrupted run rewrote the file) or missing data.
@@ -78,6 +82,9 @@ class PageStore {
   int64_t file_pages() const { return next_page_; }
   // Pool size for new dual-head pools (the builder sets it to twice the largest initial cluster).
   void set_pool_pages(int64_t pages) { pool_pages_ = std::max<int64_t>(pages, 2); }
+  // Keep the unfilled last page of a cluster written whole in its RAM write buffer instead of writing it
+  // out: reads of small clusters need no storage, at the cost of RAM (counted by tail_bytes()).
+  void set_tails_in_ram(bool in_ram) { tails_in_ram_ = in_ram; }
 
   // New cluster holding `records`; with a partner (dual-head) it takes the free end of its pool.
   int64_t create(const EntryBlock& records, int64_t partner = -1);
@@ -87,13 +94,16 @@ class PageStore {
   void drop(int64_t uid);
   int64_t entries(int64_t uid) const;
   bool contains(int64_t uid) const;
+  // RAM the write buffers hold: every cluster's unfilled last page, in fp32 until it fills and goes out.
+  int64_t tail_bytes() const;
 
   // Reads whole clusters, sorted by offset; runs at most `gap_pages` apart become one read.
   std::vector<EntryBlock> read(const std::vector<int64_t>& uids, int64_t gap_pages = 0);
 
-  // Prefetch support: the clusters' full pages only (no RAM tail), each with the version of its
-  // pages. complete() later appends the current RAM tail if the pages are still that version, giving
-  // exactly what read() would return then; false when they changed (rewrite, split, new full page).
+  // Prefetch support: the clusters' pages on storage only (no RAM write buffer), each with the version
+  // of its pages. complete() later appends the current write buffer if the pages are still that
+  // version, giving exactly what read() would return then; false when they changed (rewrite, split, a
+  // page filled or written out, a partial page read back into the buffer).
   struct PageImage {
     EntryBlock records;
     uint64_t version = 0;
@@ -116,7 +126,9 @@ class PageStore {
     int64_t pool = -1;
     bool back = false;
     int64_t full_pages = 0;
-    EntryBlock tail;
+    EntryBlock tail;                 // RAM write buffer: the unfilled last page (empty when `flushed`)
+    int64_t flushed = 0;             // records of the unfilled last page on storage (its RAM buffer empty)
+    uint32_t flushed_crc = 0;        // that page's CRC, for the commit digest
     std::vector<uint32_t> page_crc;  // of the full pages, for the commit digest
     uint64_t version = 0;            // changes whenever the full pages (or their place) change
     bool live = false;
@@ -126,12 +138,16 @@ class PageStore {
     int64_t front = -1, back = -1;
   };
 
-  // Pages a cluster occupies: its full pages plus the page its RAM tail will be written to.
-  int64_t slots(const Extent& e) const { return e.full_pages + (e.tail.empty() ? 0 : 1); }
+  // Pages a cluster occupies: its full pages plus its unfilled last page (on storage or in RAM).
+  int64_t slots(const Extent& e) const { return e.full_pages + (e.tail.empty() && e.flushed == 0 ? 0 : 1); }
+  // Pages a read of the cluster covers: the full pages and a partial last page on storage.
+  int64_t stored_pages(const Extent& e) const { return e.full_pages + (e.flushed > 0 ? 1 : 0); }
+  // Brings a partial last page on storage back into the RAM write buffer before it changes.
+  void load_flushed(Extent& e);
   bool is_live(int64_t uid) const;
   int64_t slot_page(const Extent& e, int64_t slot) const;
-  // The lowest page of the cluster's full pages, which lie in one run (back clusters in reverse order).
-  int64_t run_first_page(const Extent& e) const;
+  // The lowest of the cluster's first `pages` slots, which lie in one run (back clusters in reverse order).
+  int64_t run_first_page(const Extent& e, int64_t pages) const;
   int64_t free_slots(const Pool& p) const;
   int64_t new_pool(int64_t capacity);
   void place(int64_t uid, int64_t pages_needed, int64_t partner);
@@ -151,6 +167,7 @@ class PageStore {
   uint64_t generation_ = 0;
   int64_t next_page_ = 1;  // page 0: file header
   int64_t pool_pages_ = 8;
+  bool tails_in_ram_ = false;
   int64_t open_pool_ = -1;  // the newest pool with a free back end
   std::vector<Extent> extents_;
   std::vector<Pool> pools_;

@@ -62,7 +62,7 @@ std::vector<PageStore::PageImage> PageStore::read_locked(const std::vector<int64
   for (int64_t uid : uids) {
     KVC_CHECK(is_live(uid), "store: no cluster {}", uid);
     const Extent& e = extents_[uid];
-    if (e.full_pages > 0) runs.push_back({run_first_page(e), e.full_pages});
+    if (stored_pages(e) > 0) runs.push_back({run_first_page(e, stored_pages(e)), stored_pages(e)});
   }
   std::sort(runs.begin(), runs.end(), [](const Run& a, const Run& b) { return a.first < b.first; });
   std::vector<Run> merged;
@@ -92,15 +92,16 @@ std::vector<PageStore::PageImage> PageStore::read_locked(const std::vector<int64
   for (int64_t uid : uids) {
     const Extent& e = extents_[uid];
     EntryBlock block(dim_);
-    for (int64_t s = 0; s < e.full_pages; ++s) {
+    for (int64_t s = 0; s < stored_pages(e); ++s) {
       const uint8_t* page = buffer_page(slot_page(e, s));
+      const int64_t count = s < e.full_pages ? per_page() : e.flushed;
       PageHeader h;
       std::memcpy(&h, page, sizeof h);
-      KVC_CHECK(h.magic == kPageMagic && h.uid == static_cast<uint32_t>(uid) && h.count == per_page() &&
+      KVC_CHECK(h.magic == kPageMagic && h.uid == static_cast<uint32_t>(uid) && h.count == count &&
                     h.crc == page_crc(page, record_bytes()),
                 "store '{}': page {} of cluster {} is torn or corrupt (checksum mismatch); rebuild the store", path_,
                 slot_page(e, s), uid);
-      read_page_records(page, per_page(), format_, block);
+      read_page_records(page, count, format_, block);
     }
     out.push_back({std::move(block), e.version});
   }

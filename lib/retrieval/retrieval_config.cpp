@@ -31,7 +31,7 @@ RetrievalConfig RetrievalConfig::parse(const std::string& spec) {
   const SpecValues v(parse_spec_params(spec.substr(colon + 1), "--retrieval", spec), "--retrieval", spec);
   v.check_known_keys({"topk", "csize", "sinks", "recent", "bmax", "tau_q", "tau_scale", "every", "budget", "layout",
                       "pool", "coorder", "gap", "cache", "cache_kb", "iters", "segment", "direct", "async", "prefetch",
-                      "label"});
+                      "tails", "label"});
   c.topk = v.get_count("topk", c.topk);
   c.cluster_size = v.get_count("csize", c.cluster_size);
   c.sinks = v.get_count("sinks", c.sinks);
@@ -57,6 +57,7 @@ RetrievalConfig RetrievalConfig::parse(const std::string& spec) {
   c.cache_policy = v.get_choice("cache", aligned ? "aligned" : "lru", {"aligned", "lru"}) == "aligned"
                        ? CachePolicy::kAligned
                        : CachePolicy::kLru;
+  c.tails_in_ram = v.get_choice("tails", c.tails_in_ram ? "ram" : "storage", {"storage", "ram"}) == "ram";
   KVC_CHECK(c.topk >= 1, "--retrieval '{}': topk must be at least 1", spec);
   KVC_CHECK(c.cluster_size >= 1, "--retrieval '{}': csize must be at least 1", spec);
   KVC_CHECK(c.local_every >= 1, "--retrieval '{}': every must be at least 1", spec);

@@ -25,13 +25,12 @@ at::Tensor block_tensor(std::vector<float>& data, int64_t n, int64_t d) {
 LayoutFactory<RetrievalLayerCache> retrieval_layer_factory(const AttentionShape& shape,
                                                            std::shared_ptr<const Rope> rope,
                                                            std::shared_ptr<RetrievalShared> shared) {
-  return [=](int64_t layer) { return std::make_unique<RetrievalLayerCache>(shape, rope, shared, layer); };
+  return [=](int64_t) { return std::make_unique<RetrievalLayerCache>(shape, rope, shared); };
 }
 
 RetrievalLayerCache::RetrievalLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope,
-                                         std::shared_ptr<RetrievalShared> shared, int64_t layer)
-    : shape_(shape), rope_(std::move(rope)), shared_(std::move(shared)), layer_(layer) {
-  shared_->num_layers = std::max(shared_->num_layers, layer + 1);
+                                         std::shared_ptr<RetrievalShared> shared)
+    : shape_(shape), rope_(std::move(rope)), shared_(std::move(shared)), slot_(shared_->num_layers++) {
   for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
     heads_.emplace_back(shared_.get(), shape_.head_dim);
     HeadState s;
@@ -50,7 +49,7 @@ void RetrievalLayerCache::append(const at::Tensor& keys, const at::Tensor& value
   const at::Tensor v = values.to(at::kCPU, at::kFloat).contiguous();
   const at::Tensor p = positions.to(at::kCPU, at::kLong).contiguous();
   const RetrievalConfig& cfg = shared_->config;
-  if (layer_ == 0 && T == 1) {
+  if (slot_ == 0 && T == 1) {
     shared_->step += 1;
     shared_->cache->set_step(shared_->step);
   }
@@ -186,7 +185,7 @@ at::Tensor RetrievalLayerCache::attend(const at::Tensor& queries, const at::Tens
   const at::Tensor qf = queries.to(at::kCPU, at::kFloat).contiguous();
   at::Tensor out = at::empty_like(queries);
   Prefetcher* prefetch = shared_->prefetch.get();
-  double io_wait = prefetch ? prefetch->collect(layer_) : 0.0;
+  double io_wait = prefetch ? prefetch->collect(slot_) : 0.0;
 
   // 1. Choose per head; 2. read every head's misses in one batch (runs coalesce across heads).
   std::vector<std::vector<int64_t>> chosen(static_cast<size_t>(shape_.num_kv_heads));
@@ -245,7 +244,7 @@ at::Tensor RetrievalLayerCache::attend(const at::Tensor& queries, const at::Tens
       misses[h] = std::move(still);
     }
     for (const auto& [uid, block] : fetched) wanted.push_back(uid);
-    prefetch->record(layer_, std::move(wanted));
+    prefetch->record(slot_, std::move(wanted));
   }
   // 2. Reads per head, on the I/O thread when there is one: head h+1 loads while head h computes.
   PageStore* store = shared_->store.get();
@@ -302,7 +301,7 @@ at::Tensor RetrievalLayerCache::attend(const at::Tensor& queries, const at::Tens
   }
   // Read ahead for the next layer (after the last layer: layer 0 of the next step) while this
   // layer's output projection, the MLP and the next Q/K/V projections run.
-  if (prefetch) prefetch->issue((layer_ + 1) % shared_->num_layers, *shared_->cache);
+  if (prefetch) prefetch->issue((slot_ + 1) % shared_->num_layers, *shared_->cache);
   const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
   shared_->compute_seconds += elapsed - io_wait;
   shared_->io_wait_seconds += io_wait;
@@ -324,8 +323,8 @@ CacheFootprint RetrievalLayerCache::footprint() const {
   const int64_t rec = RecordFormat{shape_.head_dim}.record_bytes();
   f.entries = length_ * shape_.num_kv_heads;
   f.payload_bytes = f.entries * (stored.key_bytes() + stored.value_bytes());
-  // What is really in RAM: sinks, recent window, buffers, centroids (the shared cluster cache is
-  // counted once, by layer 0).
+  // What is really in RAM: sinks, recent window, buffers, centroids (the shared cluster cache and the
+  // store's write buffers are counted once, by the first layer).
   int64_t resident = 0;
   for (size_t h = 0; h < state_.size(); ++h) {
     const auto& s = state_[h];
@@ -334,7 +333,7 @@ CacheFootprint RetrievalLayerCache::footprint() const {
     resident += heads_[h].centroid_bytes();
     for (const auto& c : heads_[h].clusters()) resident += c.delayed.size() * rec + static_cast<int64_t>(sizeof(Cluster));
   }
-  if (layer_ == 0) resident += shared_->cache->used_bytes();
+  if (slot_ == 0) resident += shared_->cache->used_bytes() + shared_->store->tail_bytes();
   f.resident_bytes = resident;
   f.ram_bytes = resident;
   return f;

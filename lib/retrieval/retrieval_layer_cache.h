@@ -17,8 +17,7 @@ namespace kvc::retrieval {
 
 class RetrievalLayerCache : public LayerCache {
  public:
-  RetrievalLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, std::shared_ptr<RetrievalShared> shared,
-                      int64_t layer);
+  RetrievalLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, std::shared_ptr<RetrievalShared> shared);
 
   void append(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& positions) override;
   at::Tensor attend(const at::Tensor& queries, const at::Tensor& q_positions, const AttentionProbe& probe,
@@ -48,7 +47,10 @@ class RetrievalLayerCache : public LayerCache {
   AttentionShape shape_;
   std::shared_ptr<const Rope> rope_;
   std::shared_ptr<RetrievalShared> shared_;
-  int64_t layer_;
+  // This layer's place among the layers sharing the store, in the order they were made: a model whose
+  // other layers keep a sliding window (Gemma 3) gives retrieval only some layer numbers, and the
+  // step count, the shared RAM cache and the next layer to prefetch follow these places.
+  int64_t slot_;
   int64_t length_ = 0;
   std::vector<HeadIndex> heads_;
   std::vector<HeadState> state_;

@@ -18,8 +18,11 @@
 #include "compression/compression_spec.h"
 #include "eval/perplexity.h"
 #include "model/llama_model.h"
+#include "retrieval/retrieval_layer_cache.h"
+#include "retrieval/retrieval_setup.h"
 #include "support/gguf_test_writer.h"
 #include "support/paths.h"
+#include "support/run_command.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -209,6 +212,56 @@ void expect_one_line_error(const std::function<void()>& action, const std::strin
     EXPECT_NE(what.find(needle), std::string::npos) << what;
     EXPECT_EQ(what.find('\n'), std::string::npos) << what;
   }
+}
+
+// Only the global layers keep their cache on storage (layers 5, 11, 17): the shared state must still
+// count decode steps, hold its RAM cluster cache once in the footprint and prefetch for the next
+// storage layer, whatever the model numbers those layers.
+TEST(Gemma3Gguf, RetrievalOnTheGlobalLayersCountsStepsRamAndPrefetches) {
+  SKIP_WITHOUT_GEMMA3();
+  namespace rt = kvc::retrieval;
+  const auto model = kvc::LlamaModel::load(gemma3_gguf());
+  const kvc::ModelConfig& c = model->config();
+  std::vector<int> ids{c.bos_token_id};
+  for (int i = 1; i < 300; ++i) ids.push_back(1000 + (i * 7919) % 20000);
+  const int steps = 6;
+  struct Run {
+    std::shared_ptr<rt::RetrievalShared> shared;
+    std::unique_ptr<kvc::KVCache> cache;
+    std::vector<rt::RetrievalLayerCache*> layers;  // the storage layers of `cache`
+  };
+  // Prefill and decode `steps` tokens through a retrieval cache made from `spec`.
+  const auto run = [&](const std::string& spec) {
+    Run r;
+    r.shared = rt::make_retrieval_shared(rt::RetrievalConfig::parse(spec), rt::RecordFormat{c.head_dim},
+                                         kvc::test::make_temp_dir("kvc-gemma-retrieval") + "/store.kvs", false);
+    r.cache = std::make_unique<kvc::KVCache>(model->new_cache(
+        kvc::recording_layers(rt::retrieval_layer_factory(c.attention_shape(), model->rope(), r.shared), &r.layers)));
+    kvc::ForwardOptions last;
+    last.all_logits = false;
+    model->forward(ids, *r.cache, last);
+    for (int t = 0; t < steps; ++t) model->forward({1000 + 37 * t}, *r.cache, last);
+    EXPECT_EQ(r.layers.size(), 3u);
+    EXPECT_EQ(rt::storage_io_json(*r.shared)["decode_steps"].get<int64_t>(), steps) << spec;
+    return r;
+  };
+  // A RAM cache too small for what a step reads, so the next storage layer's clusters are read ahead.
+  const Run prefetching = run("adaptive:budget=32,cache_kb=8,prefetch=1");
+  EXPECT_GT(prefetching.shared->prefetch->counters().issued, 0) << "no read-ahead for the next global layer";
+
+  // The RAM cache is in the footprint exactly once: 10 more entries in it add 10 records' bytes.
+  const Run roomy = run("adaptive:budget=32,cache_kb=4096");
+  const auto ram = [&] {
+    int64_t total = 0;
+    for (const auto* layer : roomy.layers) total += layer->footprint().ram_bytes;
+    return total;
+  };
+  const int64_t before = ram();
+  rt::EntryBlock block(c.head_dim);
+  std::vector<float> zeros(static_cast<size_t>(c.head_dim), 0.0f);
+  for (int i = 0; i < 10; ++i) block.push(zeros.data(), zeros.data(), i);
+  roomy.shared->cache->put(1 << 30, block, true);
+  EXPECT_EQ(ram() - before, 10 * rt::RecordFormat{c.head_dim}.record_bytes());
 }
 
 TEST(Gemma3GgufErrors, UnsupportedArchitecture) {

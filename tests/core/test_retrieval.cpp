@@ -57,7 +57,7 @@ TEST_P(AllRetrieved, MatchesDenseAttention) {
   const auto& f = fixture();
   const int64_t H = f.shape.num_heads, KV = f.shape.num_kv_heads, d = f.shape.head_dim, T = 40;
   auto shared = make_shared(GetParam());
-  RetrievalLayerCache layer(f.shape, f.model->rope(), shared, 0);
+  RetrievalLayerCache layer(f.shape, f.model->rope(), shared);
   DenseLayerCache dense(f.shape, f.model->rope(), at::TensorOptions().dtype(at::kFloat));
   const auto step = [&](int64_t t0, int64_t n) {
     const at::Tensor k = at::randn({KV, n, d}) * 2, v = at::randn({KV, n, d}), q = at::randn({H, n, d}) * 2;
@@ -81,13 +81,35 @@ INSTANTIATE_TEST_SUITE_P(Strategies, AllRetrieved,
                                            "static:topk=1000,layout=naive", "local:topk=1000,every=7",
                                            "none:budget=100000"));
 
+// RAM held counts the store's write buffers: after the prompt none (its clusters went out whole);
+// an append gathers the cluster's last page in RAM and the footprint grows by exactly those bytes.
+TEST(Retrieval, RamHeldCountsTheStoreWriteBuffers) {
+  at::manual_seed(3);
+  const auto& f = fixture();
+  const int64_t H = f.shape.num_heads, KV = f.shape.num_kv_heads, d = f.shape.head_dim, T = 100;
+  auto shared = make_shared("static:cache_kb=0");
+  RetrievalLayerCache layer(f.shape, f.model->rope(), shared);
+  layer.append(at::randn({KV, T, d}), at::randn({KV, T, d}), at::arange(T, at::kLong));
+  layer.attend(at::randn({H, T, d}), at::arange(T, at::kLong), {}, nullptr);
+  EXPECT_EQ(shared->store->tail_bytes(), 0);
+  const int64_t before = layer.footprint().ram_bytes;
+  const auto& cluster = layer.heads()[0].clusters().front();
+  ASSERT_LT(shared->store->entries(cluster.uid) % shared->store->per_page(), shared->store->per_page() - 1);
+  std::vector<float> x(static_cast<size_t>(d), 0.5f);
+  shared->store->append(cluster.uid, x.data(), x.data(), T);
+  const int64_t buffered = shared->store->tail_bytes();
+  EXPECT_EQ(buffered, (shared->store->entries(cluster.uid) % shared->store->per_page()) * RecordFormat{d}.record_bytes());
+  EXPECT_GT(buffered, 0);
+  EXPECT_EQ(layer.footprint().ram_bytes - before, buffered);
+}
+
 TEST(Retrieval, OneClusterMatchesBruteForce) {
   at::manual_seed(1);
   const auto& f = fixture();
   const int64_t H = f.shape.num_heads, KV = f.shape.num_kv_heads, d = f.shape.head_dim, T = 48;
   const int64_t G = f.shape.group_size();
   auto shared = make_shared("static:topk=1,sinks=0,recent=0,cache_kb=0");
-  RetrievalLayerCache layer(f.shape, f.model->rope(), shared, 0);
+  RetrievalLayerCache layer(f.shape, f.model->rope(), shared);
   const at::Tensor k = at::randn({KV, T, d}) * 2, v = at::randn({KV, T, d});
   layer.append(k, v, at::arange(T, at::kLong));
   layer.attend(at::randn({H, T, d}), at::arange(T, at::kLong), {}, nullptr);
@@ -182,7 +204,7 @@ TEST(Retrieval, DelayedAndForcedSplitsKeepEveryEntryOnce) {
   const int64_t H = f.shape.num_heads, KV = f.shape.num_kv_heads, d = f.shape.head_dim, T = 32;
   // τ = 0: every new entry is over threshold; topk=1 and no cache: most clusters are not in RAM.
   auto shared = make_shared("adaptive:topk=1,tau_scale=0,bmax=2,cache_kb=0");
-  RetrievalLayerCache layer(f.shape, f.model->rope(), shared, 0);
+  RetrievalLayerCache layer(f.shape, f.model->rope(), shared);
   layer.append(at::randn({KV, T, d}), at::randn({KV, T, d}), at::arange(T, at::kLong));
   layer.attend(at::randn({H, T, d}), at::arange(T, at::kLong), {}, nullptr);
   for (int64_t t = T; t < T + 80; ++t) {

@@ -153,8 +153,11 @@ void expect_same(const EntryBlock& a, const EntryBlock& b) {
 class StoreLayouts : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(StoreLayouts, ReadsBackEverythingWritten) {
+  for (const bool tails_in_ram : {false, true}) {
+  SCOPED_TRACE(tails_in_ram ? "unfilled last pages in RAM" : "unfilled last pages on storage");
   const int64_t d = 8;
   PageStore store(temp_file("s.kvs"), d, GetParam());
+  store.set_tails_in_ram(tails_in_ram);
   const int64_t pp = store.per_page();  // 56 records of 72 bytes
   std::vector<EntryBlock> truth;
   std::vector<int64_t> uids;
@@ -182,6 +185,11 @@ TEST_P(StoreLayouts, ReadsBackEverythingWritten) {
   store.rewrite(uids[4], half);
   expect_same(store.read({uids[4]}).front(), half);
   EXPECT_EQ(store.counters().written_bytes % PageStore::kPageBytes, 0) << "writes are whole pages";
+  int64_t unfilled = 0;
+  for (int c = 0; c < 5; ++c) unfilled += store.entries(uids[c]) % pp;
+  EXPECT_LE(store.tail_bytes(), unfilled * RecordFormat{d}.record_bytes());
+  if (tails_in_ram) EXPECT_EQ(store.tail_bytes(), unfilled * RecordFormat{d}.record_bytes());
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(All, StoreLayouts, ::testing::Values(Layout::kDualHead, Layout::kNaive));
@@ -207,6 +215,45 @@ TEST(PageStore, DualHeadPoolsAbsorbGrowthNaiveMovesData) {
   EXPECT_EQ(moved[0], 0);
   // Naive: each cluster moved at its 2nd and 3rd page: (1 + 2) pages each.
   EXPECT_EQ(moved[1], 2 * 3 * PageStore::kPageBytes);
+}
+
+// A cluster written whole leaves no RAM behind: its unfilled last page goes to storage. The first
+// append reads that page back into the write buffer (one page read for updates); the buffer then holds
+// only what it gathers until the page fills and goes out, and commit writes it out too.
+TEST(PageStore, WriteBuffersHoldOnlyEntriesAddedSinceAClusterWasWritten) {
+  const int64_t d = 8;
+  const std::string path = temp_file("w.kvs");
+  PageStore store(path, d, Layout::kDualHead);
+  const int64_t pp = store.per_page(), in_ram = RecordFormat{d}.record_bytes();
+  EntryBlock truth = random_block(pp + 10, d, 0, 1);
+  const int64_t a = store.create(truth);
+  const int64_t b = store.create(random_block(3, d, 500, 2), a);
+  EXPECT_EQ(store.tail_bytes(), 0);
+  EXPECT_EQ(store.entries(a), pp + 10);
+  expect_same(store.read({a}).front(), truth);
+
+  const auto append = [&](int64_t i) {
+    const EntryBlock one = random_block(1, d, 1000 + i, 10 + i);
+    truth.append(one);
+    store.append(a, one.key(0), one.value(0), one.positions[0]);
+  };
+  append(0);
+  EXPECT_EQ(store.counters().update_read_bytes, PageStore::kPageBytes) << "the partial page is read back once";
+  EXPECT_EQ(store.tail_bytes(), 11 * in_ram);
+  append(1);
+  EXPECT_EQ(store.counters().update_read_bytes, PageStore::kPageBytes);
+  EXPECT_EQ(store.tail_bytes(), 12 * in_ram);
+  expect_same(store.read({a}).front(), truth);
+  for (int64_t i = 2; i < pp - 10; ++i) append(i);  // the second page fills and goes out
+  EXPECT_EQ(store.entries(a), 2 * pp);
+  EXPECT_EQ(store.tail_bytes(), 0);
+  append(pp);
+  EXPECT_EQ(store.tail_bytes(), in_ram);
+  const StoreManifest m = store.commit();
+  EXPECT_EQ(store.tail_bytes(), 0) << "commit leaves no write buffer in RAM";
+  EXPECT_NO_THROW(PageStore::verify(path, m));
+  expect_same(store.read({a}).front(), truth);
+  EXPECT_EQ(store.entries(b), 3);
 }
 
 TEST(PageStore, AdjacentClustersAreOneRead) {
@@ -328,6 +375,8 @@ TEST(RetrievalConfig, ParsesSpecsAndRejectsBadOnes) {
   EXPECT_DOUBLE_EQ(c.tau_quantile, 0.5);
   EXPECT_EQ(c.segment, 2048);
   EXPECT_EQ(RetrievalConfig::parse("static:segment=0").segment, 0);
+  EXPECT_FALSE(c.tails_in_ram);
+  EXPECT_TRUE(RetrievalConfig::parse("static:tails=ram").tails_in_ram);
   const auto message = [](const std::string& spec) {
     try {
       RetrievalConfig::parse(spec);
@@ -340,6 +389,7 @@ TEST(RetrievalConfig, ParsesSpecsAndRejectsBadOnes) {
   EXPECT_NE(message("static:colour=red").find("unknown parameter 'colour'"), std::string::npos);
   EXPECT_NE(message("static:segment=-5").find("segment=-5 is not a non-negative integer"), std::string::npos);
   EXPECT_NE(message("adaptive:layout=zigzag").find("layout must be dual or naive"), std::string::npos);
+  EXPECT_NE(message("adaptive:tails=disk").find("tails must be storage or ram"), std::string::npos);
   EXPECT_NE(message("adaptive:topk=0").find("topk must be at least 1"), std::string::npos);
   EXPECT_NE(message("adaptive:tau_q=2").find("quantile"), std::string::npos);
   EXPECT_NE(message("adaptive:tau_q=nan").find("tau_q=nan is not a number"), std::string::npos);
