@@ -160,15 +160,18 @@ void PageStore::write_records(int64_t uid, const EntryBlock& records) {
   write_page(slot_page(e, e.full_pages), uid, records, e.full_pages * pp, rest, &e.flushed_crc);
 }
 
-void PageStore::load_flushed(Extent& e) {
+void PageStore::load_flushed(int64_t uid) {
+  Extent& e = extents_[uid];
   if (e.flushed == 0) return;
   auto buffer = aligned_bytes(kPageBytes);
   const int64_t page = slot_page(e, e.full_pages);
   pread_pages(page, 1, buffer.get(), true);
   PageHeader h;
   std::memcpy(&h, buffer.get(), sizeof h);
-  KVC_CHECK(h.magic == kPageMagic && h.count == e.flushed && h.crc == page_crc(buffer.get(), record_bytes()),
-            "store '{}': page {} is torn or corrupt (checksum mismatch); rebuild the store", path_, page);
+  KVC_CHECK(h.magic == kPageMagic && h.uid == static_cast<uint32_t>(uid) && h.count == e.flushed &&
+                h.crc == page_crc(buffer.get(), record_bytes()),
+            "store '{}': page {} of cluster {} is torn or corrupt (checksum mismatch); rebuild the store", path_, page,
+            uid);
   read_page_records(buffer.get(), e.flushed, format_, e.tail);
   e.flushed = 0;
   e.version = next_version_++;  // the records move from the page image to the RAM buffer
@@ -211,7 +214,7 @@ int64_t PageStore::tail_bytes() const {
 void PageStore::relocate(int64_t uid, int64_t pages_needed) {
   Extent& e = extents_[uid];
   // Read the pages back, free the old place, write them at the new one.
-  load_flushed(e);
+  load_flushed(uid);
   auto buffer = aligned_bytes(std::max<int64_t>(1, e.full_pages) * kPageBytes);
   EntryBlock records(dim_);
   if (e.full_pages > 0) {
@@ -232,8 +235,8 @@ void PageStore::relocate(int64_t uid, int64_t pages_needed) {
 void PageStore::append(int64_t uid, const float* key, const float* value, int64_t position) {
   std::lock_guard<std::mutex> lock(mutex_);
   KVC_CHECK(is_live(uid), "store: no cluster {}", uid);
+  load_flushed(uid);
   Extent& e = extents_[uid];
-  load_flushed(e);
   const bool new_page = e.tail.empty();
   e.tail.push(key, value, position);
   round_through_storage(format_, e.tail, e.tail.size() - 1);

@@ -8,19 +8,19 @@
 //    so appends move no data until they meet; then the grower moves to a new pool.
 //  - naive: each cluster sits in an extent of exactly its size; growing by a page moves it to the
 //    end of the file (the contiguous baseline the dual-head pools are measured against).
-// A cluster written whole (created, rewritten, moved) ends in a partial page on storage, so the prompt's
-// clusters hold no RAM. Appends gather in a RAM write buffer (the cluster's tail page) that reaches
-// storage as a whole page once full; the first append to a cluster whose last page is partial on storage
-// reads that page back into the buffer (one page read, counted as a read for updates). The buffers thus
-// hold at most the entries added since the cluster was last written whole (set_tails_in_ram keeps the
-// unfilled last page in RAM instead).
+// A cluster written whole (created, rewritten, moved) ends in a partial page on storage, so the
+// prompt's clusters hold no RAM. Appends gather in a RAM write buffer (the cluster's tail page) that
+// reaches storage as a whole page once full; the first append to a cluster whose last page is partial
+// on storage reads that page back into the buffer (one page read, counted as a read for updates). The
+// buffers thus hold at most the entries added since the cluster was last written whole
+// (set_tails_in_ram keeps the unfilled last page in RAM instead).
 //
 // I/O is pread/pwrite on page-aligned buffers with O_DIRECT when the file system allows it, else
 // buffered with posix_fadvise(DONTNEED) after each read, so measured reads hit the device, not RAM.
 //
-// Crash safety: commit() writes the RAM write buffers out as partial pages, fdatasyncs, and returns a manifest (page runs and a
-// digest of page CRCs per cluster) that the caller stores atomically in the index file: the commit
-// record. verify() re-reads a committed store against its manifest and throws on any torn page,
+// Crash safety: commit() writes the RAM write buffers out as partial pages, fdatasyncs, and returns a
+// manifest (page runs and a digest of page CRCs per cluster) that the caller stores atomically in the
+// index file: the commit record. verify() re-reads a committed store against its manifest and throws on any torn page,
 // generation mismatch (a later, interrupted run rewrote the file) or missing data.
 // Thread-safe: each public operation holds the store's mutex.
 #include <algorithm>
@@ -130,7 +130,7 @@ class PageStore {
     int64_t flushed = 0;             // records of the unfilled last page on storage (its RAM buffer empty)
     uint32_t flushed_crc = 0;        // that page's CRC, for the commit digest
     std::vector<uint32_t> page_crc;  // of the full pages, for the commit digest
-    uint64_t version = 0;            // changes whenever the full pages (or their place) change
+    uint64_t version = 0;            // changes whenever its pages on storage (or their place) change
     bool live = false;
   };
   struct Pool {
@@ -143,7 +143,7 @@ class PageStore {
   // Pages a read of the cluster covers: the full pages and a partial last page on storage.
   int64_t stored_pages(const Extent& e) const { return e.full_pages + (e.flushed > 0 ? 1 : 0); }
   // Brings a partial last page on storage back into the RAM write buffer before it changes.
-  void load_flushed(Extent& e);
+  void load_flushed(int64_t uid);
   bool is_live(int64_t uid) const;
   int64_t slot_page(const Extent& e, int64_t slot) const;
   // The lowest of the cluster's first `pages` slots, which lie in one run (back clusters in reverse order).

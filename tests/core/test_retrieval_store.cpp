@@ -254,6 +254,26 @@ TEST(PageStore, WriteBuffersHoldOnlyEntriesAddedSinceAClusterWasWritten) {
   EXPECT_NO_THROW(PageStore::verify(path, m));
   expect_same(store.read({a}).front(), truth);
   EXPECT_EQ(store.entries(b), 3);
+
+  // A damaged partial page is refused when an append reads it back, not taken into the buffer.
+  const int64_t c = store.create(random_block(5, d, 2000, 3));
+  store.commit();
+  const int64_t page = m.file_pages;  // c's pool starts where the committed file ended
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(page * PageStore::kPageBytes + PageStore::kHeaderBytes + 3);
+    f.put('\x5a');
+  }
+  std::vector<float> x(static_cast<size_t>(d), 1.0f);
+  try {
+    store.append(c, x.data(), x.data(), 3000);
+    FAIL() << "a damaged partial page was read back";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("page " + std::to_string(page) + " of cluster " + std::to_string(c) +
+                                         " is torn or corrupt"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(PageStore, AdjacentClustersAreOneRead) {
