@@ -12,7 +12,7 @@ MODEL=$(scripts/model_path.sh gemma3-270m)
 PROMPT_TOKENS=4096
 NEW_TOKENS=24
 THREADS="${THREADS:-1}"
-SPECS="adaptive:budget=1024 static:budget=1024 adaptive:budget=256"
+SPECS="adaptive:budget=1024 adaptive:budget=1024,prefetch=1 static:budget=1024 adaptive:budget=256"
 OUT="${OUT:-data/results/leaderboard/gemma3}"
 # KVC_SMOKE=1 (the README test suite): the repository's needle model, a short prompt.
 if [ -n "${KVC_SMOKE:-}" ]; then
