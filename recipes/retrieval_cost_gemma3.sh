@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What the leaderboard's retrieval rows cost on Gemma 3 270M: one 4,096-token prompt of essay text,
-# 24 greedy tokens, with the dense cache and with the retrieval specs of recipes/leaderboard_gemma3.sh.
+# 24 greedy tokens, with the dense cache, the retrieval specs of recipes/leaderboard_gemma3.sh and the
+# first of them with next-layer prefetch.
 # Each run prints its speed, the RAM the cache holds and, for retrieval, the bytes read from storage
 # and the store's size. Writes OUT/retrieval_cost.txt (the last lines of each run).
 #   recipes/retrieval_cost_gemma3.sh

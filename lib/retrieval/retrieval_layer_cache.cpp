@@ -299,7 +299,7 @@ at::Tensor RetrievalLayerCache::attend(const at::Tensor& queries, const at::Tens
     out.narrow(0, h * G, G).copy_(attend_subset(q, q_positions, subset));
     if (shared_->measure) measure_recall(h, qf.narrow(0, h * G, G).view({G, d}), q_positions, subset.positions);
   }
-  // Read ahead for the next layer (after the last layer: layer 0 of the next step) while this
+  // Read ahead for the next storage layer (after the last: the first, at the next step) while this
   // layer's output projection, the MLP and the next Q/K/V projections run.
   if (prefetch) prefetch->issue((slot_ + 1) % shared_->num_layers, *shared_->cache);
   const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
