@@ -61,7 +61,7 @@ if want gen; then
   cat data/text/pg_essays/*.txt data/text/pg_essays/*.txt > /tmp/kvc-prompt.txt
   # Compressed decoding at 32K: 256 greedy steps after a 32768-token prompt, on the 134M and the 1-layer
   # 7B shapes with the tokenizer's 512-token vocabulary (generated ids must decode); low-rank bases from
-  # kvc-calibrate on the same text, at a quarter and an eighth of d_kv.
+  # kvc-calibrate on the same text, at a quarter and an eighth of d_kv, with pre-RoPE and rotated keys.
   for m in ${KVC_CUDA_GEN_MODELS:-125m 7b1}; do
     preset=llama-125m dkv=768
     [ "$m" = 7b1 ] && preset=llama2-7b-1layer dkv=4096
@@ -84,6 +84,8 @@ if want gen; then
     gen streaming_llm --press streaming_llm --ratio 0.9
     gen lowrank_r$((dkv / 4)) --lowrank /tmp/kvc-bases-$m.safetensors --rank $((dkv / 4))
     gen lowrank_r$((dkv / 8)) --lowrank /tmp/kvc-bases-$m.safetensors --rank $((dkv / 8))
+    gen lowrank_rotated_r$((dkv / 4)) --lowrank /tmp/kvc-bases-$m.safetensors:keys=rotated --rank $((dkv / 4))
+    gen lowrank_rotated_r$((dkv / 8)) --lowrank /tmp/kvc-bases-$m.safetensors:keys=rotated --rank $((dkv / 8))
   done
 fi
 

@@ -172,9 +172,9 @@ void d2o_merge(LayerCache& cache, const at::Tensor& keep, double beta, double& t
   const bool plain_rows = keys.scalar_type() == at::kFloat && values.scalar_type() == at::kFloat &&
                           keys.device().is_cpu() && keys.stride(2) == 1 && values.stride(2) == 1;
   if (e == 1 && plain_rows && s > 1) return merge_one_per_head(keys, values, keep.contiguous(), beta, threshold, merged);
-  at::Tensor evicted_mask = at::ones({kv, s}, at::kBool);
+  at::Tensor evicted_mask = at::ones({kv, s}, keep.options().dtype(at::kBool));
   evicted_mask.scatter_(1, keep, false);
-  const at::Tensor evict = at::arange(s, at::kLong).expand({kv, s}).masked_select(evicted_mask).view({kv, e});
+  const at::Tensor evict = at::arange(s, keep.options()).expand({kv, s}).masked_select(evicted_mask).view({kv, e});
   // A 16-bit cache (--cache-type-k/-v) is merged in fp32 and stored back in its own type.
   const at::ScalarType math = keys.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   // Whole rows per head (index_select copies rows; gather would index every element).
@@ -214,7 +214,7 @@ void d2o_merge(LayerCache& cache, const at::Tensor& keep, double beta, double& t
   // Weights exp(similarity); the kept token has similarity 1 with itself, so e^1 is the largest.
   const at::Tensor merges = best_sim >= threshold;  // [kv, e]
   if (!merges.any().item<bool>()) return;
-  const at::Tensor head = at::arange(kv, at::kLong).unsqueeze(1).expand({kv, e}).masked_select(merges);
+  const at::Tensor head = at::arange(kv, keep.options()).unsqueeze(1).expand({kv, e}).masked_select(merges);
   const at::Tensor slot = target.masked_select(merges), source = evict.masked_select(merges);
   if (merged != nullptr) *merged = at::stack({head, source, slot}, 1);
   const at::Tensor w = best_sim.masked_select(merges).exp().unsqueeze(-1);  // [m, 1]
@@ -225,7 +225,7 @@ void d2o_merge(LayerCache& cache, const at::Tensor& keep, double beta, double& t
   // a table of every (head, slot) and numbered by a running count (linear; a sort-based unique was a
   // quarter of the merge's time at prefill).
   const at::Tensor flat = head * s + slot;
-  const at::Tensor targeted = at::zeros({kv * s}, at::kLong).index_fill_(0, flat, 1);
+  const at::Tensor targeted = at::zeros({kv * s}, keep.options()).index_fill_(0, flat, 1);
   const at::Tensor unique = targeted.nonzero().squeeze(1);
   const at::Tensor inverse = (targeted.cumsum(0) - 1).index_select(0, flat);
   const int64_t m = unique.size(0);

@@ -56,13 +56,13 @@ class DynamicKVAllocator : public Allocator {
     const int64_t k = std::min<int64_t>(a * KV * seen, all.numel());
     if (k <= 0) return;
     const at::Tensor chosen = std::get<1>(all.topk(k));
-    at::Tensor layer_of = at::empty({all.numel()}, at::kLong);
+    at::Tensor layer_of = at::empty({all.numel()}, chosen.options());
     int64_t off = 0;
     for (int64_t i = 0; i < seen; ++i) {
       layer_of.narrow(0, off, sizes[static_cast<size_t>(i)]).fill_(i);
       off += sizes[static_cast<size_t>(i)];
     }
-    const at::Tensor counts = at::bincount(layer_of.index_select(0, chosen), {}, seen).to(at::kDouble).contiguous();
+    const at::Tensor counts = at::bincount(layer_of.index_select(0, chosen), {}, seen).to(at::kCPU, at::kDouble).contiguous();
     const double* count = counts.data_ptr<double>();
     const double max_count = *std::max_element(count, count + seen);
     const int64_t bmax = std::llround(a * rmax_);

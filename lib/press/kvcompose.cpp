@@ -78,7 +78,7 @@ class KVComposeAllocator : public Allocator {
     if (options_.first_layer_max) composite[0] = std::get<0>(composite.max(0));
     // Eq. 20–22: the global top B_total of the pooled composites; a layer's budget is its count.
     const at::Tensor chosen = std::get<1>(composite.reshape({-1}).topk(std::min(total, L * S)));
-    const at::Tensor counts = at::bincount(chosen.div(S, "floor"), {}, L).to(at::kDouble).contiguous();
+    const at::Tensor counts = at::bincount(chosen.div(S, "floor"), {}, L).to(at::kCPU, at::kDouble).contiguous();
     for (int64_t l = 0; l < L; ++l) {
       ctx.set_bound(l, std::max<int64_t>(1, static_cast<int64_t>(counts.data_ptr<double>()[l])));
       ctx.compress(l, selection(l), ctx.bound(l));
@@ -92,7 +92,7 @@ class KVComposeAllocator : public Allocator {
     for (int64_t l = 0; l < L; ++l) sorted[l] = std::get<0>(pending_[static_cast<size_t>(l)].sort(-1, true));
     if (options_.floor > 0) sorted.narrow(2, 0, std::min(options_.floor, S)).add_(kFloorBonus);
     const at::Tensor chosen = std::get<1>(sorted.reshape({-1}).topk(std::min(total * KV, sorted.numel())));
-    const at::Tensor counts = at::bincount(chosen.div(S, "floor"), {}, L * KV).to(at::kDouble).contiguous();
+    const at::Tensor counts = at::bincount(chosen.div(S, "floor"), {}, L * KV).to(at::kCPU, at::kDouble).contiguous();
     for (int64_t l = 0; l < L; ++l) {
       std::vector<int64_t> keep;
       for (int64_t h = 0; h < KV; ++h) keep.push_back(static_cast<int64_t>(counts.data_ptr<double>()[l * KV + h]));

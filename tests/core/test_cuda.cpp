@@ -86,7 +86,7 @@ TEST_F(CudaTest, CompressedDecodingMatchesCpu) {
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const at::Tensor U = std::get<0>(at::linalg_qr(at::randn({c.kv_dim(), c.kv_dim()}, at::kDouble))).to(at::kFloat);
     const at::Tensor ev = at::ones({c.kv_dim()}, at::kDouble);
-    a.layers.push_back({{U, {}, {}, ev}, {U, {}, {}, ev}});
+    a.layers.push_back({{U, {}, {}, ev}, {U, {}, {}, ev}, {U, {}, {}, ev}});
   }
   const std::string bases = test::make_temp_dir("cuda_lowrank") + "/bases.safetensors";
   lowrank::write_artifact(bases, a, c);
@@ -96,9 +96,24 @@ TEST_F(CudaTest, CompressedDecodingMatchesCpu) {
     std::string lowrank;
     int64_t rank;
   };
-  // streaming_llm and h2o evict one entry per step while decoding (DenseLayerCache::evict_one).
-  const Case cases[] = {{"none", 0, "", 0},         {"snapkv", 0.5, "", 0}, {"streaming_llm", 0.5, "", 0},
-                        {"h2o", 0.5, "", 0},        {"tova", 0.5, "", 0},   {"none", 0, bases, c.kv_dim() / 2},
+  // Every registered press: the bounded ones (streaming_llm, h2o, tova, d2o) evict one entry per step
+  // while decoding (DenseLayerCache::evict_one; d2o also merges it); the per-head ones (ada,
+  // kvcompose_unstructured) use the ragged cache; the low-rank cache with pre-RoPE and rotated keys.
+  const Case cases[] = {{"none", 0, "", 0},
+                        {"snapkv", 0.5, "", 0},
+                        {"streaming_llm", 0.5, "", 0},
+                        {"h2o", 0.5, "", 0},
+                        {"tova", 0.5, "", 0},
+                        {"pyramidkv", 0.5, "", 0},
+                        {"knorm", 0.5, "", 0},
+                        {"random", 0.5, "", 0},
+                        {"dynamickv", 0.5, "", 0},
+                        {"d2o", 0.5, "", 0},
+                        {"kvcompose", 0.5, "", 0},
+                        {"kvcompose_unstructured", 0.5, "", 0},
+                        {"ada", 0.5, "", 0},
+                        {"none", 0, bases, c.kv_dim() / 2},
+                        {"none", 0, bases + ":keys=rotated", c.kv_dim() / 2},
                         {"snapkv:heads=shared", 0.5, bases, c.kv_dim() / 2}};
   for (const Case& k : cases) {
     CompressionSpec spec;
@@ -106,9 +121,14 @@ TEST_F(CudaTest, CompressedDecodingMatchesCpu) {
     spec.ratio = k.ratio;
     spec.lowrank_file = k.lowrank;
     spec.rank = k.rank;
-    const auto want = decode_logits(*cpu, build_cache_setup(spec, *cpu), 96, 24);
-    const auto got = decode_logits(*gpu, build_cache_setup(spec, *gpu), 96, 24);
-    EXPECT_LT(max_difference(want, got), 1e-3) << spec.describe();
+    // A case that throws (a CPU-only path given device tensors) fails alone; the others still run.
+    try {
+      const auto want = decode_logits(*cpu, build_cache_setup(spec, *cpu), 96, 24);
+      const auto got = decode_logits(*gpu, build_cache_setup(spec, *gpu), 96, 24);
+      EXPECT_LT(max_difference(want, got), 1e-3) << spec.describe();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << spec.describe() << ": " << e.what();
+    }
   }
 }
 
