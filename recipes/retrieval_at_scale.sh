@@ -14,7 +14,7 @@ OUT=${1:-$ROOT/data/results/retrieval}
 CONTEXTS=${CONTEXTS:-"8192 16384 32768"}
 NEW=${NEW:-32}
 THREADS=${THREADS:-2}
-STRATEGIES=${STRATEGIES:-"adaptive static adaptive:tails=ram"}
+STRATEGIES=${STRATEGIES:-"adaptive static adaptive:tails=storage"}
 MODEL=${MODEL:-/tmp/kvc-llama2-7b-1layer-33k}
 SHAPE=(--preset llama2-7b-1layer --context 33792)
 # KVC_SMOKE=1 (the README test suite): the same commands at small sizes.

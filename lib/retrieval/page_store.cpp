@@ -139,7 +139,7 @@ void PageStore::write_page(int64_t page, int64_t uid, const EntryBlock& block, i
 }
 
 // Writes `records` from slot 0: full pages, then the rest as a partial last page (or into the RAM
-// write buffer with tails_in_ram).
+// write buffer, as the tail placement says).
 void PageStore::write_records(int64_t uid, const EntryBlock& records) {
   Extent& e = extents_[uid];
   const int64_t pp = per_page();
@@ -151,7 +151,7 @@ void PageStore::write_records(int64_t uid, const EntryBlock& records) {
   e.flushed = 0;
   const int64_t rest = records.size() - e.full_pages * pp;
   if (rest == 0) return;
-  if (tails_in_ram_) {
+  if (tail_placement_ == TailPlacement::kRam || (tail_placement_ == TailPlacement::kSmallInRam && e.full_pages == 0)) {
     for (int64_t i = e.full_pages * pp; i < records.size(); ++i) e.tail.push_from(records, i);
     round_through_storage(format_, e.tail);
     return;

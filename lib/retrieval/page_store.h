@@ -13,7 +13,8 @@
 // reaches storage as a whole page once full; the first append to a cluster whose last page is partial
 // on storage reads that page back into the buffer (one page read, counted as a read for updates). The
 // buffers thus hold at most the entries added since the cluster was last written whole
-// (set_tails_in_ram keeps the unfilled last page in RAM instead).
+// (set_tail_placement can keep the unfilled last page in RAM instead, of every cluster or of clusters
+// smaller than a page).
 //
 // I/O is pread/pwrite on page-aligned buffers with O_DIRECT when the file system allows it, else
 // buffered with posix_fadvise(DONTNEED) after each read, so measured reads hit the device, not RAM.
@@ -22,7 +23,10 @@
 // manifest (page runs and a digest of page CRCs per cluster) that the caller stores atomically in the
 // index file: the commit record. verify() re-reads a committed store against its manifest and throws on any torn page,
 // generation mismatch (a later, interrupted run rewrote the file) or missing data.
-// Thread-safe: each public operation holds the store's mutex.
+// Thread-safe: each public operation holds the store's mutex, except while reads wait on storage: a
+// read notes where its clusters' pages are and their versions under the mutex, reads the pages without
+// it (so the decode thread's appends never wait on the I/O thread's prefetch), and keeps a cluster's
+// pages only if its version did not change meanwhile (else read() reads it again; a prefetch drops it).
 #include <algorithm>
 #include <cstdint>
 #include <mutex>
@@ -31,10 +35,17 @@
 
 #include "retrieval/entry_block.h"
 #include "retrieval/page_format.h"
+#include "retrieval/page_io.h"
 
 namespace kvc::retrieval {
 
 enum class Layout { kDualHead, kNaive };
+
+// Where a cluster written whole keeps its unfilled last page: on storage (no RAM), in RAM (no read
+// for it, but RAM for every cluster's last page), or in RAM only for clusters smaller than one page
+// (those would otherwise cost a read of their own; a larger cluster's last page comes in the same read
+// as its full pages).
+enum class TailPlacement { kStorage, kRam, kSmallInRam };
 
 struct IoCounters {
   int64_t read_bytes = 0, read_ops = 0, read_run_max = 0;  // retrieval reads (after coalescing)
@@ -82,9 +93,8 @@ class PageStore {
   int64_t file_pages() const { return next_page_; }
   // Pool size for new dual-head pools (the builder sets it to twice the largest initial cluster).
   void set_pool_pages(int64_t pages) { pool_pages_ = std::max<int64_t>(pages, 2); }
-  // Keep the unfilled last page of a cluster written whole in its RAM write buffer instead of writing it
-  // out: reads of small clusters need no storage, at the cost of RAM (counted by tail_bytes()).
-  void set_tails_in_ram(bool in_ram) { tails_in_ram_ = in_ram; }
+  // Where clusters written whole from now on keep their unfilled last page; RAM is counted by tail_bytes().
+  void set_tail_placement(TailPlacement placement) { tail_placement_ = placement; }
 
   // New cluster holding `records`; with a partner (dual-head) it takes the free end of its pool.
   int64_t create(const EntryBlock& records, int64_t partner = -1);
@@ -155,7 +165,31 @@ class PageStore {
   void write_page(int64_t page, int64_t uid, const EntryBlock& block, int64_t begin, int64_t count, uint32_t* crc_out);
   void write_records(int64_t uid, const EntryBlock& records);
   void pread_pages(int64_t first_page, int64_t pages, uint8_t* buffer, bool for_update);
-  std::vector<PageImage> read_locked(const std::vector<int64_t>& uids, int64_t gap_pages);
+
+  // Where a read's clusters lie, noted under the mutex: the coalesced runs and each cluster's pages.
+  struct ReadPlan {
+    struct Run {
+      int64_t first = 0, pages = 0;
+    };
+    struct Cluster {
+      int64_t uid = 0;
+      uint64_t version = 0;
+      std::vector<int64_t> pages;  // file page of each stored slot, in slot order
+      int64_t last_count = 0;      // records on the last page (per_page() on full pages before it)
+    };
+    std::vector<Run> runs;
+    std::vector<Cluster> clusters;
+  };
+  // The plan's pages as read from the file, with the time and bytes the reads took.
+  struct FetchedPages {
+    AlignedBytes buffer;
+    std::vector<std::pair<int64_t, int64_t>> where;  // (first page of a run, its page offset in buffer)
+    IoCounters io;
+  };
+  ReadPlan plan_read(const std::vector<int64_t>& uids, int64_t gap_pages) const;
+  FetchedPages fetch(const ReadPlan& plan) const;  // no mutex needed: pread beside writes is safe
+  EntryBlock decode(const ReadPlan::Cluster& cluster, const FetchedPages& fetched) const;
+  void count_reads(const IoCounters& io);
 
   mutable std::mutex mutex_;  // every public operation: the I/O thread reads while the decode thread appends
   std::string path_;
@@ -167,7 +201,7 @@ class PageStore {
   uint64_t generation_ = 0;
   int64_t next_page_ = 1;  // page 0: file header
   int64_t pool_pages_ = 8;
-  bool tails_in_ram_ = false;
+  TailPlacement tail_placement_ = TailPlacement::kStorage;
   int64_t open_pool_ = -1;  // the newest pool with a free back end
   std::vector<Extent> extents_;
   std::vector<Pool> pools_;

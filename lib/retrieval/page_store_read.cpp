@@ -30,20 +30,66 @@ void PageStore::pread_pages(int64_t first_page, int64_t pages, uint8_t* buffer, 
 }
 
 std::vector<EntryBlock> PageStore::read(const std::vector<int64_t>& uids, int64_t gap_pages) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<PageImage> images = read_locked(uids, gap_pages);
-  std::vector<EntryBlock> out;
-  out.reserve(uids.size());
-  for (size_t i = 0; i < uids.size(); ++i) {
-    images[i].records.append(extents_[uids[i]].tail);
-    out.push_back(std::move(images[i].records));
+  std::vector<EntryBlock> out(uids.size(), EntryBlock(dim_));
+  std::vector<size_t> pending(uids.size());
+  for (size_t i = 0; i < uids.size(); ++i) pending[i] = i;
+  // Clusters rewritten while their pages were read are read again; after a few tries the read holds the
+  // mutex throughout, so a busy writer cannot starve it.
+  for (int attempt = 0; !pending.empty(); ++attempt) {
+    std::vector<int64_t> batch;
+    for (size_t i : pending) batch.push_back(uids[i]);
+    std::unique_lock<std::mutex> lock(mutex_);
+    const ReadPlan plan = plan_read(batch, gap_pages);
+    const bool hold = attempt >= 2;
+    if (!hold) lock.unlock();
+    FetchedPages fetched = fetch(plan);
+    if (!hold) lock.lock();
+    count_reads(fetched.io);
+    std::vector<size_t> changed;
+    std::vector<std::pair<size_t, EntryBlock>> tails;  // (cluster in plan, its write buffer now)
+    for (size_t c = 0; c < plan.clusters.size(); ++c) {
+      const int64_t uid = plan.clusters[c].uid;
+      KVC_CHECK(is_live(uid), "store: cluster {} was dropped while it was read", uid);
+      if (extents_[uid].version == plan.clusters[c].version)
+        tails.emplace_back(c, extents_[uid].tail);
+      else
+        changed.push_back(pending[c]);
+    }
+    lock.unlock();
+    for (auto& [c, tail] : tails) {
+      EntryBlock& block = out[pending[c]];
+      block = decode(plan.clusters[c], fetched);
+      block.append(tail);
+    }
+    pending = std::move(changed);
   }
   return out;
 }
 
 std::vector<PageStore::PageImage> PageStore::read_pages(const std::vector<int64_t>& uids, int64_t gap_pages) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return read_locked(uids, gap_pages);
+  std::unique_lock<std::mutex> lock(mutex_);
+  const ReadPlan plan = plan_read(uids, gap_pages);
+  lock.unlock();
+  FetchedPages fetched = fetch(plan);
+  lock.lock();
+  count_reads(fetched.io);
+  std::vector<bool> current(plan.clusters.size());
+  for (size_t c = 0; c < plan.clusters.size(); ++c) {
+    const int64_t uid = plan.clusters[c].uid;
+    current[c] = is_live(uid) && extents_[uid].version == plan.clusters[c].version;
+  }
+  lock.unlock();
+  // A cluster that changed during the read keeps version 0, which no cluster ever has: complete()
+  // refuses it and the decode step reads the cluster itself.
+  std::vector<PageImage> out;
+  out.reserve(plan.clusters.size());
+  for (size_t c = 0; c < plan.clusters.size(); ++c) {
+    if (current[c])
+      out.push_back({decode(plan.clusters[c], fetched), plan.clusters[c].version});
+    else
+      out.push_back({EntryBlock(dim_), 0});
+  }
+  return out;
 }
 
 bool PageStore::complete(int64_t uid, const PageImage& image, EntryBlock* out) const {
@@ -54,58 +100,77 @@ bool PageStore::complete(int64_t uid, const PageImage& image, EntryBlock* out) c
   return true;
 }
 
-std::vector<PageStore::PageImage> PageStore::read_locked(const std::vector<int64_t>& uids, int64_t gap_pages) {
-  struct Run {
-    int64_t first, pages;
-  };
-  std::vector<Run> runs;
+PageStore::ReadPlan PageStore::plan_read(const std::vector<int64_t>& uids, int64_t gap_pages) const {
+  ReadPlan plan;
+  std::vector<ReadPlan::Run> runs;
   for (int64_t uid : uids) {
     KVC_CHECK(is_live(uid), "store: no cluster {}", uid);
     const Extent& e = extents_[uid];
+    ReadPlan::Cluster c;
+    c.uid = uid;
+    c.version = e.version;
+    for (int64_t s = 0; s < stored_pages(e); ++s) c.pages.push_back(slot_page(e, s));
+    c.last_count = e.flushed > 0 ? e.flushed : per_page();
     if (stored_pages(e) > 0) runs.push_back({run_first_page(e, stored_pages(e)), stored_pages(e)});
+    plan.clusters.push_back(std::move(c));
   }
-  std::sort(runs.begin(), runs.end(), [](const Run& a, const Run& b) { return a.first < b.first; });
-  std::vector<Run> merged;
-  for (const Run& r : runs) {
-    if (!merged.empty() && r.first - (merged.back().first + merged.back().pages) <= gap_pages)
-      merged.back().pages = std::max(merged.back().pages, r.first + r.pages - merged.back().first);
+  std::sort(runs.begin(), runs.end(), [](const ReadPlan::Run& a, const ReadPlan::Run& b) { return a.first < b.first; });
+  for (const ReadPlan::Run& r : runs) {
+    ReadPlan::Run* last = plan.runs.empty() ? nullptr : &plan.runs.back();
+    if (last && r.first - (last->first + last->pages) <= gap_pages)
+      last->pages = std::max(last->pages, r.first + r.pages - last->first);
     else
-      merged.push_back(r);
+      plan.runs.push_back(r);
   }
+  return plan;
+}
+
+PageStore::FetchedPages PageStore::fetch(const ReadPlan& plan) const {
   int64_t total = 0;
-  for (const Run& r : merged) total += r.pages;
-  auto buffer = aligned_bytes(std::max<int64_t>(total, 1) * kPageBytes);
-  std::vector<std::pair<int64_t, int64_t>> where;  // (first page, offset in buffer)
+  for (const ReadPlan::Run& r : plan.runs) total += r.pages;
+  FetchedPages f{aligned_bytes(std::max<int64_t>(total, 1) * kPageBytes), {}, {}};
   int64_t offset = 0;
-  for (const Run& r : merged) {
-    pread_pages(r.first, r.pages, buffer.get() + offset * kPageBytes, false);
-    where.emplace_back(r.first, offset);
+  for (const ReadPlan::Run& r : plan.runs) {
+    const auto t0 = SteadyClock::now();
+    full_pread(fd_, f.buffer.get() + offset * kPageBytes, r.pages * kPageBytes, r.first * kPageBytes, path_);
+    if (!direct_) ::posix_fadvise(fd_, r.first * kPageBytes, r.pages * kPageBytes, POSIX_FADV_DONTNEED);
+    f.io.read_seconds += seconds_since(t0);
+    f.io.read_bytes += r.pages * kPageBytes;
+    f.io.read_ops += 1;
+    f.io.read_run_max = std::max(f.io.read_run_max, r.pages * kPageBytes);
+    f.where.emplace_back(r.first, offset);
     offset += r.pages;
   }
+  return f;
+}
+
+void PageStore::count_reads(const IoCounters& io) {
+  io_.read_seconds += io.read_seconds;
+  io_.read_bytes += io.read_bytes;
+  io_.read_ops += io.read_ops;
+  io_.read_run_max = std::max(io_.read_run_max, io.read_run_max);
+}
+
+EntryBlock PageStore::decode(const ReadPlan::Cluster& cluster, const FetchedPages& fetched) const {
   const auto buffer_page = [&](int64_t page) -> const uint8_t* {
-    for (auto it = where.rbegin(); it != where.rend(); ++it)
-      if (page >= it->first) return buffer.get() + (it->second + page - it->first) * kPageBytes;
+    for (auto it = fetched.where.rbegin(); it != fetched.where.rend(); ++it)
+      if (page >= it->first) return fetched.buffer.get() + (it->second + page - it->first) * kPageBytes;
     return nullptr;
   };
-  std::vector<PageImage> out;
-  out.reserve(uids.size());
-  for (int64_t uid : uids) {
-    const Extent& e = extents_[uid];
-    EntryBlock block(dim_);
-    for (int64_t s = 0; s < stored_pages(e); ++s) {
-      const uint8_t* page = buffer_page(slot_page(e, s));
-      const int64_t count = s < e.full_pages ? per_page() : e.flushed;
-      PageHeader h;
-      std::memcpy(&h, page, sizeof h);
-      KVC_CHECK(h.magic == kPageMagic && h.uid == static_cast<uint32_t>(uid) && h.count == count &&
-                    h.crc == page_crc(page, record_bytes()),
-                "store '{}': page {} of cluster {} is torn or corrupt (checksum mismatch); rebuild the store", path_,
-                slot_page(e, s), uid);
-      read_page_records(page, count, format_, block);
-    }
-    out.push_back({std::move(block), e.version});
+  EntryBlock block(dim_);
+  const int64_t n = static_cast<int64_t>(cluster.pages.size());
+  for (int64_t s = 0; s < n; ++s) {
+    const uint8_t* page = buffer_page(cluster.pages[s]);
+    const int64_t count = s + 1 < n ? per_page() : cluster.last_count;
+    PageHeader h;
+    std::memcpy(&h, page, sizeof h);
+    KVC_CHECK(h.magic == kPageMagic && h.uid == static_cast<uint32_t>(cluster.uid) && h.count == count &&
+                  h.crc == page_crc(page, record_bytes()),
+              "store '{}': page {} of cluster {} is torn or corrupt (checksum mismatch); rebuild the store", path_,
+              cluster.pages[s], cluster.uid);
+    read_page_records(page, count, format_, block);
   }
-  return out;
+  return block;
 }
 
 double PageStore::sequential_read_bandwidth(int64_t min_total_bytes) {

@@ -57,7 +57,9 @@ RetrievalConfig RetrievalConfig::parse(const std::string& spec) {
   c.cache_policy = v.get_choice("cache", aligned ? "aligned" : "lru", {"aligned", "lru"}) == "aligned"
                        ? CachePolicy::kAligned
                        : CachePolicy::kLru;
-  c.tails_in_ram = v.get_choice("tails", c.tails_in_ram ? "ram" : "storage", {"storage", "ram"}) == "ram";
+  const char* tails_now = c.tails == TailPlacement::kRam ? "ram" : c.tails == TailPlacement::kStorage ? "storage" : "small";
+  const std::string tails = v.get_choice("tails", tails_now, {"small", "storage", "ram"});
+  c.tails = tails == "ram" ? TailPlacement::kRam : tails == "small" ? TailPlacement::kSmallInRam : TailPlacement::kStorage;
   KVC_CHECK(c.topk >= 1, "--retrieval '{}': topk must be at least 1", spec);
   KVC_CHECK(c.cluster_size >= 1, "--retrieval '{}': csize must be at least 1", spec);
   KVC_CHECK(c.local_every >= 1, "--retrieval '{}': every must be at least 1", spec);

@@ -59,7 +59,7 @@ std::shared_ptr<RetrievalShared> make_retrieval_shared(const RetrievalConfig& co
   // Without clusters the entries are pages in position order: the naive, append-only layout.
   const Layout layout = config.strategy == Strategy::kNone ? Layout::kNaive : config.layout;
   shared->store = std::make_unique<PageStore>(store_path, records, layout, config.direct_io);
-  shared->store->set_tails_in_ram(config.tails_in_ram);
+  shared->store->set_tail_placement(config.tails);
   // The RAM cache holds clusters widened to fp32, whatever the records' type on storage.
   shared->cache = std::make_unique<ClusterCache>(config.cache_kb * 1024, config.cache_policy,
                                                  RecordFormat{records.dim}.record_bytes());

@@ -81,13 +81,27 @@ INSTANTIATE_TEST_SUITE_P(Strategies, AllRetrieved,
                                            "static:topk=1000,layout=naive", "local:topk=1000,every=7",
                                            "none:budget=100000"));
 
-// RAM held counts the store's write buffers: after the prompt none (its clusters went out whole);
-// an append gathers the cluster's last page in RAM and the footprint grows by exactly those bytes.
+// RAM held counts the store's write buffers. With tails=storage none after the prompt (its clusters
+// went out whole); an append gathers the cluster's last page in RAM and the footprint grows by exactly
+// those bytes. With tails=small (the default) the prompt's clusters smaller than a page stay in RAM.
 TEST(Retrieval, RamHeldCountsTheStoreWriteBuffers) {
   at::manual_seed(3);
   const auto& f = fixture();
   const int64_t H = f.shape.num_heads, KV = f.shape.num_kv_heads, d = f.shape.head_dim, T = 100;
-  auto shared = make_shared("static:cache_kb=0");
+  {
+    auto shared = make_shared("static:cache_kb=0,csize=2");  // clusters of about two entries
+    RetrievalLayerCache layer(f.shape, f.model->rope(), shared);
+    layer.append(at::randn({KV, T, d}), at::randn({KV, T, d}), at::arange(T, at::kLong));
+    layer.attend(at::randn({H, T, d}), at::arange(T, at::kLong), {}, nullptr);  // clusters the prompt
+    int64_t small = 0;
+    for (const auto& h : layer.heads())
+      for (const auto& c : h.clusters())
+        if (shared->store->entries(c.uid) < shared->store->per_page()) small += shared->store->entries(c.uid);
+    EXPECT_GT(small, 0) << "no cluster smaller than a page: the check below tests nothing";
+    EXPECT_EQ(shared->store->tail_bytes(), small * RecordFormat{d}.record_bytes());
+    EXPECT_GE(layer.footprint().ram_bytes, shared->store->tail_bytes());
+  }
+  auto shared = make_shared("static:cache_kb=0,tails=storage");
   RetrievalLayerCache layer(f.shape, f.model->rope(), shared);
   layer.append(at::randn({KV, T, d}), at::randn({KV, T, d}), at::arange(T, at::kLong));
   layer.attend(at::randn({H, T, d}), at::arange(T, at::kLong), {}, nullptr);
