@@ -100,8 +100,9 @@ at::Tensor RaggedLayerCache::attend(const at::Tensor& queries, const at::Tensor&
   int64_t max_len = 0;
   for (int64_t h = 0; h < KV; ++h) max_len = std::max(max_len, length(h));
   const int64_t window = want ? std::min(probe.window, T) : 0;
-  if (want && probe.column_sums) stats->column_sums = at::zeros({shape_.num_heads, max_len}, queries.options().dtype(at::kFloat));
-  if (want && window > 0) stats->window_probs = at::zeros({shape_.num_heads, window, max_len}, queries.options().dtype(at::kFloat));
+  const at::TensorOptions stats_options = queries.options().dtype(at::kFloat);
+  if (want && probe.column_sums) stats->column_sums = at::zeros({shape_.num_heads, max_len}, stats_options);
+  if (want && window > 0) stats->window_probs = at::zeros({shape_.num_heads, window, max_len}, stats_options);
   std::vector<at::Tensor> outs;
   for (int64_t h = 0; h < KV; ++h) {
     AttentionStats s;

@@ -62,7 +62,8 @@ class DynamicKVAllocator : public Allocator {
       layer_of.narrow(0, off, sizes[static_cast<size_t>(i)]).fill_(i);
       off += sizes[static_cast<size_t>(i)];
     }
-    const at::Tensor counts = at::bincount(layer_of.index_select(0, chosen), {}, seen).to(at::kCPU, at::kDouble).contiguous();
+    const at::Tensor counts =
+        at::bincount(layer_of.index_select(0, chosen), {}, seen).to(at::kCPU, at::kDouble).contiguous();
     const double* count = counts.data_ptr<double>();
     const double max_count = *std::max_element(count, count + seen);
     const int64_t bmax = std::llround(a * rmax_);

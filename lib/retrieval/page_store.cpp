@@ -165,7 +165,7 @@ void PageStore::load_flushed(int64_t uid) {
   if (e.flushed == 0) return;
   auto buffer = aligned_bytes(kPageBytes);
   const int64_t page = slot_page(e, e.full_pages);
-  pread_pages(page, 1, buffer.get(), true);
+  pread_for_update(page, 1, buffer.get());
   PageHeader h;
   std::memcpy(&h, buffer.get(), sizeof h);
   KVC_CHECK(h.magic == kPageMagic && h.uid == static_cast<uint32_t>(uid) && h.count == e.flushed &&
@@ -219,7 +219,7 @@ void PageStore::relocate(int64_t uid, int64_t pages_needed) {
   EntryBlock records(dim_);
   if (e.full_pages > 0) {
     const int64_t first = run_first_page(e, e.full_pages);
-    pread_pages(first, e.full_pages, buffer.get(), true);
+    pread_for_update(first, e.full_pages, buffer.get());
     for (int64_t s = 0; s < e.full_pages; ++s) {
       read_page_records(buffer.get() + (slot_page(e, s) - first) * kPageBytes, per_page(), format_, records);
     }

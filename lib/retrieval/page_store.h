@@ -164,7 +164,8 @@ class PageStore {
   void relocate(int64_t uid, int64_t pages_needed);
   void write_page(int64_t page, int64_t uid, const EntryBlock& block, int64_t begin, int64_t count, uint32_t* crc_out);
   void write_records(int64_t uid, const EntryBlock& records);
-  void pread_pages(int64_t first_page, int64_t pages, uint8_t* buffer, bool for_update);
+  // Reads made to change a cluster (a partial page back into its buffer, a move), under the mutex.
+  void pread_for_update(int64_t first_page, int64_t pages, uint8_t* buffer);
 
   // Where a read's clusters lie, noted under the mutex: the coalesced runs and each cluster's pages.
   struct ReadPlan {

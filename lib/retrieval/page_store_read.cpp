@@ -15,18 +15,10 @@
 
 namespace kvc::retrieval {
 
-void PageStore::pread_pages(int64_t first_page, int64_t pages, uint8_t* buffer, bool for_update) {
-  const auto t0 = SteadyClock::now();
+void PageStore::pread_for_update(int64_t first_page, int64_t pages, uint8_t* buffer) {
   full_pread(fd_, buffer, pages * kPageBytes, first_page * kPageBytes, path_);
   if (!direct_) ::posix_fadvise(fd_, first_page * kPageBytes, pages * kPageBytes, POSIX_FADV_DONTNEED);
-  if (for_update) {
-    io_.update_read_bytes += pages * kPageBytes;
-    return;
-  }
-  io_.read_seconds += seconds_since(t0);
-  io_.read_bytes += pages * kPageBytes;
-  io_.read_ops += 1;
-  io_.read_run_max = std::max(io_.read_run_max, pages * kPageBytes);
+  io_.update_read_bytes += pages * kPageBytes;
 }
 
 std::vector<EntryBlock> PageStore::read(const std::vector<int64_t>& uids, int64_t gap_pages) {

@@ -1,6 +1,8 @@
 #include "retrieval/retrieval_config.h"
 
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "util/error.h"
 #include "util/spec_parser.h"
@@ -57,9 +59,14 @@ RetrievalConfig RetrievalConfig::parse(const std::string& spec) {
   c.cache_policy = v.get_choice("cache", aligned ? "aligned" : "lru", {"aligned", "lru"}) == "aligned"
                        ? CachePolicy::kAligned
                        : CachePolicy::kLru;
-  const char* tails_now = c.tails == TailPlacement::kRam ? "ram" : c.tails == TailPlacement::kStorage ? "storage" : "small";
+  const std::vector<std::pair<std::string, TailPlacement>> placements = {
+      {"small", TailPlacement::kSmallInRam}, {"storage", TailPlacement::kStorage}, {"ram", TailPlacement::kRam}};
+  std::string tails_now;
+  for (const auto& [name, placement] : placements)
+    if (placement == c.tails) tails_now = name;
   const std::string tails = v.get_choice("tails", tails_now, {"small", "storage", "ram"});
-  c.tails = tails == "ram" ? TailPlacement::kRam : tails == "small" ? TailPlacement::kSmallInRam : TailPlacement::kStorage;
+  for (const auto& [name, placement] : placements)
+    if (name == tails) c.tails = placement;
   KVC_CHECK(c.topk >= 1, "--retrieval '{}': topk must be at least 1", spec);
   KVC_CHECK(c.cluster_size >= 1, "--retrieval '{}': csize must be at least 1", spec);
   KVC_CHECK(c.local_every >= 1, "--retrieval '{}': every must be at least 1", spec);
