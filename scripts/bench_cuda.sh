@@ -4,7 +4,8 @@
 # 7B-shaped checkpoint, 2K-32K) and compressed decoding at 32K with kvc-generate, then runs the whole
 # test suite with the GPU visible. Usage: scripts/bench_cuda.sh [build|bench|gen|ctest|all]...
 # Raw outputs go to KVC_CUDA_OUT (default data/results/cuda). Dependencies missing there (no network)
-# can travel as Debian packages in .deps/debs (README, "LibTorch 2.x (PyPI) and CUDA").
+# can travel as Debian packages in .deps/debs and jieba's dictionary in .deps/jieba (README, "LibTorch 2.x
+# (PyPI) and CUDA").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 STEPS="${*:-all}"
@@ -24,6 +25,10 @@ if [ -d .deps/debs ]; then
   export PKG_CONFIG_LIBDIR="$L/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$P" KVC_PREFIX_PATH="$P/usr"
   command -v pkg-config >/dev/null || export PKG_CONFIG="$P/usr/bin/pkgconf"
 fi
+
+# jieba's dictionary for the LongBench Chinese tests, where python3-jieba is not installed: a copy of its
+# dict.txt and finalseg/ in .deps/jieba.
+[ -d .deps/jieba ] && export KVC_JIEBA_DIR="$PWD/.deps/jieba"
 
 if want build || [ ! -f "$BUILD/CMakeCache.txt" ]; then
   {
