@@ -151,7 +151,8 @@ void PageStore::write_records(int64_t uid, const EntryBlock& records) {
   e.flushed = 0;
   const int64_t rest = records.size() - e.full_pages * pp;
   if (rest == 0) return;
-  if (tail_placement_ == TailPlacement::kRam || (tail_placement_ == TailPlacement::kSmallInRam && e.full_pages == 0)) {
+  const bool small = e.full_pages == 0 && records.size() <= kSmallClusterEntries;
+  if (tail_placement_ == TailPlacement::kRam || (tail_placement_ == TailPlacement::kSmallInRam && small)) {
     for (int64_t i = e.full_pages * pp; i < records.size(); ++i) e.tail.push_from(records, i);
     round_through_storage(format_, e.tail);
     return;

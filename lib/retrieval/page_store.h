@@ -14,7 +14,7 @@
 // on storage reads that page back into the buffer (one page read, counted as a read for updates). The
 // buffers thus hold at most the entries added since the cluster was last written whole
 // (set_tail_placement can keep the unfilled last page in RAM instead, of every cluster or of clusters
-// smaller than a page).
+// of one or two entries).
 //
 // I/O is pread/pwrite on page-aligned buffers with O_DIRECT when the file system allows it, else
 // buffered with posix_fadvise(DONTNEED) after each read, so measured reads hit the device, not RAM.
@@ -42,10 +42,13 @@ namespace kvc::retrieval {
 enum class Layout { kDualHead, kNaive };
 
 // Where a cluster written whole keeps its unfilled last page: on storage (no RAM), in RAM (no read
-// for it, but RAM for every cluster's last page), or in RAM only for clusters smaller than one page
-// (those would otherwise cost a read of their own; a larger cluster's last page comes in the same read
-// as its full pages).
+// for it, but RAM for every cluster's last page), or in RAM only for the smallest clusters, of one or
+// two entries within one page. Inner-product scoring picks those most (their centroid is a whole key,
+// or nearly), and on storage each would cost a read of its own; a larger cluster's last page comes in
+// the same read as its full pages. Counted in entries, not bytes: at a small head size a page holds
+// dozens of records, and keeping every cluster under a page in RAM would hold most of the cache there.
 enum class TailPlacement { kStorage, kRam, kSmallInRam };
+inline constexpr int64_t kSmallClusterEntries = 2;
 
 struct IoCounters {
   int64_t read_bytes = 0, read_ops = 0, read_run_max = 0;  // retrieval reads (after coalescing)

@@ -35,8 +35,9 @@ struct RetrievalConfig {
   bool direct_io = true;
   bool async_io = true;           // reads on an I/O thread, overlapped with attention head by head
   bool prefetch = false;          // read the next layer's predicted clusters ahead (needs async_io)
-  // Where a cluster written whole keeps its unfilled last page: RAM for clusters smaller than a page
-  // (those the scoring picks most, each a read of its own otherwise), storage, or RAM for every cluster.
+  // Where a cluster written whole keeps its unfilled last page: RAM for clusters of one or two entries
+  // within a page (those the scoring picks most, each a read of its own otherwise), storage, or RAM for
+  // every cluster.
   TailPlacement tails = TailPlacement::kSmallInRam;
 
   static RetrievalConfig parse(const std::string& spec);

@@ -159,7 +159,7 @@ TEST_P(StoreLayouts, ReadsBackEverythingWritten) {
   for (const TailPlacement tails : {TailPlacement::kStorage, TailPlacement::kRam, TailPlacement::kSmallInRam}) {
   SCOPED_TRACE(tails == TailPlacement::kStorage ? "unfilled last pages on storage"
                : tails == TailPlacement::kRam   ? "unfilled last pages in RAM"
-                                                : "clusters smaller than a page in RAM");
+                                                : "clusters of one or two entries in RAM");
   const int64_t d = 8;
   PageStore store(temp_file("s.kvs"), d, GetParam());
   store.set_tail_placement(tails);
@@ -383,30 +383,36 @@ TEST(PageStore, ReadsBesideWritesSeeConsistentClusters) {
   for (size_t c = 0; c < uids.size(); ++c) expect_same(got[c], truth[c]);
 }
 
-// tails=small: a cluster smaller than a page stays in RAM (reading it costs no storage read); a larger
+// tails=small: a cluster of one or two entries stays in RAM (reading it costs no storage read); a larger
 // one's partial last page goes to storage, where it comes in the same read as its full pages.
-TEST(PageStore, ClustersSmallerThanAPageStayInRam) {
+TEST(PageStore, ClustersOfOneOrTwoEntriesStayInRam) {
   const int64_t d = 8;
   PageStore store(temp_file("small.kvs"), d, Layout::kDualHead);
   store.set_tail_placement(TailPlacement::kSmallInRam);
   const int64_t pp = store.per_page(), in_ram = RecordFormat{d}.record_bytes();
-  const EntryBlock small = random_block(pp - 1, d, 0, 1), large = random_block(pp + 5, d, 1000, 2);
-  const int64_t a = store.create(small);
-  const int64_t b = store.create(large);
-  EXPECT_EQ(store.tail_bytes(), (pp - 1) * in_ram) << "only the small cluster is held in RAM";
-  expect_same(store.read({a}).front(), small);
+  const EntryBlock two = random_block(2, d, 0, 1), three = random_block(3, d, 500, 2);
+  const EntryBlock large = random_block(pp + 5, d, 1000, 3);
+  const int64_t a = store.create(two);
+  const int64_t b = store.create(three);
+  const int64_t c = store.create(large);
+  EXPECT_EQ(store.tail_bytes(), 2 * in_ram) << "only the two-entry cluster is held in RAM";
+  expect_same(store.read({a}).front(), two);
   EXPECT_EQ(store.counters().read_ops, 0) << "a cluster held in RAM needs no read";
-  expect_same(store.read({b}).front(), large);
-  EXPECT_EQ(store.counters().read_ops, 1);
-  EXPECT_EQ(store.counters().read_bytes, 2 * PageStore::kPageBytes) << "full page and partial page in one read";
-  // The small cluster fills its page: the page goes out, and the cluster now reads from storage.
-  const EntryBlock one = random_block(1, d, 5000, 3);
-  store.append(a, one.key(0), one.value(0), one.positions[0]);
-  EXPECT_EQ(store.tail_bytes(), 0);
-  EntryBlock grown = small;
-  grown.append(one);
-  expect_same(store.read({a}).front(), grown);
+  expect_same(store.read({b}).front(), three);
+  EXPECT_EQ(store.counters().read_ops, 1) << "three entries, under a page at head size 8, are on storage";
+  expect_same(store.read({c}).front(), large);
   EXPECT_EQ(store.counters().read_ops, 2);
+  EXPECT_EQ(store.counters().read_run_max, 2 * PageStore::kPageBytes) << "full page and partial page in one read";
+  // Appends to the small cluster gather in its buffer until the page fills and goes out.
+  EntryBlock grown = two;
+  for (int64_t i = 2; i < pp; ++i) {
+    const EntryBlock one = random_block(1, d, 5000 + i, 10 + i);
+    grown.append(one);
+    store.append(a, one.key(0), one.value(0), one.positions[0]);
+  }
+  EXPECT_EQ(store.tail_bytes(), 0);
+  expect_same(store.read({a}).front(), grown);
+  EXPECT_EQ(store.counters().read_ops, 3);
 }
 
 TEST(PageStore, AdjacentClustersAreOneRead) {
