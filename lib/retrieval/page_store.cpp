@@ -167,12 +167,7 @@ void PageStore::load_flushed(int64_t uid) {
   auto buffer = aligned_bytes(kPageBytes);
   const int64_t page = slot_page(e, e.full_pages);
   pread_for_update(page, 1, buffer.get());
-  PageHeader h;
-  std::memcpy(&h, buffer.get(), sizeof h);
-  KVC_CHECK(h.magic == kPageMagic && h.uid == static_cast<uint32_t>(uid) && h.count == e.flushed &&
-                h.crc == page_crc(buffer.get(), record_bytes()),
-            "store '{}': page {} of cluster {} is torn or corrupt (checksum mismatch); rebuild the store", path_, page,
-            uid);
+  check_page(buffer.get(), page, uid, e.flushed);
   read_page_records(buffer.get(), e.flushed, format_, e.tail);
   e.flushed = 0;
   e.version = next_version_++;  // the records move from the page image to the RAM buffer

@@ -192,7 +192,13 @@ class PageStore {
   };
   ReadPlan plan_read(const std::vector<int64_t>& uids, int64_t gap_pages) const;
   FetchedPages fetch(const ReadPlan& plan) const;  // no mutex needed: pread beside writes is safe
+  // Plans under `lock` (held on entry and on return), reads without it unless `hold`, counts the reads;
+  // `unchanged[c]`: the plan's cluster c kept its version meanwhile, so its pages as read are current.
+  ReadPlan fetch_outside_lock(std::unique_lock<std::mutex>& lock, const std::vector<int64_t>& uids, int64_t gap_pages,
+                              bool hold, FetchedPages* fetched, std::vector<bool>* unchanged);
   EntryBlock decode(const ReadPlan::Cluster& cluster, const FetchedPages& fetched) const;
+  // Throws unless `page` (file page `page_number`) is cluster `uid`'s, holds `count` records and passes its CRC.
+  void check_page(const uint8_t* page, int64_t page_number, int64_t uid, int64_t count) const;
   void count_reads(const IoCounters& io);
 
   mutable std::mutex mutex_;  // every public operation: the I/O thread reads while the decode thread appends

@@ -31,18 +31,15 @@ std::vector<EntryBlock> PageStore::read(const std::vector<int64_t>& uids, int64_
     std::vector<int64_t> batch;
     for (size_t i : pending) batch.push_back(uids[i]);
     std::unique_lock<std::mutex> lock(mutex_);
-    const ReadPlan plan = plan_read(batch, gap_pages);
-    const bool hold = attempt >= 2;
-    if (!hold) lock.unlock();
-    FetchedPages fetched = fetch(plan);
-    if (!hold) lock.lock();
-    count_reads(fetched.io);
+    FetchedPages fetched;
+    std::vector<bool> unchanged;
+    const ReadPlan plan = fetch_outside_lock(lock, batch, gap_pages, attempt >= 2, &fetched, &unchanged);
     std::vector<size_t> changed;
     std::vector<std::pair<size_t, EntryBlock>> tails;  // (cluster in plan, its write buffer now)
     for (size_t c = 0; c < plan.clusters.size(); ++c) {
       const int64_t uid = plan.clusters[c].uid;
       KVC_CHECK(is_live(uid), "store: cluster {} was dropped while it was read", uid);
-      if (extents_[uid].version == plan.clusters[c].version)
+      if (unchanged[c])
         tails.emplace_back(c, extents_[uid].tail);
       else
         changed.push_back(pending[c]);
@@ -60,16 +57,9 @@ std::vector<EntryBlock> PageStore::read(const std::vector<int64_t>& uids, int64_
 
 std::vector<PageStore::PageImage> PageStore::read_pages(const std::vector<int64_t>& uids, int64_t gap_pages) {
   std::unique_lock<std::mutex> lock(mutex_);
-  const ReadPlan plan = plan_read(uids, gap_pages);
-  lock.unlock();
-  FetchedPages fetched = fetch(plan);
-  lock.lock();
-  count_reads(fetched.io);
-  std::vector<bool> current(plan.clusters.size());
-  for (size_t c = 0; c < plan.clusters.size(); ++c) {
-    const int64_t uid = plan.clusters[c].uid;
-    current[c] = is_live(uid) && extents_[uid].version == plan.clusters[c].version;
-  }
+  FetchedPages fetched;
+  std::vector<bool> current;
+  const ReadPlan plan = fetch_outside_lock(lock, uids, gap_pages, false, &fetched, &current);
   lock.unlock();
   // A cluster that changed during the read keeps version 0, which no cluster ever has: complete()
   // refuses it and the decode step reads the cluster itself.
@@ -117,6 +107,22 @@ PageStore::ReadPlan PageStore::plan_read(const std::vector<int64_t>& uids, int64
   return plan;
 }
 
+PageStore::ReadPlan PageStore::fetch_outside_lock(std::unique_lock<std::mutex>& lock, const std::vector<int64_t>& uids,
+                                                  int64_t gap_pages, bool hold, FetchedPages* fetched,
+                                                  std::vector<bool>* unchanged) {
+  ReadPlan plan = plan_read(uids, gap_pages);
+  if (!hold) lock.unlock();
+  *fetched = fetch(plan);
+  if (!hold) lock.lock();
+  count_reads(fetched->io);
+  unchanged->assign(plan.clusters.size(), false);
+  for (size_t c = 0; c < plan.clusters.size(); ++c) {
+    const int64_t uid = plan.clusters[c].uid;
+    (*unchanged)[c] = is_live(uid) && extents_[uid].version == plan.clusters[c].version;
+  }
+  return plan;
+}
+
 PageStore::FetchedPages PageStore::fetch(const ReadPlan& plan) const {
   int64_t total = 0;
   for (const ReadPlan::Run& r : plan.runs) total += r.pages;
@@ -154,15 +160,19 @@ EntryBlock PageStore::decode(const ReadPlan::Cluster& cluster, const FetchedPage
   for (int64_t s = 0; s < n; ++s) {
     const uint8_t* page = buffer_page(cluster.pages[s]);
     const int64_t count = s + 1 < n ? per_page() : cluster.last_count;
-    PageHeader h;
-    std::memcpy(&h, page, sizeof h);
-    KVC_CHECK(h.magic == kPageMagic && h.uid == static_cast<uint32_t>(cluster.uid) && h.count == count &&
-                  h.crc == page_crc(page, record_bytes()),
-              "store '{}': page {} of cluster {} is torn or corrupt (checksum mismatch); rebuild the store", path_,
-              cluster.pages[s], cluster.uid);
+    check_page(page, cluster.pages[s], cluster.uid, count);
     read_page_records(page, count, format_, block);
   }
   return block;
+}
+
+void PageStore::check_page(const uint8_t* page, int64_t page_number, int64_t uid, int64_t count) const {
+  PageHeader h;
+  std::memcpy(&h, page, sizeof h);
+  KVC_CHECK(h.magic == kPageMagic && h.uid == static_cast<uint32_t>(uid) && h.count == count &&
+                h.crc == page_crc(page, record_bytes()),
+            "store '{}': page {} of cluster {} is torn or corrupt (checksum mismatch); rebuild the store", path_,
+            page_number, uid);
 }
 
 double PageStore::sequential_read_bandwidth(int64_t min_total_bytes) {
