@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -28,14 +29,13 @@ struct Forward {
 
 Forward run_window(const LlamaModel& model, const std::vector<GateParams>& k, const std::vector<GateParams>& v,
                    const std::vector<int>& window, double tau) {
-  const ModelConfig& c = model.config();
-  const AttentionShape shape = c.attention_shape();
+  const AttentionShape shape = model.config().attention_shape();
   MaskLog log;
-  std::vector<std::unique_ptr<LayerCache>> layers;
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    layers.push_back(std::make_unique<SoftMaskLayerCache>(shape, model.rope(), k[l], v[l], tau, &log));
-  }
-  KVCache cache(std::move(layers));
+  // The model's own cache layout: the gated layers are the global ones, as in the low-rank cache (a
+  // sliding-window layer keeps its window, with its own RoPE).
+  KVCache cache = model.new_cache([&](int64_t l) {
+    return std::make_unique<SoftMaskLayerCache>(shape, model.rope(), k[l], v[l], tau, &log);
+  });
   const torch::Tensor logits = model.forward(window, cache);
   const int64_t T = static_cast<int64_t>(window.size());
   const std::vector<int64_t> next(window.begin() + 1, window.end());
@@ -77,9 +77,14 @@ double lr_at(const TrainOptions& o, int64_t step) {
 
 std::string signature(const LlamaModel& model, const TrainOptions& o) {
   // The loss joins the signature only when it is not the original one, so older checkpoints still resume.
-  return hash_string(fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}{}", model.config().config_hash, o.alpha, o.tau,
-                                 o.lr, o.basis_lr_scale, o.weight_decay, o.clip, o.steps, o.warmup, o.seq_len, o.batch,
-                                 o.seed, o.init_bias, o.loss == TrainLoss::CrossEntropy ? "" : "|kl"));
+  // A model with sliding-window layers trains its global layers' gates only: the mark keeps a checkpoint
+  // holding every layer's gates from resuming.
+  const ModelConfig& c = model.config();
+  const bool has_local = std::any_of(c.local_layers.begin(), c.local_layers.end(), [](bool b) { return b; });
+  return hash_string(fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}{}{}", c.config_hash, o.alpha, o.tau, o.lr,
+                                 o.basis_lr_scale, o.weight_decay, o.clip, o.steps, o.warmup, o.seq_len, o.batch,
+                                 o.seed, o.init_bias, o.loss == TrainLoss::CrossEntropy ? "" : "|kl",
+                                 has_local ? "|global-layers" : ""));
 }
 
 }  // namespace
@@ -111,10 +116,12 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
   std::vector<torch::Tensor> basis_params, gate_params;
   const torch::Tensor ramp = torch::linspace(0, o.init_bias, d, fopts);
   for (int64_t l = 0; l < L; ++l) {
+    const bool gated = !c.is_local_layer(l);  // sliding-window layers keep their window, ungated
     for (auto [g, p] : {std::make_pair(&k[l], &bases.layers[l].key), std::make_pair(&v[l], &bases.layers[l].value)}) {
-      g->U = p->U.to(fopts).clone().set_requires_grad(true);
-      g->W = torch::zeros({d, d}, fopts).set_requires_grad(true);
-      g->b = ramp.clone().set_requires_grad(true);
+      g->U = p->U.to(fopts).clone().set_requires_grad(gated);
+      g->W = torch::zeros({d, d}, fopts).set_requires_grad(gated);
+      g->b = ramp.clone().set_requires_grad(gated);
+      if (!gated) continue;
       basis_params.push_back(g->U);
       gate_params.push_back(g->W);
       gate_params.push_back(g->b);

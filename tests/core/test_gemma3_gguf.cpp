@@ -17,6 +17,7 @@
 
 #include "compression/compression_spec.h"
 #include "eval/perplexity.h"
+#include "lowrank/gate_training.h"
 #include "model/llama_model.h"
 #include "retrieval/retrieval_layer_cache.h"
 #include "retrieval/retrieval_setup.h"
@@ -124,6 +125,42 @@ TEST(Gemma3Gguf, PerplexityMatchesTransformers) {
               static_cast<long long>(r.tokens_scored));
   EXPECT_EQ(r.tokens_scored, golden["tokens_scored"].get<int64_t>());
   EXPECT_NEAR(r.ppl / golden["ppl"].get<double>(), 1.0, 1e-4);
+}
+
+// Gate training runs the model's own layout: the global layers gated, the sliding-window ones keeping
+// their window with their own RoPE. With an identity basis and gates wide open (a bias ramp so steep
+// that every soft mask is 1) the gated model is the exact one, so the held-out KL must be ~0 and every
+// dimension kept; gating the sliding-window layers with the global layers' RoPE gave KL > 3 here.
+TEST(Gemma3Gguf, GateTrainingWithOpenGatesIsTheExactModel) {
+  SKIP_WITHOUT_GEMMA3();
+  const auto model = kvc::LlamaModel::load(gemma3_gguf());
+  const kvc::ModelConfig& c = model->config();
+  const kvc::Tokenizer tok = kvc::Tokenizer::load(gemma3_gguf());
+  std::ifstream in(kvc::test::data_file("wikitext2/wiki.test.raw"), std::ios::binary);
+  std::string text(4000, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  const std::vector<int> ids = tok.encode_prompt(text, c.bos_token_id);
+  ASSERT_GT(ids.size(), 300u);
+  const std::vector<int> train(ids.begin(), ids.begin() + 200), heldout(ids.begin() + 200, ids.end());
+
+  kvc::lowrank::Artifact bases;
+  bases.kind = kvc::lowrank::kBasesKind;
+  const at::Tensor eye = at::eye(c.kv_dim(), at::kFloat);
+  for (int64_t l = 0; l < c.num_layers; ++l) bases.layers.push_back({{eye, {}, {}, {}}, {eye, {}, {}, {}}, {}});
+  kvc::lowrank::TrainOptions o;
+  o.loss = kvc::lowrank::TrainLoss::KlFromExact;
+  o.steps = 1;
+  o.batch = 1;
+  o.seq_len = 64;
+  o.lr = 1e-9;
+  o.init_bias = 1e4;
+  o.eval_windows = 1;
+  o.show_progress = false;
+  const kvc::lowrank::TrainResult r = kvc::lowrank::train_gates(*model, bases, train, heldout, o);
+  ASSERT_EQ(r.evals.size(), 1u);
+  EXPECT_LT(r.evals[0].heldout_kl, 1e-4);
+  EXPECT_NEAR(r.evals[0].heldout_ce, r.evals[0].heldout_ce_full, 1e-3);
+  EXPECT_DOUBLE_EQ(r.evals[0].hard_retain, 1.0);
 }
 
 // Eviction acts on the global layers only: a local layer's cache is bounded by its window already, and
