@@ -132,7 +132,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Train the token-wise rank gates of the low-rank KV cache (model weights frozen).", kTool};
   app.footer(R"(
 Loss = cross-entropy (--loss ce) or KL divergence from the exact model (--loss kl) + alpha * R^2, R the
-mean soft mask over dimensions, tokens, layers and K/V.
+mean soft mask over dimensions, tokens, layers and K/V. On a model with sliding-window layers (Gemma 3)
+only the global layers are gated, as the low-rank cache compresses only them.
 Training windows are a function of (--seed, step), so an interrupted run continued with --resume
 (same flags) reaches the same gates as an uninterrupted one. Ctrl-C stops at the next step with a
 checkpoint.
