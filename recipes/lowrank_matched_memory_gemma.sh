@@ -11,7 +11,7 @@
 # Bases and gates come from the first 80% of the essays; evaluation on the last 20% (held out, same
 # domain) and on WikiText-2 (another domain). Each gate set trains TRAIN_STEPS steps of 4 windows of 128
 # tokens (a quarter of the tokens of recipes/lowrank_matched_memory.sh's gate sets: kvc-train runs at
-# about 63 tok/s on this model with 2 threads here), with the held-out KL every 25 steps to show how far
+# about 60 tok/s on this model with 2 threads here), with the held-out KL every 25 steps to show how far
 # training has come. The compressed half of each window is decoded 64 tokens a step (--chunk 64): a
 # low-rank cache compresses each entry as it is appended, so the result is that of 1 token a step
 # (equal to 7 digits, 4.5 times faster).
