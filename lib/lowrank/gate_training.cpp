@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <random>
 
+#include "lowrank/lowrank_setup.h"
 #include "lowrank/rank_gate.h"
 #include "lowrank/soft_mask_layer_cache.h"
 #include "util/error.h"
@@ -80,7 +81,7 @@ std::string signature(const LlamaModel& model, const TrainOptions& o) {
   // A model with sliding-window layers trains its global layers' gates only: the mark keeps a checkpoint
   // holding every layer's gates from resuming.
   const ModelConfig& c = model.config();
-  const bool has_local = std::any_of(c.local_layers.begin(), c.local_layers.end(), [](bool b) { return b; });
+  const bool has_local = static_cast<int64_t>(lowrank_layers(c).size()) < c.num_layers;
   return hash_string(fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}{}{}", c.config_hash, o.alpha, o.tau, o.lr,
                                  o.basis_lr_scale, o.weight_decay, o.clip, o.steps, o.warmup, o.seq_len, o.batch,
                                  o.seed, o.init_bias, o.loss == TrainLoss::CrossEntropy ? "" : "|kl",
@@ -115,8 +116,10 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
   std::vector<GateParams> k(L), v(L);
   std::vector<torch::Tensor> basis_params, gate_params;
   const torch::Tensor ramp = torch::linspace(0, o.init_bias, d, fopts);
+  // Only the layers the low-rank cache compresses are gated (sliding-window layers keep their window).
+  const std::vector<int64_t> gated_layers = lowrank_layers(c);
   for (int64_t l = 0; l < L; ++l) {
-    const bool gated = !c.is_local_layer(l);  // sliding-window layers keep their window, ungated
+    const bool gated = std::find(gated_layers.begin(), gated_layers.end(), l) != gated_layers.end();
     for (auto [g, p] : {std::make_pair(&k[l], &bases.layers[l].key), std::make_pair(&v[l], &bases.layers[l].value)}) {
       g->U = p->U.to(fopts).clone().set_requires_grad(gated);
       g->W = torch::zeros({d, d}, fopts).set_requires_grad(gated);
