@@ -90,12 +90,7 @@ int run_train(TrainCli& t) {
   const auto split = static_cast<size_t>(static_cast<double>(ids.size()) * (1.0 - t.heldout_share));
   const std::vector<int> train(ids.begin(), ids.begin() + split), heldout(ids.begin() + split, ids.end());
   t.o.show_progress = !t.json && ranks->is_root();
-  nlohmann::json evals = nlohmann::json::array();
   const auto res = kvc::lowrank::train_gates(*model, bases, train, heldout, t.o, [&](const kvc::lowrank::EvalPoint& e) {
-    evals.push_back({{"step", e.step}, {"train_loss", e.train_loss}, {"heldout_ce", e.heldout_ce},
-                     {"heldout_ce_exact_cache", e.heldout_ce_full}, {"heldout_kl", e.heldout_kl},
-                     {"retain_soft", e.soft_retain},
-                     {"retain_hard", e.hard_retain}, {"tokens_per_second", e.tokens_per_second}});
     if (!t.json && ranks->is_root()) {
       std::fprintf(stderr, "\nstep %lld: loss %.4f | held-out CE %.4f (exact cache %.4f), KL %.4f, R soft %.3f, hard "
                    "%.3f | %.0f tok/s\n", static_cast<long long>(e.step), e.train_loss, e.heldout_ce, e.heldout_ce_full,
@@ -103,6 +98,14 @@ int run_train(TrainCli& t) {
     }
   }, ranks.get());
   if (!ranks->is_root()) return 0;  // rank 0 writes the gates and the report
+  // A resumed run's evaluations include those made before the interruption (kept in the checkpoint).
+  nlohmann::json evals = nlohmann::json::array();
+  for (const kvc::lowrank::EvalPoint& e : res.evals) {
+    evals.push_back({{"step", e.step}, {"train_loss", e.train_loss}, {"heldout_ce", e.heldout_ce},
+                     {"heldout_ce_exact_cache", e.heldout_ce_full}, {"heldout_kl", e.heldout_kl},
+                     {"retain_soft", e.soft_retain}, {"retain_hard", e.hard_retain},
+                     {"tokens_per_second", e.tokens_per_second}});
+  }
   nlohmann::json out = {{"steps_done", res.steps_done}, {"finished", res.finished}, {"tokens", res.tokens_seen},
                         {"evals", evals}, {"checkpoint", t.o.checkpoint}, {"ranks", ranks->world()},
                         {"exchange_seconds", res.exchange_seconds}};
@@ -135,8 +138,9 @@ Loss = cross-entropy (--loss ce) or KL divergence from the exact model (--loss k
 mean soft mask over dimensions, tokens, layers and K/V. On a model with sliding-window layers (Gemma 3)
 only the global layers are gated, as the low-rank cache compresses only them.
 Training windows are a function of (--seed, step), so an interrupted run continued with --resume
-(same flags) reaches the same gates as an uninterrupted one. Ctrl-C stops at the next step with a
-checkpoint.
+(same flags) reaches the same gates as an uninterrupted one; the checkpoint keeps the held-out
+evaluations made so far, so its --json report holds the whole curve. Ctrl-C stops at the next step
+with a checkpoint.
 
 Several processes share each step's batch (window b goes to rank b % ranks) and add up their
 gradients over c10d (Gloo) before every update, so N ranks train the gates of one process with the

@@ -76,6 +76,28 @@ double lr_at(const TrainOptions& o, int64_t step) {
   return o.lr * 0.5 * (1.0 + std::cos(M_PI * std::min(1.0, t)));
 }
 
+// A checkpoint keeps the evaluations made so far as one row each.
+torch::Tensor evals_to_tensor(const std::vector<EvalPoint>& evals) {
+  std::vector<double> flat;
+  for (const EvalPoint& e : evals) {
+    flat.insert(flat.end(), {static_cast<double>(e.step), e.train_loss, e.heldout_ce, e.heldout_ce_full,
+                             e.soft_retain, e.hard_retain, e.heldout_kl, e.tokens_per_second});
+  }
+  return torch::tensor(flat, torch::kDouble).view({static_cast<int64_t>(evals.size()), 8});
+}
+
+std::vector<EvalPoint> evals_from_tensor(const torch::Tensor& t) {
+  KVC_CHECK(t.dim() == 2 && t.size(1) == 8 && t.scalar_type() == torch::kDouble,
+            "--resume: the checkpoint's evaluations have an unexpected shape");
+  std::vector<EvalPoint> evals;
+  const torch::Tensor c = t.contiguous();
+  const double* row = c.data_ptr<double>();
+  for (int64_t i = 0; i < c.size(0); ++i, row += 8) {
+    evals.push_back({static_cast<int64_t>(row[0]), row[1], row[2], row[3], row[4], row[5], row[6], row[7]});
+  }
+  return evals;
+}
+
 std::string signature(const LlamaModel& model, const TrainOptions& o) {
   // The loss joins the signature only when it is not the original one, so older checkpoints still resume.
   // A model with sliding-window layers trains its global layers' gates only: the mark keeps a checkpoint
@@ -141,6 +163,7 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
 
   const std::string sig = signature(model, o);
   int64_t step = 0;
+  TrainResult result;
   r.check_same("training flags (or models)", sig);
   if (o.resume) {
     // Rank 0 reads the file and sends it to the others: the ranks need no shared folder.
@@ -173,6 +196,10 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
     torch::serialize::InputArchive opt_ar;
     ar.read("optimizer", opt_ar);
     optimizer.load(opt_ar);
+    // The evaluations before the interruption, so the resumed run reports the whole curve (a checkpoint
+    // written before they were kept has none).
+    torch::Tensor evals;
+    if (ar.try_read("evals", evals)) result.evals = evals_from_tensor(evals);
   }
   int64_t checkpoint_step = o.resume ? step : -1;
   const auto save_checkpoint = [&] {
@@ -183,6 +210,7 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
     ar.write("signature", c10::IValue(sig));
     for (size_t i = 0; i < all_params.size(); ++i) ar.write("p" + std::to_string(i), all_params[i].detach());
     ar.write("step", torch::tensor(step));
+    ar.write("evals", evals_to_tensor(result.evals));
     torch::serialize::OutputArchive opt_ar;
     optimizer.save(opt_ar);
     ar.write("optimizer", opt_ar);
@@ -206,7 +234,6 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
   for (int64_t i = 0; i < o.eval_windows && (i + 1) * o.seq_len <= static_cast<int64_t>(heldout_ids.size()); ++i) {
     heldout.emplace_back(heldout_ids.begin() + i * o.seq_len, heldout_ids.begin() + (i + 1) * o.seq_len);
   }
-  TrainResult result;
   // Sums across ranks, with a failure (a rank gone) naming the checkpoint that is still good.
   const auto exchange = [&](std::vector<torch::Tensor>& tensors) {
     const auto t0 = std::chrono::steady_clock::now();

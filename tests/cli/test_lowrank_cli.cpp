@@ -41,7 +41,7 @@ class LowRankCli : public ::testing::Test {
   }
   static std::string train_cmd(const std::string& extra) {
     return bin("kvc-train") + " -m " + kModel + " --bases " + dir_ + "/bases.safetensors --data " + kText +
-           " --alpha 2 --steps 4 --warmup 1 --seq-len 32 --batch 1 --eval-every 0 --eval-windows 1 -t 1 --json "
+           " --alpha 2 --steps 4 --warmup 1 --seq-len 32 --batch 1 --eval-every 1 --eval-windows 1 -t 1 --json "
            "--checkpoint-every 1 " + extra;
   }
   static inline std::string dir_;
@@ -90,6 +90,21 @@ TEST_F(LowRankCli, ResumedTrainingEqualsUninterrupted) {
   EXPECT_LT(max_diff, 1e-5);
   EXPECT_GT(moved, 0.0) << "training did not change the gates";
   EXPECT_EQ(a->metadata().at("steps"), "4");
+  // The resumed report holds the whole held-out curve, the evaluations before the interruption included
+  // (kept in the checkpoint), as the uninterrupted run's does.
+  const auto curve = [](const std::string& out) {
+    std::vector<std::pair<int64_t, double>> points;
+    const nlohmann::json report = nlohmann::json::parse(out);
+    for (const auto& e : report["evals"]) points.emplace_back(e["step"], e["heldout_kl"]);
+    return points;
+  };
+  const auto whole = curve(full.out), resumed = curve(rest.out);
+  ASSERT_EQ(whole.size(), 4u);
+  ASSERT_EQ(resumed.size(), whole.size()) << rest.out;
+  for (size_t i = 0; i < whole.size(); ++i) {
+    EXPECT_EQ(resumed[i].first, whole[i].first);
+    EXPECT_NEAR(resumed[i].second, whole[i].second, 1e-6);
+  }
   // Resuming with other settings is refused.
   expect_clean_error(run_command(train_cmd("--checkpoint " + dir_ + "/b.ckpt --resume --lr 0.1 -o /dev/null")),
                      "other settings");
