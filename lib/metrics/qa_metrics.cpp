@@ -6,9 +6,7 @@
 
 namespace kvc {
 
-double qa_f1_score(const std::string& prediction, const std::string& ground_truth) {
-  const auto predicted = split_whitespace(normalize_answer(prediction));
-  const auto expected = split_whitespace(normalize_answer(ground_truth));
+double token_f1(const std::vector<std::string>& predicted, const std::vector<std::string>& expected) {
   std::map<std::string, int> unmatched_expected;
   for (const auto& token : expected) ++unmatched_expected[token];
   int common = 0;
@@ -23,6 +21,10 @@ double qa_f1_score(const std::string& prediction, const std::string& ground_trut
   const double precision = static_cast<double>(common) / predicted.size();
   const double recall = static_cast<double>(common) / expected.size();
   return 2.0 * precision * recall / (precision + recall);
+}
+
+double qa_f1_score(const std::string& prediction, const std::string& ground_truth) {
+  return token_f1(split_whitespace(normalize_answer(prediction)), split_whitespace(normalize_answer(ground_truth)));
 }
 
 double exact_match_score(const std::string& prediction, const std::string& ground_truth) {

@@ -5,6 +5,9 @@
 
 namespace kvc {
 
+// F1 of the multiset overlap of two token lists; 0 when nothing overlaps, including when either is empty.
+double token_f1(const std::vector<std::string>& predicted, const std::vector<std::string>& expected);
+
 // LongBench qa_f1_score: F1 of the multiset overlap of the whitespace tokens of the normalised strings
 // (normalize_answer); 0 when nothing overlaps, including when either side is empty.
 double qa_f1_score(const std::string& prediction, const std::string& ground_truth);

@@ -1,11 +1,11 @@
 #include "metrics/zh_metrics.h"
 
 #include <algorithm>
-#include <map>
 #include <vector>
 
 #include "metrics/chinese_segmenter.h"
 #include "metrics/python_unicode.h"
+#include "metrics/qa_metrics.h"
 #include "metrics/rouge.h"
 #include "util/error.h"
 #include "util/utf8.h"
@@ -81,22 +81,7 @@ std::string normalize_zh_answer(const std::string& text) {
 }
 
 double qa_f1_zh_score(const std::string& prediction, const std::string& ground_truth) {
-  const auto predicted = normalized_words(prediction);
-  const auto expected = normalized_words(ground_truth);
-  std::map<std::string, int> unmatched_expected;
-  for (const auto& word : expected) ++unmatched_expected[word];
-  int common = 0;
-  for (const auto& word : predicted) {
-    auto it = unmatched_expected.find(word);
-    if (it != unmatched_expected.end() && it->second > 0) {
-      --it->second;
-      ++common;
-    }
-  }
-  if (common == 0) return 0.0;
-  const double precision = static_cast<double>(common) / predicted.size();
-  const double recall = static_cast<double>(common) / expected.size();
-  return 2.0 * precision * recall / (precision + recall);
+  return token_f1(normalized_words(prediction), normalized_words(ground_truth));
 }
 
 double rouge_zh_score(const std::string& prediction, const std::string& ground_truth) {

@@ -12,6 +12,7 @@
 #include "tasks/text_template.h"
 #include "util/error.h"
 #include "util/files.h"
+#include "util/lines.h"
 
 namespace kvc {
 
@@ -171,15 +172,8 @@ LongBenchData load_longbench_jsonl(const std::string& path, OnBadLine on_bad_lin
   const std::string text = read_text_file(path);
   const std::string file_name = file_name_of(path);
   LongBenchData data;
-  size_t line_number = 0;
-  for (size_t start = 0; start < text.size();) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(start, end - start);
-    start = end + 1;
-    ++line_number;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (is_blank(line)) continue;
+  for_each_line(text, [&](const std::string& line, size_t line_number) {
+    if (is_blank(line)) return;
     std::string reason;
     auto parsed = parse_line(line, fmt::format("{}:{}", file_name, line_number), reason);
     if (parsed && spec != nullptr) {
@@ -191,12 +185,12 @@ LongBenchData load_longbench_jsonl(const std::string& path, OnBadLine on_bad_lin
       parsed->record.line = line_number;
       data.samples.push_back(std::move(parsed->sample));
       data.records.push_back(std::move(parsed->record));
-      continue;
+      return;
     }
     if (on_bad_line == OnBadLine::Stop) fail("{}:{}: {}", path, line_number, reason);
     fmt::print(stderr, "{}:{}: {}; line skipped\n", path, line_number, reason);
     ++data.skipped_lines;
-  }
+  });
   return data;
 }
 

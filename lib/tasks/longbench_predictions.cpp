@@ -7,6 +7,7 @@
 
 #include "util/error.h"
 #include "util/files.h"
+#include "util/lines.h"
 
 namespace kvc {
 
@@ -61,24 +62,17 @@ std::string parse_line(const std::string& line, LongBenchPredictions& out) {
 LongBenchPredictions load_longbench_predictions(const std::string& path, OnBadLine on_bad_line) {
   const std::string text = read_text_file(path);
   LongBenchPredictions out;
-  size_t line_number = 0;
-  for (size_t start = 0; start < text.size();) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(start, end - start);
-    start = end + 1;
-    ++line_number;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+  for_each_line(text, [&](const std::string& line, size_t line_number) {
+    if (line.find_first_not_of(" \t") == std::string::npos) return;
     const std::string reason = parse_line(line, out);
     if (reason.empty()) {
       out.records.back().line = line_number;
-      continue;
+      return;
     }
     if (on_bad_line == OnBadLine::Stop) fail("{}:{}: {}", path, line_number, reason);
     fmt::print(stderr, "{}:{}: {}; line skipped\n", path, line_number, reason);
     ++out.skipped_lines;
-  }
+  });
   if (!out.samples.empty()) {
     const std::vector<std::string> last_classes = out.samples.back().all_classes;
     for (auto& sample : out.samples) sample.all_classes = last_classes;
