@@ -5,7 +5,7 @@
 #   searched  ranks per layer and K/V searched for the most explained variance within the share
 #             (--lowrank bases:share=S, lib/lowrank/rank_search.h);
 #   adaptive  token-wise gates from kvc-train, with the paper's cross-entropy loss and with the KL
-#             divergence from the exact model (--loss kl), each at alpha 1, 4 and 16. For a target share,
+#             divergence from the exact model (--loss kl), each at alpha 0.25, 1, 4 and 16. For a target share,
 #             every gate set's threshold tau is bisected on the training text so that it keeps the share
 #             there; of the gate sets that reach it, the one with the lowest KL on the training text is
 #             evaluated (on the evaluation texts the gates keep what they keep: it is reported).
@@ -19,7 +19,7 @@ STEPS=${KVC_STEPS:-300}
 BATCH=8
 WINDOWS=8
 BISECT=8
-ALPHAS="1 4 16"
+ALPHAS="0.25 1 4 16"
 if [ -n "${KVC_SMOKE:-}" ]; then STEPS=2; BATCH=2; WINDOWS=1; BISECT=1; ALPHAS=4; OUT=$(mktemp -d); fi
 # Measured on kvc-tiny-lm (2.4M parameters, from ../shared: scripts/model_path.sh); the smoke run uses the
 # repository's kvc-micro-lm.
@@ -53,6 +53,8 @@ done
 
 python3 - "$BIN" "$work" "$OUT" "$WINDOWS" "$BISECT" "$STEPS" "$BATCH" "$ALPHAS" "$TINY" <<'PY'
 import json, pathlib, subprocess, sys
+sys.path.insert(0, "recipes/lib")
+from matched_memory import best_gate_set
 BIN, work, out = sys.argv[1], pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3])
 windows, bisect, steps, batch = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
 alphas = sys.argv[8].split()
@@ -76,23 +78,10 @@ for model, (name, indomain) in models.items():
         specs = {"fixed": ([str(bases), "--rank", str(max(1, round(share * dkv)))], f"rank {max(1, round(share * dkv))}"),
                  "searched": ([f"{bases}:share={share}"], f"share={share}")}
         for loss in ("ce", "kl"):
-            best = None
-            for alpha in alphas:
-                gates = work / f"{model}.{loss}.{alpha}.safetensors"
-                lo, hi = 0.001, 0.999  # a larger tau keeps less
-                if not (kl(model, train, 2, [f"{gates}:tau={hi}"])["kept_share"] <= share
-                        <= kl(model, train, 2, [f"{gates}:tau={lo}"])["kept_share"]):
-                    continue  # these gates cannot keep this share
-                for _ in range(bisect):
-                    mid = (lo + hi) / 2
-                    if kl(model, train, 2, [f"{gates}:tau={mid}"])["kept_share"] > share: lo = mid
-                    else: hi = mid
-                tau = round((lo + hi) / 2, 5)
-                fit = kl(model, train, 2, [f"{gates}:tau={tau}"])
-                if best is None or fit["kl"] < best[0]:
-                    best = (fit["kl"], [f"{gates}:tau={tau}"], f"loss {loss}, alpha {alpha}, tau {tau}")
+            gate_sets = {f"loss {loss}, alpha {a}": work / f"{model}.{loss}.{a}.safetensors" for a in alphas}
+            best = best_gate_set(lambda spec: kl(model, train, 2, spec), gate_sets, share, bisect)
             if best is not None:
-                specs[f"adaptive ({loss})"] = (best[1], best[2])
+                specs[f"adaptive ({loss})"] = (best["spec"], f"{best['label']}, tau {best['tau']}")
         for domain, text in (("in-domain", indomain), ("other-domain", other)):
             for method, (spec, detail) in specs.items():
                 r = kl(model, text, windows, spec)
