@@ -47,8 +47,9 @@ cat data/text/pg_essays/*.txt > "$work/essays.txt"
 total=$(wc -c < "$work/essays.txt")
 head -c $((total * 4 / 5)) "$work/essays.txt" > "$work/train.txt"
 tail -c +$((total * 4 / 5 + 1)) "$work/essays.txt" > "$work/eval.txt"
-# Artifacts are named by their settings, so a WORK folder never mixes runs of different sizes.
-bases=bases.t$TOKENS
+# Artifacts are named by their settings and the training text's checksum, so a WORK folder never mixes
+# runs of different sizes or texts.
+bases=bases.t$TOKENS.$(cksum < "$work/train.txt" | cut -d' ' -f1)
 if [ ! -s "$work/$bases.json" ]; then
   "$BIN/kvc-calibrate" -m "$GGUF" -t "$THREADS" -f "$work/train.txt" --tokens "$TOKENS" -c 512 \
     -o "$work/$bases.safetensors" --json > "$work/$bases.json.part"
