@@ -54,7 +54,7 @@ done
 python3 - "$BIN" "$work" "$OUT" "$WINDOWS" "$BISECT" "$STEPS" "$BATCH" "$ALPHAS" "$TINY" <<'PY'
 import json, pathlib, subprocess, sys
 sys.path.insert(0, "recipes/lib")
-from matched_memory import best_gate_set
+from matched_memory import best_gate_set, table
 BIN, work, out = sys.argv[1], pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3])
 windows, bisect, steps, batch = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
 alphas = sys.argv[8].split()
@@ -98,14 +98,7 @@ for model in models:
     for domain in ("in-domain", "other-domain"):
         sel = [r for r in rows if r["model"] == model and r["domain"] == domain]
         lines += [f"**{model}, {domain}** (exact ppl {sel[0]['ppl_exact']:.2f})", "",
-                  "| target share | " + " | ".join(methods) + " |", "|---" * (len(methods) + 1) + "|"]
-        for share in (0.5, 0.3, 0.2):
-            cells = []
-            for method in methods:
-                r = next((x for x in sel if x["target_share"] == share and x["method"] == method), None)
-                cells.append("—" if r is None else f"{r['kl']:.3f} / {r['ppl']:.2f} ({r['kept_share']:.3f})")
-            lines.append(f"| {share} | " + " | ".join(cells) + " |")
-        lines.append("")
+                  *table(sel, (0.5, 0.3, 0.2), methods), ""]
 lines.append("Adaptive gate sets chosen: " + "; ".join(sorted({f"{r['model']} {r['target_share']}: {r['detail']}"
                                                             for r in rows if r["method"].startswith("adaptive")})))
 (out / "matched_memory.md").write_text("\n".join(lines) + "\n")

@@ -73,7 +73,7 @@ python3 - "$BIN" "$GGUF" "$work" "$OUT" "$WINDOWS" "$CTX" "$THREADS" "$BISECT" "
   "${names[*]}" $SHARES <<'PY'
 import json, pathlib, subprocess, sys
 sys.path.insert(0, "recipes/lib")
-from matched_memory import best_gate_set
+from matched_memory import best_gate_set, table
 BIN, gguf, work, out = sys.argv[1], sys.argv[2], pathlib.Path(sys.argv[3]), pathlib.Path(sys.argv[4])
 windows, ctx, threads, bisect, steps, batch = (int(x) for x in sys.argv[5:11])
 bases_name, shares = sys.argv[11], [float(x) for x in sys.argv[13:]]
@@ -144,15 +144,7 @@ lines = [f"Gemma 3 270M (Q4_K_M GGUF), KL and perplexity against the exact model
 for domain in texts:
     sel = [r for r in rows if r["domain"] == domain]
     lines += [f"**{domain}** ({'the held-out 20% of the essays' if domain == 'in-domain' else 'WikiText-2'}; "
-              f"exact ppl {sel[0]['ppl_exact']:.2f})", "", "| target share | " + " | ".join(methods) + " |",
-              "|---" * (len(methods) + 1) + "|"]
-    for share in shares:
-        cells = []
-        for m in methods:
-            r = next((x for x in sel if x["target_share"] == share and x["method"] == m), None)
-            cells.append("—" if r is None else f"{r['kl']:.3f} / {r['ppl']:.2f} ({r['kept_share']:.3f})")
-        lines.append(f"| {share} | " + " | ".join(cells) + " |")
-    lines.append("")
+              f"exact ppl {sel[0]['ppl_exact']:.2f})", "", *table(sel, shares, methods), ""]
 for s, t in trains.items():
     loss, alpha = s.split(":")
     lines += [f"Gate training, --loss {loss} at alpha {alpha} ({rates[s]:.1f} tok/s), held-out KL (4 windows of 128 "

@@ -31,3 +31,17 @@ def best_gate_set(measure, gate_sets, share, steps):
         if best is None or fit < best["train_kl"]:
             best = {"label": label, "tau": tau, "train_kl": fit, "spec": spec}
     return best
+
+
+def table(rows, shares, methods):
+    """Markdown lines of one matched-memory table: a row per target share, a column per method, each cell
+    'KL / ppl (kept share)' from `rows` (dicts with target_share, method, kl, ppl, kept_share), or — where
+    the method has no row at that share."""
+    lines = ["| target share | " + " | ".join(methods) + " |", "|---" * (len(methods) + 1) + "|"]
+    for share in shares:
+        cells = []
+        for method in methods:
+            r = next((x for x in rows if x["target_share"] == share and x["method"] == method), None)
+            cells.append("—" if r is None else f"{r['kl']:.3f} / {r['ppl']:.2f} ({r['kept_share']:.3f})")
+        lines.append(f"| {share} | " + " | ".join(cells) + " |")
+    return lines
