@@ -2,6 +2,7 @@
 // interrupted + resumed training equals an uninterrupted run, foreign artifacts refused in one line.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <torch/script.h>
 
 #include <cmath>
 #include <cstring>
@@ -113,6 +114,22 @@ TEST_F(LowRankCli, ResumedTrainingEqualsUninterrupted) {
                                 " --window 64 --max-windows 1 --json -t 1 --lowrank " + dir_ + "/a.safetensors");
   ASSERT_EQ(eval.exit_code, 0) << eval.err;
   EXPECT_GT(nlohmann::json::parse(eval.out)["compression_ratio"].get<double>(), 0.0);
+}
+
+// A checkpoint whose evaluations table is not one (a foreign or hand-edited file with a valid signature)
+// stops the resumed run in one line instead of reporting garbage steps.
+TEST_F(LowRankCli, CheckpointWithMalformedEvaluationsIsRefused) {
+  const std::string checkpoint = dir_ + "/malformed.ckpt";
+  const auto part = run_command(train_cmd("--checkpoint " + checkpoint + " --stop-after 1"));
+  ASSERT_EQ(part.exit_code, 0) << part.err;
+  torch::jit::Module archive = torch::jit::load(checkpoint);
+  ASSERT_TRUE(archive.hasattr("evals"));
+  for (const torch::Tensor& evals : {torch::zeros({1, 3}, torch::kDouble), torch::zeros({1, 8}, torch::kFloat)}) {
+    archive.setattr("evals", evals);
+    archive.save(checkpoint);
+    expect_clean_error(run_command(train_cmd("--checkpoint " + checkpoint + " --resume -o " + dir_ + "/m.safetensors")),
+                       "the checkpoint's evaluations have an unexpected shape");
+  }
 }
 
 // --loss kl fits the exact model's distribution and --loss ce the next token. From the same start and
