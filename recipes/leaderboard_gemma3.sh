@@ -9,6 +9,10 @@
 # storing what LOWRANK_PRESS keeps at every ratio (at the first rank; one token set per layer, since the
 # low-rank latent is shared by the KV heads). Low-rank caches change the prefill
 # itself (it attends to the reconstructed keys), so each of their cells prefills on its own.
+# Trained-gate rows (GATES, loss:alpha of each gate set; empty: none): token-wise gates trained by kvc-train
+# over that basis on WikiText-2 too (150 steps of 4 windows of 128 tokens, about 25 minutes a gate set
+# here), at the gate set and tau that keep each share of GATE_SHARES of the global layers' cache on that
+# text (recipes/lib/matched_memory.py, as the matched-memory recipe chooses them).
 # Retrieval rows (RETRIEVAL): the clustered cache keeps every entry on storage and reads `budget`
 # entries per KV head and step; its memory is the RAM it holds (sinks, window, buffers, centroids).
 # Each prefills on its own too. (local re-clusters every 64 steps: with at most 24 new tokens per sample
@@ -21,7 +25,7 @@
 #   recipes/leaderboard_gemma3.sh                      # needle, niah_single_2, niah_multikey_1
 #   TASKS="needle" SAMPLES=10 recipes/leaderboard_gemma3.sh
 #   TASKS=kl recipes/leaderboard_gemma3.sh             # KL / perplexity with the first half compressed
-#   QUERY=agnostic TASKS=needle LOWRANK_RANKS= RETRIEVAL= recipes/leaderboard_gemma3.sh
+#   QUERY=agnostic TASKS=needle LOWRANK_RANKS= GATES= RETRIEVAL= recipes/leaderboard_gemma3.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN="${BUILD:-build}/bin"
@@ -36,13 +40,21 @@ OUT="${OUT:-data/results/leaderboard/gemma3$([ "$QUERY" = aware ] || echo "-$QUE
 LOWRANK_RANKS="${LOWRANK_RANKS-128 77 51}"
 LOWRANK_PRESS="${LOWRANK_PRESS-snapkv:heads=shared}"
 RETRIEVAL="${RETRIEVAL-adaptive:budget=1024 static:budget=1024 adaptive:budget=256}"
+GATES="${GATES-kl:1 kl:4}"
+GATE_SHARES="0.5 0.3 0.2"
+TRAIN_STEPS=150
+TRAIN_BATCH=4
+TRAIN_CTX=128
+BISECT=8
 CALIBRATION_TOKENS=50000
+TRAIN_TEXT=data/text/wikitext2/wiki.test.raw
 KL_TEXT=data/text/pg_essays/worked.txt
 KL_WINDOW=2048
 # KVC_SMOKE=1 (the README test suite): the repository's needle model, short prompts, two samples.
 if [ -n "${KVC_SMOKE:-}" ]; then
   MODEL=data/models/kvc-micro-lm; LENGTH=512; SAMPLES=2; TASKS="needle niah_single_2 kl"; OUT=$(mktemp -d)
   LOWRANK_RANKS=32; CALIBRATION_TOKENS=2000; KL_WINDOW=256; RETRIEVAL=adaptive:budget=64
+  GATES=kl:4; GATE_SHARES=0.5; TRAIN_STEPS=1; TRAIN_BATCH=1; TRAIN_CTX=64; BISECT=1
 fi
 mkdir -p "$OUT"
 # The basis is the recipe's own (kvc-calibrate, about 2 minutes on Gemma); it is not committed.
@@ -51,9 +63,33 @@ lowrank=()
 for rank in $LOWRANK_RANKS; do lowrank+=(--lowrank "$BASES:ranks=$rank"); done
 retrieval=()
 for spec in $RETRIEVAL; do retrieval+=(--retrieval "$spec"); done
-if [ ${#lowrank[@]} -gt 0 ] && [ ! -f "$BASES" ]; then
-  "$BIN/kvc-calibrate" -m "$MODEL" -t "$THREADS" -f data/text/wikitext2/wiki.test.raw --tokens "$CALIBRATION_TOKENS" \
+if { [ ${#lowrank[@]} -gt 0 ] || [ -n "$GATES" ]; } && [ ! -f "$BASES" ]; then
+  "$BIN/kvc-calibrate" -m "$MODEL" -t "$THREADS" -f "$TRAIN_TEXT" --tokens "$CALIBRATION_TOKENS" \
     -c 512 -o "$BASES" --json > "$OUT/calibrate.json"
+fi
+if [ -n "$GATES" ]; then
+  # Each gate set trains once (an interrupted training continues from its checkpoint); the taus are
+  # chosen once, in OUT/gates.tau.tsv (remove it after retraining).
+  gate_sets=()
+  for set in $GATES; do
+    gates="$OUT/gates.${set%%:*}.${set#*:}"
+    if ! grep -q '"finished":true' "$gates.json" 2> /dev/null; then
+      resume=(); [ -s "$gates.ckpt" ] && resume=(--resume)
+      "$BIN/kvc-train" -m "$MODEL" -t "$THREADS" --bases "$BASES" -f "$TRAIN_TEXT" --loss "${set%%:*}" --alpha "${set#*:}" \
+        --steps "$TRAIN_STEPS" -c "$TRAIN_CTX" --batch "$TRAIN_BATCH" --lr 0.02 --eval-every 25 --eval-windows 4 \
+        --checkpoint "$gates.ckpt" "${resume[@]}" -o "$gates.safetensors" --json > "$gates.json.part"
+      mv "$gates.json.part" "$gates.json"
+      grep -q '"finished":true' "$gates.json" ||
+        { echo "kvc-train stopped early: run the recipe again to continue $gates" >&2; exit 130; }
+    fi
+    gate_sets+=("$set=$gates.safetensors")
+  done
+  if [ ! -s "$OUT/gates.tau.tsv" ]; then
+    python3 recipes/lib/matched_memory.py --bin "$BIN" --model "$MODEL" --text "$TRAIN_TEXT" --threads "$THREADS" \
+      --bisect "$BISECT" --shares $GATE_SHARES --gates "${gate_sets[@]}" > "$OUT/gates.tau.tsv.part"
+    mv "$OUT/gates.tau.tsv.part" "$OUT/gates.tau.tsv"
+  fi
+  while IFS=$'\t' read -r _ spec; do lowrank+=(--lowrank "$spec"); done < "$OUT/gates.tau.tsv"
 fi
 for task in $TASKS; do
   if [ "$task" = kl ]; then

@@ -71,9 +71,9 @@ done
 names=(); for set in $GATE_SETS; do names+=("$set=$(gates_name "$set")"); done
 python3 - "$BIN" "$GGUF" "$work" "$OUT" "$WINDOWS" "$CTX" "$THREADS" "$BISECT" "$TRAIN_STEPS" "$BATCH" "$bases" \
   "${names[*]}" $SHARES <<'PY'
-import json, pathlib, subprocess, sys
+import json, pathlib, sys
 sys.path.insert(0, "recipes/lib")
-from matched_memory import best_gate_set, table
+from matched_memory import best_gate_set, kl_report, table
 BIN, gguf, work, out = sys.argv[1], sys.argv[2], pathlib.Path(sys.argv[3]), pathlib.Path(sys.argv[4])
 windows, ctx, threads, bisect, steps, batch = (int(x) for x in sys.argv[5:11])
 bases_name, shares = sys.argv[11], [float(x) for x in sys.argv[13:]]
@@ -85,15 +85,8 @@ if len(shares) == 1:  # the smoke run
 bases = work / f"{bases_name}.safetensors"
 dkv = json.loads((work / f"{bases_name}.json").read_text())["kv_dim"]
 
-def kl(text, n_windows, spec):
-    cmd = [f"{BIN}/kvc-eval", "kl", "-m", gguf, "-t", str(threads), "-f", str(text), "-c", str(ctx),
-           "--max-windows", str(n_windows), "--chunk", "64", "--lowrank", *spec, "--json"]
-    r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
-    # Only the global layers are low-rank (the sliding-window layers keep their window as is): the kept
-    # share is that of the global layers' part of the cache, from the measured bytes.
-    window = r["reference_window_kv_bytes"]
-    r["kept_share"] = (r["compressed_kv_bytes"] - window) / (r["reference_kv_bytes"] - window)
-    return r
+# Only the global layers are low-rank: the kept share is that of the global layers' part of the cache.
+kl = lambda text, n_windows, spec: kl_report(BIN, gguf, text, ctx, n_windows, threads, spec)
 
 # For each share and loss, the gate set and tau chosen on the training text (2 windows).
 train_text = work / "train.txt"
