@@ -37,6 +37,7 @@ struct GenerateOptions {
   kvc::cli::CompressionOptions compression;
   std::string prompt, prompt_file, json_out;
   bool json = false;
+  bool count_ops = false;
   int64_t max_new_tokens = 128;
   int64_t ctx_size = 0;       // > 0: limit on prompt + generated tokens
   int64_t prompt_tokens = 0;  // > 0: exactly this many prompt tokens (benchmarks at a fixed context)
@@ -123,6 +124,7 @@ int run(GenerateOptions& o) {
   request.sampling = o.sampling;
   request.sampling.penalty_context = prompt;
   request.stop_at_eos = !o.ignore_eos;
+  request.count_ops = o.count_ops;
 
   kvc::CacheSetup setup = kvc::build_cache_setup(o.compression.spec, *model);
   // A bounded cache (eviction while decoding, or the cache on storage) keeps RAM flat, so it may run past
@@ -184,6 +186,7 @@ int run(GenerateOptions& o) {
                  static_cast<long long>(model->config().max_position_embeddings));
   }
   nlohmann::json stats = stats_json(o, prompt, result, *model, generated);
+  if (o.count_ops) stats["decode_aten_ops_per_step"] = result.stats.decode_aten_ops_per_step();
   if (setup.report_json) stats["cache_report"] = setup.report_json();
   if (!o.json_out.empty()) kvc::write_file_atomic(o.json_out, stats.dump(2) + "\n");
   if (o.json) std::printf("%s\n", stats.dump().c_str());
@@ -228,6 +231,10 @@ int main(int argc, char** argv) {
   app.add_flag("--no-bos", o.no_bos, "Do not prepend the BOS token");
   app.add_flag("--ignore-eos", o.ignore_eos, "Keep generating after EOS");
   app.add_flag("-q,--quiet", o.quiet, "Do not print the text (with --json-out for benchmarks)");
+  app.add_flag("--count-ops", o.count_ops,
+               "Report the ATen operator calls per decode step (decode_aten_ops_per_step in the JSON): the "
+               "framework overhead a compression adds per step, independent of machine load. Counting slows each "
+               "call a little: leave it off for timed runs");
   kvc::cli::add_json_switch(app, o.json,
                             "Print token counts, tokens/s, KV bytes, the token ids and the text as one JSON object "
                             "on stdout (instead of the text)");

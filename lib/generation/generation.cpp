@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "cache/kv_cache.h"
+#include "generation/aten_op_counter.h"
 #include "generation/decode_loop.h"
 
 #include "util/clock.h"
@@ -47,6 +49,8 @@ GenerationResult generate(const LlamaModel& model, KVCache& cache, const Generat
   limits.stop_at_eos = request.stop_at_eos;
   limits.allow_past_context = request.allow_past_context;
   limits.stop_on_interrupt = true;
+  std::optional<AtenOpCounter> ops;
+  if (request.count_ops) ops.emplace();
   const auto decode_start = std::chrono::steady_clock::now();
   result.stop_reason = run_decode_loop(
       model, cache, logits, limits, options, [&](const at::Tensor& l) { return sampler.sample(l[0]); },
@@ -57,6 +61,7 @@ GenerationResult generate(const LlamaModel& model, KVCache& cache, const Generat
       },
       [&] { stats.kv_peak_resident_bytes = std::max(stats.kv_peak_resident_bytes, cache.footprint().resident_bytes); });
   stats.decode_seconds = seconds_since(decode_start);
+  if (ops) stats.decode_aten_ops = ops->count();
   stats.generated_tokens = static_cast<int64_t>(result.tokens.size());
   stats.kv_final = cache.footprint();
   stats.peak_rss_bytes = peak_rss_bytes();

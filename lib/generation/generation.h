@@ -17,6 +17,8 @@ struct GenerationRequest {
   bool stop_at_eos = true;
   // Decoding past the trained context is allowed only when the cache is bounded (eviction).
   bool allow_past_context = false;
+  // Count the ATen operator calls of the decode steps (AtenOpCounter): off for timed runs.
+  bool count_ops = false;
 };
 
 struct GenerationStats {
@@ -28,9 +30,14 @@ struct GenerationStats {
   CacheFootprint kv_final;
   int64_t kv_peak_resident_bytes = 0;
   int64_t peak_rss_bytes = 0;
+  int64_t decode_aten_ops = -1;  // with GenerationRequest::count_ops; -1: not counted
   double prefill_tokens_per_second() const { return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0; }
   double decode_tokens_per_second() const {
     return decode_seconds > 0 && generated_tokens > 1 ? (generated_tokens - 1) / decode_seconds : 0;
+  }
+  // Per forward pass of the decode (the passes after the first new token, as for the rate above).
+  double decode_aten_ops_per_step() const {
+    return generated_tokens > 1 ? static_cast<double>(decode_aten_ops) / static_cast<double>(generated_tokens - 1) : 0;
   }
 };
 

@@ -6,6 +6,7 @@
 #include <limits>
 #include <numeric>
 #include <set>
+#include <thread>
 
 #include "cache/dense_layer_cache.h"
 #include "cache/ragged_layer_cache.h"
@@ -19,6 +20,7 @@
 #include "press/press.h"
 #include "press/press_observer.h"
 #include "press/tracked_rows.h"
+#include "generation/aten_op_counter.h"
 #include "generation/generation.h"
 #include "support/head_positions.h"
 #include "support/paths.h"
@@ -500,6 +502,45 @@ TEST(BoundedDecoding, ResidentBytesStayFlatPastTheContext) {
     EXPECT_EQ(resident.size(), 1u);  // one value for the whole generation
     EXPECT_EQ(result.stats.kv_final.entries, 48 * model().config().num_layers * model().config().num_kv_heads);
     EXPECT_EQ(result.stats.kv_peak_resident_bytes, result.stats.kv_after_prefill.resident_bytes);
+  }
+}
+
+// The ATen calls a decode step dispatches (its framework overhead) are the same at every step, for the
+// uncompressed cache and for every press that evicts while decoding: nothing per step grows with the
+// steps taken. And the counter counts what this thread dispatches, k calls as k times one.
+TEST(BoundedDecoding, EveryDecodeStepDispatchesTheSameAtenCalls) {
+  const at::Tensor a = at::ones({4}), b = at::ones({4});
+  const auto count = [&](int calls) {
+    AtenOpCounter counter;
+    for (int i = 0; i < calls; ++i) (void)at::add(a, b);
+    return counter.count();
+  };
+  ASSERT_GT(count(1), 0);
+  EXPECT_EQ(count(0), 0);
+  EXPECT_EQ(count(7), 7 * count(1));
+  {
+    AtenOpCounter counter;
+    std::thread([&] { (void)at::add(a, b); }).join();
+    EXPECT_EQ(counter.count(), 0);
+  }
+  for (const char* name : {"none", "h2o", "tova", "streaming_llm", "d2o", "snapkv"}) {
+    SCOPED_TRACE(name);
+    const auto decode_ops = [&](int64_t new_tokens) {
+      const CacheSetup setup = setup_for(name, 0, std::string(name) == "none" ? 0 : 48);
+      KVCache cache = setup.new_cache(model());
+      auto observer = setup.new_observer();
+      GenerationRequest req;
+      req.prompt = prompt(64);
+      req.max_new_tokens = new_tokens;
+      req.stop_at_eos = false;
+      req.count_ops = true;
+      const auto result = generate(model(), cache, req, {}, observer.get());
+      EXPECT_EQ(result.stats.generated_tokens, new_tokens);
+      return result.stats.decode_aten_ops;
+    };
+    const int64_t a = decode_ops(9), b = decode_ops(17), c = decode_ops(33);
+    EXPECT_GT(b - a, 0);
+    EXPECT_EQ(c - b, 2 * (b - a)) << a << " " << b << " " << c;
   }
 }
 
