@@ -93,7 +93,7 @@ void DenseLayerCache::retain(const at::Tensor& indices) {
 }
 
 at::Tensor DenseLayerCache::evict_one(const at::Tensor& slots) {
-  const int64_t KV = shape_.num_kv_heads, d = shape_.head_dim, last = length_ - 1;
+  const int64_t KV = shape_.num_kv_heads, last = length_ - 1;
   KVC_CHECK(slots.dim() == 1 && slots.size(0) == KV && length_ > 0, "evict_one: expected {} slots", KV);
   if (!keys_.device().is_cpu()) {
     // The new storage order: every slot keeps its entry but the freed one, which now holds the last.
@@ -120,27 +120,44 @@ at::Tensor DenseLayerCache::evict_one(const at::Tensor& slots) {
     if (slot[h] < last) o[h * last + slot[h]] = last;
   }
   if (keys_.device().is_cpu() && keys_.is_contiguous() && values_.is_contiguous()) {
-    const int64_t key_row = stored_row_bytes(types_.keys, d), value_row = stored_row_bytes(types_.values, d);
-    auto* k = static_cast<char*>(keys_.data_ptr());
-    auto* v = static_cast<char*>(values_.data_ptr());
-    auto* p = positions_.data_ptr<int64_t>();
-    for (int64_t h = 0; h < KV; ++h) {
-      if (slot[h] == last) continue;
-      const int64_t to = h * capacity_ + slot[h], from = h * capacity_ + last;
-      std::memcpy(k + to * key_row, k + from * key_row, static_cast<size_t>(key_row));
-      std::memcpy(v + to * value_row, v + from * value_row, static_cast<size_t>(value_row));
-      p[to] = p[from];
-    }
-  } else {
-    for (int64_t h = 0; h < KV; ++h) {
-      if (slot[h] == last) continue;
-      keys_[h][slot[h]].copy_(keys_[h][last]);
-      values_[h][slot[h]].copy_(values_[h][last]);
-      positions_[h][slot[h]].copy_(positions_[h][last]);
-    }
+    move_last_into(slot);
+    return order;
+  }
+  for (int64_t h = 0; h < KV; ++h) {
+    if (slot[h] == last) continue;
+    keys_[h][slot[h]].copy_(keys_[h][last]);
+    values_[h][slot[h]].copy_(values_[h][last]);
+    positions_[h][slot[h]].copy_(positions_[h][last]);
   }
   length_ = last;
   return order;
+}
+
+bool DenseLayerCache::swap_remove(const std::vector<int64_t>& slots) {
+  if (!keys_.defined() || !keys_.device().is_cpu() || !keys_.is_contiguous() || !values_.is_contiguous()) return false;
+  KVC_CHECK(static_cast<int64_t>(slots.size()) == shape_.num_kv_heads && length_ > 0, "swap_remove: expected {} slots",
+            shape_.num_kv_heads);
+  for (const int64_t slot : slots) {
+    KVC_CHECK(slot >= 0 && slot < length_, "swap_remove: slot {} out of range for {} entries", slot, length_);
+  }
+  move_last_into(slots.data());
+  return true;
+}
+
+void DenseLayerCache::move_last_into(const int64_t* slot) {
+  const int64_t d = shape_.head_dim, last = length_ - 1;
+  const int64_t key_row = stored_row_bytes(types_.keys, d), value_row = stored_row_bytes(types_.values, d);
+  auto* k = static_cast<char*>(keys_.data_ptr());
+  auto* v = static_cast<char*>(values_.data_ptr());
+  auto* p = positions_.data_ptr<int64_t>();
+  for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
+    if (slot[h] == last) continue;
+    const int64_t to = h * capacity_ + slot[h], from = h * capacity_ + last;
+    std::memcpy(k + to * key_row, k + from * key_row, static_cast<size_t>(key_row));
+    std::memcpy(v + to * value_row, v + from * value_row, static_cast<size_t>(value_row));
+    p[to] = p[from];
+  }
+  length_ = last;
 }
 
 void DenseLayerCache::assign(const at::Tensor& rotated_keys, const at::Tensor& values, const at::Tensor& positions) {

@@ -38,6 +38,7 @@ class DenseLayerCache : public LayerCache {
   // into the freed slot (positions travel with it), so nothing else is copied. What a bounded cache
   // does on every decode step.
   at::Tensor evict_one(const at::Tensor& slots) override;
+  bool swap_remove(const std::vector<int64_t>& slots) override;  // in CPU memory
   // Replaces the whole content with exactly sized buffers: keys rotated, [n_kv, n, d] in any floating
   // type or already stored; positions [n_kv, n].
   void assign(const at::Tensor& rotated_keys, const at::Tensor& values, const at::Tensor& positions);
@@ -57,6 +58,8 @@ class DenseLayerCache : public LayerCache {
   void own_buffers();
 
  private:
+  // Moves each head's last entry into slot[h] (where that is not the last) in CPU memory; shortens by one.
+  void move_last_into(const int64_t* slot);
   AttentionShape shape_;
   std::shared_ptr<const Rope> rope_;
   at::TensorOptions options_, key_options_, value_options_;  // key/value options: the storage dtype

@@ -89,6 +89,10 @@ class LayerCache {
   // [n_kv_heads, n - 1] (old index per slot). The default retains the others in order; a layout that
   // can move its last entry into the freed slot does that instead.
   virtual at::Tensor evict_one(const at::Tensor& slots);
+  // evict_one for a layout that moves its last entry into each freed slot, without building the storage
+  // order: callers that track rows per entry apply the same move to them (TrackedRows::swap_remove).
+  // Returns false, having done nothing, where the layout cannot (then evict_one).
+  virtual bool swap_remove(const std::vector<int64_t>& /*slots*/) { return false; }
   // Writable views of the rotated keys and values [n_kv_heads, n, d], for methods that fold evicted
   // entries into kept ones (D2O).
   struct Rows {

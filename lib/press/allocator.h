@@ -44,7 +44,8 @@ class PressContext {
   virtual const at::Tensor& cumulative(int64_t layer) const = 0;
   // The scorer's importance [n_kv, S] of a layer's entries; `step` is null once its prefill pass is over.
   virtual at::Tensor score(int64_t layer, const LayerStep* step) const = 0;
-  // Keeps the top `keep` entries per KV head by `importance`; returns the kept indices [n_kv, keep].
+  // Keeps the top `keep` entries per KV head by `importance`; returns the kept indices [n_kv, keep],
+  // or an undefined tensor when a decode step's single eviction moved the last entry into the freed slot.
   virtual at::Tensor compress(int64_t layer, const at::Tensor& importance, int64_t keep) = 0;
   // Keeps keep[h] entries of KV head h (the layer's bound becomes the largest); tracking of the layer stops.
   virtual void compress_per_head(int64_t layer, const at::Tensor& importance, const std::vector<int64_t>& keep) = 0;

@@ -69,6 +69,9 @@ struct PressConfig {
 
 // Aggregates per-query-head scores [n_heads, ...] onto KV heads [n_kv, ...].
 at::Tensor aggregate_heads(const at::Tensor& per_query_head, int64_t num_kv_heads, HeadAgg agg);
+// Writes (or with `accumulate` adds) aggregate_heads(per_query_head [n_heads, >= S]) into `into`
+// [n_kv, S] float64: one pass on the CPU, for the bookkeeping of every decode step.
+void aggregate_heads_into(const at::Tensor& per_query_head, HeadAgg agg, const at::Tensor& into, bool accumulate);
 // 1-D average pooling along the last dim with an odd kernel ("same" length); the edges average over
 // the entries that exist, or over zero padding with zero_padding.
 at::Tensor pool1d(const at::Tensor& scores, int64_t kernel, bool zero_padding = false);

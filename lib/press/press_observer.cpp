@@ -146,15 +146,21 @@ void PressObserver::prefill_layer(const LayerStep& step, KVCache& cache) {
 void PressObserver::decode_layer(const LayerStep& step, KVCache& cache) {
   const int64_t l = step.layer, KV = shape_.attention.num_kv_heads, T = step.keys.size(1);
   const auto li = static_cast<size_t>(l);
-  positions_[li].append(step.positions.to(at::kLong));  // the same positions for every head
+  // The same positions for every head.
+  positions_[li].append(step.positions.scalar_type() == at::kLong ? step.positions : step.positions.to(at::kLong));
   const int64_t S = positions_[li].length();
   if (config_->cumulative) {
     cumulative_[li].append_zeros(T);
-    cumulative_[li].view().add_(aggregate_heads(step.stats.column_sums, KV, config_->agg).narrow(1, 0, S));
+    aggregate_heads_into(step.stats.column_sums, config_->agg, cumulative_[li].view(), /*accumulate=*/true);
   }
   if (config_->current) {
     const at::Tensor w = step.stats.window_probs;
-    current_[li].assign(aggregate_heads(w.select(1, w.size(1) - 1), KV, config_->agg).narrow(1, 0, S));
+    if (current_[li].length() == S - T) {
+      current_[li].append_zeros(T);  // then overwritten: the newest query's attention replaces the rows
+      aggregate_heads_into(w.select(1, w.size(1) - 1), config_->agg, current_[li].view(), /*accumulate=*/false);
+    } else {
+      current_[li].assign(aggregate_heads(w.select(1, w.size(1) - 1), KV, config_->agg).narrow(1, 0, S));
+    }
   }
   if (hold_next_) bound_[li] += T;  // prompt continuation: kept whole, the bound grows by its length
   if (S <= bound_[li]) return;
@@ -182,6 +188,18 @@ at::Tensor PressObserver::compress(int64_t layer, const at::Tensor& importance, 
     // pass (not a top-k of S - 1 and a sort), which the layout evicts in place where it can; `kept`
     // then becomes the new storage order.
     const at::Tensor slots = ranked.argmin(1).expand({KV});
+    if (!allocator_->merges() && !recording_ && slots.is_cpu()) {
+      // Nothing reads the order: the layout and the bookkeeping move their last entry into each freed
+      // slot without building it (the step's eviction is O(1) per head).
+      const at::Tensor slot = slots.contiguous();
+      const std::vector<int64_t> per_head(slot.data_ptr<int64_t>(), slot.data_ptr<int64_t>() + KV);
+      if (lc.swap_remove(per_head)) {
+        for (TrackedRows* rows : {&positions_[li], &cumulative_[li], &current_[li]})
+          if (rows->defined()) rows->swap_remove(per_head);
+        reserve_bound(layer, keep, cache);
+        return at::Tensor();
+      }
+    }
     if (allocator_->merges() || recording_) {  // only a merge (and its record) reads what stays
       const at::Tensor j = at::arange(S - 1, slots.options()).unsqueeze(0);
       kept = j + (j >= slots.unsqueeze(1)).to(at::kLong);  // every index but the slot, ascending

@@ -37,7 +37,8 @@ class PressObserver : public ForwardObserver, public KeptRecorder {
   void after_press_layer(const LayerStep& model_step, int64_t layer, KVCache& cache);
   void prefill_layer(const LayerStep& step, KVCache& cache);
   void decode_layer(const LayerStep& step, KVCache& cache);
-  // Keeps the top `keep` entries per head by `importance`; returns the kept indices [n_kv, keep].
+  // Keeps the top `keep` entries per head by `importance`; returns the kept indices [n_kv, keep],
+  // or an undefined tensor when a decode step's single eviction moved the last entry into the freed slot.
   at::Tensor compress(int64_t layer, const at::Tensor& importance, int64_t keep, KVCache& cache);
   void compress_per_head(int64_t layer, const at::Tensor& importance, const std::vector<int64_t>& keep, KVCache& cache);
   void reserve_bound(int64_t layer, int64_t bound, KVCache& cache) const;

@@ -18,6 +18,41 @@ at::Tensor aggregate_heads(const at::Tensor& per_query_head, int64_t num_kv_head
   return agg == HeadAgg::Max ? std::get<0>(grouped.max(1)) : grouped.mean(1);
 }
 
+namespace {
+
+template <typename T>
+void aggregate_rows(const at::Tensor& per_query_head, HeadAgg agg, const at::Tensor& into, bool accumulate) {
+  const int64_t kv = into.size(0), s = into.size(1), group = per_query_head.size(0) / kv;
+  const T* in = per_query_head.data_ptr<T>();
+  double* out = into.data_ptr<double>();
+  const int64_t in_row = per_query_head.stride(0), out_row = into.stride(0);
+  for (int64_t h = 0; h < kv; ++h) {
+    double* o = out + h * out_row;
+    for (int64_t i = 0; i < s; ++i) {
+      double v = static_cast<double>(in[h * group * in_row + i]);
+      for (int64_t g = 1; g < group; ++g) {
+        const double x = static_cast<double>(in[(h * group + g) * in_row + i]);
+        v = agg == HeadAgg::Max ? (x > v || std::isnan(x) ? x : v) : v + x;
+      }
+      if (agg != HeadAgg::Max) v /= static_cast<double>(group);
+      o[i] = accumulate ? o[i] + v : v;
+    }
+  }
+}
+
+}  // namespace
+
+void aggregate_heads_into(const at::Tensor& per_query_head, HeadAgg agg, const at::Tensor& into, bool accumulate) {
+  const int64_t s = into.size(1);
+  const bool direct = per_query_head.is_cpu() && into.is_cpu() && per_query_head.dim() == 2 &&
+                      per_query_head.size(1) >= s && per_query_head.stride(1) == 1 && into.stride(1) == 1 &&
+                      into.scalar_type() == at::kDouble && per_query_head.size(0) % into.size(0) == 0;
+  if (direct && per_query_head.scalar_type() == at::kFloat) return aggregate_rows<float>(per_query_head, agg, into, accumulate);
+  if (direct && per_query_head.scalar_type() == at::kDouble) return aggregate_rows<double>(per_query_head, agg, into, accumulate);
+  const at::Tensor rows = aggregate_heads(per_query_head, into.size(0), agg).narrow(1, 0, s);
+  accumulate ? into.add_(rows) : into.copy_(rows);
+}
+
 at::Tensor pool1d(const at::Tensor& scores, int64_t kernel, bool zero_padding) {
   if (kernel <= 1 || scores.size(-1) == 0) return scores;
   const at::Tensor x = scores.reshape({-1, 1, scores.size(-1)});
@@ -29,16 +64,17 @@ namespace {
 
 // protect_ends on the CPU in one pass per row: the thresholds by nth_element instead of two top-k
 // calls and the masks without temporaries (a bounded press calls it for every layer at every step).
-at::Tensor protect_ends_cpu(const at::Tensor& importance, int64_t sinks, int64_t recent, const at::Tensor& age_in) {
-  const at::Tensor in = importance.to(at::kDouble).contiguous();
-  const at::Tensor age = age_in.to(at::kDouble).contiguous();
+// Rows are read where they lie (the bookkeeping's rows are apart by their buffer's capacity), the ages
+// in their own type (positions, int64), so no converted or contiguous copy is made first.
+template <typename Age>
+at::Tensor protect_ends_cpu(const at::Tensor& in, int64_t sinks, int64_t recent, const at::Tensor& age) {
   const int64_t rows = in.size(0), s = in.size(1);
   const int64_t r = std::min(recent, s), k = std::min(sinks, s);
-  at::Tensor out = at::empty({rows, s}, in.options());
+  at::Tensor out = at::empty({rows, s}, in.options().dtype(at::kDouble));
   std::vector<double> sorted(static_cast<size_t>(s));
   for (int64_t h = 0; h < rows; ++h) {
-    const double* a = age.data_ptr<double>() + (age.size(0) == 1 ? 0 : h * s);
-    const double* x = in.data_ptr<double>() + h * s;
+    const Age* a = age.data_ptr<Age>() + (age.size(0) == 1 ? 0 : h * age.stride(0));
+    const double* x = in.data_ptr<double>() + h * in.stride(0);
     double* o = out.data_ptr<double>() + h * s;
     double newest = std::numeric_limits<double>::infinity(), oldest = -std::numeric_limits<double>::infinity();
     if (r > 0) {
@@ -52,8 +88,9 @@ at::Tensor protect_ends_cpu(const at::Tensor& importance, int64_t sinks, int64_t
       oldest = sorted[static_cast<size_t>(k - 1)];  // the k-th smallest age
     }
     for (int64_t i = 0; i < s; ++i) {
-      double v = a[i] >= newest ? a[i] + kProtected : x[i];
-      if (a[i] <= oldest) v = 2 * kProtected;
+      const auto ai = static_cast<double>(a[i]);
+      double v = ai >= newest ? ai + kProtected : x[i];
+      if (ai <= oldest) v = 2 * kProtected;
       o[i] = v;
     }
   }
@@ -69,8 +106,16 @@ at::Tensor protect_ends(const at::Tensor& importance, int64_t sinks, int64_t rec
   const bool by_position = positions.defined() && positions.dim() == 2 && positions.size(0) == importance.size(0) &&
                            positions.size(1) == s;
   if (importance.device().is_cpu() && importance.dim() == 2) {
-    return protect_ends_cpu(importance, sinks, recent,
-                            by_position ? positions : at::arange(s, importance.options().dtype(at::kDouble)).unsqueeze(0));
+    at::Tensor in = importance.scalar_type() == at::kDouble ? importance : importance.to(at::kDouble);
+    if (in.stride(1) != 1) in = in.contiguous();
+    if (by_position && positions.is_cpu() && positions.stride(1) == 1 &&
+        (positions.scalar_type() == at::kLong || positions.scalar_type() == at::kDouble)) {
+      return positions.scalar_type() == at::kLong ? protect_ends_cpu<int64_t>(in, sinks, recent, positions)
+                                                  : protect_ends_cpu<double>(in, sinks, recent, positions);
+    }
+    const at::Tensor age = by_position ? positions.to(at::kCPU, at::kDouble).contiguous()
+                                       : at::arange(s, in.options().dtype(at::kDouble)).unsqueeze(0);
+    return protect_ends_cpu<double>(in, sinks, recent, age);
   }
   at::Tensor out = importance.to(at::kDouble).clone();
   const at::Tensor age = by_position ? positions.to(at::kDouble) : at::arange(s, out.options()).expand({out.size(0), s});

@@ -5,6 +5,8 @@
 // arithmetic. view() is what scorers read.
 #include <ATen/ATen.h>
 
+#include <vector>
+
 namespace kvc {
 
 class TrackedRows {
@@ -20,10 +22,15 @@ class TrackedRows {
   // Reorders every row as the cache did: row[h][i] = old row[h][order[h][i]], order [n_kv, n] with n
   // at most the length (entries not in `order` are dropped).
   void reorder(const at::Tensor& order);
+  // Drops entry slots[h] of row h, the last entry moving into the freed slot, as a cache that evicts by
+  // swap-removal (LayerCache::swap_remove) moved its entries: O(1) per row. Rows on the CPU.
+  void swap_remove(const std::vector<int64_t>& slots);
   void reset() { buffer_ = view_ = at::Tensor(); }
 
  private:
   void reserve(int64_t columns);
+  // view_ = the first `columns` of each row: one as_strided call (a narrow dispatches three).
+  void set_length(int64_t columns);
 
   at::Tensor buffer_;  // [n_kv, capacity]
   at::Tensor view_;

@@ -111,15 +111,26 @@ TEST(DenseCache, EvictOneMovesTheLastEntryIntoTheFreedSlot) {
   const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, 0};
   DenseLayerCache cache(shape, model().rope(), at::TensorOptions().dtype(at::kFloat));
   cache.reserve(6);
-  cache.append(at::randn({c.num_kv_heads, 5, c.head_dim}), at::randn({c.num_kv_heads, 5, c.head_dim}),
-               at::arange(5, at::kLong));
+  const at::Tensor key_input = at::randn({c.num_kv_heads, 5, c.head_dim}), value_input = at::randn({c.num_kv_heads, 5, c.head_dim});
+  cache.append(key_input, value_input, at::arange(5, at::kLong));
   const at::Tensor keys = cache.keys().clone(), values = cache.values().clone(), positions = cache.positions().clone();
   const at::Tensor queries = at::randn({c.num_heads, 1, c.head_dim});
   // Head 0 frees slot 1 (entry 4 moves there); every other head evicts its newest entry.
   at::Tensor slots = at::full({c.num_kv_heads}, 4, at::kLong);
   slots[0] = 1;
+  // swap_remove does the same move without building the storage order.
+  DenseLayerCache swapped(shape, model().rope(), at::TensorOptions().dtype(at::kFloat));
+  swapped.reserve(6);
+  swapped.append(key_input, value_input, at::arange(5, at::kLong));
+  std::vector<int64_t> per_head(static_cast<size_t>(c.num_kv_heads), 4);
+  per_head[0] = 1;
+  ASSERT_TRUE(swapped.swap_remove(per_head));
   cache.evict_one(slots);
   ASSERT_EQ(cache.size(), 4);
+  ASSERT_EQ(swapped.size(), 4);
+  EXPECT_TRUE(swapped.keys().equal(cache.keys()));
+  EXPECT_TRUE(swapped.values().equal(cache.values()));
+  EXPECT_TRUE(swapped.positions().equal(cache.positions()));
   const at::Tensor moved = at::tensor({0, 4, 2, 3}, at::kLong), dropped = at::arange(4, at::kLong);
   for (int64_t h = 0; h < c.num_kv_heads; ++h) {
     const at::Tensor order = h == 0 ? moved : dropped;
@@ -162,7 +173,16 @@ TEST(TrackedRows, AppendAndReorderMatchCatAndGather) {
       }
     }
     expect = expect.gather(1, order);
-    tracked.reorder(order);
+    if (step % 2 == 0 && order.size(1) == n - 1) {
+      // A single eviction per row, as swap_remove does it: the freed slot is where the last entry went.
+      std::vector<int64_t> slots(static_cast<size_t>(rows), n - 1);
+      for (int64_t h = 0; h < rows; ++h)
+        for (int64_t i = 0; i < n - 1; ++i)
+          if (order[h][i].item<int64_t>() == n - 1) slots[static_cast<size_t>(h)] = i;
+      tracked.swap_remove(slots);
+    } else {
+      tracked.reorder(order);
+    }
     ASSERT_TRUE(at::equal(tracked.view(), expect)) << "step " << step;
   }
   TrackedRows sums;
@@ -170,6 +190,26 @@ TEST(TrackedRows, AppendAndReorderMatchCatAndGather) {
   sums.append_zeros(3);
   sums.view().add_(1.5);
   EXPECT_TRUE(at::equal(sums.view(), at::full({rows, 5}, 1.5, at::kDouble)));
+}
+
+// The decode step's one-pass aggregation equals aggregate_heads (a reshape and a mean or max over each
+// KV head's group), written into or added to rows that lie apart as the bookkeeping's buffer keeps them.
+TEST(AggregateHeads, IntoStridedRowsMatchesTheTensorVersion) {
+  at::manual_seed(6);
+  for (const int64_t kv : {1, 2, 3, 6}) {
+    for (const HeadAgg agg : {HeadAgg::Mean, HeadAgg::Max}) {
+      for (const bool accumulate : {false, true}) {
+        const at::Tensor per_query_head = at::rand({6, 11}, at::kFloat);
+        const at::Tensor buffer = at::rand({kv, 16}, at::kDouble);
+        const at::Tensor into = buffer.narrow(1, 0, 9), before = into.clone(), spare = buffer.narrow(1, 9, 7).clone();
+        aggregate_heads_into(per_query_head, agg, into, accumulate);
+        const at::Tensor expect =
+            aggregate_heads(per_query_head, kv, agg).narrow(1, 0, 9) + (accumulate ? before : at::zeros_like(before));
+        EXPECT_TRUE(at::allclose(into, expect, 1e-14, 0)) << "kv " << kv << " accumulate " << accumulate;
+        EXPECT_TRUE(buffer.narrow(1, 9, 7).equal(spare)) << "wrote past the rows";
+      }
+    }
+  }
 }
 
 TEST(ProtectEnds, MatchesASortOfEachRow) {
@@ -182,6 +222,11 @@ TEST(ProtectEnds, MatchesASortOfEachRow) {
     const at::Tensor positions = at::stack({at::randperm(100, at::kLong).narrow(0, 0, s), at::randperm(100, at::kLong).narrow(0, 0, s),
                                             at::randperm(100, at::kLong).narrow(0, 0, s), at::arange(s, at::kLong)});
     const at::Tensor out = protect_ends(importance, sinks, recent, positions);
+    // Rows read where they lie (apart by a buffer's capacity, as the bookkeeping keeps them) give the same.
+    const at::Tensor wide_importance = at::zeros({rows, s + 8}, at::kDouble), wide_positions = at::zeros({rows, s + 8}, at::kLong);
+    wide_importance.narrow(1, 0, s).copy_(importance);
+    wide_positions.narrow(1, 0, s).copy_(positions);
+    ASSERT_TRUE(protect_ends(wide_importance.narrow(1, 0, s), sinks, recent, wide_positions.narrow(1, 0, s)).equal(out));
     for (int64_t h = 0; h < rows; ++h) {
       std::vector<int64_t> sorted(positions[h].data_ptr<int64_t>(), positions[h].data_ptr<int64_t>() + s);
       std::sort(sorted.begin(), sorted.end());
