@@ -5,7 +5,7 @@
 #   searched  ranks per layer and K/V searched for the most explained variance within the share
 #             (--lowrank bases:share=S);
 #   adaptive  token-wise gates from kvc-train, one gate set per entry of GATE_SETS (loss:alpha; by default
-#             --loss kl at alpha 0.25, 1 and 4). For a target share, each gate set's threshold tau is
+#             --loss kl and --loss ce at alpha 0.25, 1 and 4). For a target share, each gate set's threshold tau is
 #             bisected on the training text until it keeps the share there; of the gate sets of one loss
 #             that reach it, the one with the lowest KL on the training text is evaluated (on the
 #             evaluation texts the gates keep what they keep: it is reported).
@@ -19,8 +19,8 @@
 # Bases and gate sets are kept in WORK (build/recipe-work/... unless set): a run that is interrupted, or
 # one with gate sets added to GATE_SETS, trains only the gate sets not finished there (an interrupted
 # training continues from its checkpoint, which keeps its held-out curve so far).
-# Writes data/results/lowrank/matched_memory_gemma3.{json,md}; about 25 minutes a gate set and 20 minutes
-# of bisection and evaluation here with 2 threads.
+# Writes data/results/lowrank/matched_memory_gemma3.{json,md}; about 25 minutes a kl gate set, 18 a ce one
+# (no exact model to run beside), and 30 minutes of bisection and evaluation here with 2 threads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=build/bin
@@ -33,7 +33,7 @@ CTX=512
 TRAIN_STEPS=${KVC_STEPS:-150}
 BATCH=4
 BISECT=8
-GATE_SETS=${GATE_SETS:-kl:0.25 kl:1 kl:4}
+GATE_SETS=${GATE_SETS:-kl:0.25 kl:1 kl:4 ce:0.25 ce:1 ce:4}
 SHARES="0.5 0.3 0.2"
 work=${WORK:-build/recipe-work/lowrank_matched_memory_gemma}
 if [ -n "${KVC_SMOKE:-}" ]; then
