@@ -68,20 +68,15 @@ if { [ ${#lowrank[@]} -gt 0 ] || [ -n "$GATES" ]; } && [ ! -f "$BASES" ]; then
     -c 512 -o "$BASES" --json > "$OUT/calibrate.json"
 fi
 if [ -n "$GATES" ]; then
+  source recipes/lib/gate_training.sh
   # Each gate set trains once (an interrupted training continues from its checkpoint); the taus are
   # chosen once, in OUT/gates.tau.tsv (remove it after retraining).
   gate_sets=()
   for set in $GATES; do
     gates="$OUT/gates.${set%%:*}.${set#*:}"
-    if ! grep -q '"finished":true' "$gates.json" 2> /dev/null; then
-      resume=(); [ -s "$gates.ckpt" ] && resume=(--resume)
-      "$BIN/kvc-train" -m "$MODEL" -t "$THREADS" --bases "$BASES" -f "$TRAIN_TEXT" --loss "${set%%:*}" --alpha "${set#*:}" \
-        --steps "$TRAIN_STEPS" -c "$TRAIN_CTX" --batch "$TRAIN_BATCH" --lr 0.02 --eval-every 25 --eval-windows 4 \
-        --checkpoint "$gates.ckpt" "${resume[@]}" -o "$gates.safetensors" --json > "$gates.json.part"
-      mv "$gates.json.part" "$gates.json"
-      grep -q '"finished":true' "$gates.json" ||
-        { echo "kvc-train stopped early: run the recipe again to continue $gates" >&2; exit 130; }
-    fi
+    train_gate_set "$gates" "$BIN/kvc-train" -m "$MODEL" -t "$THREADS" --bases "$BASES" -f "$TRAIN_TEXT" \
+      --loss "${set%%:*}" --alpha "${set#*:}" --steps "$TRAIN_STEPS" -c "$TRAIN_CTX" --batch "$TRAIN_BATCH" --lr 0.02 \
+      --eval-every 25 --eval-windows 4
     gate_sets+=("$set=$gates.safetensors")
   done
   if [ ! -s "$OUT/gates.tau.tsv" ]; then

@@ -56,16 +56,11 @@ if [ ! -s "$work/$bases.json" ]; then
   mv "$work/$bases.json.part" "$work/$bases.json"
 fi
 gates_name() { echo "gates.$bases.${1%%:*}.${1#*:}.s$TRAIN_STEPS.b$BATCH"; }
-finished() { grep -q '"finished":true' "$work/$1.json" 2> /dev/null; }
+source recipes/lib/gate_training.sh
 for set in $GATE_SETS; do
-  loss=${set%%:*} alpha=${set#*:} gates=$(gates_name "$set")
-  finished "$gates" && continue
-  resume=(); [ -s "$work/$gates.ckpt" ] && resume=(--resume)
-  "$BIN/kvc-train" -m "$GGUF" -t "$THREADS" --bases "$work/$bases.safetensors" -f "$work/train.txt" --loss "$loss" \
-    --alpha "$alpha" --steps "$TRAIN_STEPS" -c 128 --batch "$BATCH" --lr 0.02 --eval-every 25 --eval-windows 4 \
-    --checkpoint "$work/$gates.ckpt" "${resume[@]}" -o "$work/$gates.safetensors" --json > "$work/$gates.json.part"
-  mv "$work/$gates.json.part" "$work/$gates.json"
-  finished "$gates" || { echo "kvc-train stopped early: run the recipe again to continue $gates" >&2; exit 130; }
+  train_gate_set "$work/$(gates_name "$set")" "$BIN/kvc-train" -m "$GGUF" -t "$THREADS" --bases "$work/$bases.safetensors" \
+    -f "$work/train.txt" --loss "${set%%:*}" --alpha "${set#*:}" --steps "$TRAIN_STEPS" -c 128 --batch "$BATCH" --lr 0.02 \
+    --eval-every 25 --eval-windows 4
 done
 
 names=(); for set in $GATE_SETS; do names+=("$set=$(gates_name "$set")"); done
