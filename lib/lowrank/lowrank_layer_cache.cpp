@@ -6,6 +6,7 @@
 
 #include "cache/blocked_attention.h"
 #include "cache/capacity_growth.h"
+#include "kernels/per_head_products.h"
 #include "util/error.h"
 
 namespace kvc::lowrank {
@@ -148,13 +149,24 @@ void LowRankLayerCache::append(const at::Tensor& keys, const at::Tensor& values,
     const auto flat = [&](const at::Tensor& heads) { return heads.transpose(0, 1).reshape({T, dkv}); };
     const at::Tensor heads = x->to(options_.dtype());
     const at::Tensor state = flat(heads);
-    const at::Tensor coeffs = proj->project(proj->rotated ? flat(rope_->apply(heads, positions)) : state);
-    const at::Tensor r = proj->ranks(state, coeffs);
+    const at::Tensor basis_in = proj->rotated ? flat(rope_->apply(heads, positions)) : state;
     // A fixed rank is known on the host; a gated one is read back (the CSR offsets live on the host).
     std::vector<int64_t> ranks(static_cast<size_t>(T), proj->fixed_rank);
-    if (proj->gated()) {
+    const auto read_ranks = [&](const at::Tensor& r) {
+      if (!proj->gated()) return;
       const at::Tensor host = r.to(at::kCPU).contiguous();
       ranks.assign(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + T);
+    };
+    at::Tensor coeffs, r;
+    if (proj->ranks_first()) {
+      // Ranks first: only the coefficients up to the largest kept rank are computed.
+      r = proj->ranks(state, {});
+      read_ranks(r);
+      coeffs = proj->project(basis_in, T > 0 ? *std::max_element(ranks.begin(), ranks.end()) : -1);
+    } else {
+      coeffs = proj->project(basis_in);
+      r = proj->ranks(state, coeffs);
+      read_ranks(r);
     }
     store->push(coeffs, ranks, r);
   }
@@ -195,8 +207,9 @@ class LowRankLayerCache::Entries : public EntryBlocks {
     // Per KV head, the rows of U_v^{-1} that map the leading value_rank_ latent dims to that head's value.
     value_back_ = cache.value_proj_->per_head_inverse(value_rank_, KV, d);
     if (cache.key_proj_->rotated) {
-      // Per KV head, U_k^{-1}[:r, head]ᵀ [KV, d, r]: a query times it is the query in the key latent.
-      key_latent_ = cache.key_proj_->per_head_inverse(key_rank_, KV, d).transpose(1, 2);
+      // Per KV head, U_k^{-1}[:r, head] [KV, r, d]: a query's products with its rows are the query in the
+      // key latent.
+      key_latent_ = cache.key_proj_->per_head_inverse(key_rank_, KV, d);
     }
   }
 
@@ -232,7 +245,9 @@ class LowRankLayerCache::Entries : public EntryBlocks {
     const int64_t KV = cache_.shape_.num_kv_heads, rows = queries.size(1);
     if (!scores_in_latent(rows)) return EntryBlocks::scores(queries, s0, s1);
     if (key_rank_ == 0) return at::zeros({KV, rows, s1 - s0}, queries.options());
-    const at::Tensor latent = at::bmm(queries, key_latent_).reshape({KV * rows, key_rank_}).contiguous();
+    at::Tensor latent = per_head_dot_rows(queries.contiguous(), key_latent_);
+    if (!latent.defined()) latent = at::bmm(queries, key_latent_.transpose(1, 2));
+    latent = latent.reshape({KV * rows, key_rank_}).contiguous();
     at::Tensor out;
     if (csr_kernels_apply(cache_.key_.coeffs, latent)) {
       out = csr_latent_scores(cache_.key_.csr(s0, s1), latent);
@@ -262,7 +277,8 @@ class LowRankLayerCache::Entries : public EntryBlocks {
         if (r > 0) z.narrow(2, 0, r).add_(at::matmul(p.narrow(2, s0, s1 - s0), coeffs));
       }
     }
-    return at::bmm(z, value_back_);
+    const at::Tensor out = per_head_combine_rows(z.contiguous(), value_back_);
+    return out.defined() ? out : at::bmm(z, value_back_);
   }
 
  private:
@@ -272,7 +288,7 @@ class LowRankLayerCache::Entries : public EntryBlocks {
   int64_t key_rank_;       // the largest kept key rank
   int64_t value_rank_;     // the largest kept value rank: the latent dims that can be non-zero
   at::Tensor value_back_;  // [KV, value_rank_, d]
-  at::Tensor key_latent_;  // [KV, d, key_rank_] for rotated keys; else undefined
+  at::Tensor key_latent_;  // [KV, key_rank_, d] for rotated keys; else undefined
   std::vector<at::Tensor> held_;
 };
 

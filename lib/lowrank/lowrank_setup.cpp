@@ -17,8 +17,7 @@ int64_t parse_int(const std::string& s, const std::string& what) {
   fail("--lowrank: {} must be an integer, got '{}'", what, s);
 }
 
-// `stored`: the basis coefficients are kept in, when it is not p's own (rotated keys; the gate, if
-// any, still reads p.U's coefficients).
+// `stored`: the basis coefficients are kept in, when it is not p's own (rotated keys).
 std::shared_ptr<RankedProjection> to_device(const Projection& p, const AttentionShape& shape, const at::TensorOptions& o,
                                             int64_t rank, double tau, const Projection* stored = nullptr) {
   auto r = std::make_shared<RankedProjection>();
@@ -33,9 +32,11 @@ std::shared_ptr<RankedProjection> to_device(const Projection& p, const Attention
   r->U = (rank > 0 ? U.narrow(1, 0, rank) : U).contiguous().to(o);
   r->rotated = stored != nullptr;
   if (rank == 0 && p.has_gate()) {
-    r->W = p.W.to(o);
+    // The gate reads p.U's coefficients (also for rotated keys, whose stored basis is another):
+    // folded onto the state, it decides each token's ranks before the token is projected.
+    r->W = fold_gate(p.U, p.W).to(o);
     r->b = p.b.to(o);
-    if (stored != nullptr) r->gate_U = p.U.to(o);
+    r->gate_reads_state = true;
   }
   if (o.device().is_cpu() && o.dtype() == at::kFloat) {
     // One form per matrix: transposed for the row-streaming products.

@@ -7,27 +7,38 @@
 namespace kvc::lowrank {
 namespace {
 
-// x [T, in] times M [in, out], given as M or as M_rows = Mᵀ: the latter by the kernels that stream its
-// rows over all threads, which a decode step's one-row products are bound by.
-at::Tensor times(const at::Tensor& x, const at::Tensor& M, const at::Tensor& M_rows) {
-  if (!M_rows.defined()) return x.matmul(M);
+// x [T, in] times M [in, out] (+ bias [out]), M given as M or as M_rows = Mᵀ: the latter by the kernels
+// that stream its rows over all threads, which a decode step's one-row products are bound by.
+at::Tensor times(const at::Tensor& x, const at::Tensor& M, const at::Tensor& M_rows, const at::Tensor& bias = {}) {
+  const auto plus_bias = [&](const at::Tensor& y) { return bias.defined() ? y + bias : y; };
+  if (!M_rows.defined()) return plus_bias(x.matmul(M));
   if (!x.requires_grad()) {
-    const at::Tensor y = x.size(0) == 1 ? fast_matvec(M_rows, x[0].contiguous(), {}) : parallel_linear(x, M_rows, {});
+    const at::Tensor y =
+        x.size(0) == 1 ? fast_matvec(M_rows, x[0].contiguous(), bias) : parallel_linear(x, M_rows, bias);
     if (y.defined()) return x.size(0) == 1 ? y.unsqueeze(0) : y;
   }
-  return x.matmul(M_rows.t());
+  return plus_bias(x.matmul(M_rows.t()));
 }
 
 }  // namespace
 
 at::Tensor RankedProjection::ranks(const at::Tensor& x, const at::Tensor& coeffs) const {
-  if (!gated()) return at::full({coeffs.size(0)}, fixed_rank, coeffs.options().dtype(at::kLong));
+  if (!gated()) return at::full({x.size(0)}, fixed_rank, x.options().dtype(at::kLong));
   const bool own_basis = gate_U.defined() || gate_U_rows.defined();
-  const at::Tensor gate_in = own_basis ? times(x, gate_U, gate_U_rows) : coeffs;
-  return hard_ranks_from_logits(times(gate_in, W, W_rows) + b, tau);
+  const at::Tensor gate_in = gate_reads_state ? x : own_basis ? times(x, gate_U, gate_U_rows) : coeffs;
+  return hard_ranks_from_logits(times(gate_in, W, W_rows, b), tau);
 }
 
-at::Tensor RankedProjection::project(const at::Tensor& x) const { return times(x, U, U_rows); }
+at::Tensor RankedProjection::project(const at::Tensor& x, int64_t columns) const {
+  const int64_t all = U_rows.defined() ? U_rows.size(0) : U.size(1);
+  if (columns < 0 || columns >= all) return times(x, U, U_rows);
+  // The leading rows of Uᵀ are contiguous: the product streams only them.
+  return U_rows.defined() ? times(x, {}, U_rows.narrow(0, 0, columns)) : x.matmul(U.narrow(1, 0, columns));
+}
+
+at::Tensor fold_gate(const at::Tensor& basis, const at::Tensor& W) {
+  return basis.to(at::kDouble).matmul(W.to(at::kDouble)).to(W.scalar_type());
+}
 
 at::Tensor RankedProjection::per_head_inverse(int64_t r, int64_t num_kv_heads, int64_t head_dim) const {
   // Held contiguous per head, so that a decode step's products read it in place (a permuted view would

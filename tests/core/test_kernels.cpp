@@ -6,15 +6,18 @@
 #include <ATen/core/grad_mode.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cpu_features.h"
 #include "kernels/decode_attention.h"
 #include "kernels/matvec.h"
+#include "kernels/per_head_products.h"
 #include "kernels/prefill_attention.h"
 #include "kernels/rms_norm.h"
 #include "core/rope.h"
@@ -56,6 +59,33 @@ TEST_F(KernelTest, MatvecIsIndependentOfThreadCount) {
 TEST_F(KernelTest, MatvecDeclinesWhatItCannotDo) {
   EXPECT_FALSE(kvc::fast_matvec(at::randn({4, 4}, at::kDouble), at::randn({4}, at::kDouble), {}).defined());
   EXPECT_FALSE(kvc::fast_matvec(at::randn({4, 8}).t(), at::randn({4}), {}).defined());  // not contiguous
+}
+
+// The low-rank decode step's per-head products against ATen's batched product in float64: each head's
+// basis rows read where they lie in a larger per-head matrix (the leading rows of U^{-1} per head).
+TEST_F(KernelTest, PerHeadProductsMatchBatchedProducts) {
+  for (const at::ScalarType dtype : {at::kFloat, at::kDouble}) {
+    for (auto [B, R, k, n] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{12, 1, 192, 64}, {2, 3, 5, 13},
+                              {1, 4, 1, 1}, {3, 2, 17, 256}}) {
+      const at::Tensor whole = at::randn({B, k + 3, n}, at::kDouble);
+      const at::Tensor m = whole.to(dtype).narrow(1, 0, k);
+      const at::Tensor a = at::randn({B, R, n}, at::kDouble), z = at::randn({B, R, k}, at::kDouble);
+      const double tol = dtype == at::kFloat ? 1e-4 * std::sqrt(double(std::max(k, n))) : 1e-12;
+      const at::Tensor dots = kvc::per_head_dot_rows(a.to(dtype), m);
+      ASSERT_TRUE(dots.defined());
+      EXPECT_LT((dots.to(at::kDouble) - at::bmm(a, whole.narrow(1, 0, k).transpose(1, 2))).abs().max().item<double>(), tol)
+          << c10::toString(dtype) << " B " << B << " R " << R << " k " << k << " n " << n;
+      const at::Tensor combined = kvc::per_head_combine_rows(z.to(dtype), m);
+      ASSERT_TRUE(combined.defined());
+      EXPECT_LT((combined.to(at::kDouble) - at::bmm(z, whole.narrow(1, 0, k))).abs().max().item<double>(), tol)
+          << c10::toString(dtype) << " B " << B << " R " << R << " k " << k << " n " << n;
+    }
+  }
+  // Declined (the caller falls back to at::bmm): mixed types, rows not contiguous, mismatched sizes.
+  const at::Tensor m = at::randn({2, 4, 8});
+  EXPECT_FALSE(kvc::per_head_dot_rows(at::randn({2, 1, 8}, at::kDouble), m).defined());
+  EXPECT_FALSE(kvc::per_head_dot_rows(at::randn({2, 1, 8}), m.transpose(1, 2).contiguous().transpose(1, 2)).defined());
+  EXPECT_FALSE(kvc::per_head_combine_rows(at::randn({2, 1, 5}), m).defined());
 }
 
 struct AttentionCase {

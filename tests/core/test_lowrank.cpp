@@ -5,6 +5,7 @@
 #include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "cache/dense_layer_cache.h"
@@ -65,6 +66,15 @@ TEST(LowRankGate, SoftMaskIsNonIncreasingFromOneAndHardRankCountsIt) {
     for (int64_t i = 0; i < kDkv; ++i) expect += p[t].narrow(0, i, kDkv - i).sum().item<double>() > 0.3;
     EXPECT_EQ(r[t].item<int64_t>(), expect);
   }
+  // Float32 logits (the decode path's) counted the same way on their float64 values.
+  const at::Tensor logits = (c.matmul(W) + b).to(at::kFloat);
+  const at::Tensor pf = at::softmax(logits.to(at::kDouble), -1);
+  const at::Tensor rf = hard_ranks_from_logits(logits, 0.3);
+  for (int64_t t = 0; t < 20; ++t) {
+    int64_t expect = 0;
+    for (int64_t i = 0; i < kDkv; ++i) expect += pf[t].narrow(0, i, kDkv - i).sum().item<double>() > 0.3;
+    EXPECT_EQ(rf[t].item<int64_t>(), std::max<int64_t>(expect, 1));
+  }
 }
 
 class LowRankCacheTest : public ::testing::Test {
@@ -107,6 +117,33 @@ TEST_F(LowRankCacheTest, AdaptiveRanksMatchBruteForceStorageAndAttention) {
   EXPECT_EQ(cache.footprint().payload_bytes, stored * 8);
   EXPECT_NEAR(cache.retain_rate(), static_cast<double>(stored) / (2.0 * pos * kDkv), 1e-12);
   EXPECT_LT(cache.footprint().payload_bytes, dense.footprint().payload_bytes);
+}
+
+// Setup folds each gate onto the state (fold_gate), so ranks come before the projection and only the
+// kept coefficients are computed: the same ranks and coefficients as the gate on the coefficients.
+TEST_F(LowRankCacheTest, AFoldedGateStoresTheSameRanksAndCoefficients) {
+  auto kp = random_projection(true, 0), vp = random_projection(true, 0);
+  const auto folded = [](const RankedProjection& p) {
+    auto f = std::make_shared<RankedProjection>(p);
+    f->W = fold_gate(p.U, p.W);
+    f->gate_reads_state = true;
+    return f;
+  };
+  LowRankLayerCache plain(shape, rope, kF64, kp, vp), fused(shape, rope, kF64, folded(*kp), folded(*vp));
+  int64_t pos = 0;
+  for (int64_t T : {9, 1, 1, 3, 1}) {
+    const at::Tensor k = at::randn({kKv, T, kD}, kF64), v = at::randn({kKv, T, kD}, kF64);
+    const at::Tensor positions = at::arange(pos, pos + T, at::kLong);
+    pos += T;
+    plain.append(k, v, positions);
+    fused.append(k, v, positions);
+  }
+  EXPECT_TRUE(at::equal(plain.key_ranks(), fused.key_ranks()));
+  EXPECT_TRUE(at::equal(plain.value_ranks(), fused.value_ranks()));
+  EXPECT_GT(fused.key_ranks().max().item<int64_t>(), fused.key_ranks().min().item<int64_t>()) << "test needs variable ranks";
+  EXPECT_TRUE(at::allclose(plain.reconstructed_keys(), fused.reconstructed_keys(), 1e-10, 1e-10));
+  EXPECT_TRUE(at::allclose(plain.reconstructed_values(), fused.reconstructed_values(), 1e-10, 1e-10));
+  EXPECT_EQ(plain.footprint().payload_bytes, fused.footprint().payload_bytes);
 }
 
 TEST_F(LowRankCacheTest, FullFixedRankIsLosslessAndRetainKeepsSharedTokens) {

@@ -113,14 +113,21 @@ at::Tensor truncated(const at::Tensor& rows, const RankedProjection& p, const at
 
 TEST(LowRankRotatedKeys, AttentionMatchesDenseAttentionOverTruncatedRotatedKeys) {
   const AttentionShape shape{kH, kKv, kD, 0};
+  // folded: the gate on the pre-RoPE basis folded onto the state, as setup prepares it.
   for (const at::ScalarType dtype : {at::kDouble, at::kFloat}) {
-    for (const bool gated : {true, false}) {
+    for (const auto& [gated, folded] : {std::pair{true, false}, {true, true}, {false, false}}) {
       at::manual_seed(gated ? 3 : 4);
       const auto opts = at::TensorOptions().dtype(dtype);
       const auto rope = std::make_shared<Rope>(tiny_config(), at::kCPU);
       auto kp = rotated_projection(gated, gated ? 0 : 3, dtype);
       auto vp = value_projection(5, dtype);
-      LowRankLayerCache cache(shape, rope, opts, kp, vp);
+      auto used = std::make_shared<RankedProjection>(*kp);
+      if (folded) {
+        used->W = fold_gate(kp->gate_U, kp->W);
+        used->gate_U = at::Tensor();
+        used->gate_reads_state = true;
+      }
+      LowRankLayerCache cache(shape, rope, opts, used, vp);
       DenseLayerCache dense(shape, rope, kF64);
       const double tol = dtype == at::kFloat ? 1e-4 : 1e-9;
       int64_t pos = 0;
@@ -142,7 +149,7 @@ TEST(LowRankRotatedKeys, AttentionMatchesDenseAttentionOverTruncatedRotatedKeys)
         const at::Tensor got = cache.attend(q.to(dtype), positions, {}, nullptr).to(at::kDouble);
         const at::Tensor want = dense.attend(q, positions, {}, nullptr);
         EXPECT_TRUE(at::allclose(got, want, tol, tol))
-            << c10::toString(dtype) << " gated " << gated << " T=" << T << " diff " << (got - want).abs().max().item<double>();
+            << c10::toString(dtype) << " gated " << gated << " folded " << folded << " T=" << T << " diff " << (got - want).abs().max().item<double>();
       }
       if (gated) {
         const at::Tensor r = cache.key_ranks();
