@@ -7,6 +7,8 @@
 # gates trained briefly on this model (pre-RoPE and rotated keys). Bases come from kvc-calibrate on the
 # essays. Writes OUT/decode_speed.csv: decode tok/s, ratio to the full cache in the same run, prefill
 # seconds, resident KV bytes and kept share of the payload. Timings need an otherwise idle machine.
+# Also OUT/decode_op_counts.csv: ATen operator calls per decode step of each cache (kvc-generate
+# --count-ops, OPS_CONTEXT prompt tokens, 16 steps), a count that is the same on a busy machine.
 # Usage: BUILD=build CONTEXTS="2048 8192" THREADS=2 recipes/lowrank_decode_speed.sh [OUT_DIR]
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,9 +21,11 @@ TRAIN_STEPS=${TRAIN_STEPS:-20}
 MODEL=${MODEL:-/tmp/kvc-llama-125m-16k}
 source "$ROOT/recipes/lib/bench_tokenizer.sh"
 CALIBRATION_TOKENS=8192
+OPS_CONTEXT=512
 # KVC_SMOKE=1 (the README test suite): the same commands at small sizes.
 if [ -n "${KVC_SMOKE:-}" ]; then
   CONTEXTS=256; NEW=4; TRAIN_STEPS=1; CALIBRATION_TOKENS=512; MODEL=${MODEL_SMOKE:-/tmp/kvc-smoke-llama}; OUT=$(mktemp -d)
+  OPS_CONTEXT=128
 fi
 
 if [ ! -f "$MODEL/config.json" ]; then
@@ -88,3 +92,24 @@ with open(csv, "w") as f:
                     f"{r['kv_resident_bytes']},{r['kv_payload_bytes'] / full['kv_payload_bytes']:.4f}\n")
 PY
 cat "$OUT/decode_speed.csv"
+
+head -c $((OPS_CONTEXT * 6)) "$TMP/all.txt" > "$TMP/ops_prompt.txt"
+for i in "${!CACHES[@]}"; do
+  args=${CACHES[$i]#*|}
+  # shellcheck disable=SC2086
+  "$BUILD/bin/kvc-generate" -m "$MODEL" --prompt-file "$TMP/ops_prompt.txt" --prompt-tokens "$OPS_CONTEXT" -n 16 \
+    --ignore-eos -q -t 1 $args --count-ops --json-out "$TMP/ops.$i.json"
+done
+python3 - "$TMP" "$OUT/decode_op_counts.csv" "$MODEL/config.json" "${CACHES[@]%%|*}" <<'PY'
+import json, sys
+tmp, csv, config, names = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+layers = json.load(open(config))["num_hidden_layers"]
+runs = [json.load(open(f"{tmp}/ops.{i}.json")) for i in range(len(names))]
+base = runs[0]["decode_aten_ops_per_step"]
+with open(csv, "w") as f:
+    f.write("cache,prompt_tokens,aten_ops_per_step,extra_per_layer\n")
+    for name, r in zip(names, runs):
+        n = r["decode_aten_ops_per_step"]
+        f.write(f"{name},{r['prompt_tokens']},{n:.1f},{(n - base) / layers:.1f}\n")
+PY
+cat "$OUT/decode_op_counts.csv"
