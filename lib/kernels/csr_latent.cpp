@@ -8,6 +8,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/simd_avx2.h"
+#include "kernels/vector_ops.h"
 #include "runtime/parallel_grain.h"
 #include "util/error.h"
 
@@ -28,28 +29,6 @@ void widen(const Stored* src, int64_t n, Compute* dst) {
   }
   std::fill(dst + n, dst + padded_width(n), Compute(0));
 }
-
-template <typename T>
-T dot_plain(const T* a, const T* b, int64_t n) {
-  T s = 0;
-  for (int64_t j = 0; j < n; ++j) s += a[j] * b[j];
-  return s;
-}
-
-template <typename T>
-void axpy_plain(T* y, const T* x, T a, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) y[j] += a * x[j];
-}
-
-#if defined(__x86_64__)
-// n is a multiple of kLanes.
-KVC_AVX2 void axpy_avx2(float* y, const float* x, float a, int64_t n) {
-  const __m256 av = _mm256_set1_ps(a);
-  for (int64_t j = 0; j < n; j += kLanes) {
-    _mm256_storeu_ps(y + j, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + j), _mm256_loadu_ps(y + j)));
-  }
-}
-#endif
 
 // Tokens are read in tiles: each tile's coefficients widened into a zero-padded block as wide as its
 // largest rank, so that the AVX2 loops run over whole registers, reuse every load several times, and

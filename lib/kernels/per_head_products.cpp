@@ -2,8 +2,11 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
+#include <type_traits>
+
 #include "kernels/cpu_features.h"
-#include "kernels/simd_avx2.h"
+#include "kernels/vector_ops.h"
 #include "runtime/parallel_grain.h"
 
 namespace kvc {
@@ -15,36 +18,6 @@ bool loops_apply(const at::Tensor& a, const at::Tensor& m) {
          !a.requires_grad() && !m.requires_grad() && a.is_contiguous() && m.stride(2) == 1 &&
          m.stride(1) == m.size(2);
 }
-
-template <typename T>
-T dot_plain(const T* a, const T* b, int64_t n) {
-  T s = 0;
-  for (int64_t j = 0; j < n; ++j) s += a[j] * b[j];
-  return s;
-}
-
-template <typename T>
-void axpy_plain(T* y, const T* x, T a, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) y[j] += a * x[j];
-}
-
-#if defined(__x86_64__)
-KVC_AVX2 float dot_avx2(const float* a, const float* b, int64_t n) {
-  __m256 acc = _mm256_setzero_ps();
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j), acc);
-  float s = simd::horizontal_sum(acc);
-  for (; j < n; ++j) s += a[j] * b[j];
-  return s;
-}
-
-KVC_AVX2 void axpy_avx2(float* y, const float* x, float a, int64_t n) {
-  const __m256 av = _mm256_set1_ps(a);
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(y + j, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + j), _mm256_loadu_ps(y + j)));
-  for (; j < n; ++j) y[j] += a * x[j];
-}
-#endif
 
 template <typename T>
 T dot(const T* a, const T* b, int64_t n, bool avx2) {
