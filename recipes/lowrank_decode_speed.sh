@@ -22,14 +22,18 @@ MODEL=${MODEL:-/tmp/kvc-llama-125m-16k}
 source "$ROOT/recipes/lib/bench_tokenizer.sh"
 CALIBRATION_TOKENS=8192
 OPS_CONTEXT=512
-# KVC_SMOKE=1 (the README test suite): the same commands at small sizes.
+SHAPE=(--preset llama-125m --context 16384)
+BISECT=8
+SHARE_TOKENS=1024
+# KVC_SMOKE=1 (the README test suite): the same commands at small sizes, on a 2-layer model.
 if [ -n "${KVC_SMOKE:-}" ]; then
-  CONTEXTS=256; NEW=4; TRAIN_STEPS=1; CALIBRATION_TOKENS=512; MODEL=${MODEL_SMOKE:-/tmp/kvc-smoke-llama}; OUT=$(mktemp -d)
-  OPS_CONTEXT=128
+  CONTEXTS=256; NEW=4; TRAIN_STEPS=1; CALIBRATION_TOKENS=512; OUT=$(mktemp -d)
+  SHAPE=(--hidden 256 --intermediate 688 --layers 2 --heads 4 --kv-heads 4 --context 2048)
+  MODEL=${MODEL_SMOKE:-/tmp/kvc-smoke-llama-2layer}; OPS_CONTEXT=128; BISECT=2; SHARE_TOKENS=256
 fi
 
 if [ ! -f "$MODEL/config.json" ]; then
-  "$BUILD/bin/kvc-make-checkpoint" --preset llama-125m --context 16384 "${VOCAB[@]}" --tokenizer "$TOKENIZER" -o "$MODEL"
+  "$BUILD/bin/kvc-make-checkpoint" "${SHAPE[@]}" "${VOCAB[@]}" --tokenizer "$TOKENIZER" -o "$MODEL"
 fi
 mkdir -p "$OUT"
 TMP=$(mktemp -d)
@@ -46,14 +50,14 @@ B=$TMP/bases.safetensors G=$TMP/gates.safetensors
 # The gates' threshold τ, bisected on a short prompt until they keep the share of the fixed rank d_kv/4,
 # so that adaptive and fixed ranks are timed at the same memory.
 head -c 6000 "$TMP/all.txt" > "$TMP/short.txt"
-kept_share() {  # kept share of the fp32 payload with --lowrank "$G:tau=$1" on 1024 prompt tokens
-  "$BUILD/bin/kvc-generate" -m "$MODEL" --prompt-file "$TMP/short.txt" --prompt-tokens 1024 -n 1 --ignore-eos -q \
+kept_share() {  # kept share of the fp32 payload with --lowrank "$G:tau=$1" on SHARE_TOKENS prompt tokens
+  "$BUILD/bin/kvc-generate" -m "$MODEL" --prompt-file "$TMP/short.txt" --prompt-tokens "$SHARE_TOKENS" -n 1 --ignore-eos -q \
     -t "$THREADS" --lowrank "$G:tau=$1" --stats-json "$TMP/share.json" > /dev/null 2>&1
   python3 -c "import json; c = json.load(open('$MODEL/config.json')); r = json.load(open('$TMP/share.json')); \
 print(r['kv_payload_bytes'] / (r['kv_entries'] * c['hidden_size'] // c['num_attention_heads'] * 2 * 4))"
 }
 lo=0.01 hi=0.99
-for _ in 1 2 3 4 5 6 7 8; do
+for _ in $(seq "$BISECT"); do
   mid=$(python3 -c "print(($lo + $hi) / 2)")
   if python3 -c "import sys; sys.exit(0 if $(kept_share "$mid") > 0.25 else 1)"; then lo=$mid; else hi=$mid; fi
 done

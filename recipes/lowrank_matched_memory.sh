@@ -20,7 +20,8 @@ BATCH=8
 WINDOWS=8
 BISECT=8
 ALPHAS="0.25 1 4 16"
-if [ -n "${KVC_SMOKE:-}" ]; then STEPS=2; BATCH=2; WINDOWS=1; BISECT=1; ALPHAS=4; OUT=$(mktemp -d); fi
+SHARES="0.5 0.3 0.2"
+if [ -n "${KVC_SMOKE:-}" ]; then STEPS=2; BATCH=2; WINDOWS=1; BISECT=1; ALPHAS=4; SHARES=0.3; OUT=$(mktemp -d); fi
 # Measured on kvc-tiny-lm (2.4M parameters, from ../shared: scripts/model_path.sh); the smoke run uses the
 # repository's kvc-micro-lm.
 . recipes/lib/needle_model.sh
@@ -51,13 +52,14 @@ for entry in "stories260K|stories|data/models/stories260K" "kvc-tiny-lm|essays|$
   done
 done
 
-python3 - "$BIN" "$work" "$OUT" "$WINDOWS" "$BISECT" "$STEPS" "$BATCH" "$ALPHAS" "$TINY" <<'PY'
+python3 - "$BIN" "$work" "$OUT" "$WINDOWS" "$BISECT" "$STEPS" "$BATCH" "$ALPHAS" "$TINY" "$SHARES" <<'PY'
 import json, pathlib, subprocess, sys
 sys.path.insert(0, "recipes/lib")
 from matched_memory import best_gate_set, table
 BIN, work, out = sys.argv[1], pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3])
 windows, bisect, steps, batch = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
 alphas = sys.argv[8].split()
+shares = [float(s) for s in sys.argv[10].split()]
 paths = {"stories260K": "data/models/stories260K", "kvc-tiny-lm": sys.argv[9]}
 models = {"stories260K": ("stories", work / "stories_eval.txt"), "kvc-tiny-lm": ("essays", work / "essays_eval.txt")}
 other = "data/text/wikitext2/wiki.test.raw"
@@ -74,7 +76,7 @@ for model, (name, indomain) in models.items():
     train = work / f"{name}_train.txt"
     bases = work / f"{model}.bases.safetensors"
     dkv = json.loads((work / f"{model}.calibrate.json").read_text())["kv_dim"]
-    for share in (0.5, 0.3, 0.2):
+    for share in shares:
         specs = {"fixed": ([str(bases), "--rank", str(max(1, round(share * dkv)))], f"rank {max(1, round(share * dkv))}"),
                  "searched": ([f"{bases}:share={share}"], f"share={share}")}
         for loss in ("ce", "kl"):
@@ -98,7 +100,7 @@ for model in models:
     for domain in ("in-domain", "other-domain"):
         sel = [r for r in rows if r["model"] == model and r["domain"] == domain]
         lines += [f"**{model}, {domain}** (exact ppl {sel[0]['ppl_exact']:.2f})", "",
-                  *table(sel, (0.5, 0.3, 0.2), methods), ""]
+                  *table(sel, shares, methods), ""]
 lines.append("Adaptive gate sets chosen: " + "; ".join(sorted({f"{r['model']} {r['target_share']}: {r['detail']}"
                                                             for r in rows if r["method"].startswith("adaptive")})))
 (out / "matched_memory.md").write_text("\n".join(lines) + "\n")
