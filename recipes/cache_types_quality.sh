@@ -16,7 +16,7 @@ if [ -n "${KVC_SMOKE:-}" ]; then WINDOWS=1; CTX=128; CALIBRATION_TOKENS=256; OUT
 mkdir -p "$OUT"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-# The smoke run's one short window needs only the text's start (tokenizing all of it is most of a run).
+# The smoke run's one short window needs only the text's first 20 KB.
 if [ -n "${KVC_SMOKE:-}" ]; then head -c 20000 "$TEXT" > "$work/text.txt"; TEXT=$work/text.txt; fi
 "$BIN/kvc-calibrate" -m "$GGUF" -f data/text/pg_essays/*.txt --tokens "$CALIBRATION_TOKENS" -c "$CTX" \
   -o "$work/bases.safetensors" --json > /dev/null

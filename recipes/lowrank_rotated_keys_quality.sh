@@ -23,7 +23,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 cat data/text/pg_essays/*.txt > "$work/essays.txt"
-# The smoke run's few short windows need only the essays' first 80 KB (tokenizing them is most of a run).
+# The smoke run's few short windows need only the essays' first 80 KB.
 if [ -n "${KVC_SMOKE:-}" ]; then head -c 80000 "$work/essays.txt" > "$work/head.txt" && mv "$work/head.txt" "$work/essays.txt"; fi
 total=$(wc -c < "$work/essays.txt")
 head -c $((total * 4 / 5)) "$work/essays.txt" > "$work/train.txt"
