@@ -34,10 +34,8 @@ trap 'rm -rf "$work"' EXIT
 # on the essays (other domain: WikiText-2).
 head -c 25000 data/text/tinystories/tinystories_excerpt_30k.txt > "$work/stories_train.txt"
 tail -c +25001 data/text/tinystories/tinystories_excerpt_30k.txt > "$work/stories_eval.txt"
-cat data/text/pg_essays/*.txt > "$work/essays.txt"
-total=$(wc -c < "$work/essays.txt")
-head -c $((total * 4 / 5)) "$work/essays.txt" > "$work/essays_train.txt"
-tail -c +$((total * 4 / 5 + 1)) "$work/essays.txt" > "$work/essays_eval.txt"
+. recipes/lib/essay_split.sh
+split_essays "$work/essays_train.txt" "$work/essays_eval.txt"
 
 for entry in "stories260K|stories|data/models/stories260K" "kvc-tiny-lm|essays|$TINY"; do
   IFS='|' read -r model text path <<< "$entry"

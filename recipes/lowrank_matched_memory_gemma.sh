@@ -43,12 +43,8 @@ if [ -n "${KVC_SMOKE:-}" ]; then
 fi
 mkdir -p "$OUT" "$work"
 
-cat data/text/pg_essays/*.txt > "$work/essays.txt"
-# The smoke run's few short windows need only the essays' first 80 KB.
-if [ -n "${KVC_SMOKE:-}" ]; then head -c 80000 "$work/essays.txt" > "$work/head.txt" && mv "$work/head.txt" "$work/essays.txt"; fi
-total=$(wc -c < "$work/essays.txt")
-head -c $((total * 4 / 5)) "$work/essays.txt" > "$work/train.txt"
-tail -c +$((total * 4 / 5 + 1)) "$work/essays.txt" > "$work/eval.txt"
+. recipes/lib/essay_split.sh
+split_essays "$work/train.txt" "$work/eval.txt" ${KVC_SMOKE:+80000}
 # Artifacts are named by their settings and the training text's checksum, so a WORK folder never mixes
 # runs of different sizes or texts.
 bases=bases.t$TOKENS.$(cksum < "$work/train.txt" | cut -d' ' -f1)

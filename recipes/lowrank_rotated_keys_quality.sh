@@ -13,8 +13,8 @@ GGUF=$(scripts/model_path.sh gemma3-270m)
 SHARES="0.5 0.3 0.2"
 GEMMA_TOKENS=50000 GEMMA_WINDOWS=4 GEMMA_CTX=512 STORIES_WINDOWS=8 CHUNK=1
 # KVC_SMOKE=1 (the README test suite): one short window each, the scored half fed 32 tokens a pass (a
-# low-rank cache compresses each entry as it is appended, so this scores the same entries; Gemma's
-# 262K-entry output layer makes token-at-a-time passes most of the run).
+# low-rank cache compresses each entry as it is appended, so this scores the same entries in fewer
+# passes through Gemma's 262K-entry output layer).
 if [ -n "${KVC_SMOKE:-}" ]; then
   SHARES=0.5 GEMMA_TOKENS=2000 GEMMA_WINDOWS=1 GEMMA_CTX=128 STORIES_WINDOWS=1 CHUNK=32 OUT=$(mktemp -d)
 fi
@@ -22,12 +22,8 @@ mkdir -p "$OUT"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-cat data/text/pg_essays/*.txt > "$work/essays.txt"
-# The smoke run's few short windows need only the essays' first 80 KB.
-if [ -n "${KVC_SMOKE:-}" ]; then head -c 80000 "$work/essays.txt" > "$work/head.txt" && mv "$work/head.txt" "$work/essays.txt"; fi
-total=$(wc -c < "$work/essays.txt")
-head -c $((total * 4 / 5)) "$work/essays.txt" > "$work/train.txt"
-tail -c +$((total * 4 / 5 + 1)) "$work/essays.txt" > "$work/eval.txt"
+. recipes/lib/essay_split.sh
+split_essays "$work/train.txt" "$work/eval.txt" ${KVC_SMOKE:+80000}
 "$BIN/kvc-calibrate" -m data/models/stories260K -t 1 -f data/text/tinystories/tinystories_excerpt_30k.txt \
   --tokens 20000 -o "$work/stories260K.safetensors" --json > "$work/stories260K.json"
 "$BIN/kvc-calibrate" -m "$GGUF" -t 1 -f "$work/train.txt" --tokens "$GEMMA_TOKENS" -c 512 \
