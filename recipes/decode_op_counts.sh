@@ -3,7 +3,8 @@
 # the 134M benchmark model of recipes/eviction_decode_speedup.sh, uncompressed and with each press that
 # evicts or compresses at RATIO. Each call costs dispatch and allocation time that the weights'
 # bandwidth bound does not count; unlike a time, the count is the same on an idle or a busy machine.
-# Writes OUT/decode_op_counts.csv and prints it as a Markdown table.
+# Writes OUT/decode_op_counts.csv and prints it as a Markdown table; OUT/decode_op_counts_by_name.csv holds
+# each method's calls per step by ATen operator, and the table after it the uncompressed step's largest.
 # Usage: BUILD=build recipes/decode_op_counts.sh [OUT_DIR]
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,4 +46,14 @@ for p, r in runs.items():
                  f"{ops - base:.1f},{(ops - base) / layers:.1f}")
     print(f"| {'uncompressed' if p == 'none' else p} | {ops:.0f} | {ops - base:.0f} | {(ops - base) / layers:.1f} |")
 open(csv, "w").write("\n".join(lines) + "\n")
+names = sorted({n for r in runs.values() for n in r["decode_aten_ops_per_step_by_name"]},
+               key=lambda n: -runs["none"]["decode_aten_ops_per_step_by_name"].get(n, 0))
+lines = ["operator," + ",".join(presses)]
+for n in names:
+    lines.append(n + "," + ",".join(f"{runs[p]['decode_aten_ops_per_step_by_name'].get(n, 0):.1f}" for p in presses))
+open(csv.replace(".csv", "_by_name.csv"), "w").write("\n".join(lines) + "\n")
+print(f"\n| operator (uncompressed step) | calls per step | per layer |\n|---|---|---|")
+for n in names[:10]:
+    calls = runs["none"]["decode_aten_ops_per_step_by_name"].get(n, 0)
+    print(f"| {n} | {calls:.0f} | {calls / layers:.1f} |")
 PY

@@ -186,7 +186,13 @@ int run(GenerateOptions& o) {
                  static_cast<long long>(model->config().max_position_embeddings));
   }
   nlohmann::json stats = stats_json(o, prompt, result, *model, generated);
-  if (o.count_ops) stats["decode_aten_ops_per_step"] = result.stats.decode_aten_ops_per_step();
+  if (o.count_ops) {
+    stats["decode_aten_ops_per_step"] = result.stats.decode_aten_ops_per_step();
+    const double steps = static_cast<double>(std::max<int64_t>(result.stats.generated_tokens - 1, 1));
+    nlohmann::json by_name = nlohmann::json::object();
+    for (const auto& [name, calls] : result.stats.decode_aten_ops_by_name) by_name[name] = calls / steps;
+    stats["decode_aten_ops_per_step_by_name"] = by_name;
+  }
   if (setup.report_json) stats["cache_report"] = setup.report_json();
   if (!o.json_out.empty()) kvc::write_file_atomic(o.json_out, stats.dump(2) + "\n");
   if (o.json) std::printf("%s\n", stats.dump().c_str());
@@ -232,7 +238,8 @@ int main(int argc, char** argv) {
   app.add_flag("--ignore-eos", o.ignore_eos, "Keep generating after EOS");
   app.add_flag("-q,--quiet", o.quiet, "Do not print the text (with --json-out for benchmarks)");
   app.add_flag("--count-ops", o.count_ops,
-               "Report the ATen operator calls per decode step (decode_aten_ops_per_step in the JSON): the "
+               "Report the ATen operator calls per decode step (decode_aten_ops_per_step in the JSON, by "
+               "operator name in decode_aten_ops_per_step_by_name): the "
                "framework overhead a compression adds per step, independent of machine load. Counting slows each "
                "call a little: leave it off for timed runs");
   kvc::cli::add_json_switch(app, o.json,

@@ -61,7 +61,10 @@ GenerationResult generate(const LlamaModel& model, KVCache& cache, const Generat
       },
       [&] { stats.kv_peak_resident_bytes = std::max(stats.kv_peak_resident_bytes, cache.footprint().resident_bytes); });
   stats.decode_seconds = seconds_since(decode_start);
-  if (ops) stats.decode_aten_ops = ops->count();
+  if (ops) {
+    stats.decode_aten_ops = ops->count();
+    stats.decode_aten_ops_by_name = ops->count_by_name();
+  }
   stats.generated_tokens = static_cast<int64_t>(result.tokens.size());
   stats.kv_final = cache.footprint();
   stats.peak_rss_bytes = peak_rss_bytes();

@@ -1,6 +1,7 @@
 #pragma once
 // Prefill + token-by-token decoding with timing and memory accounting.
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,7 @@ struct GenerationStats {
   int64_t kv_peak_resident_bytes = 0;
   int64_t peak_rss_bytes = 0;
   int64_t decode_aten_ops = -1;  // with GenerationRequest::count_ops; -1: not counted
+  std::map<std::string, int64_t> decode_aten_ops_by_name;  // the same calls by operator name
   double prefill_tokens_per_second() const { return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0; }
   double decode_tokens_per_second() const {
     return decode_seconds > 0 && generated_tokens > 1 ? (generated_tokens - 1) / decode_seconds : 0;

@@ -552,7 +552,7 @@ TEST(BoundedDecoding, ResidentBytesStayFlatPastTheContext) {
 
 // The ATen calls a decode step dispatches (its framework overhead) are the same at every step, for the
 // uncompressed cache and for every press that evicts while decoding: nothing per step grows with the
-// steps taken. And the counter counts what this thread dispatches, k calls as k times one.
+// steps taken. And the counter counts what this thread dispatches, k calls as k times one, and by name.
 TEST(BoundedDecoding, EveryDecodeStepDispatchesTheSameAtenCalls) {
   const at::Tensor a = at::ones({4}), b = at::ones({4});
   const auto count = [&](int calls) {
@@ -568,6 +568,16 @@ TEST(BoundedDecoding, EveryDecodeStepDispatchesTheSameAtenCalls) {
     std::thread([&] { (void)at::add(a, b); }).join();
     EXPECT_EQ(counter.count(), 0);
   }
+  {
+    AtenOpCounter counter;
+    for (int i = 0; i < 3; ++i) (void)at::add(a, b);
+    (void)at::mul(a, b);
+    const auto by_name = counter.count_by_name();
+    int64_t sum = 0;
+    for (const auto& [name, calls] : by_name) sum += calls;
+    EXPECT_EQ(sum, counter.count());
+    EXPECT_EQ(by_name.at("aten::add"), 3 * by_name.at("aten::mul"));
+  }
   for (const char* name : {"none", "h2o", "tova", "streaming_llm", "d2o", "snapkv"}) {
     SCOPED_TRACE(name);
     const auto decode_ops = [&](int64_t new_tokens) {
@@ -581,6 +591,9 @@ TEST(BoundedDecoding, EveryDecodeStepDispatchesTheSameAtenCalls) {
       req.count_ops = true;
       const auto result = generate(model(), cache, req, {}, observer.get());
       EXPECT_EQ(result.stats.generated_tokens, new_tokens);
+      int64_t by_name = 0;
+      for (const auto& [op, calls] : result.stats.decode_aten_ops_by_name) by_name += calls;
+      EXPECT_EQ(by_name, result.stats.decode_aten_ops);
       return result.stats.decode_aten_ops;
     };
     const int64_t a = decode_ops(9), b = decode_ops(17), c = decode_ops(33);
