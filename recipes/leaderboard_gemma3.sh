@@ -18,6 +18,8 @@
 # Each prefills on its own too. (local re-clusters every 64 steps: with at most 24 new tokens per sample
 # it equals static here, so it is not a row of its own.) They are not KL rows: a retrieval cache picks
 # entries per new token, and the KL schedule feeds 64 tokens a pass, which attend to every entry.
+# Typed rows (TYPED): the dense cache with its keys and values stored in each type (as -ctk/-ctv store
+# them), alone and under TYPED_PRESS at every ratio; each type prefills once per sample for its presses.
 # QUERY=agnostic compresses the context before the question is seen (into OUT=...-agnostic).
 # Each task is a resumable sweep of its own: interrupt at will, re-run to continue.
 # Writes OUT/<task>/results.{jsonl,md,csv}, OUT/leaderboard.md (mean score ± standard error over the
@@ -25,7 +27,7 @@
 #   recipes/leaderboard_gemma3.sh                      # needle, niah_single_2, niah_multikey_1
 #   TASKS="needle" SAMPLES=10 recipes/leaderboard_gemma3.sh
 #   TASKS=kl recipes/leaderboard_gemma3.sh             # KL / perplexity with the first half compressed
-#   QUERY=agnostic TASKS=needle LOWRANK_RANKS= GATES= RETRIEVAL= recipes/leaderboard_gemma3.sh
+#   QUERY=agnostic TASKS=needle LOWRANK_RANKS= GATES= RETRIEVAL= TYPED= recipes/leaderboard_gemma3.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN="${BUILD:-build}/bin"
@@ -42,6 +44,8 @@ LOWRANK_RANKS="${LOWRANK_RANKS-128 77 51}"
 LOWRANK_PRESS="${LOWRANK_PRESS-snapkv:heads=shared}"
 RETRIEVAL="${RETRIEVAL-adaptive:budget=1024 static:budget=1024 adaptive:budget=256}"
 GATES="${GATES-kl:1 kl:4}"
+TYPED="${TYPED-q8_0 q4_0}"
+TYPED_PRESS="${TYPED_PRESS-snapkv}"
 GATE_SHARES="0.5 0.3 0.2"
 TRAIN_STEPS=150
 TRAIN_BATCH=4
@@ -56,7 +60,7 @@ KL_WINDOW=2048
 if [ -n "${KVC_SMOKE:-}" ]; then
   MODEL=data/models/kvc-micro-lm; LENGTH=512; SAMPLES=2; TASKS="${TASKS_ASKED:-needle niah_single_2 kl}"; OUT=$(mktemp -d)
   LOWRANK_RANKS=32; CALIBRATION_TOKENS=2000; KL_WINDOW=256; RETRIEVAL=adaptive:budget=64
-  GATES=kl:4; GATE_SHARES=0.5; TRAIN_STEPS=1; TRAIN_BATCH=1; TRAIN_CTX=64; BISECT=1
+  GATES=kl:4; GATE_SHARES=0.5; TYPED=q4_0; TRAIN_STEPS=1; TRAIN_BATCH=1; TRAIN_CTX=64; BISECT=1
   head -c 100000 "$TRAIN_TEXT" > "$OUT/train.txt"; TRAIN_TEXT=$OUT/train.txt
 fi
 mkdir -p "$OUT"
@@ -66,6 +70,11 @@ lowrank=()
 for rank in $LOWRANK_RANKS; do lowrank+=(--lowrank "$BASES:ranks=$rank"); done
 retrieval=()
 for spec in $RETRIEVAL; do retrieval+=(--retrieval "$spec"); done
+typed=()
+if [ -n "$TYPED" ]; then
+  typed=(--typed-cache "${TYPED// /,}")
+  [ -z "$TYPED_PRESS" ] || typed+=(--typed-cache-press "$TYPED_PRESS")
+fi
 if { [ ${#lowrank[@]} -gt 0 ] || [ -n "$GATES" ]; } && [ ! -f "$BASES" ]; then
   "$BIN/kvc-calibrate" -m "$MODEL" -t "$THREADS" -f "$TRAIN_TEXT" --tokens "$CALIBRATION_TOKENS" \
     -c 512 -o "$BASES" --json > "$OUT/calibrate.json"
@@ -107,7 +116,7 @@ for task in $TASKS; do
   rows=("${retrieval[@]}")
   [ "$task" != kl ] || rows=()
   # Each invocation appends its summary (cells run and reused, prefill and decode seconds) to OUT/<task>.runs.jsonl.
-  "$BIN/kvc-eval" sweep "${common[@]}" --methods all "${lowrank[@]}" "${rows[@]}" --json >> "$OUT/$task.runs.jsonl"
+  "$BIN/kvc-eval" sweep "${common[@]}" --methods all "${lowrank[@]}" "${rows[@]}" "${typed[@]}" --json >> "$OUT/$task.runs.jsonl"
   if [ ${#lowrank[@]} -gt 0 ] && [ -n "$LOWRANK_PRESS" ]; then
     # The same folder: the cells above are reused, the press storing its kept entries low-rank is added.
     "$BIN/kvc-eval" sweep "${common[@]}" --methods none "${lowrank[@]:0:2}" --lowrank-press "$LOWRANK_PRESS" \

@@ -36,9 +36,9 @@ def mean_se(scores):
 
 
 def label(method):
-    # "snapkv+lowrank/DIR/bases.safetensors:ranks=128" -> "snapkv + lowrank bases.safetensors:ranks=128":
-    # an artifact's file name says enough.
-    text = re.sub(r"(lowrank|retrieval)/", r"\1 ", method).replace("+", " + ")
+    # "snapkv+lowrank/DIR/bases.safetensors:ranks=128" -> "snapkv + lowrank bases.safetensors:ranks=128",
+    # "snapkv+cache/q8_0" -> "snapkv + cache q8_0": an artifact's file name says enough.
+    text = re.sub(r"(lowrank|retrieval|cache)/", r"\1 ", method).replace("+", " + ")
     return re.sub(r"\S*/([^/\s:]+\.safetensors)", r"\1", text)
 
 
@@ -89,7 +89,7 @@ def table(task, c):
     for method in methods:
         if method == "none" or not any((method, r) in c for r in ratios):
             continue
-        combined = "+" in method  # a press storing what it keeps low-rank: its share differs from the press's
+        combined = "+" in method  # a press storing what it keeps low-rank or typed: its share differs from the press's
         row = []
         for r in ratios:
             res = c.get((method, r))

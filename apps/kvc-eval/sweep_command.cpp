@@ -219,6 +219,10 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
       "finished sample or window is checkpointed in OUT/samples.jsonl, so Ctrl-C loses at most the one being run.\n"
       "\nLow-rank rows: --lowrank SPEC adds a row for that cache alone (its memory is set by the spec, so it has\n"
       "no ratio); --lowrank-press PRESS adds PRESS at every ratio with each --lowrank cache storing what it keeps.\n"
+      "Typed rows: --typed-cache TYPE adds the dense cache with its keys and values stored in TYPE (f16, bf16,\n"
+      "q8_0, q4_0, as -ctk/-ctv store them); --typed-cache-press PRESS adds PRESS at every ratio over each typed\n"
+      "cache. A typed cache's prefill attends over its rounded entries, so each type gets one prefill of its own,\n"
+      "shared by its presses.\n"
       "\nExamples:\n"
       "  kvc-eval sweep -m data/models/stories260K --methods none,snapkv,h2o --ratios 0.5,0.9 --tasks kl "
       "-f data/text/wikitext2/wiki.test.raw -c 128 --max-windows 2 --out-dir out/sweep\n"
@@ -231,6 +235,9 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
       "-o bases.safetensors\n"
       "  kvc-eval sweep -m data/models/stories260K --methods none --ratios 0.5 --lowrank bases.safetensors:ranks=16 "
       "--lowrank-press snapkv --tasks kl -f data/text/wikitext2/wiki.test.raw -c 128 --max-windows 2 --out-dir out/sweep4\n"
+      "  kvc-eval sweep -m data/models/kvc-micro-lm --methods none --ratios 0.5 --typed-cache q8_0,q4_0 "
+      "--typed-cache-press snapkv --tasks kl -f data/text/wikitext2/wiki.test.raw -c 128 --max-windows 2 "
+      "--out-dir out/sweep5\n"
       "\nShards: --shard I/N runs cells I, I+N, I+2N, ... of the plan; shards need no connection to each other (ranks of\n"
       "torchrun or Slurm and Slurm array tasks with --shard auto, a shell loop), only the same flags and --out-dir.\n"
       "Then kvc-eval merge --out-dir OUT writes the tables and plots of the whole sweep, as one process would:\n"
@@ -251,6 +258,13 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
       ->delimiter('\0');
   cmd->add_option("--lowrank-press", o->lowrank_presses,
                   "Also evaluate these presses at every ratio with each --lowrank cache storing what they keep")
+      ->delimiter('\0');
+  cmd->add_option("--typed-cache", o->typed,
+                  "Also evaluate the dense cache with keys and values stored in this type: f32, f16, bf16, q8_0 or q4_0 "
+                  "(a row each; repeatable or comma-separated)")
+      ->delimiter(',');
+  cmd->add_option("--typed-cache-press", o->typed_presses,
+                  "Also evaluate these presses at every ratio over each --typed-cache cache (repeatable)")
       ->delimiter('\0');
   cmd->add_option("--ratios", o->ratios, "Compression ratios (share of the cache removed)")->capture_default_str();
   cmd->add_option("--tasks", o->tasks, "Comma-separated tasks")->capture_default_str();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "cache/cache_types.h"
 #include "harness/sweep_cell_spec.h"
 #include "harness_options.h"
 #include "press/press_registry.h"
@@ -24,11 +25,20 @@ std::vector<SweepCell> plan_cells(const SweepOptions& o, const std::vector<std::
       o.lowrank_presses.empty() ? std::vector<std::string>{} : resolve_methods(o.lowrank_presses, press_names());
   KVC_CHECK(lowrank_presses.empty() || !o.lowrank.empty(),
             "--lowrank-press: give the low-rank caches to combine it with (--lowrank bases.safetensors:ranks=R)");
+  const std::vector<std::string> typed_presses =
+      o.typed_presses.empty() ? std::vector<std::string>{} : resolve_methods(o.typed_presses, press_names());
+  KVC_CHECK(typed_presses.empty() || !o.typed.empty(),
+            "--typed-cache-press: give the cache types to combine it with (--typed-cache q8_0)");
+  for (const auto& type : o.typed) {
+    KVC_CHECK(parse_cache_type(type, "--typed-cache") != at::ScalarType::Undefined,
+              "--typed-cache auto is the model's own cache, the sweep's none row; name a type (f16, bf16, q8_0, q4_0)");
+  }
+  const ExtraRows rows{o.retrieval, o.lowrank, lowrank_presses, o.typed, typed_presses};
   const std::vector<double> ratios = parse_double_list(o.ratios, "--ratios");
   std::vector<SweepCell> cells;
   for (const auto& task : tasks) {
     for (const auto& c : plan_sweep({task}, methods, ratios)) cells.push_back(c);
-    for (const auto& c : extra_cells(task, o.retrieval, o.lowrank, lowrank_presses, ratios)) cells.push_back(c);
+    for (const auto& c : extra_cells(task, rows, ratios)) cells.push_back(c);
   }
   return cells;
 }

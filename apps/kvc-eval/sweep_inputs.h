@@ -20,6 +20,8 @@ struct SweepOptions : TaskCommandOptions {
   std::vector<std::string> retrieval;
   std::vector<std::string> lowrank;
   std::vector<std::string> lowrank_presses;
+  std::vector<std::string> typed;  // cache types, a row each
+  std::vector<std::string> typed_presses;
   std::string ratios = "0.25,0.5,0.75,0.9";
   std::string tasks = "kl,needle";
   std::string file;

@@ -26,6 +26,16 @@ at::ScalarType parse_cache_type(const std::string& name, const std::string& flag
   fail("{}: unknown cache type '{}' (expected f32, f16, bf16, q8_0 or q4_0)", flag, name);
 }
 
+void check_cache_types_fit(CacheTypes types, int64_t head_dim, const at::Device& device) {
+  if (!types.any_block_format()) return;
+  const std::string names = cache_type_name(types.keys) + " / " + cache_type_name(types.values);
+  KVC_CHECK(head_dim % kRowBlockValues == 0,
+            "--cache-type-k/-v {}: blocks hold {} values, but this model's head_dim is {}; use f16 or bf16", names,
+            kRowBlockValues, head_dim);
+  KVC_CHECK(device.is_cpu(), "--cache-type-k/-v {}: block formats are kept on the CPU only; use f16 or bf16 on {}",
+            names, device.str());
+}
+
 std::string cache_type_name(at::ScalarType type) {
   switch (type) {
     case at::kFloat: return "f32";

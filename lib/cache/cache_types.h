@@ -19,12 +19,17 @@ struct CacheTypes {
   // With Undefined resolved to `activations`.
   CacheTypes resolved(at::ScalarType activations) const;
   bool any_block_format() const { return is_block_format(keys) || is_block_format(values); }
+  bool operator==(const CacheTypes& o) const { return keys == o.keys && values == o.values; }
+  bool operator!=(const CacheTypes& o) const { return !(*this == o); }
 };
 
 // "f32" | "f16" | "bf16" | "q8_0" | "q4_0" | "auto" (Undefined). `flag` names the option in the error
 // for anything else.
 at::ScalarType parse_cache_type(const std::string& name, const std::string& flag);
 std::string cache_type_name(at::ScalarType type);  // "f32", "f16", "bf16", "q8_0", "q4_0", "f64"
+// One-line kvc::Error unless a model with `head_dim` on `device` can keep `types` (resolved): block
+// formats hold rows of 32-value blocks, encoded on the CPU.
+void check_cache_types_fit(CacheTypes types, int64_t head_dim, const at::Device& device);
 
 // Rows [..., d] of a floating type as stored in `type`: the same tensor converted for fp32/bf16/f16,
 // uint8 [..., stored_row_width] blocks for q8_0/q4_0 (encoded on the CPU as ggml encodes them; d a

@@ -17,6 +17,7 @@ std::string CompressionSpec::describe() const {
   else if (ratio > 0) d += fmt::format(" ratio={}", ratio);
   if (!budgets_file.empty()) d += " budgets=" + budgets_file;
   if (!lowrank_file.empty()) d += " lowrank=" + lowrank_file + (rank > 0 ? fmt::format(" rank={}", rank) : "");
+  if (!cache_type.empty()) d += " cache=" + cache_type;
   return d;
 }
 
@@ -38,6 +39,10 @@ void check_flag_combination(const CompressionSpec& spec) {
             "--retrieval {} keeps the cache on storage and reads back what each step needs; it cannot be combined "
             "with --press or --lowrank: give one of them",
             spec.retrieval);
+  KVC_CHECK(spec.cache_type.empty() || (spec.retrieval.empty() && spec.lowrank_file.empty()),
+            "a typed cache row ({}) stores the dense cache in that type; it cannot be combined with --retrieval or "
+            "--lowrank (give --cache-type-k/-v to the tool instead)",
+            spec.cache_type);
   KVC_CHECK(spec.retrieval_store.empty() || !spec.retrieval.empty(),
             "--retrieval-store {} needs --retrieval STRATEGY (e.g. --retrieval adaptive)", spec.retrieval_store);
 }
@@ -79,7 +84,14 @@ CacheSetup build_cache_setup(const CompressionSpec& spec, const LlamaModel& mode
     check_layout(setup, params.name, "--lowrank");
   } else {
     KVC_CHECK(spec.rank == 0, "--rank needs --lowrank bases.safetensors (from kvc-calibrate)");
-    const CacheTypes t = model.cache_types();
+    if (!spec.cache_type.empty()) {
+      const at::ScalarType type = parse_cache_type(spec.cache_type, "typed cache");
+      setup.cache_types = CacheTypes{type, type}.resolved(model.dtype());
+      check_cache_types_fit(setup.cache_types, model.config().head_dim, model.device());
+      KVC_CHECK(!setup.has_layout(), "--press {} builds caches of its own layout, which a typed cache row ({}) cannot "
+                "type; use --cache-type-k/-v", params.name, spec.cache_type);
+    }
+    const CacheTypes t = setup.dense_cache_types(model);
     KVC_CHECK(!setup.needs.merge || !t.any_block_format(),
               "--press {} merges evicted entries into kept ones, which a {} / {} cache cannot rewrite in place (its "
               "rows are blocks sharing one scale); use merge=0, or --cache-type-k/-v f16 or bf16",

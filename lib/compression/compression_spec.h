@@ -17,9 +17,10 @@ struct CompressionSpec {
   int64_t rank = 0;            // fixed rank with a bases file
   std::string retrieval;       // KV cache on storage, clustered: STRATEGY[:key=val,...]
   std::string retrieval_store; // its store file (empty: temporary files)
+  std::string cache_type;      // keys and values in f32|f16|bf16|q8_0|q4_0 (a sweep's typed row; empty: the model's)
 
   bool is_uncompressed() const {
-    return (press == "none" || press.empty()) && lowrank_file.empty() && retrieval.empty();
+    return (press == "none" || press.empty()) && lowrank_file.empty() && retrieval.empty() && cache_type.empty();
   }
   std::string describe() const;  // e.g. "snapkv:window=32 ratio=0.5"
 };

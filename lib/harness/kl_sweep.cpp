@@ -102,15 +102,17 @@ KlSweepOutcome run_kl_sweep(const LlamaModel& model, const std::vector<int>& ids
       out.cost.alone_seconds += fresh[c].seconds;
       ++out.cost.prefills;
     }
-    if (!sharing.empty()) {
+    std::vector<const CacheSetup*> all_setups;
+    for (const CacheSetup& setup : setups) all_setups.push_back(&setup);
+    for (const std::vector<size_t>& group : prefill_groups(all_setups, sharing, model)) {
       std::vector<const CacheSetup*> shared_setups;
-      for (size_t c : sharing) shared_setups.push_back(&setups[c]);
+      for (size_t c : group) shared_setups.push_back(&setups[c]);
       const std::vector<int> prompt(tokens.begin(), tokens.begin() + context);
       start = SteadyClock::now();
       SharedPrefill prefill(model, shared_setups, prompt);
       out.cost.prefill_seconds += seconds_since(start);
       ++out.cost.prefills;
-      for (size_t j = 0; j < sharing.size(); ++j) {
+      for (size_t j = 0; j < group.size(); ++j) {
         start = SteadyClock::now();
         SharedPrefill::Replay r = prefill.replay(j);
         out.cost.replay_seconds += seconds_since(start);
@@ -119,7 +121,7 @@ KlSweepOutcome run_kl_sweep(const LlamaModel& model, const std::vector<int>& ids
         const CacheFootprint after_prefill =
             continue_schedule(model, tokens, context, options.chunk, r.cache, r.observer.get(), prefill.logits(),
                               [&](const at::Tensor& rows) { scorer.add(rows); });
-        KlWindowScore& score = fresh[sharing[j]];
+        KlWindowScore& score = fresh[group[j]];
         score = scorer.finish(after_prefill);
         out.cost.decode_seconds += seconds_since(decode_start);
         score.seconds = seconds_since(start);

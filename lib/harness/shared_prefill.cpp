@@ -59,6 +59,23 @@ bool shares_prefill(const CacheSetup& setup, const LlamaModel& model) {
   return prefill_independent(setup, model, setup.new_observer().get());
 }
 
+std::vector<std::vector<size_t>> prefill_groups(const std::vector<const CacheSetup*>& setups,
+                                                const std::vector<size_t>& indices, const LlamaModel& model) {
+  std::vector<CacheTypes> types;
+  std::vector<std::vector<size_t>> groups;
+  for (size_t i : indices) {
+    const CacheTypes t = setups[i]->dense_cache_types(model);
+    const auto found = std::find(types.begin(), types.end(), t);
+    if (found == types.end()) {
+      types.push_back(t);
+      groups.push_back({i});
+    } else {
+      groups[static_cast<size_t>(found - types.begin())].push_back(i);
+    }
+  }
+  return groups;
+}
+
 SharedPrefill::SharedPrefill(const LlamaModel& model, const std::vector<const CacheSetup*>& setups,
                              const std::vector<int>& tokens)
     : tokens_(static_cast<int64_t>(tokens.size())), layers_(model.config().num_layers) {
@@ -73,7 +90,12 @@ SharedPrefill::SharedPrefill(const LlamaModel& model, const std::vector<const Ca
     }
   }
   recorder_ = std::make_unique<PrefillRecorder>(std::move(probes));
-  filled_ = std::make_unique<KVCache>(model.new_cache());
+  const CacheTypes types = setups.empty() ? model.cache_types() : setups.front()->dense_cache_types(model);
+  for (const CacheSetup* setup : setups) {
+    KVC_CHECK(setup->dense_cache_types(model) == types, "compressions '{}' and '{}' hold different cache types",
+              setups.front()->name, setup->name);
+  }
+  filled_ = std::make_unique<KVCache>(model.typed_cache(types));
   logits_ = model.forward(tokens, *filled_, ForwardOptions{false, recorder_.get()});
 }
 
@@ -107,11 +129,9 @@ std::vector<SampleOutput> run_sample_shared(const LlamaModel& model, const Token
   SharedPrefillCost spent;
   std::vector<SampleOutput> outputs(setups.size());
   std::vector<size_t> sharing;
-  std::vector<const CacheSetup*> shared_setups;
   for (size_t i = 0; i < setups.size(); ++i) {
     if (shares_prefill(*setups[i], model)) {
       sharing.push_back(i);
-      shared_setups.push_back(setups[i]);
       continue;
     }
     const auto start = SteadyClock::now();
@@ -119,13 +139,15 @@ std::vector<SampleOutput> run_sample_shared(const LlamaModel& model, const Token
     spent.alone_seconds += seconds_since(start);
     ++spent.prefills;
   }
-  if (!sharing.empty()) {
+  for (const std::vector<size_t>& group : prefill_groups(setups, sharing, model)) {
+    std::vector<const CacheSetup*> shared_setups;
+    for (size_t i : group) shared_setups.push_back(setups[i]);
     const bool aware = mode == QueryMode::Aware || prompt.question.empty();
     auto start = SteadyClock::now();
     SharedPrefill prefill(model, shared_setups, aware ? prompt.whole() : prompt.context);
     spent.prefill_seconds += seconds_since(start);
     ++spent.prefills;
-    for (size_t j = 0; j < sharing.size(); ++j) {
+    for (size_t j = 0; j < group.size(); ++j) {
       start = SteadyClock::now();
       SharedPrefill::Replay r = prefill.replay(j);
       spent.replay_seconds += seconds_since(start);
@@ -137,7 +159,7 @@ std::vector<SampleOutput> run_sample_shared(const LlamaModel& model, const Token
         if (r.observer != nullptr) r.observer->hold_next_pass();
         logits = model.forward(prompt.question, r.cache, options);
       }
-      SampleOutput& out = outputs[sharing[j]];
+      SampleOutput& out = outputs[group[j]];
       out = finish_sample(model, tokenizer, r.cache, logits, prompt, decode, options);
       spent.decode_seconds += seconds_since(decode_start);
       out.seconds = seconds_since(start);

@@ -37,11 +37,21 @@ struct CacheSetup {
   LayoutNeeds needs;
   // The reference of a comparison: the dense cache at full precision, whatever the model's cache types.
   bool full_precision = false;
+  // The dense cache's element types for this setup alone (a typed row of a sweep; no factory); both
+  // Undefined: the model's cache types.
+  CacheTypes cache_types;
 
   KVCache new_cache(const LlamaModel& model) const {
     if (full_precision) return model.full_precision_cache();
     if (fresh_factory) return model.new_cache(fresh_factory());
-    return factory ? model.new_cache(factory) : model.new_cache();
+    if (factory) return model.new_cache(factory);
+    return typed() ? model.typed_cache(cache_types) : model.new_cache();
+  }
+  bool typed() const { return cache_types.keys != at::ScalarType::Undefined; }
+  // The element types of the dense layers this setup's caches hold.
+  CacheTypes dense_cache_types(const LlamaModel& model) const {
+    if (full_precision) return {model.dtype(), model.dtype()};
+    return typed() ? cache_types : model.cache_types();
   }
   std::unique_ptr<ForwardObserver> new_observer() const { return make_observer ? make_observer() : nullptr; }
   bool has_layout() const { return static_cast<bool>(factory) || static_cast<bool>(fresh_factory); }

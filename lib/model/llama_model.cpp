@@ -99,10 +99,9 @@ KVCache LlamaModel::new_cache(const LayerCacheFactory& factory, CacheTypes local
 
 KVCache LlamaModel::new_cache() const { return new_cache(dense_layer_factory()); }
 
-KVCache LlamaModel::full_precision_cache() const {
-  const CacheTypes full{dtype_, dtype_};
-  return new_cache(dense_layer_factory(full), full);
-}
+KVCache LlamaModel::full_precision_cache() const { return typed_cache({dtype_, dtype_}); }
+
+KVCache LlamaModel::typed_cache(CacheTypes types) const { return new_cache(dense_layer_factory(types), types); }
 
 at::Tensor LlamaModel::rms_norm(const at::Tensor& x, const at::Tensor& weight) const {
   if (const at::Tensor y = fast_rms_norm(x, weight, config_.rms_norm_eps); y.defined()) return y;

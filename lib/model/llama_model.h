@@ -59,6 +59,8 @@ class LlamaModel {
   // The dense cache in the activations' dtype whatever cache_types() says: what typed caches are
   // measured against.
   KVCache full_precision_cache() const;
+  // The dense cache in `types` (resolved; check_cache_types_fit passed), whatever cache_types() says.
+  KVCache typed_cache(CacheTypes types) const;
 
   // Runs `tokens` at the positions after those already in `cache`, appending their entries.
   // Returns float32 logits [T, vocab] (or [1, vocab] when options.all_logits is false).

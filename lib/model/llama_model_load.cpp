@@ -74,17 +74,6 @@ at::Tensor norm_weight(const WeightSource& w, const ModelConfig& c, const std::s
   return c.traits.unit_offset_norms && !w.norms_include_unit_offset() ? t + 1 : t;
 }
 
-// Block formats (q8_0, q4_0) hold rows of 32-value blocks, encoded on the CPU.
-void check_block_cache_types(const ModelConfig& c, CacheTypes types, const at::Device& device) {
-  if (!types.any_block_format()) return;
-  const std::string names = cache_type_name(types.keys) + " / " + cache_type_name(types.values);
-  KVC_CHECK(c.head_dim % kRowBlockValues == 0,
-            "--cache-type-k/-v {}: blocks hold {} values, but this model's head_dim is {}; use f16 or bf16", names,
-            kRowBlockValues, c.head_dim);
-  KVC_CHECK(device.is_cpu(), "--cache-type-k/-v {}: block formats are kept on the CPU only; use f16 or bf16 on {}",
-            names, device.str());
-}
-
 }  // namespace
 
 std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadOptions& options) {
@@ -110,7 +99,7 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadO
   // and the cache stay fp32. On CUDA everything runs in the weights' dtype.
   model->dtype_ = model->device_.is_cpu() && is_half_type(model->weight_dtype_) ? at::kFloat : model->weight_dtype_;
   model->cache_types_ = options.cache_types.resolved(model->dtype_);
-  check_block_cache_types(c, model->cache_types_, model->device_);
+  check_cache_types_fit(model->cache_types_, c.head_dim, model->device_);
 
   if (model->device_.is_cpu()) install_huge_page_allocator();
   std::optional<st::Checkpoint> checkpoint;

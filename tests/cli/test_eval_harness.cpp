@@ -207,6 +207,48 @@ TEST(EvalSweep, TextCellsShareEachWindowsRunsAndGiveThePerCellResults) {
   EXPECT_GT(a.at("kl|snapkv|0.5")["score"].get<double>(), 0.0);
 }
 
+// Typed rows: each cache type prefills once per window for its presses, and every typed cell equals
+// kvc-eval kl run alone with -ctk/-ctv of that type.
+TEST(EvalSweep, TypedCacheRowsEqualTheirOwnRunsWithOnePrefillPerType) {
+  const std::string micro = test::model_dir("kvc-micro-lm"), out = test::make_temp_dir("kvc-sweep-typed");
+  const std::string common = " -m " + micro + " -t 1 -f " + kText + " -c 128 --max-windows 2 --json";
+  auto r = run_command(bin("kvc-eval") + " sweep" + common + " --methods none --ratios 0.5 --tasks kl "
+                       "--typed-cache q8_0,f16 --typed-cache-press snapkv --out-dir " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // 2 windows: the reference, and one prefill each for the f32 cache, q8_0 and f16.
+  EXPECT_EQ(nlohmann::json::parse(r.out)["prefill"]["prefills"], 8);
+  std::map<std::string, nlohmann::json> cells;
+  for (const auto& line : read_jsonl(out + "/results.jsonl")) cells[line["method"].get<std::string>()] = line["result"];
+  ASSERT_EQ(cells.size(), 5u);
+  for (const std::string type : {"q8_0", "f16"}) {
+    for (const std::string press : {"", "snapkv"}) {
+      SCOPED_TRACE(type + " " + press);
+      const auto own = run_command(bin("kvc-eval") + " kl" + common + " -ctk " + type + " -ctv " + type +
+                                   (press.empty() ? "" : " --press " + press + " --ratio 0.5"));
+      ASSERT_EQ(own.exit_code, 0) << own.err;
+      const auto alone = nlohmann::json::parse(own.out);
+      const auto& cell = cells.at(press.empty() ? "cache/" + type : press + "+cache/" + type);
+      EXPECT_DOUBLE_EQ(cell["kl"].get<double>(), alone["kl"].get<double>());
+      EXPECT_DOUBLE_EQ(cell["compression_ratio"].get<double>(), alone["compression_ratio"].get<double>());
+    }
+  }
+  EXPECT_GT(cells.at("cache/q8_0")["compression_ratio"].get<double>(), cells.at("cache/f16")["compression_ratio"].get<double>());
+  EXPECT_GT(cells.at("cache/q8_0")["kl"].get<double>(), 0.0);
+
+  const std::string base = bin("kvc-eval") + " sweep" + common + " --methods none --tasks kl --out-dir ";
+  expect_clean_error(run_command(base + test::make_temp_dir("kvc-sweep-typed-bad") + " --typed-cache q9_0"),
+                     "unknown cache type 'q9_0'");
+  expect_clean_error(run_command(base + test::make_temp_dir("kvc-sweep-typed-bad") + " --typed-cache-press snapkv"),
+                     "--typed-cache-press");
+  expect_clean_error(run_command(base + test::make_temp_dir("kvc-sweep-typed-bad") +
+                                 " --typed-cache q8_0 --typed-cache-press d2o"),
+                     "merges evicted entries");
+  expect_clean_error(run_command(bin("kvc-eval") + " sweep -m " + kStories + " -t 1 -f " + kText +
+                                 " -c 64 --max-windows 1 --methods none --tasks kl --typed-cache q4_0 --out-dir " +
+                                 test::make_temp_dir("kvc-sweep-typed-bad")),
+                     "head_dim is 8");
+}
+
 TEST(EvalNeedle, WritesGridJsonTablesAndHeatmap) {
   const std::string out = test::make_temp_dir("kvc-needle-cli");
   const auto r = run_command(bin("kvc-eval") + " needle -m " + kStories + " -t 1 --haystack " + kText +

@@ -151,10 +151,15 @@ TEST(SweepPlan, MethodsTimesRatiosPlusOneBaselinePerTask) {
   EXPECT_THROW(check_task_names({"kl", "nedle"}, {"kl", "needle"}), Error);
 }
 
-TEST(SweepPlan, LowRankAndRetrievalRowsNameTheCompressionTheyBuild) {
-  const auto cells = extra_cells("kl", {"adaptive:budget=32"}, {"dir/b.safetensors:ranks=8"}, {"none", "snapkv:window=8"},
-                                 {0, 0.5, 0.9});
-  ASSERT_EQ(cells.size(), 1u + 1 + 2);  // "none" combines with nothing; ratio 0 is the low-rank row alone
+TEST(SweepPlan, LowRankRetrievalAndTypedRowsNameTheCompressionTheyBuild) {
+  ExtraRows rows;
+  rows.retrieval = {"adaptive:budget=32"};
+  rows.lowrank = {"dir/b.safetensors:ranks=8"};
+  rows.lowrank_presses = {"none", "snapkv:window=8"};
+  rows.typed = {"q8_0", "f16"};
+  rows.typed_presses = {"h2o"};
+  const auto cells = extra_cells("kl", rows, {0, 0.5, 0.9});
+  ASSERT_EQ(cells.size(), 1u + 1 + 2 + 2 + 4);  // "none" combines with nothing; ratio 0 is a row alone
   EXPECT_EQ(cells[0].key(), "kl|retrieval/adaptive:budget=32|0");
   EXPECT_EQ(cells[1].key(), "kl|lowrank/dir/b.safetensors:ranks=8|0");
   EXPECT_EQ(cells[3].key(), "kl|snapkv:window=8+lowrank/dir/b.safetensors:ranks=8|0.9");
@@ -170,10 +175,21 @@ TEST(SweepPlan, LowRankAndRetrievalRowsNameTheCompressionTheyBuild) {
   EXPECT_EQ(both.press, "snapkv:window=8");
   EXPECT_EQ(both.ratio, 0.9);
   EXPECT_EQ(both.lowrank_file, "dir/b.safetensors:ranks=8");
+  EXPECT_EQ(cells[4].key(), "kl|cache/q8_0|0");
+  EXPECT_EQ(cells[5].key(), "kl|cache/f16|0");
+  EXPECT_EQ(cells[9].key(), "kl|h2o+cache/f16|0.9");
+  const CompressionSpec typed = cell_compression(cells[4]);
+  EXPECT_EQ(typed.cache_type, "q8_0");
+  EXPECT_EQ(typed.press, "none");
+  EXPECT_TRUE(typed.lowrank_file.empty() && typed.retrieval.empty());
+  const CompressionSpec typed_press = cell_compression(cells[9]);
+  EXPECT_EQ(typed_press.press, "h2o");
+  EXPECT_EQ(typed_press.ratio, 0.9);
+  EXPECT_EQ(typed_press.cache_type, "f16");
   const CompressionSpec press = cell_compression(SweepCell{"kl", "h2o", 0.25});
   EXPECT_EQ(press.press, "h2o");
   EXPECT_EQ(press.ratio, 0.25);
-  EXPECT_TRUE(press.lowrank_file.empty() && press.retrieval.empty());
+  EXPECT_TRUE(press.lowrank_file.empty() && press.retrieval.empty() && press.cache_type.empty());
 }
 
 nlohmann::json fake_record(const std::string& task, const std::string& method, double ratio, double score) {

@@ -46,15 +46,19 @@ std::vector<int> text_prompt(const Loaded& m, int64_t n) {
 
 // Every registered press at `ratio`, a few with parameters that change what they ask the prefill for
 // (so the shared probes are a true union), and the uncompressed cache.
-std::vector<CacheSetup> every_press(const LlamaModel& model, double ratio) {
+// With `cache_type`, each over the dense cache stored in that type (a sweep's typed rows); D2O without
+// merging on a block type, whose rows it cannot rewrite.
+std::vector<CacheSetup> every_press(const LlamaModel& model, double ratio, const std::string& cache_type = "") {
   std::vector<std::string> specs{"none", "snapkv:window=4", "pyramidkv:window=16"};
+  const bool blocks = cache_type == "q8_0" || cache_type == "q4_0";
   for (const auto& name : press_names())
-    if (name != "none") specs.push_back(name);
+    if (name != "none") specs.push_back(name == "d2o" && blocks ? "d2o:merge=0" : name);
   std::vector<CacheSetup> setups;
   for (const auto& spec : specs) {
     CompressionSpec c;
     c.press = spec;
     c.ratio = spec == "none" ? 0.0 : ratio;
+    c.cache_type = cache_type;
     setups.push_back(build_cache_setup(c, model));
   }
   return setups;
@@ -129,6 +133,24 @@ TEST(SharedPrefill, EveryPressReplaysItsOwnPrefillBitForBit) {
   expect_replays_equal_own_runs(micro, every_press(*micro.model, 0.75), 300, 6);
 }
 
+// A typed cache attends over its rounded entries from the prefill on, so its presses share a prefill of
+// that type: the same bit for bit as their own typed runs, and not the fp32 cache's.
+TEST(SharedPrefill, TypedCachesReplayTheirOwnTypedPrefillBitForBit) {
+  const Loaded& micro = loaded(test::model_dir("kvc-micro-lm"));
+  const LlamaModel& model = *micro.model;
+  for (const char* type : {"q8_0", "f16"}) {
+    SCOPED_TRACE(type);
+    const std::vector<CacheSetup> setups = every_press(model, 0.75, type);
+    expect_replays_equal_own_runs(micro, setups, 300, 6);
+    const std::vector<int> prompt = text_prompt(micro, 300);
+    KVCache typed = setups.front().new_cache(model), fp32 = model.new_cache();
+    const at::Tensor typed_logits = model.forward(prompt, typed), fp32_logits = model.forward(prompt, fp32);
+    EXPECT_FALSE(typed_logits.equal(fp32_logits));
+    const double bytes = static_cast<double>(typed.footprint().payload_bytes) / fp32.footprint().payload_bytes;
+    EXPECT_DOUBLE_EQ(bytes, std::string(type) == "f16" ? 0.5 : 34.0 / 128);  // ggml's 34-byte blocks of 32 floats
+  }
+}
+
 TEST(SharedPrefill, GemmaLocalLayersAreCopiedAsTheirOwnPrefillTrimmedThem) {
   if (!std::filesystem::exists(test::gemma3_gguf())) GTEST_SKIP() << test::gemma3_gguf() << " is absent";
   const Loaded& gemma = loaded(test::gemma3_gguf());
@@ -156,6 +178,15 @@ TEST(SharedPrefill, HarnessOutputsEqualRunsAloneInBothQueryModes) {
   setups.push_back(build_cache_setup(retrieval, model));
   ASSERT_FALSE(shares_prefill(setups[setups.size() - 2], model));
   ASSERT_FALSE(shares_prefill(setups.back(), model));
+  // Typed caches share a prefill per type: one in q8_0 (two setups), one in f16.
+  for (const auto& [type, press] : std::vector<std::pair<std::string, std::string>>{
+           {"q8_0", "none"}, {"f16", "snapkv"}, {"q8_0", "tova"}}) {
+    CompressionSpec typed;
+    typed.cache_type = type;
+    typed.press = press;
+    typed.ratio = press == "none" ? 0.0 : 0.5;
+    setups.insert(setups.begin() + 1, build_cache_setup(typed, model));
+  }
 
   const std::vector<int> text = text_prompt(micro, 400);
   PromptTokens prompt;
@@ -166,7 +197,7 @@ TEST(SharedPrefill, HarnessOutputsEqualRunsAloneInBothQueryModes) {
     SharedPrefillCost cost;
     const std::vector<SampleOutput> shared =
         run_sample_shared(model, micro.tokenizer, pointers(setups), prompt, mode, decode, &cost);
-    EXPECT_EQ(cost.prefills, 3);  // one shared, two alone
+    EXPECT_EQ(cost.prefills, 5);  // one shared per cache type (f32, q8_0, f16), two alone
     EXPECT_EQ(cost.shared_outputs, static_cast<int64_t>(setups.size()) - 2);
     for (size_t i = 0; i < setups.size(); ++i) {
       SCOPED_TRACE(setups[i].name);
