@@ -22,4 +22,8 @@ plot 'score_vs_ratio_kl.dat' index 0 using 1:2 with linespoints lc rgb '#1f77b4'
      'score_vs_ratio_kl.dat' index 13 using 1:2 with linespoints lc rgb '#d62728' dt 2 pt 7 lw 2 title 'lowrank/data/results/leaderboard/gemma3/bases.safetensors:ranks=128', \
      'score_vs_ratio_kl.dat' index 14 using 1:2 with linespoints lc rgb '#9467bd' dt 2 pt 5 lw 2 title 'lowrank/data/results/leaderboard/gemma3/bases.safetensors:ranks=77', \
      'score_vs_ratio_kl.dat' index 15 using 1:2 with linespoints lc rgb '#8c564b' dt 2 pt 9 lw 2 title 'lowrank/data/results/leaderboard/gemma3/bases.safetensors:ranks=51', \
-     'score_vs_ratio_kl.dat' index 16 using 1:2 with linespoints lc rgb '#e377c2' dt 2 pt 11 lw 2 title 'snapkv:heads=shared+lowrank/data/results/leaderboard/gemma3/bases.safetensors:ranks=128'
+     'score_vs_ratio_kl.dat' index 16 using 1:2 with linespoints lc rgb '#e377c2' dt 2 pt 11 lw 2 title 'snapkv:heads=shared+lowrank/data/results/leaderboard/gemma3/bases.safetensors:ranks=128', \
+     'score_vs_ratio_kl.dat' index 17 using 1:2 with linespoints lc rgb '#7f7f7f' dt 2 pt 13 lw 2 title 'cache/q8_0', \
+     'score_vs_ratio_kl.dat' index 18 using 1:2 with linespoints lc rgb '#bcbd22' dt 2 pt 1 lw 2 title 'cache/q4_0', \
+     'score_vs_ratio_kl.dat' index 19 using 1:2 with linespoints lc rgb '#17becf' dt 2 pt 2 lw 2 title 'snapkv+cache/q8_0', \
+     'score_vs_ratio_kl.dat' index 20 using 1:2 with linespoints lc rgb '#1f77b4' dt 3 pt 3 lw 2 title 'snapkv+cache/q4_0'
