@@ -25,4 +25,8 @@ plot 'score_vs_ratio_needle.dat' index 0 using 1:2 with linespoints lc rgb '#1f7
      'score_vs_ratio_needle.dat' index 16 using 1:2 with linespoints lc rgb '#e377c2' dt 2 pt 11 lw 2 title 'snapkv:heads=shared+lowrank/data/results/leaderboard/gemma3/bases.safetensors:ranks=128', \
      'score_vs_ratio_needle.dat' index 17 using 1:2 with linespoints lc rgb '#7f7f7f' dt 2 pt 13 lw 2 title 'retrieval/adaptive:budget=1024', \
      'score_vs_ratio_needle.dat' index 18 using 1:2 with linespoints lc rgb '#bcbd22' dt 2 pt 1 lw 2 title 'retrieval/static:budget=1024', \
-     'score_vs_ratio_needle.dat' index 19 using 1:2 with linespoints lc rgb '#17becf' dt 2 pt 2 lw 2 title 'retrieval/adaptive:budget=256'
+     'score_vs_ratio_needle.dat' index 19 using 1:2 with linespoints lc rgb '#17becf' dt 2 pt 2 lw 2 title 'retrieval/adaptive:budget=256', \
+     'score_vs_ratio_needle.dat' index 20 using 1:2 with linespoints lc rgb '#1f77b4' dt 3 pt 3 lw 2 title 'cache/q8_0', \
+     'score_vs_ratio_needle.dat' index 21 using 1:2 with linespoints lc rgb '#ff7f0e' dt 3 pt 4 lw 2 title 'cache/q4_0', \
+     'score_vs_ratio_needle.dat' index 22 using 1:2 with linespoints lc rgb '#2ca02c' dt 3 pt 6 lw 2 title 'snapkv+cache/q8_0', \
+     'score_vs_ratio_needle.dat' index 23 using 1:2 with linespoints lc rgb '#d62728' dt 3 pt 8 lw 2 title 'snapkv+cache/q4_0'
