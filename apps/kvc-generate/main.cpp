@@ -188,9 +188,8 @@ int run(GenerateOptions& o) {
   nlohmann::json stats = stats_json(o, prompt, result, *model, generated);
   if (o.count_ops) {
     stats["decode_aten_ops_per_step"] = result.stats.decode_aten_ops_per_step();
-    const double steps = static_cast<double>(std::max<int64_t>(result.stats.generated_tokens - 1, 1));
     nlohmann::json by_name = nlohmann::json::object();
-    for (const auto& [name, calls] : result.stats.decode_aten_ops_by_name) by_name[name] = calls / steps;
+    for (const auto& [name, calls] : result.stats.decode_aten_ops_by_name) by_name[name] = result.stats.per_decode_step(calls);
     stats["decode_aten_ops_per_step_by_name"] = by_name;
   }
   if (setup.report_json) stats["cache_report"] = setup.report_json();

@@ -20,7 +20,6 @@ struct CacheTypes {
   CacheTypes resolved(at::ScalarType activations) const;
   bool any_block_format() const { return is_block_format(keys) || is_block_format(values); }
   bool operator==(const CacheTypes& o) const { return keys == o.keys && values == o.values; }
-  bool operator!=(const CacheTypes& o) const { return !(*this == o); }
 };
 
 // "f32" | "f16" | "bf16" | "q8_0" | "q4_0" | "auto" (Undefined). `flag` names the option in the error

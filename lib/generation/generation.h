@@ -38,8 +38,9 @@ struct GenerationStats {
     return decode_seconds > 0 && generated_tokens > 1 ? (generated_tokens - 1) / decode_seconds : 0;
   }
   // Per forward pass of the decode (the passes after the first new token, as for the rate above).
-  double decode_aten_ops_per_step() const {
-    return generated_tokens > 1 ? static_cast<double>(decode_aten_ops) / static_cast<double>(generated_tokens - 1) : 0;
+  double decode_aten_ops_per_step() const { return per_decode_step(decode_aten_ops); }
+  double per_decode_step(int64_t count) const {
+    return generated_tokens > 1 ? static_cast<double>(count) / static_cast<double>(generated_tokens - 1) : 0;
   }
 };
 

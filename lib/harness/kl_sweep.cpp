@@ -64,6 +64,8 @@ KlSweepOutcome run_kl_sweep(const LlamaModel& model, const std::vector<int>& ids
   for (const CacheSetup& setup : setups) check_kl_schedule(options, setup);
   std::vector<bool> shares(setups.size());
   for (size_t c = 0; c < setups.size(); ++c) shares[c] = share_prefill && shares_prefill(setups[c], model);
+  std::vector<const CacheSetup*> all_setups;
+  for (const CacheSetup& setup : setups) all_setups.push_back(&setup);
 
   KlSweepOutcome out;
   std::vector<std::vector<KlWindowScore>> scores(cells.size());
@@ -102,8 +104,6 @@ KlSweepOutcome run_kl_sweep(const LlamaModel& model, const std::vector<int>& ids
       out.cost.alone_seconds += fresh[c].seconds;
       ++out.cost.prefills;
     }
-    std::vector<const CacheSetup*> all_setups;
-    for (const CacheSetup& setup : setups) all_setups.push_back(&setup);
     for (const std::vector<size_t>& group : prefill_groups(all_setups, sharing, model)) {
       std::vector<const CacheSetup*> shared_setups;
       for (size_t c : group) shared_setups.push_back(&setups[c]);

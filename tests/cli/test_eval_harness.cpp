@@ -238,6 +238,8 @@ TEST(EvalSweep, TypedCacheRowsEqualTheirOwnRunsWithOnePrefillPerType) {
   const std::string base = bin("kvc-eval") + " sweep" + common + " --methods none --tasks kl --out-dir ";
   expect_clean_error(run_command(base + test::make_temp_dir("kvc-sweep-typed-bad") + " --typed-cache q9_0"),
                      "unknown cache type 'q9_0'");
+  expect_clean_error(run_command(base + test::make_temp_dir("kvc-sweep-typed-bad") + " --typed-cache auto"),
+                     "--typed-cache auto is the model's own cache");
   expect_clean_error(run_command(base + test::make_temp_dir("kvc-sweep-typed-bad") + " --typed-cache-press snapkv"),
                      "--typed-cache-press");
   expect_clean_error(run_command(base + test::make_temp_dir("kvc-sweep-typed-bad") +
