@@ -7,7 +7,9 @@
 # Low-rank rows: fixed ranks of a PCA basis calibrated on WikiText-2 (another domain than the tasks'
 # essays), alone (LOWRANK_RANKS, 128/77/51 of 256 dimensions keep 0.5/0.3/0.2 of the global layers) and
 # storing what LOWRANK_PRESS keeps at every ratio (at the first rank; one token set per layer, since the
-# low-rank latent is shared by the KV heads). Low-rank caches change the prefill
+# low-rank latent is shared by the KV heads). Rank-searched rows (LOWRANK_SHARES): the same basis at
+# share=S, which spends S of the global layers' payload on the ranks that keep the most of its variance
+# (keys and values, layer by layer, from the calibration's eigenvalues), where a fixed rank spends it evenly. Low-rank caches change the prefill
 # itself (it attends to the reconstructed keys), so each of their cells prefills on its own.
 # Trained-gate rows (GATES, loss:alpha of each gate set; empty: none): token-wise gates trained by kvc-train
 # over that basis on WikiText-2 too (150 steps of 4 windows of 128 tokens, about 25 minutes a gate set
@@ -27,7 +29,7 @@
 #   recipes/leaderboard_gemma3.sh                      # needle, niah_single_2, niah_multikey_1
 #   TASKS="needle" SAMPLES=10 recipes/leaderboard_gemma3.sh
 #   TASKS=kl recipes/leaderboard_gemma3.sh             # KL / perplexity with the first half compressed
-#   QUERY=agnostic TASKS=needle LOWRANK_RANKS= GATES= RETRIEVAL= TYPED= recipes/leaderboard_gemma3.sh
+#   QUERY=agnostic TASKS=needle LOWRANK_RANKS= LOWRANK_SHARES= GATES= RETRIEVAL= TYPED= recipes/leaderboard_gemma3.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN="${BUILD:-build}/bin"
@@ -41,6 +43,7 @@ THREADS="${THREADS:-2}"
 QUERY="${QUERY:-aware}"
 OUT="${OUT:-data/results/leaderboard/gemma3$([ "$QUERY" = aware ] || echo "-$QUERY")}"
 LOWRANK_RANKS="${LOWRANK_RANKS-128 77 51}"
+LOWRANK_SHARES="${LOWRANK_SHARES-0.5 0.3 0.2}"
 LOWRANK_PRESS="${LOWRANK_PRESS-snapkv:heads=shared}"
 RETRIEVAL="${RETRIEVAL-adaptive:budget=1024 static:budget=1024 adaptive:budget=256}"
 GATES="${GATES-kl:1 kl:4}"
@@ -59,7 +62,7 @@ KL_WINDOW=2048
 # training text's first 100 KB.
 if [ -n "${KVC_SMOKE:-}" ]; then
   MODEL=data/models/kvc-micro-lm; LENGTH=512; SAMPLES=2; TASKS="${TASKS_ASKED:-needle niah_single_2 kl}"; OUT=$(mktemp -d)
-  LOWRANK_RANKS=32; CALIBRATION_TOKENS=2000; KL_WINDOW=256; RETRIEVAL=adaptive:budget=64
+  LOWRANK_RANKS=32; LOWRANK_SHARES=0.5; CALIBRATION_TOKENS=2000; KL_WINDOW=256; RETRIEVAL=adaptive:budget=64
   GATES=kl:4; GATE_SHARES=0.5; TYPED=q4_0; TRAIN_STEPS=1; TRAIN_BATCH=1; TRAIN_CTX=64; BISECT=1
   head -c 100000 "$TRAIN_TEXT" > "$OUT/train.txt"; TRAIN_TEXT=$OUT/train.txt
 fi
@@ -68,6 +71,7 @@ mkdir -p "$OUT"
 BASES="$OUT/bases.safetensors"
 lowrank=()
 for rank in $LOWRANK_RANKS; do lowrank+=(--lowrank "$BASES:ranks=$rank"); done
+for share in $LOWRANK_SHARES; do lowrank+=(--lowrank "$BASES:share=$share"); done
 retrieval=()
 for spec in $RETRIEVAL; do retrieval+=(--retrieval "$spec"); done
 typed=()

@@ -6,16 +6,22 @@
 # rotated basis (keys=rotated: scored in the latent), fixed rank d_kv/8 rotated, and adaptive ranks from
 # gates trained briefly on this model (pre-RoPE and rotated keys). Bases come from kvc-calibrate on the
 # essays. Writes OUT/decode_speed.csv: decode tok/s, ratio to the full cache in the same run, prefill
-# seconds, resident KV bytes and kept share of the payload. Timings need an otherwise idle machine.
+# seconds, resident KV bytes, kept share of the payload, and the bytes a decode step streams (weights,
+# payload, the cache's gates and basis rows) with the speed-up they allow (the full cache's bytes over
+# the cache's). Timings need an otherwise idle machine; the bytes do not.
 # Also OUT/decode_op_counts.csv: ATen operator calls per decode step of each cache (kvc-generate
 # --count-ops, OPS_CONTEXT prompt tokens, 16 steps), a count that is the same on a busy machine.
-# Usage: BUILD=build CONTEXTS="2048 8192" THREADS=2 recipes/lowrank_decode_speed.sh [OUT_DIR]
+# REPEATS=N runs every cache N times, the caches in turn within each repeat (a noisy machine drifts
+# between runs): decode_speed.csv then holds medians (of tok/s, and of each repeat's ratio to that
+# repeat's full cache), and OUT/decode_speed_runs.csv every run.
+# Usage: BUILD=build CONTEXTS="2048 8192" THREADS=2 [REPEATS=5 NEW=64] recipes/lowrank_decode_speed.sh [OUT_DIR]
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
 OUT=${1:-$ROOT/data/results/lowrank}
 CONTEXTS=${CONTEXTS:-"2048 8192"}
 NEW=${NEW:-32}
+REPEATS=${REPEATS:-1}
 THREADS=${THREADS:-2}
 TRAIN_STEPS=${TRAIN_STEPS:-20}
 MODEL=${MODEL:-/tmp/kvc-llama-125m-16k}
@@ -72,28 +78,42 @@ CACHES=(
   "adaptive pre-rope|--lowrank $G:tau=$TAU"
   "adaptive rotated|--lowrank $G:tau=$TAU,keys=rotated"
 )
-for context in $CONTEXTS; do
-  head -c $((context * 6)) "$TMP/all.txt" > "$TMP/prompt.txt"  # ~4 characters per token; 6 leaves margin
-  for i in "${!CACHES[@]}"; do
-    name=${CACHES[$i]%%|*} args=${CACHES[$i]#*|}
-    echo "lowrank_decode_speed: $name context=$context" >&2
-    # shellcheck disable=SC2086
-    "$BUILD/bin/kvc-generate" -m "$MODEL" --prompt-file "$TMP/prompt.txt" --prompt-tokens "$context" -n "$NEW" \
-      --ignore-eos -q -t "$THREADS" $args --stats-json "$TMP/$context.$i.json"
+for repeat in $(seq "$REPEATS"); do
+  for context in $CONTEXTS; do
+    head -c $((context * 6)) "$TMP/all.txt" > "$TMP/prompt.txt"  # ~4 characters per token; 6 leaves margin
+    for i in "${!CACHES[@]}"; do
+      name=${CACHES[$i]%%|*} args=${CACHES[$i]#*|}
+      echo "lowrank_decode_speed: $name context=$context (run $repeat of $REPEATS)" >&2
+      # shellcheck disable=SC2086
+      "$BUILD/bin/kvc-generate" -m "$MODEL" --prompt-file "$TMP/prompt.txt" --prompt-tokens "$context" -n "$NEW" \
+        --ignore-eos -q -t "$THREADS" $args --stats-json "$TMP/$context.$i.$repeat.json"
+    done
   done
 done
-python3 - "$TMP" "$OUT/decode_speed.csv" "${#CACHES[@]}" "$CONTEXTS" "${CACHES[@]%%|*}" <<'PY'
-import json, sys
-tmp, csv, n, contexts, names = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split(), sys.argv[5:]
-with open(csv, "w") as f:
-    f.write("context,cache,threads,decode_tok_s,decode_vs_full,prefill_s,kv_resident_bytes,kept_share\n")
+python3 - "$TMP" "$OUT" "${#CACHES[@]}" "$CONTEXTS" "$REPEATS" "${CACHES[@]%%|*}" <<'PY'
+import json, statistics, sys
+tmp, out, n, contexts, repeats, names = (sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split(),
+                                         int(sys.argv[5]), sys.argv[6:])
+# What a bandwidth-bound step streams: the weights, the payload and the cache's own matrices (gates,
+# basis rows). The full cache's bytes over a cache's bound its speed-up.
+step = lambda r: r["weight_bytes"] + r["kv_step_read_bytes"]
+tok_s = lambda r: r["decode_tokens_per_second"]
+median = statistics.median
+with open(f"{out}/decode_speed.csv", "w") as f, open(f"{out}/decode_speed_runs.csv", "w") as every:
+    f.write("context,cache,threads,decode_tok_s,decode_vs_full,prefill_s,kv_resident_bytes,kept_share,"
+            "step_read_bytes,limit_vs_full\n")
+    every.write("context,repeat,cache,decode_tok_s,decode_vs_full\n")
     for context in contexts:
-        runs = [json.load(open(f"{tmp}/{context}.{i}.json")) for i in range(n)]
+        runs = [[json.load(open(f"{tmp}/{context}.{i}.{k}.json")) for k in range(1, repeats + 1)] for i in range(n)]
         full = runs[0]
-        for name, r in zip(names, runs):
-            f.write(f"{context},{name},{r['threads']},{r['decode_tokens_per_second']:.3f},"
-                    f"{r['decode_tokens_per_second'] / full['decode_tokens_per_second']:.3f},{r['prefill_seconds']:.3f},"
-                    f"{r['kv_resident_bytes']},{r['kv_payload_bytes'] / full['kv_payload_bytes']:.4f}\n")
+        for name, rs in zip(names, runs):
+            ratios = [tok_s(r) / tok_s(fr) for r, fr in zip(rs, full)]
+            for k, (r, ratio) in enumerate(zip(rs, ratios), 1):
+                every.write(f"{context},{k},{name},{tok_s(r):.3f},{ratio:.3f}\n")
+            r, fr = rs[0], full[0]
+            f.write(f"{context},{name},{r['threads']},{median(map(tok_s, rs)):.3f},{median(ratios):.3f},"
+                    f"{median(x['prefill_seconds'] for x in rs):.3f},{r['kv_resident_bytes']},"
+                    f"{r['kv_payload_bytes'] / fr['kv_payload_bytes']:.4f},{step(r)},{step(fr) / step(r):.3f}\n")
 PY
 cat "$OUT/decode_speed.csv"
 

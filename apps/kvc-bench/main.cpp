@@ -164,7 +164,7 @@ Examples:
       // A decode step must at least stream every weight and the whole KV cache once. The bound uses the
       // copy bandwidth, the conservative figure; the pure-read figure is printed beside it, since a
       // decode step only reads and that measurement can come out well above the copy figure.
-      const double step_bytes = static_cast<double>(weight_bytes + kv.payload_bytes);
+      const double step_bytes = static_cast<double>(weight_bytes + kv.step_read_bytes);
       const double bound_s = step_bytes / bw.copy_bytes_per_second;
       const double read_bound_s = step_bytes / bw.read_bytes_per_second;
       const double flops = prefill_flops(c, linear_params, n) / prefill_s;

@@ -81,6 +81,8 @@ nlohmann::json stats_json(const GenerateOptions& o, const std::vector<int>& prom
           {"kv_resident_bytes", s.kv_final.resident_bytes},
           {"kv_payload_bytes", s.kv_final.payload_bytes},
           {"kv_window_payload_bytes", s.kv_final.window_payload_bytes},
+          {"kv_step_read_bytes", s.kv_final.step_read_bytes},
+          {"weight_bytes", model.weight_bytes()},
           {"kv_peak_resident_bytes", s.kv_peak_resident_bytes},
           {"kv_entries", s.kv_final.entries},
           {"kv_after_prefill_resident_bytes", s.kv_after_prefill.resident_bytes},

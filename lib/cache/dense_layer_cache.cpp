@@ -74,6 +74,7 @@ CacheFootprint DenseLayerCache::footprint() const {
   f.entries = length_ * shape_.num_kv_heads;
   f.payload_bytes = f.entries * per_entry;
   f.ram_bytes = f.payload_bytes;
+  f.step_read_bytes = f.payload_bytes;
   f.resident_bytes = capacity_ * shape_.num_kv_heads * (per_entry + static_cast<int64_t>(sizeof(int64_t)));
   return f;
 }

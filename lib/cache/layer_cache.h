@@ -37,12 +37,17 @@ struct CacheFootprint {
   // Bytes of key/value data held in RAM: the payload, except for a cache that keeps its entries on
   // storage, whose RAM holds what it attends to from memory (sinks, window, buffers) and its index.
   int64_t ram_bytes = 0;
+  // Bytes one decode step reads for attention over this cache: its payload in RAM, plus the matrices the
+  // cache itself multiplies by every step (a low-rank cache's gates and basis rows). With the weights,
+  // what a bandwidth-bound step streams. Reads from storage are not counted.
+  int64_t step_read_bytes = 0;
   CacheFootprint& operator+=(const CacheFootprint& o) {
     entries += o.entries;
     resident_bytes += o.resident_bytes;
     payload_bytes += o.payload_bytes;
     window_payload_bytes += o.window_payload_bytes;
     ram_bytes += o.ram_bytes;
+    step_read_bytes += o.step_read_bytes;
     return *this;
   }
 };

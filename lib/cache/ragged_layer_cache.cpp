@@ -161,6 +161,7 @@ CacheFootprint RaggedLayerCache::footprint() const {
       stored_row_bytes(types_.keys, shape_.head_dim) + stored_row_bytes(types_.values, shape_.head_dim);
   f.payload_bytes = f.entries * row_bytes;
   f.ram_bytes = f.payload_bytes;
+  f.step_read_bytes = f.payload_bytes;
   f.resident_bytes = rows * (row_bytes + static_cast<int64_t>(sizeof(int64_t))) +
                      static_cast<int64_t>(3 * start_.size() * sizeof(int64_t));
   return f;

@@ -30,37 +30,56 @@ void widen(const Stored* src, int64_t n, Compute* dst) {
   std::fill(dst + n, dst + padded_width(n), Compute(0));
 }
 
-// Tokens are read in tiles: each tile's coefficients widened into a zero-padded block as wide as its
-// largest rank, so that the AVX2 loops run over whole registers, reuse every load several times, and
-// do work in proportion to the ranks the tile holds.
+// Tokens are read in tiles of kTile, each widened to the compute type into a zero-padded block, so that
+// the AVX2 loops run over whole registers and reuse every load several times. Within a tile, each group
+// of tokens (four when scoring, one when weighing) is as wide as its own largest rank: a few high-rank
+// tokens among adaptive ranks neither widen the work on the rest of their tile nor the block written.
 constexpr int64_t kTile = 64;
 
-// The largest rank of tokens [t0, t0 + n), rounded up to a multiple of `multiple`: the columns a tile's
-// products need (the others are zero for all of its tokens).
-int64_t tile_width(const CsrCoefficients& c, int64_t t0, int64_t n, int64_t multiple) {
-  int64_t r = 0;
-  for (int64_t k = 0; k < n; ++k) r = std::max(r, c.offsets[t0 + k + 1] - c.offsets[t0 + k]);
-  return (r + multiple - 1) / multiple * multiple;
-}
+// A tile's tokens k = 0..n-1: token k's row at values[offset[k]], width[k] wide (its group's largest
+// rank rounded up, zeros after its own rank); rank[k] is its own rank.
+template <typename Compute>
+struct Tile {
+  std::vector<Compute> values;
+  int64_t offset[kTile], width[kTile], rank[kTile];
+};
 
-// Tokens [t0, t0 + n) widened into rows of `width` (padded with zeros; rows up to round_up(n, 4) zeroed).
+// Tokens [t0, t0 + n) widened group by group: the `group` tokens from k0 lie one after another at their
+// group's width (the group's largest rank rounded up to `multiple`); rows past n complete the last group
+// with zeros. values must hold round_up(n, group) rows of the widest group.
 template <typename Stored, typename Compute>
-void widen_tile(const CsrCoefficients& c, const Stored* flat, int64_t t0, int64_t n, int64_t width, Compute* tile) {
-  for (int64_t k = 0; k < n; ++k) {
-    const int64_t r = c.offsets[t0 + k + 1] - c.offsets[t0 + k];
-    widen(flat + c.offsets[t0 + k], r, tile + k * width);
-    std::fill(tile + k * width + padded_width(r), tile + (k + 1) * width, Compute(0));
+void widen_tile(const CsrCoefficients& c, const Stored* flat, int64_t t0, int64_t n, int64_t group, int64_t multiple,
+                Tile<Compute>& tile) {
+  for (int64_t k = 0; k < n; ++k) tile.rank[k] = c.offsets[t0 + k + 1] - c.offsets[t0 + k];
+  Compute* values = tile.values.data();
+  int64_t pos = 0;
+  for (int64_t k0 = 0; k0 < n; k0 += group) {
+    int64_t r = 0;
+    for (int64_t k = k0; k < std::min(n, k0 + group); ++k) r = std::max(r, tile.rank[k]);
+    const int64_t w = (r + multiple - 1) / multiple * multiple;
+    for (int64_t k = k0; k < k0 + group; ++k) {
+      Compute* row = values + pos + (k - k0) * w;
+      if (k >= n) {
+        std::fill(row, row + w, Compute(0));
+        continue;
+      }
+      widen(flat + c.offsets[t0 + k], tile.rank[k], row);
+      std::fill(row + padded_width(tile.rank[k]), row + w, Compute(0));
+      tile.offset[k] = pos + (k - k0) * w;
+      tile.width[k] = w;
+    }
+    pos += group * w;
   }
-  std::fill(tile + n * width, tile + (n + 3) / 4 * 4 * width, Compute(0));
 }
 
 #if defined(__x86_64__)
-// out[i, t0 + k] = tile[k] · q[i] for the tile's n tokens. q has an even number of rows (a zero row
-// after an odd R). Two rows by four tokens per pass: six loads for eight multiply-adds.
-KVC_AVX2 void scores_tile_avx2(const float* tile, int64_t n, int64_t width, const float* q, int64_t q_stride,
-                               int64_t R, float* out, int64_t count, int64_t t0) {
+// out[i, t0 + k] = tile[k] · q[i] for the tile's n tokens, in groups of four. q has an even number of
+// rows (a zero row after an odd R). Two rows by four tokens per pass: six loads for eight multiply-adds.
+KVC_AVX2 void scores_tile_avx2(const Tile<float>& tile, int64_t n, const float* q, int64_t q_stride, int64_t R,
+                               float* out, int64_t count, int64_t t0) {
   for (int64_t k0 = 0; k0 < n; k0 += 4) {
-    const float* c = tile + k0 * width;
+    const float* c = tile.values.data() + tile.offset[k0];
+    const int64_t width = tile.width[k0];
     for (int64_t i0 = 0; i0 < R; i0 += 2) {
       const float* q0 = q + i0 * q_stride;
       const float* q1 = q0 + q_stride;
@@ -84,17 +103,21 @@ KVC_AVX2 void scores_tile_avx2(const float* tile, int64_t n, int64_t width, cons
   }
 }
 
-// z[i, :width] += Σ_k p[i, t0 + k] tile[k] for the tile's n tokens (z's rows z_stride apart). Four
-// rows by sixteen columns per pass: six loads for eight multiply-adds; width is a multiple of 16.
-KVC_AVX2 void weigh_tile_avx2(const float* tile, int64_t n, int64_t width, const float* p, int64_t R, int64_t count,
-                              int64_t t0, float* z, int64_t z_stride) {
+// z[i, :width] += Σ_k p[i, t0 + k] tile[k] for the tile's n tokens (one per group, rows a multiple of
+// 16 wide; z's rows z_stride apart, width a multiple of 16). Four rows by sixteen columns per pass: six
+// loads for eight multiply-adds. A token adds nothing past its rank, so it is skipped there.
+KVC_AVX2 void weigh_tile_avx2(const Tile<float>& tile, int64_t n, int64_t width, const float* p, int64_t R,
+                              int64_t count, int64_t t0, float* z, int64_t z_stride) {
+  const float* values = tile.values.data();
   int64_t i0 = 0;
   for (; i0 + 4 <= R; i0 += 4) {
     for (int64_t j = 0; j < width; j += 2 * kLanes) {
       __m256 acc[8];
       for (auto& a : acc) a = _mm256_setzero_ps();
       for (int64_t k = 0; k < n; ++k) {
-        const __m256 c0 = _mm256_loadu_ps(tile + k * width + j), c1 = _mm256_loadu_ps(tile + k * width + j + kLanes);
+        if (tile.rank[k] <= j) continue;
+        const float* row = values + tile.offset[k] + j;
+        const __m256 c0 = _mm256_loadu_ps(row), c1 = _mm256_loadu_ps(row + kLanes);
         for (int i = 0; i < 4; ++i) {
           const __m256 a = _mm256_broadcast_ss(p + (i0 + i) * count + t0 + k);
           acc[2 * i] = _mm256_fmadd_ps(a, c0, acc[2 * i]);
@@ -109,7 +132,9 @@ KVC_AVX2 void weigh_tile_avx2(const float* tile, int64_t n, int64_t width, const
     }
   }
   for (; i0 < R; ++i0) {
-    for (int64_t k = 0; k < n; ++k) axpy_avx2(z + i0 * z_stride, tile + k * width, p[i0 * count + t0 + k], width);
+    for (int64_t k = 0; k < n; ++k) {
+      axpy_avx2(z + i0 * z_stride, values + tile.offset[k], p[i0 * count + t0 + k], tile.width[k]);
+    }
   }
 }
 #endif
@@ -133,20 +158,22 @@ void scores(const CsrCoefficients& c, const at::Tensor& rows, at::Tensor& out) {
   const bool avx2 = std::is_same_v<Compute, float> && cpu_has_avx2_fma();
   const int64_t tiles = (count + kTile - 1) / kTile;
   at::parallel_for(0, tiles, parallel_grain(kTile * R * width), [&](int64_t begin, int64_t end) {
-    std::vector<Compute> tile(static_cast<size_t>(kTile * width));
+    Tile<Compute> tile;
+    tile.values.resize(static_cast<size_t>(kTile * width));
     for (int64_t b = begin; b < end; ++b) {
-      const int64_t t0 = b * kTile, n = std::min(kTile, count - t0), w = tile_width(c, t0, n, kLanes);
-      widen_tile(c, flat, t0, n, w, tile.data());
+      const int64_t t0 = b * kTile, n = std::min(kTile, count - t0);
+      widen_tile(c, flat, t0, n, 4, kLanes, tile);
 #if defined(__x86_64__)
       if constexpr (std::is_same_v<Compute, float>) {
         if (avx2) {
-          scores_tile_avx2(tile.data(), n, w, q.data(), width, R, o, count, t0);
+          scores_tile_avx2(tile, n, q.data(), width, R, o, count, t0);
           continue;
         }
       }
 #endif
       for (int64_t k = 0; k < n; ++k) {
-        for (int64_t i = 0; i < R; ++i) o[i * count + t0 + k] = dot_plain(tile.data() + k * w, q.data() + i * width, w);
+        const Compute* row = tile.values.data() + tile.offset[k];
+        for (int64_t i = 0; i < R; ++i) o[i * count + t0 + k] = dot_plain(row, q.data() + i * width, tile.width[k]);
       }
     }
   });
@@ -166,22 +193,24 @@ void weigh(const CsrCoefficients& c, const at::Tensor& probs, at::Tensor& out) {
   const Compute* p = probs.data_ptr<Compute>();
   const bool avx2 = std::is_same_v<Compute, float> && cpu_has_avx2_fma();
   at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
-    std::vector<Compute> tile(static_cast<size_t>(kTile * width));
+    Tile<Compute> tile;
+    tile.values.resize(static_cast<size_t>(kTile * width));
     for (int64_t ch = begin; ch < end; ++ch) {
       Compute* z = partial.data() + ch * R * width;
       for (int64_t b = tiles * ch / chunks; b < tiles * (ch + 1) / chunks; ++b) {
-        const int64_t t0 = b * kTile, n = std::min(kTile, count - t0), w = tile_width(c, t0, n, 2 * kLanes);
-        widen_tile(c, flat, t0, n, w, tile.data());
+        const int64_t t0 = b * kTile, n = std::min(kTile, count - t0);
+        widen_tile(c, flat, t0, n, 1, 2 * kLanes, tile);
 #if defined(__x86_64__)
         if constexpr (std::is_same_v<Compute, float>) {
           if (avx2) {
-            weigh_tile_avx2(tile.data(), n, w, p, R, count, t0, z, width);
+            weigh_tile_avx2(tile, n, width, p, R, count, t0, z, width);
             continue;
           }
         }
 #endif
         for (int64_t k = 0; k < n; ++k) {
-          for (int64_t i = 0; i < R; ++i) axpy_plain(z + i * width, tile.data() + k * w, p[i * count + t0 + k], w);
+          const Compute* row = tile.values.data() + tile.offset[k];
+          for (int64_t i = 0; i < R; ++i) axpy_plain(z + i * width, row, p[i * count + t0 + k], tile.width[k]);
         }
       }
     }

@@ -337,9 +337,26 @@ CacheFootprint LowRankLayerCache::footprint() const {
   f.entries = length_ * shape_.num_kv_heads;
   f.payload_bytes = key_.used() * key_.element_bytes() + value_.used() * value_.element_bytes();
   f.ram_bytes = f.payload_bytes;
+  f.step_read_bytes = f.payload_bytes + matrix_bytes_per_step(key_, *key_proj_) + matrix_bytes_per_step(value_, *value_proj_);
   f.resident_bytes = cap(key_) + cap(value_) +
                      static_cast<int64_t>(key_.offsets.size() + value_.offsets.size()) * 8 + positions_.numel() * 8;
   return f;
+}
+
+int64_t LowRankLayerCache::matrix_bytes_per_step(const Store& store, const RankedProjection& proj) const {
+  const auto bytes = [](const at::Tensor& t) { return t.defined() ? t.numel() * t.element_size() : int64_t{0}; };
+  const int64_t dkv = shape_.num_kv_heads * shape_.head_dim;
+  const int64_t row_bytes = dkv * static_cast<int64_t>(c10::elementSize(options_.dtype().toScalarType()));
+  // The new token's gate logits (every gate matrix), its coefficients (the columns of U up to its rank,
+  // taken as the mean rank; all of them when the gate reads the coefficients), and the rows of U^{-1}
+  // up to the largest stored rank, through which a query enters the key latent (or keys are rebuilt)
+  // and the weighed values leave the value latent.
+  const int64_t gate = bytes(proj.W_rows.defined() ? proj.W_rows : proj.W) +
+                       bytes(proj.gate_U_rows.defined() ? proj.gate_U_rows : proj.gate_U);
+  const int64_t all_columns = proj.U_rows.defined() ? proj.U_rows.size(0) : proj.U.defined() ? proj.U.size(1) : 0;
+  const int64_t mean_rank = length_ > 0 ? (store.used() + length_ - 1) / length_ : 0;
+  const int64_t new_token_columns = proj.ranks_first() ? mean_rank : all_columns;
+  return gate + (new_token_columns + store.max_rank) * row_bytes;
 }
 
 double LowRankLayerCache::retain_rate() const {

@@ -80,6 +80,8 @@ class LowRankLayerCache : public LayerCache {
   };
 
   class Entries;  // what the shared attention routine reads
+  // Bytes of `proj`'s matrices a decode step reads for one of K/V (CacheFootprint::step_read_bytes).
+  int64_t matrix_bytes_per_step(const Store& store, const RankedProjection& proj) const;
   at::Tensor rotated_key_block(int64_t s0, int64_t s1) const;  // [n_kv, s1 - s0, d]
   // Pre-RoPE or rotated keys as stored, rebuilt from their coefficients: [n_kv, s1 - s0, d].
   at::Tensor key_block_as_stored(int64_t s0, int64_t s1) const;

@@ -336,6 +336,7 @@ CacheFootprint RetrievalLayerCache::footprint() const {
   if (slot_ == 0) resident += shared_->cache->used_bytes() + shared_->store->tail_bytes();
   f.resident_bytes = resident;
   f.ram_bytes = resident;
+  f.step_read_bytes = resident;
   return f;
 }
 

@@ -59,6 +59,12 @@ TEST(CliReference, GreedyGenerationReproducesReferenceIds) {
   EXPECT_NE(r.out.find(ref["greedy_text"].get<std::string>()), std::string::npos) << r.out;
   EXPECT_GT(stats["kv_resident_bytes"].get<int64_t>(), 0);
   EXPECT_GT(stats["decode_tokens_per_second"].get<double>(), 0);
+  // A dense cache's step reads its payload; the weights a step reads, from stories260K's config (hidden 64,
+  // 8 heads and 4 KV heads of 8, MLP 172, 5 layers, vocabulary 512, the output layer tied to the
+  // embedding, which a step reads whole): per layer two norms, q/k/v, o, gate/up and down.
+  EXPECT_EQ(stats["kv_step_read_bytes"], stats["kv_payload_bytes"]);
+  const int64_t per_layer = 2 * 64 + (64 + 2 * 32) * 64 + 64 * 64 + 2 * 172 * 64 + 64 * 172;
+  EXPECT_EQ(stats["weight_bytes"].get<int64_t>(), 4 * (5 * per_layer + 64 + 512 * 64));
 }
 
 TEST(CliReference, EvalPerplexityJsonMatchesReference) {

@@ -146,6 +146,46 @@ TEST_F(LowRankCacheTest, AFoldedGateStoresTheSameRanksAndCoefficients) {
   EXPECT_EQ(plain.footprint().payload_bytes, fused.footprint().payload_bytes);
 }
 
+// A decode step reads the payload and, per K/V, the gate matrices, the columns of U the new token is
+// projected onto (its rank, or all of them when the gate reads the coefficients) and U^{-1}'s rows up to
+// the largest stored rank.
+TEST_F(LowRankCacheTest, StepReadBytesCountThePayloadAndTheMatricesAStepMultipliesBy) {
+  const int64_t row = kDkv * 8, matrix = kDkv * kDkv * 8;
+  const at::Tensor k = at::randn({kKv, 12, kD}, kF64), v = at::randn({kKv, 12, kD}, kF64);
+  const at::Tensor positions = at::arange(12, at::kLong);
+  const auto ceil_mean = [](const at::Tensor& r) { return (r.sum().item<int64_t>() + r.numel() - 1) / r.numel(); };
+
+  LowRankLayerCache fixed(shape, rope, kF64, random_projection(false, 5), random_projection(false, 3));
+  fixed.append(k, v, positions);
+  EXPECT_EQ(fixed.footprint().step_read_bytes, fixed.footprint().payload_bytes + (5 + 5) * row + (3 + 3) * row);
+
+  auto kp = random_projection(true, 0), vp = random_projection(true, 0);
+  LowRankLayerCache gated(shape, rope, kF64, kp, vp);
+  gated.append(k, v, positions);
+  const at::Tensor kr = gated.key_ranks(), vr = gated.value_ranks();
+  ASSERT_GT(kr.max().item<int64_t>(), kr.min().item<int64_t>()) << "test needs variable ranks";
+  EXPECT_EQ(gated.footprint().step_read_bytes, gated.footprint().payload_bytes + 2 * matrix +
+                                                   (kDkv + kr.max().item<int64_t>()) * row +
+                                                   (kDkv + vr.max().item<int64_t>()) * row);
+
+  const auto folded = [](const RankedProjection& p) {
+    auto f = std::make_shared<RankedProjection>(p);
+    f->W = fold_gate(p.U, p.W);
+    f->gate_reads_state = true;
+    return f;
+  };
+  LowRankLayerCache fused(shape, rope, kF64, folded(*kp), folded(*vp));
+  fused.append(k, v, positions);
+  EXPECT_EQ(fused.footprint().step_read_bytes, fused.footprint().payload_bytes + 2 * matrix +
+                                                   (ceil_mean(kr) + kr.max().item<int64_t>()) * row +
+                                                   (ceil_mean(vr) + vr.max().item<int64_t>()) * row);
+
+  DenseLayerCache dense(shape, rope, kF64);
+  dense.append(k, v, positions);
+  EXPECT_EQ(dense.footprint().step_read_bytes, dense.footprint().payload_bytes);
+  EXPECT_EQ(dense.footprint().payload_bytes, 2 * 12 * kDkv * 8);
+}
+
 TEST_F(LowRankCacheTest, FullFixedRankIsLosslessAndRetainKeepsSharedTokens) {
   auto kp = random_projection(false, kDkv), vp = random_projection(false, 3);
   LowRankLayerCache cache(shape, rope, kF64, kp, vp);

@@ -23,16 +23,19 @@ namespace {
 
 const auto kF64 = at::TensorOptions().dtype(at::kDouble);
 
-// Random ranks in 0..r_max (some zero, some full) as CSR offsets, and a flat buffer of that many values.
+// Random ranks in 0..r_max (some zero, some full) as CSR offsets, and a flat buffer of that many values;
+// skewed: ranks in 0..8 but every 37th token at r_max, as adaptive ranks spread (a few wide tokens in
+// tiles of narrow ones).
 struct RandomCsr {
   std::vector<int64_t> offsets{0};
   at::Tensor flat;
   at::Tensor padded;  // [count, r_max] float64 with zeros after each token's rank
 };
 
-RandomCsr random_csr(int64_t count, int64_t r_max, at::ScalarType stored) {
+RandomCsr random_csr(int64_t count, int64_t r_max, at::ScalarType stored, bool skewed = false) {
   RandomCsr c;
-  const at::Tensor ranks = at::randint(0, r_max + 1, {count}, at::kLong);
+  const at::Tensor ranks = at::randint(0, skewed ? std::min<int64_t>(r_max, 8) + 1 : r_max + 1, {count}, at::kLong);
+  if (skewed) ranks.slice(0, 0, count, 37).fill_(r_max);
   ranks[0] = r_max;
   ranks[count - 1] = 0;
   for (int64_t t = 0; t < count; ++t) c.offsets.push_back(c.offsets.back() + ranks[t].item<int64_t>());
@@ -50,9 +53,10 @@ TEST(CsrLatent, KernelsMatchPaddedProducts) {
   at::manual_seed(11);
   for (const at::ScalarType stored : {at::kFloat, at::kHalf, at::kBFloat16}) {
     for (const at::ScalarType compute : {at::kFloat, at::kDouble}) {
-      for (const auto& [count, R, r_max] : {std::tuple<int64_t, int64_t, int64_t>{150, 12, 37}, {3, 1, 5},
-                                            {130, 13, 16}, {64, 3, 1}}) {
-        const RandomCsr c = random_csr(count, r_max, stored);
+      for (const auto& [count, R, r_max, skewed] :
+           {std::tuple<int64_t, int64_t, int64_t, bool>{150, 12, 37, false}, {3, 1, 5, false}, {130, 13, 16, false},
+            {64, 3, 1, false}, {300, 12, 200, true}, {131, 5, 77, true}}) {
+        const RandomCsr c = random_csr(count, r_max, stored, skewed);
         const CsrCoefficients csr{c.flat, c.offsets.data(), count};
         const at::Tensor rows = at::randn({R, r_max}, kF64);
         const at::Tensor probs = at::rand({R, count}, kF64);

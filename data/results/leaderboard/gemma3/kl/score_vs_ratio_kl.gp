@@ -26,4 +26,7 @@ plot 'score_vs_ratio_kl.dat' index 0 using 1:2 with linespoints lc rgb '#1f77b4'
      'score_vs_ratio_kl.dat' index 17 using 1:2 with linespoints lc rgb '#7f7f7f' dt 2 pt 13 lw 2 title 'cache/q8_0', \
      'score_vs_ratio_kl.dat' index 18 using 1:2 with linespoints lc rgb '#bcbd22' dt 2 pt 1 lw 2 title 'cache/q4_0', \
      'score_vs_ratio_kl.dat' index 19 using 1:2 with linespoints lc rgb '#17becf' dt 2 pt 2 lw 2 title 'snapkv+cache/q8_0', \
-     'score_vs_ratio_kl.dat' index 20 using 1:2 with linespoints lc rgb '#1f77b4' dt 3 pt 3 lw 2 title 'snapkv+cache/q4_0'
+     'score_vs_ratio_kl.dat' index 20 using 1:2 with linespoints lc rgb '#1f77b4' dt 3 pt 3 lw 2 title 'snapkv+cache/q4_0', \
+     'score_vs_ratio_kl.dat' index 21 using 1:2 with linespoints lc rgb '#ff7f0e' dt 3 pt 4 lw 2 title 'lowrank/data/results/leaderboard/gemma3/bases.safetensors:share=0.5', \
+     'score_vs_ratio_kl.dat' index 22 using 1:2 with linespoints lc rgb '#2ca02c' dt 3 pt 6 lw 2 title 'lowrank/data/results/leaderboard/gemma3/bases.safetensors:share=0.3', \
+     'score_vs_ratio_kl.dat' index 23 using 1:2 with linespoints lc rgb '#d62728' dt 3 pt 8 lw 2 title 'lowrank/data/results/leaderboard/gemma3/bases.safetensors:share=0.2'
