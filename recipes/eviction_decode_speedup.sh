@@ -3,7 +3,9 @@
 # 16K context) prefills exactly CONTEXT prompt tokens (essays from data/text, --prompt-tokens) and
 # decodes NEW tokens greedily, uncompressed and with each bounded/prefill press at RATIO. Writes OUT/
 # decode_speedup.csv: decode tok/s, speedup vs uncompressed, prefill seconds, prefill cost ratio vs
-# uncompressed, resident KV bytes after decoding. Timings need an otherwise idle machine.
+# uncompressed, resident KV bytes after decoding, and the bytes a decode step streams (weights and the
+# cache's step reads) with the speed-up they allow (uncompressed over compressed). Timings need an
+# otherwise idle machine; the bytes do not.
 # Usage: BUILD=build CONTEXT=8192 THREADS=2 recipes/eviction_decode_speedup.sh [OUT_DIR]
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,11 +43,13 @@ runs = {p: json.load(open(f"{tmp}/{p}.json")) for p in presses}
 base = runs["none"]
 with open(csv, "w") as f:
     f.write("press,ratio,prompt_tokens,generated_tokens,threads,decode_tok_s,decode_speedup,prefill_s,"
-            "prefill_cost_ratio,kv_resident_bytes,kv_resident_share\n")
+            "prefill_cost_ratio,kv_resident_bytes,kv_resident_share,step_read_bytes,limit\n")
+    step = lambda r: r["weight_bytes"] + r["kv_step_read_bytes"]
     for p, r in runs.items():
         f.write(f"{p},{0 if p == 'none' else ratio},{r['prompt_tokens']},{r['generated_tokens']},{r['threads']},"
                 f"{r['decode_tokens_per_second']:.3f},{r['decode_tokens_per_second'] / base['decode_tokens_per_second']:.3f},"
                 f"{r['prefill_seconds']:.3f},{r['prefill_seconds'] / base['prefill_seconds']:.3f},"
-                f"{r['kv_resident_bytes']},{r['kv_resident_bytes'] / base['kv_resident_bytes']:.4f}\n")
+                f"{r['kv_resident_bytes']},{r['kv_resident_bytes'] / base['kv_resident_bytes']:.4f},"
+                f"{step(r)},{step(base) / step(r):.3f}\n")
 PY
 cat "$OUT/decode_speedup.csv"
