@@ -344,7 +344,7 @@ CacheFootprint LowRankLayerCache::footprint() const {
 }
 
 int64_t LowRankLayerCache::matrix_bytes_per_step(const Store& store, const RankedProjection& proj) const {
-  const auto bytes = [](const at::Tensor& t) { return t.defined() ? t.numel() * t.element_size() : int64_t{0}; };
+  const auto bytes = [](const at::Tensor& t) { return t.defined() ? static_cast<int64_t>(t.nbytes()) : int64_t{0}; };
   const int64_t dkv = shape_.num_kv_heads * shape_.head_dim;
   const int64_t row_bytes = dkv * static_cast<int64_t>(c10::elementSize(options_.dtype().toScalarType()));
   // The new token's gate logits (every gate matrix), its coefficients (the columns of U up to its rank,

@@ -45,6 +45,14 @@ std::shared_ptr<RankedProjection> random_projection(bool gated, int64_t rank) {
   return p;
 }
 
+// `p` with its gate folded onto the state, as setup folds it.
+std::shared_ptr<RankedProjection> folded(const RankedProjection& p) {
+  auto f = std::make_shared<RankedProjection>(p);
+  f->W = fold_gate(p.U, p.W);
+  f->gate_reads_state = true;
+  return f;
+}
+
 // Brute force: x U, keep each token's first r coefficients, map back with U^{-1}; [n_kv, T, d].
 at::Tensor truncate(const at::Tensor& x, const RankedProjection& p, const at::Tensor& ranks) {
   const int64_t T = x.size(1);
@@ -123,12 +131,6 @@ TEST_F(LowRankCacheTest, AdaptiveRanksMatchBruteForceStorageAndAttention) {
 // kept coefficients are computed: the same ranks and coefficients as the gate on the coefficients.
 TEST_F(LowRankCacheTest, AFoldedGateStoresTheSameRanksAndCoefficients) {
   auto kp = random_projection(true, 0), vp = random_projection(true, 0);
-  const auto folded = [](const RankedProjection& p) {
-    auto f = std::make_shared<RankedProjection>(p);
-    f->W = fold_gate(p.U, p.W);
-    f->gate_reads_state = true;
-    return f;
-  };
   LowRankLayerCache plain(shape, rope, kF64, kp, vp), fused(shape, rope, kF64, folded(*kp), folded(*vp));
   int64_t pos = 0;
   for (int64_t T : {9, 1, 1, 3, 1}) {
@@ -168,12 +170,6 @@ TEST_F(LowRankCacheTest, StepReadBytesCountThePayloadAndTheMatricesAStepMultipli
                                                    (kDkv + kr.max().item<int64_t>()) * row +
                                                    (kDkv + vr.max().item<int64_t>()) * row);
 
-  const auto folded = [](const RankedProjection& p) {
-    auto f = std::make_shared<RankedProjection>(p);
-    f->W = fold_gate(p.U, p.W);
-    f->gate_reads_state = true;
-    return f;
-  };
   LowRankLayerCache fused(shape, rope, kF64, folded(*kp), folded(*vp));
   fused.append(k, v, positions);
   EXPECT_EQ(fused.footprint().step_read_bytes, fused.footprint().payload_bytes + 2 * matrix +
