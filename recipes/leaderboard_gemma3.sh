@@ -10,8 +10,8 @@
 # low-rank latent is shared by the KV heads). Rank-searched rows (LOWRANK_SHARES): the same basis at
 # share=S, which spends S of the global layers' payload on the ranks that keep the most of its variance
 # (keys and values, layer by layer, from the calibration's eigenvalues), where a fixed rank spends it
-# evenly. Low-rank caches change the prefill itself (it attends to the reconstructed keys), so each of
-# their cells prefills on its own.
+# evenly. Low-rank caches change the prefill itself (it attends to the reconstructed keys): each low-rank
+# row prefills on its own, and the LOWRANK_PRESS cells of a rank share one prefill into its cache.
 # Trained-gate rows (GATES, loss:alpha of each gate set; empty: none): token-wise gates trained by kvc-train
 # over that basis on WikiText-2 too (150 steps of 4 windows of 128 tokens, about 25 minutes a gate set
 # here), at the gate set and tau that keep each share of GATE_SHARES of the global layers' cache on that

@@ -82,6 +82,8 @@ CacheSetup build_cache_setup(const CompressionSpec& spec, const LlamaModel& mode
   if (!spec.lowrank_file.empty()) {
     setup.factory = lowrank::make_lowrank_factory(lowrank::parse_lowrank_spec(spec.lowrank_file, spec.rank), model);
     check_layout(setup, params.name, "--lowrank");
+    // A press compresses a low-rank layer after that layer's prefill attention, as it does a dense one.
+    setup.shared_prefill_layout = fmt::format("lowrank {} rank={}", spec.lowrank_file, spec.rank);
   } else {
     KVC_CHECK(spec.rank == 0, "--rank needs --lowrank bases.safetensors (from kvc-calibrate)");
     if (!spec.cache_type.empty()) {

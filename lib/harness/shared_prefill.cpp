@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "util/clock.h"
 #include "util/error.h"
@@ -43,7 +45,9 @@ namespace {
 
 // What shares_prefill asks, given the setup's observer (null when it has none).
 bool prefill_independent(const CacheSetup& setup, const LlamaModel& model, const ForwardObserver* observer) {
-  if (setup.has_layout() || setup.full_precision || !model.device().is_cpu()) return false;
+  if ((setup.has_layout() && setup.shared_prefill_layout.empty()) || setup.full_precision || !model.device().is_cpu()) {
+    return false;
+  }
   return observer == nullptr || !observer->scores_with_repeated_prompt();
 }
 
@@ -61,16 +65,16 @@ bool shares_prefill(const CacheSetup& setup, const LlamaModel& model) {
 
 std::vector<std::vector<size_t>> prefill_groups(const std::vector<const CacheSetup*>& setups,
                                                 const std::vector<size_t>& indices, const LlamaModel& model) {
-  std::vector<CacheTypes> types;
+  std::vector<std::pair<CacheTypes, std::string>> kinds;
   std::vector<std::vector<size_t>> groups;
   for (size_t i : indices) {
-    const CacheTypes t = setups[i]->dense_cache_types(model);
-    const auto found = std::find(types.begin(), types.end(), t);
-    if (found == types.end()) {
-      types.push_back(t);
+    const std::pair<CacheTypes, std::string> kind{setups[i]->dense_cache_types(model), setups[i]->shared_prefill_layout};
+    const auto found = std::find(kinds.begin(), kinds.end(), kind);
+    if (found == kinds.end()) {
+      kinds.push_back(kind);
       groups.push_back({i});
     } else {
-      groups[static_cast<size_t>(found - types.begin())].push_back(i);
+      groups[static_cast<size_t>(found - kinds.begin())].push_back(i);
     }
   }
   return groups;
@@ -91,11 +95,14 @@ SharedPrefill::SharedPrefill(const LlamaModel& model, const std::vector<const Ca
   }
   recorder_ = std::make_unique<PrefillRecorder>(std::move(probes));
   const CacheTypes types = setups.empty() ? model.cache_types() : setups.front()->dense_cache_types(model);
+  const std::string layout = setups.empty() ? std::string() : setups.front()->shared_prefill_layout;
   for (const CacheSetup* setup : setups) {
     KVC_CHECK(setup->dense_cache_types(model) == types, "compressions '{}' and '{}' hold different cache types",
               setups.front()->name, setup->name);
+    KVC_CHECK(setup->shared_prefill_layout == layout, "compressions '{}' and '{}' store their caches differently",
+              setups.front()->name, setup->name);
   }
-  filled_ = std::make_unique<KVCache>(model.typed_cache(types));
+  filled_ = std::make_unique<KVCache>(layout.empty() ? model.typed_cache(types) : setups.front()->new_cache(model));
   logits_ = model.forward(tokens, *filled_, ForwardOptions{false, recorder_.get()});
 }
 

@@ -306,11 +306,10 @@ void LowRankLayerCache::retain(const at::Tensor& indices) {
   KVC_CHECK(idx.size(1) == 0 || at::equal(idx, idx[0].unsqueeze(0).expand_as(idx)),
             "--lowrank: this press keeps different tokens per KV head, but the low-rank latent is shared by all "
             "heads; use one token set per layer, e.g. --press snapkv:heads=shared");
-  std::vector<int64_t> tokens(idx.size(1));
-  for (int64_t i = 0; i < idx.size(1); ++i) {
-    tokens[i] = idx[0][i].item<int64_t>();
-    KVC_CHECK(tokens[i] >= 0 && tokens[i] < length_, "retain: index {} out of range for a cache of {} entries",
-              tokens[i], length_);
+  const int64_t* kept = idx.data_ptr<int64_t>();
+  std::vector<int64_t> tokens(kept, kept + idx.size(1));
+  for (const int64_t t : tokens) {
+    KVC_CHECK(t >= 0 && t < length_, "retain: index {} out of range for a cache of {} entries", t, length_);
   }
   key_.keep(tokens);
   value_.keep(tokens);
@@ -325,6 +324,16 @@ void LowRankLayerCache::reserve(int64_t entries) {
   at::Tensor grown = at::empty({entries}, positions_.options());
   grown.narrow(0, 0, length_).copy_(positions_.narrow(0, 0, length_));
   positions_ = grown;
+}
+
+std::unique_ptr<LayerCache> LowRankLayerCache::clone() const {
+  auto copy = std::make_unique<LowRankLayerCache>(*this);
+  for (Store* store : {&copy->key_, &copy->value_}) {
+    if (store->coeffs.defined()) store->coeffs = store->coeffs.clone();
+    if (store->device_ranks.defined()) store->device_ranks = store->device_ranks.clone();
+  }
+  copy->positions_ = positions_.clone();
+  return copy;
 }
 
 at::Tensor LowRankLayerCache::lengths() const {

@@ -45,6 +45,8 @@ class LowRankLayerCache : public LayerCache {
   at::Tensor lengths() const override;
   CacheFootprint footprint() const override;
   std::string layout() const override { return "low-rank"; }
+  // A copy with buffers of its own and the same capacity (a shared prefill's cache handed to each setup).
+  std::unique_ptr<LayerCache> clone() const override;
 
   int64_t size() const { return length_; }
   // Kept coefficients per token [size] int64, and their mean share of d_kv over K and V.

@@ -55,6 +55,10 @@ struct CacheSetup {
   }
   std::unique_ptr<ForwardObserver> new_observer() const { return make_observer ? make_observer() : nullptr; }
   bool has_layout() const { return static_cast<bool>(factory) || static_cast<bool>(fresh_factory); }
+  // Names a layout whose prefill fills every layer the same whatever the observer does after it (the
+  // observer only removes entries): setups with the same name may share one prefill. Empty: a layout
+  // that runs its own prefill (or none).
+  std::string shared_prefill_layout;
 };
 
 }  // namespace kvc

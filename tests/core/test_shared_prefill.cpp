@@ -9,6 +9,8 @@
 #include "cache/ragged_layer_cache.h"
 #include "compression/compression_spec.h"
 #include "harness/shared_prefill.h"
+#include "lowrank/calibration.h"
+#include "lowrank/lowrank_layer_cache.h"
 #include "press/press_registry.h"
 #include "support/head_positions.h"
 #include "support/paths.h"
@@ -87,6 +89,15 @@ void expect_same_cache(const KVCache& own, const KVCache& replayed) {
     EXPECT_EQ(fa.entries, fb.entries);
     EXPECT_EQ(fa.payload_bytes, fb.payload_bytes);
     EXPECT_EQ(fa.resident_bytes, fb.resident_bytes);
+    if (const auto* low = dynamic_cast<const lowrank::LowRankLayerCache*>(&a)) {
+      const auto& other = dynamic_cast<const lowrank::LowRankLayerCache&>(b);
+      EXPECT_TRUE(low->positions().equal(other.positions()));
+      EXPECT_TRUE(low->key_ranks().equal(other.key_ranks()));
+      EXPECT_TRUE(low->value_ranks().equal(other.value_ranks()));
+      EXPECT_TRUE(low->reconstructed_keys().equal(other.reconstructed_keys()));
+      EXPECT_TRUE(low->reconstructed_values().equal(other.reconstructed_values()));
+      continue;
+    }
     const auto pa = test::head_positions(a), pb = test::head_positions(b);
     ASSERT_EQ(pa.size(), pb.size());
     for (size_t h = 0; h < pa.size(); ++h) {
@@ -151,6 +162,48 @@ TEST(SharedPrefill, TypedCachesReplayTheirOwnTypedPrefillBitForBit) {
   }
 }
 
+// A PCA basis of kvc-micro-lm's keys and values, calibrated once per test run.
+const std::string& micro_bases() {
+  static const std::string path = [] {
+    const Loaded& micro = loaded(test::model_dir("kvc-micro-lm"));
+    lowrank::CalibrationOptions calibration;
+    calibration.seq_len = 128;
+    calibration.show_progress = false;
+    const std::string file = test::make_temp_dir("kvc-shared-lowrank") + "/bases.safetensors";
+    lowrank::write_artifact(file, lowrank::bases_artifact(lowrank::calibrate(*micro.model, text_prompt(micro, 512),
+                                                                             calibration)),
+                            micro.model->config());
+    return file;
+  }();
+  return path;
+}
+
+// The low-rank cache at `rank` alone and storing what presses keep (one token set per layer, bounded and
+// not): all share one prefill into that cache.
+std::vector<CacheSetup> lowrank_setups(const LlamaModel& model, int64_t rank) {
+  std::vector<CacheSetup> setups;
+  for (const auto& [press, ratio] : std::vector<std::pair<std::string, double>>{
+           {"none", 0.0}, {"snapkv:heads=shared", 0.5}, {"snapkv:heads=shared", 0.9}, {"h2o:heads=shared", 0.75},
+           {"streaming_llm", 0.5}}) {
+    CompressionSpec c;
+    c.press = press;
+    c.ratio = ratio;
+    c.lowrank_file = micro_bases();
+    c.rank = rank;
+    setups.push_back(build_cache_setup(c, model));
+  }
+  return setups;
+}
+
+// A low-rank cache attends over its reconstructed entries from the prefill on, so the presses storing
+// their entries in it share a prefill into that cache: the same bit for bit as their own runs.
+TEST(SharedPrefill, LowRankCachesReplayTheirOwnLowRankPrefillBitForBit) {
+  const Loaded& micro = loaded(test::model_dir("kvc-micro-lm"));
+  const std::vector<CacheSetup> setups = lowrank_setups(*micro.model, 24);
+  for (const CacheSetup& s : setups) EXPECT_TRUE(shares_prefill(s, *micro.model)) << s.name;
+  expect_replays_equal_own_runs(micro, setups, 300, 6);
+}
+
 TEST(SharedPrefill, GemmaLocalLayersAreCopiedAsTheirOwnPrefillTrimmedThem) {
   if (!std::filesystem::exists(test::gemma3_gguf())) GTEST_SKIP() << test::gemma3_gguf() << " is absent";
   const Loaded& gemma = loaded(test::gemma3_gguf());
@@ -188,6 +241,12 @@ TEST(SharedPrefill, HarnessOutputsEqualRunsAloneInBothQueryModes) {
     setups.insert(setups.begin() + 1, build_cache_setup(typed, model));
   }
 
+  // Low-rank caches share a prefill per basis and rank: one at rank 24 (two setups), one at rank 12.
+  for (const CacheSetup& s : lowrank_setups(model, 24)) {
+    if (s.name.find("snapkv") != std::string::npos) setups.insert(setups.begin() + 1, s);
+  }
+  setups.insert(setups.begin() + 1, lowrank_setups(model, 12)[1]);
+
   const std::vector<int> text = text_prompt(micro, 400);
   PromptTokens prompt;
   prompt.context.assign(text.begin(), text.begin() + 380);
@@ -197,7 +256,7 @@ TEST(SharedPrefill, HarnessOutputsEqualRunsAloneInBothQueryModes) {
     SharedPrefillCost cost;
     const std::vector<SampleOutput> shared =
         run_sample_shared(model, micro.tokenizer, pointers(setups), prompt, mode, decode, &cost);
-    EXPECT_EQ(cost.prefills, 5);  // one shared per cache type (f32, q8_0, f16), two alone
+    EXPECT_EQ(cost.prefills, 7);  // one shared per cache type (f32, q8_0, f16) and low-rank cache, two alone
     EXPECT_EQ(cost.shared_outputs, static_cast<int64_t>(setups.size()) - 2);
     for (size_t i = 0; i < setups.size(); ++i) {
       SCOPED_TRACE(setups[i].name);
