@@ -28,4 +28,5 @@ plot 'score_vs_ratio_niah_single_2.dat' index 0 using 1:2 with linespoints lc rg
      'score_vs_ratio_niah_single_2.dat' index 19 using 1:2 with linespoints lc rgb '#17becf' dt 2 pt 2 lw 2 title 'cache/q8_0', \
      'score_vs_ratio_niah_single_2.dat' index 20 using 1:2 with linespoints lc rgb '#1f77b4' dt 3 pt 3 lw 2 title 'cache/q4_0', \
      'score_vs_ratio_niah_single_2.dat' index 21 using 1:2 with linespoints lc rgb '#ff7f0e' dt 3 pt 4 lw 2 title 'snapkv+cache/q8_0', \
-     'score_vs_ratio_niah_single_2.dat' index 22 using 1:2 with linespoints lc rgb '#2ca02c' dt 3 pt 6 lw 2 title 'snapkv+cache/q4_0'
+     'score_vs_ratio_niah_single_2.dat' index 22 using 1:2 with linespoints lc rgb '#2ca02c' dt 3 pt 6 lw 2 title 'snapkv+cache/q4_0', \
+     'score_vs_ratio_niah_single_2.dat' index 23 using 1:2 with linespoints lc rgb '#d62728' dt 3 pt 8 lw 2 title 'snapkv:heads=shared+lowrank/data/results/leaderboard/gemma3/bases.safetensors:ranks=128'
