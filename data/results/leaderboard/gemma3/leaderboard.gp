@@ -20,6 +20,14 @@ plot 'leaderboard.dat' index 0 with linespoints title 'uncompressed', \
      'leaderboard.dat' index 10 with linespoints title 'kvcompose', \
      'leaderboard.dat' index 11 with linespoints title 'kvcompose_unstructured', \
      'leaderboard.dat' index 12 with linespoints title 'ada', \
-     'leaderboard.dat' index 13 with linespoints title 'retrieval adaptive:budget=1024', \
-     'leaderboard.dat' index 14 with linespoints title 'retrieval static:budget=1024', \
-     'leaderboard.dat' index 15 with linespoints title 'retrieval adaptive:budget=256'
+     'leaderboard.dat' index 13 with linespoints title 'lowrank bases.safetensors:ranks=128', \
+     'leaderboard.dat' index 14 with linespoints title 'lowrank bases.safetensors:ranks=77', \
+     'leaderboard.dat' index 15 with linespoints title 'lowrank bases.safetensors:ranks=51', \
+     'leaderboard.dat' index 16 with linespoints title 'snapkv:heads=shared + lowrank bases.safetensors:ranks=128', \
+     'leaderboard.dat' index 17 with linespoints title 'retrieval adaptive:budget=1024', \
+     'leaderboard.dat' index 18 with linespoints title 'retrieval static:budget=1024', \
+     'leaderboard.dat' index 19 with linespoints title 'retrieval adaptive:budget=256', \
+     'leaderboard.dat' index 20 with linespoints title 'cache q8_0', \
+     'leaderboard.dat' index 21 with linespoints title 'cache q4_0', \
+     'leaderboard.dat' index 22 with linespoints title 'snapkv + cache q8_0', \
+     'leaderboard.dat' index 23 with linespoints title 'snapkv + cache q4_0'

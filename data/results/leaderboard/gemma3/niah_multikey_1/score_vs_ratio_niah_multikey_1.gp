@@ -21,4 +21,12 @@ plot 'score_vs_ratio_niah_multikey_1.dat' index 0 using 1:2 with linespoints lc 
      'score_vs_ratio_niah_multikey_1.dat' index 12 using 1:2 with linespoints lc rgb '#2ca02c' dt 2 pt 12 lw 2 title 'ada', \
      'score_vs_ratio_niah_multikey_1.dat' index 13 using 1:2 with linespoints lc rgb '#d62728' dt 2 pt 7 lw 2 title 'retrieval/adaptive:budget=1024', \
      'score_vs_ratio_niah_multikey_1.dat' index 14 using 1:2 with linespoints lc rgb '#9467bd' dt 2 pt 5 lw 2 title 'retrieval/static:budget=1024', \
-     'score_vs_ratio_niah_multikey_1.dat' index 15 using 1:2 with linespoints lc rgb '#8c564b' dt 2 pt 9 lw 2 title 'retrieval/adaptive:budget=256'
+     'score_vs_ratio_niah_multikey_1.dat' index 15 using 1:2 with linespoints lc rgb '#8c564b' dt 2 pt 9 lw 2 title 'retrieval/adaptive:budget=256', \
+     'score_vs_ratio_niah_multikey_1.dat' index 16 using 1:2 with linespoints lc rgb '#e377c2' dt 2 pt 11 lw 2 title 'lowrank/data/results/leaderboard/gemma3/bases.safetensors:ranks=128', \
+     'score_vs_ratio_niah_multikey_1.dat' index 17 using 1:2 with linespoints lc rgb '#7f7f7f' dt 2 pt 13 lw 2 title 'lowrank/data/results/leaderboard/gemma3/bases.safetensors:ranks=77', \
+     'score_vs_ratio_niah_multikey_1.dat' index 18 using 1:2 with linespoints lc rgb '#bcbd22' dt 2 pt 1 lw 2 title 'lowrank/data/results/leaderboard/gemma3/bases.safetensors:ranks=51', \
+     'score_vs_ratio_niah_multikey_1.dat' index 19 using 1:2 with linespoints lc rgb '#17becf' dt 2 pt 2 lw 2 title 'cache/q8_0', \
+     'score_vs_ratio_niah_multikey_1.dat' index 20 using 1:2 with linespoints lc rgb '#1f77b4' dt 3 pt 3 lw 2 title 'cache/q4_0', \
+     'score_vs_ratio_niah_multikey_1.dat' index 21 using 1:2 with linespoints lc rgb '#ff7f0e' dt 3 pt 4 lw 2 title 'snapkv+cache/q8_0', \
+     'score_vs_ratio_niah_multikey_1.dat' index 22 using 1:2 with linespoints lc rgb '#2ca02c' dt 3 pt 6 lw 2 title 'snapkv+cache/q4_0', \
+     'score_vs_ratio_niah_multikey_1.dat' index 23 using 1:2 with linespoints lc rgb '#d62728' dt 3 pt 8 lw 2 title 'snapkv:heads=shared+lowrank/data/results/leaderboard/gemma3/bases.safetensors:ranks=128'
