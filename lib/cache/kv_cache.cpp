@@ -25,4 +25,10 @@ CacheFootprint KVCache::footprint() const {
   return total;
 }
 
+int64_t KVCache::resident_bytes() const {
+  int64_t total = 0;
+  for (const auto& layer : layers_) total += layer->resident_bytes();
+  return total;
+}
+
 }  // namespace kvc

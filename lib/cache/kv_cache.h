@@ -28,6 +28,7 @@ class KVCache {
   void advance(int64_t tokens) { next_position_ += tokens; }
 
   CacheFootprint footprint() const;
+  int64_t resident_bytes() const;  // footprint().resident_bytes, with no read from a device
 
   // A deep copy of every layer (LayerCache::clone) with the next token at `next_position`: a shared
   // prefill replays compression on a copy of the filled cache as if the prompt were still being fed (0).

@@ -73,6 +73,9 @@ class LayerCache {
   // Number of entries held by each KV head: [n_kv_heads] int64.
   virtual at::Tensor lengths() const = 0;
   virtual CacheFootprint footprint() const = 0;
+  // footprint().resident_bytes, for each decode step: a layout whose other figures need a read from the
+  // device answers this one without it.
+  virtual int64_t resident_bytes() const { return footprint().resident_bytes; }
 
   // The storage scheme's name, for errors ("dense", "low-rank", ...).
   virtual std::string layout() const = 0;

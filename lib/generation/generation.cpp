@@ -59,7 +59,7 @@ GenerationResult generate(const LlamaModel& model, KVCache& cache, const Generat
         if (on_token) on_token(token);
         return std::string();
       },
-      [&] { stats.kv_peak_resident_bytes = std::max(stats.kv_peak_resident_bytes, cache.footprint().resident_bytes); });
+      [&] { stats.kv_peak_resident_bytes = std::max(stats.kv_peak_resident_bytes, cache.resident_bytes()); });
   stats.decode_seconds = seconds_since(decode_start);
   if (ops) {
     stats.decode_aten_ops = ops->count();

@@ -19,8 +19,9 @@ constexpr int64_t kKeyBlock = 1024;
 // beyond, one product over a padded copy is faster.
 constexpr int64_t kCsrKernelRows = 64;
 
-bool csr_kernels_apply(const at::Tensor& coeffs, const at::Tensor& rows) {
-  return coeffs.defined() && coeffs.device().is_cpu() && rows.size(0) <= kCsrKernelRows && !rows.requires_grad() &&
+bool csr_kernels_apply(const at::Tensor& coeffs, bool offsets_on_device, const at::Tensor& rows) {
+  return coeffs.defined() && coeffs.device().is_cpu() && !offsets_on_device && rows.size(0) <= kCsrKernelRows &&
+         !rows.requires_grad() &&
          (rows.scalar_type() == at::kFloat || rows.scalar_type() == at::kDouble);
 }
 
@@ -30,14 +31,41 @@ at::Tensor to_tensor(const std::vector<int64_t>& v, at::Device device) {
 
 }  // namespace
 
+int64_t LowRankLayerCache::Store::used() const {
+  if (!offsets_on_device) return offsets.back();
+  if (tokens == 0) return 0;
+  ++host_reads;
+  return device_offsets[tokens].item<int64_t>();
+}
+
+std::vector<int64_t> LowRankLayerCache::Store::host_offsets() const {
+  if (!offsets_on_device) return offsets;
+  if (tokens == 0) return {0};
+  ++host_reads;
+  const at::Tensor host = device_offsets.narrow(0, 0, tokens + 1).to(at::kCPU).contiguous();
+  return std::vector<int64_t>(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + tokens + 1);
+}
+
 at::Tensor LowRankLayerCache::Store::ranks() const {
+  if (offsets_on_device) {
+    if (tokens > 0) ++host_reads;
+    return tokens > 0 ? device_ranks.narrow(0, 0, tokens).to(at::kCPU) : at::empty({0}, at::kLong);
+  }
   std::vector<int64_t> r(offsets.size() - 1);
   for (size_t t = 0; t + 1 < offsets.size(); ++t) r[t] = offsets[t + 1] - offsets[t];
   return at::tensor(r, at::TensorOptions().dtype(at::kLong));
 }
 
+int64_t LowRankLayerCache::Store::capacity_bytes() const {
+  const int64_t coefficient_bytes = coeffs.defined() ? coeffs.numel() * element_bytes() : 0;
+  const auto index_bytes = [](const at::Tensor& t) { return t.defined() ? t.numel() * 8 : int64_t{0}; };
+  return coefficient_bytes + (offsets_on_device ? index_bytes(device_offsets) : static_cast<int64_t>(offsets.size()) * 8) +
+         index_bytes(device_ranks);
+}
+
 void LowRankLayerCache::Store::push(const at::Tensor& padded, const std::vector<int64_t>& ranks,
                                     const at::Tensor& ranks_tensor) {
+  if (offsets_on_device) return push_on_device(padded, ranks_tensor);
   const int64_t T = padded.size(0), d = padded.size(1);
   const int64_t r0 = ranks.empty() ? 0 : ranks[0];
   const bool same = std::all_of(ranks.begin(), ranks.end(), [&](int64_t r) { return r == r0; });
@@ -75,9 +103,74 @@ void LowRankLayerCache::Store::push(const at::Tensor& padded, const std::vector<
     device_ranks.narrow(0, n, T).copy_(ranks_tensor);
   }
   for (int64_t t = 0; t < T; ++t) offsets.push_back(offsets.back() + ranks[static_cast<size_t>(t)]);
+  tokens += T;
+}
+
+void LowRankLayerCache::Store::make_room_on_device(const at::Tensor& ranks, int64_t width) {
+  const int64_t T = ranks.size(0);
+  const int64_t capacity = coeffs.defined() ? coeffs.numel() - 1 : 0;  // the last element is scratch
+  if (coeffs.defined() && used_bound + T * width <= capacity) {
+    used_bound += T * width;
+    return;
+  }
+  // One read: the coefficients used once this append is in.
+  ++host_reads;
+  const at::Tensor appended = ranks.sum();
+  const int64_t after = (tokens > 0 ? device_offsets[tokens] + appended : appended).item<int64_t>();
+  used_bound = after;
+  const int64_t room = kRoomTokens * width;
+  if (after + room <= capacity) return;
+  int64_t cap = grown_capacity(after + room, capacity);
+  if (!coeffs.defined() && reserved_tokens > tokens + T && T > 0) {
+    // The reserved tokens at this append's mean rank, as the host layout sizes its first allocation.
+    cap = std::max(cap, after + (reserved_tokens - tokens - T) * ((after + T - 1) / T) + room);
+  }
+  at::Tensor grown = at::zeros({cap + 1}, stored);
+  if (coeffs.defined() && tokens > 0) grown.narrow(0, 0, capacity).copy_(coeffs.narrow(0, 0, capacity));
+  coeffs = grown;
+}
+
+void LowRankLayerCache::Store::push_on_device(const at::Tensor& padded, const at::Tensor& ranks_tensor) {
+  const int64_t T = padded.size(0), width = padded.size(1), n = tokens;
+  if (T == 0) return;
+  const at::Tensor r = ranks_tensor.to(padded.device(), at::kLong);
+  const auto grow_index = [&](at::Tensor& index, int64_t needed, int64_t kept) {
+    if (index.defined() && needed <= index.numel()) return;
+    at::Tensor grown = at::zeros({grown_capacity(needed, index.defined() ? index.numel() : 0)}, r.options());
+    if (index.defined() && kept > 0) grown.narrow(0, 0, kept).copy_(index.narrow(0, 0, kept));
+    index = grown;
+  };
+  grow_index(device_offsets, n + T + 1, n + 1);
+  grow_index(device_ranks, n + T, n);
+  make_room_on_device(r, width);
+  // Token t's leading r_t coefficients go to [offsets[t], offsets[t] + r_t); the rest of its row to the
+  // scratch element past the end, so the scatter needs no count of the kept ones.
+  const at::Tensor ends = device_offsets.narrow(0, n, 1) + r.cumsum(0);
+  const at::Tensor starts = ends - r;
+  const at::Tensor column = at::arange(width, r.options()).unsqueeze(0);
+  const at::Tensor dest = (starts.unsqueeze(1) + column).masked_fill_(column >= r.unsqueeze(1), coeffs.numel() - 1);
+  coeffs.index_copy_(0, dest.reshape({-1}), padded.reshape({-1}).to(stored.dtype().toScalarType()));
+  device_offsets.narrow(0, n + 1, T).copy_(ends);
+  device_ranks.narrow(0, n, T).copy_(r);
+  tokens += T;
+  uniform_rank = -1;
+  max_rank = std::max(max_rank, width);
+}
+
+at::Tensor LowRankLayerCache::Store::padded_on_device(int64_t s0, int64_t s1, at::ScalarType compute) const {
+  const int64_t n = s1 - s0, width = max_rank;
+  const at::Tensor r = device_ranks.narrow(0, s0, n).unsqueeze(1);
+  const at::Tensor column = at::arange(width, r.options()).unsqueeze(0);
+  const at::Tensor unused = column >= r;
+  const at::Tensor index = (device_offsets.narrow(0, s0, n).unsqueeze(1) + column).masked_fill_(unused, coeffs.numel() - 1);
+  return coeffs.index_select(0, index.reshape({-1})).view({n, width}).masked_fill_(unused, 0).to(compute);
 }
 
 at::Tensor LowRankLayerCache::Store::padded(int64_t s0, int64_t s1, int64_t* max_rank, at::ScalarType compute) const {
+  if (offsets_on_device) {
+    *max_rank = this->max_rank;
+    return padded_on_device(s0, s1, compute);
+  }
   const int64_t n = s1 - s0, begin = offsets[s0], count = offsets[s1] - begin;
   if (uniform_rank >= 0) {
     *max_rank = uniform_rank;
@@ -104,31 +197,41 @@ at::Tensor LowRankLayerCache::Store::padded(int64_t s0, int64_t s1, int64_t* max
   return out.to(compute);
 }
 
-void LowRankLayerCache::Store::keep(const std::vector<int64_t>& tokens) {
+void LowRankLayerCache::Store::keep(const std::vector<int64_t>& kept) {
+  const std::vector<int64_t> old = host_offsets();
   std::vector<int64_t> src, new_offsets{0};
   int64_t r0 = -2;
   bool same = true;
-  for (int64_t t : tokens) {
-    for (int64_t j = offsets[t]; j < offsets[t + 1]; ++j) src.push_back(j);
-    new_offsets.push_back(new_offsets.back() + rank(t));
-    if (r0 == -2) r0 = rank(t);
-    same = same && rank(t) == r0;
+  for (int64_t t : kept) {
+    const int64_t r = old[t + 1] - old[t];
+    for (int64_t j = old[t]; j < old[t + 1]; ++j) src.push_back(j);
+    new_offsets.push_back(new_offsets.back() + r);
+    if (r0 == -2) r0 = r;
+    same = same && r == r0;
   }
   // An exactly-sized buffer: the old one is released.
   coeffs = src.empty() ? at::empty({0}, stored) : coeffs.index_select(0, to_tensor(src, coeffs.device())).clone();
   if (device_ranks.defined()) {
-    device_ranks = tokens.empty() ? device_ranks.narrow(0, 0, 0).clone()
-                                  : device_ranks.index_select(0, to_tensor(tokens, device_ranks.device()));
+    device_ranks = kept.empty() ? device_ranks.narrow(0, 0, 0).clone()
+                                : device_ranks.index_select(0, to_tensor(kept, device_ranks.device()));
+  }
+  tokens = static_cast<int64_t>(kept.size());
+  max_rank = 0;
+  for (size_t t = 0; t + 1 < new_offsets.size(); ++t) max_rank = std::max(max_rank, new_offsets[t + 1] - new_offsets[t]);
+  if (offsets_on_device) {
+    coeffs = at::cat({coeffs, at::zeros({1}, stored)});  // the scratch element
+    used_bound = new_offsets.back();
+    device_offsets = to_tensor(new_offsets, coeffs.device());
+    return;
   }
   offsets = std::move(new_offsets);
-  uniform_rank = same && r0 >= 0 ? r0 : (tokens.empty() ? uniform_rank : -1);
-  max_rank = 0;
-  for (size_t t = 0; t + 1 < offsets.size(); ++t) max_rank = std::max(max_rank, offsets[t + 1] - offsets[t]);
+  uniform_rank = same && r0 >= 0 ? r0 : (kept.empty() ? uniform_rank : -1);
 }
 
 LowRankLayerCache::LowRankLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options,
                                      std::shared_ptr<const RankedProjection> key,
-                                     std::shared_ptr<const RankedProjection> value, CacheTypes stored)
+                                     std::shared_ptr<const RankedProjection> value, CacheTypes stored,
+                                     bool offsets_on_device)
     : shape_(shape), rope_(std::move(rope)), options_(options), key_proj_(std::move(key)), value_proj_(std::move(value)) {
   stored = stored.resolved(options_.dtype().toScalarType());
   for (const at::ScalarType t : {stored.keys, stored.values}) {
@@ -138,6 +241,9 @@ LowRankLayerCache::LowRankLayerCache(AttentionShape shape, std::shared_ptr<const
   }
   key_.stored = options_.dtype(stored.keys);
   value_.stored = options_.dtype(stored.values);
+  const bool device_layout = offsets_on_device || !options_.device().is_cpu();
+  key_.offsets_on_device = device_layout && key_proj_->gated();
+  value_.offsets_on_device = device_layout && value_proj_->gated();
   positions_ = at::empty({0}, options_.dtype(at::kLong));
 }
 
@@ -150,10 +256,11 @@ void LowRankLayerCache::append(const at::Tensor& keys, const at::Tensor& values,
     const at::Tensor heads = x->to(options_.dtype());
     const at::Tensor state = flat(heads);
     const at::Tensor basis_in = proj->rotated ? flat(rope_->apply(heads, positions)) : state;
-    // A fixed rank is known on the host; a gated one is read back (the CSR offsets live on the host).
+    // A fixed rank is known on the host; a gated one is read back for the host layout, and stays where
+    // it is for the device layout, whose append computes every coefficient (its ranks are unknown here).
     std::vector<int64_t> ranks(static_cast<size_t>(T), proj->fixed_rank);
     const auto read_ranks = [&](const at::Tensor& r) {
-      if (!proj->gated()) return;
+      if (!proj->gated() || store->offsets_on_device) return;
       const at::Tensor host = r.to(at::kCPU).contiguous();
       ranks.assign(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + T);
     };
@@ -162,7 +269,8 @@ void LowRankLayerCache::append(const at::Tensor& keys, const at::Tensor& values,
       // Ranks first: only the coefficients up to the largest kept rank are computed.
       r = proj->ranks(state, {});
       read_ranks(r);
-      coeffs = proj->project(basis_in, T > 0 ? *std::max_element(ranks.begin(), ranks.end()) : -1);
+      const bool known = T > 0 && !store->offsets_on_device;
+      coeffs = proj->project(basis_in, known ? *std::max_element(ranks.begin(), ranks.end()) : -1);
     } else {
       coeffs = proj->project(basis_in);
       r = proj->ranks(state, coeffs);
@@ -249,7 +357,7 @@ class LowRankLayerCache::Entries : public EntryBlocks {
     if (!latent.defined()) latent = at::bmm(queries, key_latent_.transpose(1, 2));
     latent = latent.reshape({KV * rows, key_rank_}).contiguous();
     at::Tensor out;
-    if (csr_kernels_apply(cache_.key_.coeffs, latent)) {
+    if (csr_kernels_apply(cache_.key_.coeffs, cache_.key_.offsets_on_device, latent)) {
       out = csr_latent_scores(cache_.key_.csr(s0, s1), latent);
     } else {
       int64_t r = 0;
@@ -266,7 +374,7 @@ class LowRankLayerCache::Entries : public EntryBlocks {
     const at::Tensor p = probs.to(compute_);
     at::Tensor z;
     const at::Tensor p_rows = p.reshape({KV * rows, visible});
-    if (csr_kernels_apply(cache_.value_.coeffs, p_rows)) {
+    if (csr_kernels_apply(cache_.value_.coeffs, cache_.value_.offsets_on_device, p_rows)) {
       z = csr_latent_weigh(cache_.value_.csr(0, visible), p_rows.contiguous(), value_rank_).view({KV, rows, value_rank_});
     } else {
       z = at::zeros({KV, rows, value_rank_}, cache_.options_);
@@ -331,6 +439,7 @@ std::unique_ptr<LayerCache> LowRankLayerCache::clone() const {
   for (Store* store : {&copy->key_, &copy->value_}) {
     if (store->coeffs.defined()) store->coeffs = store->coeffs.clone();
     if (store->device_ranks.defined()) store->device_ranks = store->device_ranks.clone();
+    if (store->device_offsets.defined()) store->device_offsets = store->device_offsets.clone();
   }
   copy->positions_ = positions_.clone();
   return copy;
@@ -341,15 +450,17 @@ at::Tensor LowRankLayerCache::lengths() const {
 }
 
 CacheFootprint LowRankLayerCache::footprint() const {
-  const auto cap = [](const Store& s) { return s.coeffs.defined() ? s.coeffs.numel() * s.element_bytes() : 0; };
   CacheFootprint f;
   f.entries = length_ * shape_.num_kv_heads;
   f.payload_bytes = key_.used() * key_.element_bytes() + value_.used() * value_.element_bytes();
   f.ram_bytes = f.payload_bytes;
   f.step_read_bytes = f.payload_bytes + matrix_bytes_per_step(key_, *key_proj_) + matrix_bytes_per_step(value_, *value_proj_);
-  f.resident_bytes = cap(key_) + cap(value_) +
-                     static_cast<int64_t>(key_.offsets.size() + value_.offsets.size()) * 8 + positions_.numel() * 8;
+  f.resident_bytes = resident_bytes();
   return f;
+}
+
+int64_t LowRankLayerCache::resident_bytes() const {
+  return key_.capacity_bytes() + value_.capacity_bytes() + positions_.numel() * 8;
 }
 
 int64_t LowRankLayerCache::matrix_bytes_per_step(const Store& store, const RankedProjection& proj) const {

@@ -14,6 +14,12 @@
 // is appended, and its coefficients in a basis of rotated keys are stored. A query then scores every
 // token in the latent space, q·k̂ = (q U^{-1}[:r, head]ᵀ)·x̂[:r], instead of rebuilding and rotating each
 // key per step: the same memory, decode work proportional to the kept rank instead of to r · d_kv.
+//
+// Off the CPU, gated ranks are never read back while decoding: the CSR offsets then live on the device,
+// a token's coefficients are scattered to them and gathered from them there, reads are padded to the
+// widest append, and the host keeps only an upper bound of the coefficients used. It reads the true
+// count back when that bound would pass the buffer's end, and then leaves room for kRoomTokens more
+// tokens at full width: at most one read per kRoomTokens appended tokens.
 #include <algorithm>
 #include <memory>
 #include <vector>
@@ -28,11 +34,15 @@ namespace kvc::lowrank {
 
 class LowRankLayerCache : public LayerCache {
  public:
+  // Tokens appended between two reads of a gated store's size off the CPU.
+  static constexpr int64_t kRoomTokens = 64;
+
   // `options`: the compute dtype and device; `stored`: the floating types keys' and values' coefficients
-  // are kept in (Undefined: the compute dtype).
+  // are kept in (Undefined: the compute dtype). `offsets_on_device`: keep gated ranks where they are
+  // computed even on the CPU (the GPU's layout, for tests); always so off the CPU.
   LowRankLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options,
                     std::shared_ptr<const RankedProjection> key, std::shared_ptr<const RankedProjection> value,
-                    CacheTypes stored = {});
+                    CacheTypes stored = {}, bool offsets_on_device = false);
 
   void append(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& positions) override;
   at::Tensor attend(const at::Tensor& queries, const at::Tensor& q_positions, const AttentionProbe& probe,
@@ -44,6 +54,7 @@ class LowRankLayerCache : public LayerCache {
   void reserve(int64_t entries) override;
   at::Tensor lengths() const override;
   CacheFootprint footprint() const override;
+  int64_t resident_bytes() const override;
   std::string layout() const override { return "low-rank"; }
   // A copy with buffers of its own and the same capacity (a shared prefill's cache handed to each setup).
   std::unique_ptr<LayerCache> clone() const override;
@@ -57,28 +68,48 @@ class LowRankLayerCache : public LayerCache {
   // Rebuilt pre-RoPE keys / values [n_kv, size, d] (for tests and inspection, not used by attention).
   at::Tensor reconstructed_keys() const;
   at::Tensor reconstructed_values() const;
+  // Times the host has read a gated store's size or offsets back from the device (K and V together).
+  int64_t host_reads() const { return key_.host_reads + value_.host_reads; }
 
  private:
   // Flat coefficients of one of K/V with per-token offsets.
   struct Store {
     at::TensorOptions stored;          // dtype and device of coeffs
-    at::Tensor coeffs;                 // [capacity]
-    std::vector<int64_t> offsets{0};   // token t's coefficients: [offsets[t], offsets[t+1])
+    at::Tensor coeffs;                 // [capacity] (+1 scratch element when offsets_on_device)
+    std::vector<int64_t> offsets{0};   // token t's coefficients: [offsets[t], offsets[t+1]) (host layout)
+    int64_t tokens = 0;
     int64_t uniform_rank = -1;         // every token has this rank (fast path), or -1
-    int64_t max_rank = 0;              // of the stored tokens
+    int64_t max_rank = 0;              // of the stored tokens; offsets_on_device: of the widest append
     int64_t reserved_tokens = 0;       // tokens the first allocation makes room for (reserve())
     at::Tensor device_ranks;           // [capacity] int64 per-token ranks, kept off the CPU only
-    int64_t used() const { return offsets.back(); }
+    // The device layout (see the top of this file): offsets [token capacity + 1] on the device, an upper
+    // bound of the coefficients used, and the reads of them the host made.
+    bool offsets_on_device = false;
+    at::Tensor device_offsets;
+    int64_t used_bound = 0;
+    mutable int64_t host_reads = 0;
+
+    int64_t used() const;
     int64_t rank(int64_t t) const { return offsets[t + 1] - offsets[t]; }
     at::Tensor ranks() const;
-    // Tokens [s0, s1) for the CSR kernels (CPU).
+    // Tokens [s0, s1) for the CSR kernels (CPU, host layout).
     CsrCoefficients csr(int64_t s0, int64_t s1) const { return {coeffs, offsets.data() + s0, s1 - s0}; }
-    // ranks: host copy of ranks_tensor [T] (which lies on the coefficients' device).
+    // ranks: host copy of ranks_tensor [T] (which lies on the coefficients' device); unread (empty) with
+    // offsets_on_device.
     void push(const at::Tensor& coeffs_padded, const std::vector<int64_t>& ranks, const at::Tensor& ranks_tensor);
     // Tokens [s0, s1) as a zero-padded [s1 - s0, max rank] matrix of `compute`'s dtype.
     at::Tensor padded(int64_t s0, int64_t s1, int64_t* max_rank, at::ScalarType compute) const;
     void keep(const std::vector<int64_t>& tokens);
     int64_t element_bytes() const { return static_cast<int64_t>(c10::elementSize(stored.dtype().toScalarType())); }
+    int64_t capacity_bytes() const;
+
+   private:
+    void push_on_device(const at::Tensor& coeffs_padded, const at::Tensor& ranks_tensor);
+    // Makes room for an append of `ranks` at `width` coefficients each; reads the size back only when the
+    // bound of the coefficients used would pass the buffer's end.
+    void make_room_on_device(const at::Tensor& ranks, int64_t width);
+    at::Tensor padded_on_device(int64_t s0, int64_t s1, at::ScalarType compute) const;
+    std::vector<int64_t> host_offsets() const;
   };
 
   class Entries;  // what the shared attention routine reads

@@ -4,6 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iostream>
+
+#ifdef KVC_TORCH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/util/Exception.h>
+#endif
 
 #include "compression/compression_spec.h"
 #include "io/safetensors.h"
@@ -90,6 +96,16 @@ TEST_F(CudaTest, CompressedDecodingMatchesCpu) {
   }
   const std::string bases = test::make_temp_dir("cuda_lowrank") + "/bases.safetensors";
   lowrank::write_artifact(bases, a, c);
+  // Gated ranks (the device layout of the store on the GPU, the host layout on the CPU).
+  lowrank::Artifact g;
+  g.kind = lowrank::kGatesKind;
+  g.tau = 0.5;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const at::Tensor W = at::randn({c.kv_dim(), c.kv_dim()}) * 40, b = at::zeros({c.kv_dim()});
+    g.layers.push_back({{a.layers[l].key.U, W, b, {}}, {a.layers[l].key.U, W, b, {}}});
+  }
+  const std::string gates = bases.substr(0, bases.size() - std::string("bases.safetensors").size()) + "gates.safetensors";
+  lowrank::write_artifact(gates, g, c);
   struct Case {
     std::string press;
     double ratio;
@@ -114,7 +130,9 @@ TEST_F(CudaTest, CompressedDecodingMatchesCpu) {
                         {"ada", 0.5, "", 0},
                         {"none", 0, bases, c.kv_dim() / 2},
                         {"none", 0, bases + ":keys=rotated", c.kv_dim() / 2},
-                        {"snapkv:heads=shared", 0.5, bases, c.kv_dim() / 2}};
+                        {"snapkv:heads=shared", 0.5, bases, c.kv_dim() / 2},
+                        {"none", 0, gates, 0},
+                        {"snapkv:heads=shared", 0.5, gates, 0}};
   for (const Case& k : cases) {
     CompressionSpec spec;
     spec.press = k.press;
@@ -193,6 +211,100 @@ TEST_F(CudaTest, GatedLowRankStoreMatchesCpu) {
   EXPECT_LT((outs[0] - outs[2]).abs().max().item<double>(), 1e-4);
   EXPECT_LT((outs[1] - outs[3]).abs().max().item<double>(), 1e-4);
 }
+
+#ifdef KVC_TORCH_CUDA
+// Counts the host's waits for the GPU: PyTorch's sync debug mode warns at every synchronising call
+// (.item(), copies to the host, nonzero, masked_select, ...), and this handler counts those warnings.
+class SyncCounter : public c10::WarningHandler {
+ public:
+  SyncCounter() : guard_(this) { c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_WARN); }
+  ~SyncCounter() override { c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED); }
+  void process(const c10::Warning& w) override {
+    if (w.msg().find("synchroniz") != std::string::npos) ++count;
+  }
+  int64_t count = 0;
+
+ private:
+  c10::WarningUtils::WarningHandlerGuard guard_;
+};
+
+// Waits inside model.forward over `steps` decode steps, after a prefill and two steps (which may grow
+// buffers and compress).
+int64_t decode_syncs(const LlamaModel& model, const CacheSetup& setup, int64_t steps) {
+  std::vector<int> ids;
+  for (int64_t i = 0; i < 96 + 2 + steps; ++i) ids.push_back(static_cast<int>(1 + (i * 37) % 500));
+  KVCache cache = setup.new_cache(model);
+  auto observer = setup.new_observer();
+  ForwardOptions o;
+  o.all_logits = false;
+  o.observer = observer.get();
+  model.forward(std::vector<int>(ids.begin(), ids.begin() + 96), cache, o);
+  for (int64_t i = 96; i < 98; ++i) model.forward({ids[i]}, cache, o);
+  SyncCounter syncs;
+  for (int64_t i = 98; i < 98 + steps; ++i) model.forward({ids[i]}, cache, o);
+  return syncs.count;
+}
+
+// A decode step of a compressed cache waits for the GPU no more often than the uncompressed one (whose
+// only wait is the step's token id copied to the GPU): no .item() or host index vector per step in the
+// bounded presses, the low-rank caches (fixed rank, rotated keys, gated ranks) or attention.
+TEST_F(CudaTest, CompressedDecodeStepsWaitForTheGpuNoMoreThanUncompressed) {
+  {
+    SyncCounter probe;
+    (void)at::ones({1}, at::kCUDA).item<float>();
+    ASSERT_GE(probe.count, 1) << "the sync debug mode does not report waits in this build";
+  }
+  auto gpu = load("cuda");
+  const ModelConfig& c = gpu->config();
+  const std::string dir = test::make_temp_dir("cuda_syncs");
+  at::manual_seed(5);
+  lowrank::Artifact bases, gates;
+  bases.kind = lowrank::kBasesKind;
+  gates.kind = lowrank::kGatesKind;
+  gates.tau = 0.5;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const at::Tensor U = std::get<0>(at::linalg_qr(at::randn({c.kv_dim(), c.kv_dim()}, at::kDouble))).to(at::kFloat);
+    const at::Tensor ev = at::ones({c.kv_dim()}, at::kDouble);
+    bases.layers.push_back({{U, {}, {}, ev}, {U, {}, {}, ev}, {U, {}, {}, ev}});
+    // A sharp random gate: ranks spread over the whole width.
+    const at::Tensor W = at::randn({c.kv_dim(), c.kv_dim()}) * 40, b = at::zeros({c.kv_dim()});
+    gates.layers.push_back({{U, W, b, {}}, {U, W, b, {}}});
+  }
+  lowrank::write_artifact(dir + "/bases.safetensors", bases, c);
+  lowrank::write_artifact(dir + "/gates.safetensors", gates, c);
+  const int64_t steps = 24;
+  CompressionSpec none;
+  const int64_t baseline = decode_syncs(*gpu, build_cache_setup(none, *gpu), steps);
+  std::cout << "uncompressed: " << baseline << " waits in " << steps << " decode steps\n";
+  struct Case {
+    std::string press, lowrank;
+    int64_t rank;
+  };
+  const Case cases[] = {{"snapkv", "", 0},
+                        {"streaming_llm", "", 0},
+                        {"h2o", "", 0},
+                        {"tova", "", 0},
+                        {"d2o", "", 0},
+                        {"none", dir + "/bases.safetensors", c.kv_dim() / 2},
+                        {"none", dir + "/bases.safetensors:keys=rotated", c.kv_dim() / 2},
+                        {"none", dir + "/gates.safetensors", 0},
+                        {"snapkv:heads=shared", dir + "/gates.safetensors", 0}};
+  for (const Case& k : cases) {
+    CompressionSpec spec;
+    spec.press = k.press;
+    spec.ratio = k.press == "none" ? 0.0 : 0.5;
+    spec.lowrank_file = k.lowrank;
+    spec.rank = k.rank;
+    try {
+      const int64_t waits = decode_syncs(*gpu, build_cache_setup(spec, *gpu), steps);
+      std::cout << spec.describe() << ": " << waits << " waits\n";
+      EXPECT_LE(waits, baseline) << spec.describe();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << spec.describe() << ": " << e.what();
+    }
+  }
+}
+#endif
 
 TEST_F(CudaTest, RetrievalRefusesTheGpu) {
   const std::string tmp = test::make_temp_dir("cuda_retrieval");

@@ -127,6 +127,60 @@ TEST_F(LowRankCacheTest, AdaptiveRanksMatchBruteForceStorageAndAttention) {
   EXPECT_LT(cache.footprint().payload_bytes, dense.footprint().payload_bytes);
 }
 
+// The GPU's layout of a gated store (offsets on the device, reads padded to the widest append, the size
+// read back only when the buffer may be full), forced on the CPU: the same ranks, coefficients, attention
+// and payload as the host layout, with at most one read back per kRoomTokens appended tokens per store.
+TEST_F(LowRankCacheTest, TheDeviceLayoutStoresWhatTheHostLayoutStoresAndRarelyReadsBack) {
+  for (const bool fold : {false, true}) {
+    auto kp = random_projection(true, 0), vp = random_projection(true, 0);
+    std::shared_ptr<const RankedProjection> k_used = kp, v_used = vp;
+    if (fold) k_used = folded(*kp), v_used = folded(*vp);
+    LowRankLayerCache host(shape, rope, kF64, k_used, v_used);
+    LowRankLayerCache device(shape, rope, kF64, k_used, v_used, {}, /*offsets_on_device=*/true);
+    int64_t pos = 0;
+    const auto step = [&](int64_t T) {
+      const at::Tensor k = at::randn({kKv, T, kD}, kF64), v = at::randn({kKv, T, kD}, kF64);
+      const at::Tensor positions = at::arange(pos, pos + T, at::kLong);
+      pos += T;
+      host.append(k, v, positions);
+      device.append(k, v, positions);
+      const at::Tensor q = at::randn({kH, T, kD}, kF64);
+      ASSERT_TRUE(at::allclose(device.attend(q, positions, {}, nullptr), host.attend(q, positions, {}, nullptr), 1e-10, 1e-10))
+          << "fold=" << fold << " at position " << pos;
+    };
+    step(40);
+    const int64_t reads_after_prefill = device.host_reads();
+    const int64_t decode_steps = 150;
+    for (int64_t i = 0; i < decode_steps; ++i) step(1);
+    // Two stores (K and V), each reading at most once per kRoomTokens tokens.
+    const int64_t most = 2 * (decode_steps / LowRankLayerCache::kRoomTokens + 1);
+    EXPECT_LE(device.host_reads() - reads_after_prefill, most) << "fold=" << fold;
+    EXPECT_GT(device.host_reads() - reads_after_prefill, 0) << "the test should make the store grow";
+
+    const auto same_contents = [&](const std::string& when) {
+      EXPECT_TRUE(at::equal(host.key_ranks(), device.key_ranks())) << when;
+      EXPECT_TRUE(at::equal(host.value_ranks(), device.value_ranks())) << when;
+      EXPECT_TRUE(at::allclose(host.reconstructed_keys(), device.reconstructed_keys(), 1e-12, 1e-12)) << when;
+      EXPECT_TRUE(at::allclose(host.reconstructed_values(), device.reconstructed_values(), 1e-12, 1e-12)) << when;
+      EXPECT_EQ(host.footprint().payload_bytes, device.footprint().payload_bytes) << when;
+      EXPECT_TRUE(at::equal(host.positions(), device.positions())) << when;
+    };
+    same_contents("after decoding");
+    EXPECT_GT(host.key_ranks().max().item<int64_t>(), host.key_ranks().min().item<int64_t>()) << "test needs variable ranks";
+    // Memory stays compressed: the room kept past the coefficients is kRoomTokens tokens at full width.
+    const int64_t room = 2 * (LowRankLayerCache::kRoomTokens + 1) * kDkv * 8;
+    EXPECT_LE(device.resident_bytes(), host.footprint().payload_bytes * 2 + room + 2 * 16 * pos);
+    EXPECT_EQ(device.resident_bytes(), device.footprint().resident_bytes);
+
+    const at::Tensor kept = at::arange(0, pos, 3, at::kLong).unsqueeze(0).expand({kKv, -1}).contiguous();
+    host.retain(kept);
+    device.retain(kept);
+    same_contents("after retain");
+    for (int64_t i = 0; i < 20; ++i) step(1);
+    same_contents("after decoding past retain");
+  }
+}
+
 // Setup folds each gate onto the state (fold_gate), so ranks come before the projection and only the
 // kept coefficients are computed: the same ranks and coefficients as the gate on the coefficients.
 TEST_F(LowRankCacheTest, AFoldedGateStoresTheSameRanksAndCoefficients) {
