@@ -86,8 +86,14 @@ class D2OAllocator : public Allocator {
   void before_evict(int64_t layer, LayerCache& cache, const at::Tensor& kept, KeptRecord* record) override {
     if (!options_.merge) return;
     at::Tensor merged;
-    double& threshold = thresholds_.try_emplace(layer, -1.0).first->second;
-    d2o_merge(cache, kept, options_.beta, threshold, record != nullptr ? &merged : nullptr);
+    at::Tensor* want = record != nullptr ? &merged : nullptr;
+    MergeThreshold& threshold = thresholds_[layer];
+    const LayerCache::Rows rows = cache.merge_rows();
+    if (!rows.keys.device().is_cpu() && rows.keys.size(1) > 1 && kept.size(1) == rows.keys.size(1) - 1) {
+      d2o_merge_one_per_head_on_device(cache, kept, options_.beta, threshold.on_device(rows.keys.device()), want);
+    } else {
+      d2o_merge(cache, kept, options_.beta, threshold.on_host(), want);
+    }
     if (record != nullptr && merged.defined()) record->add_merges(layer, merged, cache);
   }
   bool splits_budget() const override { return options_.layers != D2OLayers::Uniform; }
@@ -108,9 +114,27 @@ class D2OAllocator : public Allocator {
     return w;
   }
 
+  // A layer's EMA merge threshold (<0: unset), on the host or, while decoding on a device, there: a
+  // decode step's merge then never waits for the GPU.
+  struct MergeThreshold {
+    double host = -1.0;
+    at::Tensor device;  // 0-dim float64; when defined, the current value
+    double& on_host() {
+      if (device.defined()) {
+        host = device.item<double>();
+        device = at::Tensor();
+      }
+      return host;
+    }
+    at::Tensor& on_device(at::Device where) {
+      if (!device.defined()) device = at::full({}, host, at::TensorOptions().dtype(at::kDouble).device(where));
+      return device;
+    }
+  };
+
   D2OOptions options_;
   std::vector<double> layer_variance_;  // per layer, from the prefill attention
-  std::map<int64_t, double> thresholds_;  // EMA merge threshold per layer
+  std::map<int64_t, MergeThreshold> thresholds_;  // per layer
 };
 
 
@@ -160,6 +184,43 @@ void merge_one_per_head(at::Tensor& keys, at::Tensor& values, const at::Tensor& 
 }
 
 }  // namespace
+
+void d2o_merge_one_per_head_on_device(LayerCache& cache, const at::Tensor& keep, double beta, at::Tensor& threshold,
+                                      at::Tensor* merged) {
+  const LayerCache::Rows rows_of_cache = cache.merge_rows();
+  at::Tensor keys = rows_of_cache.keys, values = rows_of_cache.values;
+  const int64_t kv = keys.size(0), s = keys.size(1), d = keys.size(2);
+  KVC_CHECK(keep.size(1) == s - 1 && s > 1, "d2o: the device merge takes one evicted entry per head");
+  const at::Tensor evict = (s * (s - 1) / 2 - keep.sum(1)).view({kv, 1});  // the index each sorted row misses
+  const auto row_at = [&](const at::Tensor& t, const at::Tensor& index) {
+    return t.gather(1, index.view({kv, 1, 1}).expand({kv, 1, d})).to(at::kFloat);  // [kv, 1, d]
+  };
+  const at::Tensor ke = row_at(keys, evict);
+  const at::Tensor norms = at::linalg_vector_norm(keys, 2, {-1}, false, at::kFloat).clamp_min(1e-12);  // [kv, s]
+  at::Tensor sim = at::bmm(ke.to(keys.scalar_type()), keys.transpose(1, 2)).squeeze(1).to(at::kFloat);
+  sim = sim.div_(norms.gather(1, evict) * norms).scatter_(1, evict, -std::numeric_limits<float>::infinity());
+  const auto [best, target] = sim.max(1, /*keepdim=*/true);  // [kv, 1]
+  const at::Tensor mean_best = best.to(at::kDouble).mean();
+  threshold = at::where(threshold < 0, mean_best, beta * mean_best + (1 - beta) * threshold);
+  const at::Tensor merge = (best.to(at::kDouble) >= threshold).view({kv, 1, 1});
+  const at::Tensor w = best.to(at::kDouble).exp().view({kv, 1, 1}), own = at::full({}, std::exp(1.0), w.options());
+  const auto merged_row = [&](const at::Tensor& t, const at::Tensor& evicted_row) {
+    const at::Tensor kept_row = row_at(t, target).to(at::kDouble);
+    const at::Tensor mixed = (kept_row * own + evicted_row.to(at::kDouble) * w) / (own + w);
+    return at::where(merge, mixed, kept_row).to(t.scalar_type());
+  };
+  const at::Tensor slot = target.view({kv, 1, 1}).expand({kv, 1, d});
+  const at::Tensor new_k = merged_row(keys, ke), new_v = merged_row(values, row_at(values, evict));
+  keys.scatter_(1, slot, new_k);
+  values.scatter_(1, slot, new_v);
+  if (merged != nullptr) {
+    // Recording the merges (--dump-kept) reads them back; decoding alone does not.
+    const at::Tensor heads = merge.view({kv}).nonzero().squeeze(1);
+    if (heads.numel() > 0) {
+      *merged = at::stack({heads, evict.view({kv}).index_select(0, heads), target.view({kv}).index_select(0, heads)}, 1);
+    }
+  }
+}
 
 void d2o_merge(LayerCache& cache, const at::Tensor& keep, double beta, double& threshold, at::Tensor* merged) {
   // In place on the cache's own storage: while decoding, one pass over the keys for norms and one for

@@ -115,5 +115,9 @@ std::vector<std::string> snapkv_keys();
 // the layer's EMA state (<0 unset). `merged`, when given, receives one row (head, evicted slot, slot
 // merged into) per merge.
 void d2o_merge(LayerCache& cache, const at::Tensor& keep, double beta, double& threshold, at::Tensor* merged = nullptr);
+// The same merge for a decode step (one evicted entry per head, `keep` [kv, s - 1] ascending) in tensor
+// operations alone, the threshold a 0-dim float64 tensor beside the keys: on a GPU the host never waits.
+void d2o_merge_one_per_head_on_device(LayerCache& cache, const at::Tensor& keep, double beta, at::Tensor& threshold,
+                                      at::Tensor* merged = nullptr);
 
 }  // namespace kvc

@@ -698,8 +698,9 @@ TEST(PressMethods, D2OAblationParameters) {
   EXPECT_THROW(setup_for("d2o:layers=pyramid", 0.5), Error);
 }
 
-// A decode step evicts one entry per head; float32 caches take a one-pass path. It must merge as the
-// general path does (run here on a float64 copy of the same cache): same targets, rows and threshold.
+// A decode step evicts one entry per head; float32 caches take a one-pass path, and caches on a GPU a
+// path of tensor operations alone (run here on the CPU). Both must merge as the general path does (run
+// here on a float64 copy of the same cache): same targets, rows and threshold.
 TEST(PressMethods, D2ODecodeMergeMatchesTheGeneralPath) {
   const auto& c = model().config();
   const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, 0};
@@ -709,7 +710,9 @@ TEST(PressMethods, D2ODecodeMergeMatchesTheGeneralPath) {
   for (const double start : {-1.0, 0.0, 0.35}) {
     DenseLayerCache fast(shape, model().rope(), at::TensorOptions().dtype(at::kFloat));
     DenseLayerCache general(shape, model().rope(), at::TensorOptions().dtype(at::kDouble));
+    DenseLayerCache device(shape, model().rope(), at::TensorOptions().dtype(at::kFloat));
     fast.append(k, v, at::arange(n, at::kLong));
+    device.append(k, v, at::arange(n, at::kLong));
     general.append(k.to(at::kDouble), v.to(at::kDouble), at::arange(n, at::kLong));
     // Head h evicts entry 3 h + 1: every index but that one, ascending.
     std::vector<at::Tensor> rows;
@@ -722,6 +725,13 @@ TEST(PressMethods, D2ODecodeMergeMatchesTheGeneralPath) {
     at::Tensor m_fast, m_general;
     d2o_merge(fast, keep, 0.7, t_fast, &m_fast);
     d2o_merge(general, keep, 0.7, t_general, &m_general);
+    at::Tensor t_device = at::full({}, start, at::kDouble), m_device;
+    d2o_merge_one_per_head_on_device(device, keep, 0.7, t_device, &m_device);
+    EXPECT_NEAR(t_device.item<double>(), t_general, 1e-6) << start;
+    ASSERT_EQ(m_device.defined(), m_general.defined()) << start;
+    if (m_general.defined()) EXPECT_TRUE(m_device.equal(m_general)) << start;
+    EXPECT_TRUE(device.keys().to(at::kDouble).allclose(general.keys(), 1e-5, 1e-6)) << start;
+    EXPECT_TRUE(device.values().to(at::kDouble).allclose(general.values(), 1e-5, 1e-6)) << start;
     EXPECT_NEAR(t_fast, t_general, 1e-6) << start;
     if (start < 0) EXPECT_TRUE(m_general.defined());  // the first mean: some head's best is above it
     ASSERT_EQ(m_fast.defined(), m_general.defined()) << start;
