@@ -26,6 +26,14 @@ if [ -d .deps/debs ]; then
   command -v pkg-config >/dev/null || export PKG_CONFIG="$P/usr/bin/pkgconf"
 fi
 
+# CMake takes $CXX or the first c++ on PATH. One that has only a static libstdc++ is refused with PyPI's
+# LibTorch (CMakeLists.txt says why): the system's g++ is taken instead where it has a shared one.
+cxx="${CXX:-$(command -v c++ || command -v g++ || true)}"
+if [ -n "$cxx" ] && [ ! -f "$("$cxx" -print-file-name=libstdc++.so)" ] && [ -x /usr/bin/g++ ] &&
+   [ -f "$(/usr/bin/g++ -print-file-name=libstdc++.so)" ]; then
+  export CXX=/usr/bin/g++
+fi
+
 # jieba's dictionary for the LongBench Chinese tests, where python3-jieba is not installed: a copy of its
 # dict.txt and finalseg/ in .deps/jieba.
 [ -d .deps/jieba ] && export KVC_JIEBA_DIR="$PWD/.deps/jieba"
