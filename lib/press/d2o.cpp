@@ -88,9 +88,8 @@ class D2OAllocator : public Allocator {
     at::Tensor merged;
     at::Tensor* want = record != nullptr ? &merged : nullptr;
     MergeThreshold& threshold = thresholds_[layer];
-    const LayerCache::Rows rows = cache.merge_rows();
-    if (!rows.keys.device().is_cpu() && rows.keys.size(1) > 1 && kept.size(1) == rows.keys.size(1) - 1) {
-      d2o_merge_one_per_head_on_device(cache, kept, options_.beta, threshold.on_device(rows.keys.device()), want);
+    if (evicts_one_per_head_on_device(cache, kept)) {
+      d2o_merge_one_per_head_on_device(cache, kept, options_.beta, threshold.on_device(kept.device()), want);
     } else {
       d2o_merge(cache, kept, options_.beta, threshold.on_host(), want);
     }
@@ -112,6 +111,14 @@ class D2OAllocator : public Allocator {
     std::vector<double> w;
     for (double x : logits) w.push_back(std::exp(x - mx));  // shifted by the max: same softmax, no overflow
     return w;
+  }
+
+  // A decode step on a device: the merge that never waits for it applies. (The CPU's decode steps take
+  // d2o_merge's one-pass kernel; this test costs them nothing.)
+  static bool evicts_one_per_head_on_device(LayerCache& cache, const at::Tensor& kept) {
+    if (kept.device().is_cpu()) return false;
+    const int64_t s = cache.merge_rows().keys.size(1);
+    return s > 1 && kept.size(1) == s - 1;
   }
 
   // A layer's EMA merge threshold (<0: unset), on the host or, while decoding on a device, there: a
