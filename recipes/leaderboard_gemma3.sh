@@ -13,7 +13,7 @@
 # evenly. Low-rank caches change the prefill itself (it attends to the reconstructed keys): each low-rank
 # row prefills on its own, and the LOWRANK_PRESS cells of a rank share one prefill into its cache.
 # Trained-gate rows (GATES, loss:alpha of each gate set; empty: none): token-wise gates trained by kvc-train
-# over that basis on WikiText-2 too (150 steps of 4 windows of 128 tokens, about 30-35 minutes a gate set
+# over that basis on WikiText-2 too (150 steps of 4 windows of 128 tokens, about 35 minutes a gate set
 # here), at the gate set and tau that keep each share of GATE_SHARES of the global layers' cache on that
 # text (recipes/lib/matched_memory.py, as the matched-memory recipe chooses them).
 # Retrieval rows (RETRIEVAL): the clustered cache keeps every entry on storage and reads `budget`
