@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU and PyTorch: builds kvc against that PyTorch (scripts/build_torch2.sh),
 # runs the CUDA-vs-CPU tests, measures bf16 prefill/decode with kvc-bench (134M model and the 1-layer
-# 7B-shaped checkpoint, 2K-32K) and compressed decoding at 32K with kvc-generate, then runs the whole
-# test suite with the GPU visible. Usage: scripts/bench_cuda.sh [build|bench|gen|ctest|all]...
+# 7B-shaped checkpoint, 2K-32K), compressed decoding at 32K with kvc-generate, and the cache on storage
+# (--retrieval) with the model on the GPU against the CPU at 32K, then runs the whole
+# test suite with the GPU visible. Usage: scripts/bench_cuda.sh [build|bench|gen|retrieval|ctest|all]...
 # Raw outputs go to KVC_CUDA_OUT (default data/results/cuda). Dependencies missing there (no network)
 # can travel as Debian packages in .deps/debs and jieba's dictionary in .deps/jieba (README, "LibTorch 2.x
 # (PyPI) and CUDA").
@@ -99,6 +100,29 @@ if want gen; then
     gen lowrank_r$((dkv / 8)) --lowrank /tmp/kvc-bases-$m.safetensors --rank $((dkv / 8))
     gen lowrank_rotated_r$((dkv / 4)) --lowrank /tmp/kvc-bases-$m.safetensors:keys=rotated --rank $((dkv / 4))
     gen lowrank_rotated_r$((dkv / 8)) --lowrank /tmp/kvc-bases-$m.safetensors:keys=rotated --rank $((dkv / 8))
+  done
+fi
+
+if want retrieval; then
+  B="$BUILD/bin"
+  TOK=data/models/stories260K/tokenizer.model
+  M=/tmp/kvc-7b1-v512
+  [ -f $M/config.json ] || "$B/kvc-make-checkpoint" --preset llama2-7b-1layer --vocab 512 --context 36864 --dtype bfloat16 \
+    --tokenizer "$TOK" -o $M > /dev/null
+  cat data/text/pg_essays/*.txt data/text/pg_essays/*.txt > /tmp/kvc-prompt.txt
+  # The cache on storage with the model on the GPU against the full cache in GPU memory, and both on the
+  # CPU (every core), on the 1-layer 7B shape at 32K: the stats lines of kvc-generate.
+  for dev in cuda cpu; do
+    n=128
+    [ $dev = cpu ] && n=64
+    for r in none adaptive; do
+      args=()
+      [ $r != none ] && args=(--retrieval $r --retrieval-store /tmp/kvc-retrieval-$dev.kvs)
+      name=gen32k_7b1_${dev}_$([ $r = none ] && echo none || echo retrieval_$r)
+      "$B/kvc-generate" -m $M --device $dev --dtype bfloat16 -f /tmp/kvc-prompt.txt --prompt-tokens 32768 -n $n \
+        --ignore-eos -q "${args[@]}" 2> "$OUTDIR/$name.log"
+      echo "$name exit $?: $(tail -2 "$OUTDIR/$name.log" | tr '\n' ' ')"
+    done
   done
 fi
 

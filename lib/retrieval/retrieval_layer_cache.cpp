@@ -16,10 +16,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-at::Tensor block_tensor(std::vector<float>& data, int64_t n, int64_t d) {
-  return at::from_blob(data.data(), {1, n, d}, at::kFloat);
-}
-
 }  // namespace
 
 LayoutFactory<RetrievalLayerCache> retrieval_layer_factory(const AttentionShape& shape,
@@ -41,12 +37,10 @@ RetrievalLayerCache::RetrievalLayerCache(AttentionShape shape, std::shared_ptr<c
 
 void RetrievalLayerCache::append(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& positions) {
   const int64_t T = keys.size(1), d = shape_.head_dim;
-  // Clusters live in RAM and on storage and are scored on the CPU: on a GPU every layer of every step
-  // would copy its keys back and wait for the GPU.
-  KVC_CHECK(keys.device().is_cpu(), "--retrieval keeps the cache in RAM and on storage and scores it on the CPU; "
-            "run it with --device cpu");
-  const at::Tensor k = rope_->apply(keys, positions).to(at::kCPU, at::kFloat).contiguous();
-  const at::Tensor v = values.to(at::kCPU, at::kFloat).contiguous();
+  // The cache lives in RAM and on storage whatever the model's device: on a GPU each layer's new
+  // entries are copied to the host here (a wait per copy), as the paper's flash-resident store needs.
+  const at::Tensor kv = at::stack({rope_->apply(keys, positions), values}).to(at::kCPU, at::kFloat).contiguous();
+  const at::Tensor k = kv[0], v = kv[1];
   const at::Tensor p = positions.to(at::kCPU, at::kLong).contiguous();
   const RetrievalConfig& cfg = shared_->config;
   if (slot_ == 0 && T == 1) {
@@ -102,29 +96,50 @@ EntryBlock RetrievalLayerCache::all_entries(int64_t h) {
   return out;
 }
 
-at::Tensor RetrievalLayerCache::attend_subset(const at::Tensor& q, const at::Tensor& q_pos,
-                                              const EntryBlock& subset_in) const {
-  EntryBlock subset = subset_in;
-  const int64_t n = subset.size(), d = shape_.head_dim;
-  const at::Tensor keys = block_tensor(subset.keys, n, d);
-  const at::Tensor values = block_tensor(subset.values, n, d);
-  const at::Tensor pos = at::from_blob(subset.positions.data(), {1, n}, at::kLong);
-  AttentionShape one{q.size(0), 1, d, shape_.sliding_window};
-  return grouped_attention(one, q, q_pos, keys.to(q.scalar_type()), values.to(q.scalar_type()), pos, {}, nullptr)
-      .clone();
+at::Tensor RetrievalLayerCache::attend_subsets(const at::Tensor& queries, const at::Tensor& q_positions,
+                                               const std::vector<EntryBlock>& subsets) const {
+  const int64_t G = shape_.group_size(), d = shape_.head_dim;
+  // Chosen on the host, attended on the queries' device: every head's entries are packed into one
+  // buffer of keys and values and one of positions, so a GPU step copies them up in two transfers.
+  int64_t total = 0;
+  for (const EntryBlock& b : subsets) total += b.size();
+  at::Tensor kv = at::empty({2, total, d}, at::kFloat);
+  at::Tensor pos = at::empty({total}, at::kLong);
+  int64_t offset = 0;
+  for (const EntryBlock& b : subsets) {
+    std::copy(b.keys.begin(), b.keys.end(), kv[0].data_ptr<float>() + offset * d);
+    std::copy(b.values.begin(), b.values.end(), kv[1].data_ptr<float>() + offset * d);
+    std::copy(b.positions.begin(), b.positions.end(), pos.data_ptr<int64_t>() + offset);
+    offset += b.size();
+  }
+  kv = kv.to(queries.options());
+  pos = pos.to(queries.device());
+  const at::Tensor q_pos = q_positions.to(queries.device());
+  at::Tensor out = at::empty_like(queries);
+  AttentionShape one{G, 1, d, shape_.sliding_window};
+  offset = 0;
+  for (size_t h = 0; h < subsets.size(); ++h) {
+    const int64_t n = subsets[h].size(), head = static_cast<int64_t>(h);
+    const at::Tensor keys = kv[0].narrow(0, offset, n).unsqueeze(0), values = kv[1].narrow(0, offset, n).unsqueeze(0);
+    out.narrow(0, head * G, G)
+        .copy_(grouped_attention(one, queries.narrow(0, head * G, G), q_pos, keys, values,
+                                 pos.narrow(0, offset, n).unsqueeze(0), {}, nullptr));
+    offset += n;
+  }
+  return out;
 }
 
 at::Tensor RetrievalLayerCache::attend_exact(const at::Tensor& queries, const at::Tensor& q_positions) {
   const int64_t G = shape_.group_size(), T = queries.size(1), d = shape_.head_dim;
-  at::Tensor out = at::empty_like(queries);
-  const at::Tensor qf = queries.to(at::kCPU, at::kFloat).contiguous();
+  std::vector<EntryBlock> entries;
   std::vector<int64_t> unbuilt;
   for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
-    const at::Tensor q = queries.narrow(0, h * G, G);
-    out.narrow(0, h * G, G).copy_(attend_subset(q, q_positions, all_entries(h)));
+    entries.push_back(all_entries(h));
     if (!heads_[h].built()) unbuilt.push_back(h);
   }
+  const at::Tensor out = attend_subsets(queries, q_positions, entries);
   if (unbuilt.empty()) return out;
+  const at::Tensor qf = queries.to(at::kCPU, at::kFloat).contiguous();
   // Prefill done: cluster the prompt, heads in parallel; its queries [T, G, d] give the co-retrieval order.
   const auto c0 = Clock::now();
   const int64_t n = static_cast<int64_t>(unbuilt.size());
@@ -183,7 +198,6 @@ at::Tensor RetrievalLayerCache::attend(const at::Tensor& queries, const at::Tens
   const RetrievalConfig& cfg = shared_->config;
   const int64_t G = shape_.group_size(), d = shape_.head_dim;
   const at::Tensor qf = queries.to(at::kCPU, at::kFloat).contiguous();
-  at::Tensor out = at::empty_like(queries);
   Prefetcher* prefetch = shared_->prefetch.get();
   double io_wait = prefetch ? prefetch->collect(slot_) : 0.0;
 
@@ -256,6 +270,7 @@ at::Tensor RetrievalLayerCache::attend(const at::Tensor& queries, const at::Tens
   }
 
   // 3. Per head: sinks + recent + retrieved, deduplicated by position; exact attention over them.
+  std::vector<EntryBlock> subsets;
   for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
     HeadState& s = state_[h];
     std::unordered_map<int64_t, EntryBlock> arrived;
@@ -295,10 +310,11 @@ at::Tensor RetrievalLayerCache::attend(const at::Tensor& queries, const at::Tens
       add_block(heads_[h].pending(), 0);
     }
     shared_->retrieved_entries += subset.size();
-    const at::Tensor q = queries.narrow(0, h * G, G);
-    out.narrow(0, h * G, G).copy_(attend_subset(q, q_positions, subset));
-    if (shared_->measure) measure_recall(h, qf.narrow(0, h * G, G).view({G, d}), q_positions, subset.positions);
+    if (shared_->measure)
+      measure_recall(h, qf.narrow(0, h * G, G).view({G, d}), q_positions.to(at::kCPU), subset.positions);
+    subsets.push_back(std::move(subset));
   }
+  const at::Tensor out = attend_subsets(queries, q_positions, subsets);
   // Read ahead for the next storage layer (after the last: the first, at the next step) while this
   // layer's output projection, the MLP and the next Q/K/V projections run.
   if (prefetch) prefetch->issue((slot_ + 1) % shared_->num_layers, *shared_->cache);

@@ -3,7 +3,8 @@
 // sink tokens, a recent window, the clusters' summaries and the strategies' RAM buffers stay in
 // memory. Prefill (T > 1) attends exactly over the prompt, then clusters it; a decode step (T = 1)
 // scores the query against the centroids, reads the top-k clusters (through the RAM cache) and runs
-// exact attention over sinks + recent + retrieved entries only.
+// exact attention over sinks + recent + retrieved entries only. With the model on a GPU the entries
+// still live on the host; only that attention runs on the GPU.
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,7 +40,9 @@ class RetrievalLayerCache : public LayerCache {
   at::Tensor attend_exact(const at::Tensor& queries, const at::Tensor& q_positions);
   EntryBlock all_entries(int64_t h);
   void write_chunks(int64_t h);
-  at::Tensor attend_subset(const at::Tensor& q, const at::Tensor& q_pos, const EntryBlock& subset) const;
+  // Exact attention of each head's query group over its own entries (subsets[h] for KV head h).
+  at::Tensor attend_subsets(const at::Tensor& queries, const at::Tensor& q_positions,
+                            const std::vector<EntryBlock>& subsets) const;
   // Share of the exact attention (all entries) of query heads q [G, d] that falls on `positions`.
   void measure_recall(int64_t h, const at::Tensor& q, const at::Tensor& q_position,
                       const std::vector<int64_t>& positions);

@@ -111,6 +111,7 @@ TEST_F(CudaTest, CompressedDecodingMatchesCpu) {
     double ratio;
     std::string lowrank;
     int64_t rank;
+    std::string retrieval = "";
   };
   // Every registered press: the bounded ones (streaming_llm, h2o, tova, d2o) evict one entry per step
   // while decoding (DenseLayerCache::evict_one; d2o also merges it); the per-head ones (ada,
@@ -132,13 +133,17 @@ TEST_F(CudaTest, CompressedDecodingMatchesCpu) {
                         {"none", 0, bases + ":keys=rotated", c.kv_dim() / 2},
                         {"snapkv:heads=shared", 0.5, bases, c.kv_dim() / 2},
                         {"none", 0, gates, 0},
-                        {"snapkv:heads=shared", 0.5, gates, 0}};
+                        {"snapkv:heads=shared", 0.5, gates, 0},
+                        // The cache in RAM and on storage, chosen on the host, attended on the device.
+                        {"none", 0, "", 0, "adaptive:budget=24"},
+                        {"none", 0, "", 0, "static:budget=24"}};
   for (const Case& k : cases) {
     CompressionSpec spec;
     spec.press = k.press;
     spec.ratio = k.ratio;
     spec.lowrank_file = k.lowrank;
     spec.rank = k.rank;
+    spec.retrieval = k.retrieval;
     // A case that throws (a CPU-only path given device tensors) fails alone; the others still run.
     try {
       const auto want = decode_logits(*cpu, build_cache_setup(spec, *cpu), 96, 24);
@@ -303,16 +308,29 @@ TEST_F(CudaTest, CompressedDecodeStepsWaitForTheGpuNoMoreThanUncompressed) {
       ADD_FAILURE() << spec.describe() << ": " << e.what();
     }
   }
+  // Retrieval keeps the cache on the host: per layer and step, the new keys and values and their
+  // positions go down, the queries go down to choose clusters, the chosen entries come up (keys and
+  // values, positions). Five waits per layer, however many heads and clusters.
+  CompressionSpec retrieval;
+  retrieval.retrieval = "adaptive:budget=24";
+  const int64_t waits = decode_syncs(*gpu, build_cache_setup(retrieval, *gpu), steps);
+  std::cout << retrieval.describe() << ": " << waits << " waits\n";
+  EXPECT_LE(waits, baseline + steps * c.num_layers * 5);
 }
 #endif
 
-TEST_F(CudaTest, RetrievalRefusesTheGpu) {
+// Past the 16-entry budget after a few steps: the clusters grow and split while decoding.
+TEST_F(CudaTest, RetrievalGenerationMatchesCpu) {
   const std::string tmp = test::make_temp_dir("cuda_retrieval");
-  const auto r = test::run_command(test::bin("kvc-generate") + " -m " + test::model_dir("stories260K") +
-                                   " --device cuda --prompt 'Once upon a time' -n 4 --retrieval adaptive"
-                                   " --retrieval-store " + tmp + "/store.kvs");
-  EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("--device cpu"), std::string::npos) << r.err;
+  std::vector<std::string> outputs;
+  for (const std::string device : {"cpu", "cuda"}) {
+    const auto r = test::run_command(test::bin("kvc-generate") + " -m " + test::model_dir("stories260K") + " --device " +
+                                     device + " --prompt 'Once upon a time' -n 64 --ignore-eos --temperature 0 "
+                                     "--retrieval adaptive:budget=16 --retrieval-store " + tmp + "/" + device + ".kvs");
+    ASSERT_EQ(r.exit_code, 0) << device << ": " << r.err;
+    outputs.push_back(r.out);
+  }
+  EXPECT_EQ(outputs[0], outputs[1]);
 }
 
 }  // namespace
