@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "retrieval/host_transfer.h"
 #include "util/error.h"
 
 namespace kvc::retrieval {
@@ -36,17 +37,33 @@ RetrievalLayerCache::RetrievalLayerCache(AttentionShape shape, std::shared_ptr<c
 }
 
 void RetrievalLayerCache::append(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& positions) {
-  const int64_t T = keys.size(1), d = shape_.head_dim;
-  // The cache lives in RAM and on storage whatever the model's device: on a GPU each layer's new
-  // entries are copied to the host here (a wait per copy), as the paper's flash-resident store needs.
-  const at::Tensor kv = at::stack({rope_->apply(keys, positions), values}).to(at::kCPU, at::kFloat).contiguous();
-  const at::Tensor k = kv[0], v = kv[1];
-  const at::Tensor p = positions.to(at::kCPU, at::kLong).contiguous();
-  const RetrievalConfig& cfg = shared_->config;
+  // The cache lives in RAM and on storage whatever the model's device. The new entries wait for
+  // attend(): on a GPU they come down with the step's queries, which choosing clusters needs anyway, in
+  // one copy and so one wait per layer and step.
+  if (waiting_.keys.defined()) store_waiting({});
+  const int64_t T = keys.size(1);
   if (slot_ == 0 && T == 1) {
     shared_->step += 1;
     shared_->cache->set_step(shared_->step);
   }
+  waiting_ = {rope_->apply(keys, positions), values, positions.to(at::kLong)};
+  length_ += T;
+}
+
+at::Tensor RetrievalLayerCache::store_waiting(const at::Tensor& queries) {
+  std::vector<at::Tensor> parts = {waiting_.keys, waiting_.values, waiting_.positions};
+  if (queries.defined()) parts.push_back(queries);
+  waiting_ = {};
+  bool on_host = true;
+  for (const at::Tensor& t : parts) on_host = on_host && t.is_cpu();
+  if (!on_host) parts = copy_to_host_together(parts);
+  store_entries(parts[0].to(at::kFloat).contiguous(), parts[1].to(at::kFloat).contiguous(), parts[2].contiguous());
+  return queries.defined() ? parts[3].to(at::kFloat).contiguous() : at::Tensor();
+}
+
+void RetrievalLayerCache::store_entries(const at::Tensor& k, const at::Tensor& v, const at::Tensor& p) {
+  const int64_t T = k.size(1), d = shape_.head_dim;
+  const RetrievalConfig& cfg = shared_->config;
   const auto u0 = Clock::now();
   for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
     HeadState& s = state_[h];
@@ -69,7 +86,6 @@ void RetrievalLayerCache::append(const at::Tensor& keys, const at::Tensor& value
     if (cfg.strategy == Strategy::kNone && heads_[h].built()) write_chunks(h);
   }
   if (T == 1) shared_->update_seconds += std::chrono::duration<double>(Clock::now() - u0).count();
-  length_ += T;
 }
 
 void RetrievalLayerCache::write_chunks(int64_t h) {
@@ -100,11 +116,11 @@ at::Tensor RetrievalLayerCache::attend_subsets(const at::Tensor& queries, const 
                                                const std::vector<EntryBlock>& subsets) const {
   const int64_t G = shape_.group_size(), d = shape_.head_dim;
   // Chosen on the host, attended on the queries' device: every head's entries are packed into one
-  // buffer of keys and values and one of positions, so a GPU step copies them up in two transfers.
+  // buffer of keys and values and one of positions; on a GPU both are pinned and copied up unwaited.
   int64_t total = 0;
   for (const EntryBlock& b : subsets) total += b.size();
-  at::Tensor kv = at::empty({2, total, d}, at::kFloat);
-  at::Tensor pos = at::empty({total}, at::kLong);
+  at::Tensor kv = host_staging_buffer({2, total, d}, at::kFloat, queries.device());
+  at::Tensor pos = host_staging_buffer({total}, at::kLong, queries.device());
   int64_t offset = 0;
   for (const EntryBlock& b : subsets) {
     std::copy(b.keys.begin(), b.keys.end(), kv[0].data_ptr<float>() + offset * d);
@@ -112,8 +128,8 @@ at::Tensor RetrievalLayerCache::attend_subsets(const at::Tensor& queries, const 
     std::copy(b.positions.begin(), b.positions.end(), pos.data_ptr<int64_t>() + offset);
     offset += b.size();
   }
-  kv = kv.to(queries.options());
-  pos = pos.to(queries.device());
+  kv = queue_copy_to(kv, queries.device()).to(queries.scalar_type());
+  pos = queue_copy_to(pos, queries.device());
   const at::Tensor q_pos = q_positions.to(queries.device());
   at::Tensor out = at::empty_like(queries);
   AttentionShape one{G, 1, d, shape_.sliding_window};
@@ -129,7 +145,8 @@ at::Tensor RetrievalLayerCache::attend_subsets(const at::Tensor& queries, const 
   return out;
 }
 
-at::Tensor RetrievalLayerCache::attend_exact(const at::Tensor& queries, const at::Tensor& q_positions) {
+at::Tensor RetrievalLayerCache::attend_exact(const at::Tensor& queries, const at::Tensor& qf,
+                                             const at::Tensor& q_positions) {
   const int64_t G = shape_.group_size(), T = queries.size(1), d = shape_.head_dim;
   std::vector<EntryBlock> entries;
   std::vector<int64_t> unbuilt;
@@ -139,7 +156,6 @@ at::Tensor RetrievalLayerCache::attend_exact(const at::Tensor& queries, const at
   }
   const at::Tensor out = attend_subsets(queries, q_positions, entries);
   if (unbuilt.empty()) return out;
-  const at::Tensor qf = queries.to(at::kCPU, at::kFloat).contiguous();
   // Prefill done: cluster the prompt, heads in parallel; its queries [T, G, d] give the co-retrieval order.
   const auto c0 = Clock::now();
   const int64_t n = static_cast<int64_t>(unbuilt.size());
@@ -187,17 +203,16 @@ void RetrievalLayerCache::measure_recall(int64_t h, const at::Tensor& q, const a
 
 at::Tensor RetrievalLayerCache::attend(const at::Tensor& queries, const at::Tensor& q_positions,
                                        const AttentionProbe& probe, AttentionStats* stats) {
+  // The queries on the host, for choosing clusters; this layer's new entries are stored first.
+  const at::Tensor qf =
+      waiting_.keys.defined() ? store_waiting(queries) : queries.to(at::kCPU, at::kFloat).contiguous();
   const auto t0 = Clock::now();
   const int64_t T = queries.size(1);
   bool any_built = false;
   for (const auto& hd : heads_) any_built = any_built || hd.built();
-  if (T > 1 || !any_built) {
-    at::Tensor out = attend_exact(queries, q_positions);
-    return out;
-  }
+  if (T > 1 || !any_built) return attend_exact(queries, qf, q_positions);
   const RetrievalConfig& cfg = shared_->config;
   const int64_t G = shape_.group_size(), d = shape_.head_dim;
-  const at::Tensor qf = queries.to(at::kCPU, at::kFloat).contiguous();
   Prefetcher* prefetch = shared_->prefetch.get();
   double io_wait = prefetch ? prefetch->collect(slot_) : 0.0;
 

@@ -37,7 +37,17 @@ class RetrievalLayerCache : public LayerCache {
     std::vector<int64_t> chunk_uids;  // none: the store's pages in position order
     int64_t chunked = 0;              // none: entries of `all` already written as pages
   };
-  at::Tensor attend_exact(const at::Tensor& queries, const at::Tensor& q_positions);
+  // This layer's entries appended since its last attend(): rotated keys, values, positions.
+  struct NewEntries {
+    at::Tensor keys, values, positions;
+  };
+  // Stores the waiting entries on the host; given the queries, brings them down in the same copy and
+  // returns them there in float32.
+  at::Tensor store_waiting(const at::Tensor& queries);
+  // keys, values [kv_heads, T, d] float32 and positions [T] on the host.
+  void store_entries(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& positions);
+  // qf: the queries on the host in float32.
+  at::Tensor attend_exact(const at::Tensor& queries, const at::Tensor& qf, const at::Tensor& q_positions);
   EntryBlock all_entries(int64_t h);
   void write_chunks(int64_t h);
   // Exact attention of each head's query group over its own entries (subsets[h] for KV head h).
@@ -55,6 +65,7 @@ class RetrievalLayerCache : public LayerCache {
   // step count, the shared RAM cache and the next layer to prefetch follow these places.
   int64_t slot_;
   int64_t length_ = 0;
+  NewEntries waiting_;
   std::vector<HeadIndex> heads_;
   std::vector<HeadState> state_;
 };

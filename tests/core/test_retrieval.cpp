@@ -3,10 +3,12 @@
 // output and the measured recall must match a brute-force computation over that cluster.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
 
 #include "cache/dense_layer_cache.h"
 #include "model/llama_model.h"
+#include "retrieval/host_transfer.h"
 #include "retrieval/retrieval_layer_cache.h"
 #include "retrieval/retrieval_setup.h"
 #include "support/paths.h"
@@ -80,6 +82,48 @@ INSTANTIATE_TEST_SUITE_P(Strategies, AllRetrieved,
                          ::testing::Values("adaptive:topk=1000,tau_scale=0,bmax=3", "adaptive:topk=1000,bmax=0,cache_kb=0",
                                            "static:topk=1000,layout=naive", "local:topk=1000,every=7",
                                            "none:budget=100000"));
+
+// Entries appended twice before an attend (as when a prefill is copied in) are both stored first.
+TEST(Retrieval, TwoAppendsBeforeAnAttendAreBothAttended) {
+  at::manual_seed(2);
+  const auto& f = fixture();
+  const int64_t H = f.shape.num_heads, KV = f.shape.num_kv_heads, d = f.shape.head_dim, T = 24;
+  auto shared = make_shared("adaptive");
+  RetrievalLayerCache layer(f.shape, f.model->rope(), shared);
+  DenseLayerCache dense(f.shape, f.model->rope(), at::TensorOptions().dtype(at::kFloat));
+  const at::Tensor k = at::randn({KV, 2 * T, d}), v = at::randn({KV, 2 * T, d}), q = at::randn({H, 2 * T, d});
+  const at::Tensor pos = at::arange(2 * T, at::kLong);
+  for (int64_t part = 0; part < 2; ++part) {
+    layer.append(k.narrow(1, part * T, T), v.narrow(1, part * T, T), pos.narrow(0, part * T, T));
+    dense.append(k.narrow(1, part * T, T), v.narrow(1, part * T, T), pos.narrow(0, part * T, T));
+  }
+  EXPECT_EQ(layer.lengths()[0].item<int64_t>(), 2 * T);
+  const at::Tensor a = layer.attend(q, pos, {}, nullptr), b = dense.attend(q, pos, {}, nullptr);
+  EXPECT_TRUE(at::allclose(a, b, 1e-4, 1e-5)) << (a - b).abs().max().item<float>();
+  expect_each_entry_once(layer, *shared, 2 * T);
+}
+
+// One copy brings tensors of any type and size back bit for bit (NaN payloads, denormals and -0 too).
+TEST(HostTransfer, TensorsComeBackBitForBit) {
+  at::manual_seed(4);
+  at::Tensor f = at::randn({3, 5, 7});
+  f[0][0][0] = std::numeric_limits<float>::quiet_NaN();
+  f[0][0][1] = std::numeric_limits<float>::denorm_min();
+  f[0][0][2] = -0.0f;
+  const at::Tensor bf = at::randn({13}).to(at::kBFloat16);
+  const at::Tensor longs = at::tensor({int64_t{1} << 62, int64_t{-3}, int64_t{5}}, at::kLong);
+  const at::Tensor bytes = at::tensor({1, 2, 255}, at::kByte);
+  const at::Tensor strided = at::randn({6, 4}).t();  // not contiguous
+  const std::vector<at::Tensor> parts = {bytes, f, bf, longs, strided, at::randn({2}, at::kDouble)};
+  const std::vector<at::Tensor> back = copy_to_host_together(parts);
+  ASSERT_EQ(back.size(), parts.size());
+  for (size_t i = 0; i < parts.size(); ++i) {
+    EXPECT_EQ(back[i].scalar_type(), parts[i].scalar_type()) << i;
+    EXPECT_EQ(back[i].sizes(), parts[i].sizes()) << i;
+    EXPECT_TRUE(at::equal(back[i].contiguous().view({-1}).view(at::kByte), parts[i].contiguous().view({-1}).view(at::kByte)))
+        << i;
+  }
+}
 
 // RAM held counts the store's write buffers. With tails=storage none after the prompt (its clusters
 // went out whole); an append gathers the cluster's last page in RAM and the footprint grows by exactly
