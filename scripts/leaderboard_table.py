@@ -73,8 +73,10 @@ def table(task, c):
     text = is_text(c)
     if text:
         windows = base["windows"] if base else 0
+        chunk = base.get("chunk", 0) if base else 0
+        fed = "one token a pass" if chunk == 1 else f"{chunk} tokens a pass"
         lines.append(f"### {task} (KL from the uncompressed model / perplexity; {windows} windows, first half "
-                     "compressed, second half scored)\n")
+                     f"compressed, second half scored, {fed})\n")
         if base:
             lines.append(f"uncompressed: perplexity {base['ppl_reference']:.2f}\n")
     else:
@@ -83,7 +85,22 @@ def table(task, c):
             m, se, _ = score(base)
             lines.append(f"uncompressed: {m:.3f} ± {se:.3f}\n")
     cell = text_cell if text else (lambda res: "{:.2f} ± {:.2f}".format(*score(res)[:2]))
-    lines.append("| method | " + " | ".join(f"{r}" for r in ratios) + " |")
+    if ratios:
+        lines += ratio_table(c, methods, ratios, cell, full)
+    own = [m for m in methods if m != "none" and (m, 0.0) in c]
+    if own:
+        lines.append("| cache at its own memory | score | cache kept vs uncompressed (in RAM) |")
+        lines.append("|---|---|---|")
+        for method in own:
+            res = c[(method, 0.0)]
+            lines.append(f"| {label(method)} | {cell(res)} | {kept(res, full):.3f} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def ratio_table(c, methods, ratios, cell, full):
+    """Rows of methods with a compression ratio, a column per ratio, and the measured share kept."""
+    lines = ["| method | " + " | ".join(f"{r}" for r in ratios) + " |"]
     lines.append("|---|" + "---|" * len(ratios))
     measured = {}
     for method in methods:
@@ -102,15 +119,7 @@ def table(task, c):
         lines.append(f"| {label(method)} | " + " | ".join(row) + " |")
     lines.append("| *cache kept vs uncompressed (measured bytes)* | " + " | ".join(
         f"{sum(measured[r]) / len(measured[r]):.3f}" if r in measured else "" for r in ratios) + " |\n")
-    own = [m for m in methods if m != "none" and (m, 0.0) in c]
-    if own:
-        lines.append("| cache at its own memory | score | cache kept vs uncompressed (in RAM) |")
-        lines.append("|---|---|---|")
-        for method in own:
-            res = c[(method, 0.0)]
-            lines.append(f"| {label(method)} | {cell(res)} | {kept(res, full):.3f} |")
-        lines.append("")
-    return "\n".join(lines)
+    return lines
 
 
 def combined(by_task):
