@@ -29,4 +29,7 @@ plot 'score_vs_ratio_niah_multikey_1.dat' index 0 using 1:2 with linespoints lc 
      'score_vs_ratio_niah_multikey_1.dat' index 20 using 1:2 with linespoints lc rgb '#1f77b4' dt 3 pt 3 lw 2 title 'cache/q4_0', \
      'score_vs_ratio_niah_multikey_1.dat' index 21 using 1:2 with linespoints lc rgb '#ff7f0e' dt 3 pt 4 lw 2 title 'snapkv+cache/q8_0', \
      'score_vs_ratio_niah_multikey_1.dat' index 22 using 1:2 with linespoints lc rgb '#2ca02c' dt 3 pt 6 lw 2 title 'snapkv+cache/q4_0', \
-     'score_vs_ratio_niah_multikey_1.dat' index 23 using 1:2 with linespoints lc rgb '#d62728' dt 3 pt 8 lw 2 title 'snapkv:heads=shared+lowrank/data/results/leaderboard/gemma3/bases.safetensors:ranks=128'
+     'score_vs_ratio_niah_multikey_1.dat' index 23 using 1:2 with linespoints lc rgb '#d62728' dt 3 pt 8 lw 2 title 'snapkv:heads=shared+lowrank/data/results/leaderboard/gemma3/bases.safetensors:ranks=128', \
+     'score_vs_ratio_niah_multikey_1.dat' index 24 using 1:2 with linespoints lc rgb '#9467bd' dt 3 pt 10 lw 2 title 'lowrank/data/results/leaderboard/gemma3/gates.kl.1.safetensors:tau=0.00685', \
+     'score_vs_ratio_niah_multikey_1.dat' index 25 using 1:2 with linespoints lc rgb '#8c564b' dt 3 pt 12 lw 2 title 'lowrank/data/results/leaderboard/gemma3/gates.kl.4.safetensors:tau=0.00295', \
+     'score_vs_ratio_niah_multikey_1.dat' index 26 using 1:2 with linespoints lc rgb '#e377c2' dt 3 pt 7 lw 2 title 'lowrank/data/results/leaderboard/gemma3/gates.kl.4.safetensors:tau=0.33432'
