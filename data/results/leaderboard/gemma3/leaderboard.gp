@@ -31,6 +31,9 @@ plot 'leaderboard.dat' index 0 with linespoints title 'uncompressed', \
      'leaderboard.dat' index 21 with linespoints title 'cache q4_0', \
      'leaderboard.dat' index 22 with linespoints title 'snapkv + cache q8_0', \
      'leaderboard.dat' index 23 with linespoints title 'snapkv + cache q4_0', \
-     'leaderboard.dat' index 24 with linespoints title 'lowrank gates.kl.1.safetensors:tau=0.00685', \
-     'leaderboard.dat' index 25 with linespoints title 'lowrank gates.kl.4.safetensors:tau=0.00295', \
-     'leaderboard.dat' index 26 with linespoints title 'lowrank gates.kl.4.safetensors:tau=0.33432'
+     'leaderboard.dat' index 24 with linespoints title 'lowrank bases.safetensors:share=0.5', \
+     'leaderboard.dat' index 25 with linespoints title 'lowrank bases.safetensors:share=0.3', \
+     'leaderboard.dat' index 26 with linespoints title 'lowrank bases.safetensors:share=0.2', \
+     'leaderboard.dat' index 27 with linespoints title 'lowrank gates.kl.1.safetensors:tau=0.00685', \
+     'leaderboard.dat' index 28 with linespoints title 'lowrank gates.kl.4.safetensors:tau=0.00295', \
+     'leaderboard.dat' index 29 with linespoints title 'lowrank gates.kl.4.safetensors:tau=0.33432'
