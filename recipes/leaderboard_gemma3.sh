@@ -106,11 +106,12 @@ if [ -n "$GATES" ]; then
   fi
   while IFS=$'\t' read -r _ spec; do lowrank+=(--lowrank "$spec"); done < "$OUT/gates.tau.tsv"
 fi
+# KL and perplexity on the longest essay: each 2,048-token window's first half compressed, its second
+# half fed 64 tokens at a time (kl) or one (kl_retrieval) and scored. Cells run one by one.
+kl_args=(--tasks kl -f "$KL_TEXT" -c "$KL_WINDOW" --max-windows 4)
 for task in $TASKS; do
   if [ "$task" = kl ]; then
-    # KL and perplexity on the longest essay: each 2,048-token window's first half compressed, its second
-    # half fed 64 tokens at a time and scored. Cells run one by one.
-    args=(--tasks kl -f "$KL_TEXT" -c "$KL_WINDOW" --max-windows 4 --chunk 64)
+    args=("${kl_args[@]}" --chunk 64)
   elif [ "$task" = needle ]; then
     # 50 needles per cell: SAMPLES/5 at each of five depths.
     per_depth=$(( (SAMPLES + 4) / 5 ))
@@ -124,8 +125,7 @@ for task in $TASKS; do
   rows=("${retrieval[@]}")
   [ "$task" != kl ] || rows=()
   if [ "$task" = kl_retrieval ]; then
-    common=(-m "$MODEL" --tasks kl -f "$KL_TEXT" -c "$KL_WINDOW" --max-windows 4 --chunk 1 --seed 0 -t "$THREADS"
-            --out-dir "$OUT/$task")
+    common=(-m "$MODEL" "${kl_args[@]}" --chunk 1 --seed 0 -t "$THREADS" --out-dir "$OUT/$task")
     "$BIN/kvc-eval" sweep "${common[@]}" --methods none "${retrieval[@]}" --json >> "$OUT/$task.runs.jsonl"
     continue
   fi

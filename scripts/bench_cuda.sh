@@ -69,10 +69,17 @@ if want bench; then
   done
 fi
 
+# The generation steps' inputs: a random-weight checkpoint of PRESET with the tokenizer's 512-token
+# vocabulary (generated ids must decode) at PATH, and a prompt of more than 32K tokens.
+checkpoint_v512() {
+  "$BUILD/bin/kvc-make-checkpoint" --preset "$1" --vocab 512 --context 36864 --dtype bfloat16 \
+    --tokenizer data/models/stories260K/tokenizer.model -o "$2" > /dev/null
+}
+write_prompt() { cat data/text/pg_essays/*.txt data/text/pg_essays/*.txt > /tmp/kvc-prompt.txt; }
+
 if want gen; then
   B="$BUILD/bin"
-  TOK=data/models/stories260K/tokenizer.model
-  cat data/text/pg_essays/*.txt data/text/pg_essays/*.txt > /tmp/kvc-prompt.txt
+  write_prompt
   # Compressed decoding at 32K: 256 greedy steps after a 32768-token prompt, on the 134M and the 1-layer
   # 7B shapes with the tokenizer's 512-token vocabulary (generated ids must decode); low-rank bases from
   # kvc-calibrate on the same text, at a quarter and an eighth of d_kv, with pre-RoPE and rotated keys.
@@ -80,7 +87,7 @@ if want gen; then
     preset=llama-125m dkv=768
     [ "$m" = 7b1 ] && preset=llama2-7b-1layer dkv=4096
     M=/tmp/kvc-$m-v512
-    "$B/kvc-make-checkpoint" --preset $preset --vocab 512 --context 36864 --dtype bfloat16 --tokenizer "$TOK" -o $M > /dev/null
+    checkpoint_v512 $preset $M
     "$B/kvc-calibrate" -m $M --device cuda --dtype bfloat16 -f data/text/pg_essays/*.txt --tokens 32768 \
       -o /tmp/kvc-bases-$m.safetensors --json > "$OUTDIR/calibrate_$m.json" 2> "$OUTDIR/calibrate_$m.log"
     echo "calibrate $m exit $?"
@@ -105,11 +112,9 @@ fi
 
 if want retrieval; then
   B="$BUILD/bin"
-  TOK=data/models/stories260K/tokenizer.model
   M=/tmp/kvc-7b1-v512
-  [ -f $M/config.json ] || "$B/kvc-make-checkpoint" --preset llama2-7b-1layer --vocab 512 --context 36864 --dtype bfloat16 \
-    --tokenizer "$TOK" -o $M > /dev/null
-  cat data/text/pg_essays/*.txt data/text/pg_essays/*.txt > /tmp/kvc-prompt.txt
+  [ -f $M/config.json ] || checkpoint_v512 llama2-7b-1layer $M
+  write_prompt
   # The cache on storage with the model on the GPU against the full cache in GPU memory, and both on the
   # CPU (every core), on the 1-layer 7B shape at 32K: the stats lines of kvc-generate.
   for dev in cuda cpu; do

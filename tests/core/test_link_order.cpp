@@ -4,14 +4,13 @@
 // LibTorch's copy and crashed. Holds with either LibTorch; fails with the PyPI one if the order is lost.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <ATen/ATen.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <sys/stat.h>
-
 #include <system_error>
 
 #include "support/run_command.h"
