@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu_features.h"
@@ -36,13 +37,39 @@ void widen(const Stored* src, int64_t n, Compute* dst) {
 // tokens among adaptive ranks neither widen the work on the rest of their tile nor the block written.
 constexpr int64_t kTile = 64;
 
-// A tile's tokens k = 0..n-1: token k's row at values[offset[k]], width[k] wide (its group's largest
-// rank rounded up, zeros after its own rank); rank[k] is its own rank.
+// A tile's tokens k = 0..n-1: token k's row at rows[offset[k]], width[k] wide (its group's largest
+// rank rounded up, zeros after its own rank); rank[k] is its own rank. rows points into `values` (the
+// widened copy) or, where no widening is needed, at the stored coefficients themselves.
 template <typename Compute>
 struct Tile {
   std::vector<Compute> values;
+  const Compute* rows = nullptr;
   int64_t offset[kTile], width[kTile], rank[kTile];
 };
+
+// Tokens [t0, t0 + n) used in place: stored as computed, whole groups, one rank throughout that is
+// already a multiple of `multiple` (a fixed rank: every row is as the kernels would widen it). Saves a
+// copy of every coefficient each decode step. Adaptive ranks are widened: reading them in place, with
+// each row's last register loaded under a mask, was slower than the copy.
+template <typename Stored, typename Compute>
+bool use_in_place(const CsrCoefficients& c, const Stored* flat, int64_t t0, int64_t n, int64_t group,
+                  int64_t multiple, Tile<Compute>& tile) {
+  if constexpr (!std::is_same_v<Stored, Compute>) {
+    return false;
+  } else {
+    const int64_t r = c.offsets[t0 + 1] - c.offsets[t0];
+    if (n % group != 0 || r == 0 || r % multiple != 0) return false;
+    for (int64_t k = 1; k < n; ++k) {
+      if (c.offsets[t0 + k + 1] - c.offsets[t0 + k] != r) return false;
+    }
+    tile.rows = flat + c.offsets[t0];
+    for (int64_t k = 0; k < n; ++k) {
+      tile.rank[k] = tile.width[k] = r;
+      tile.offset[k] = k * r;
+    }
+    return true;
+  }
+}
 
 // Tokens [t0, t0 + n) widened group by group: the `group` tokens from k0 lie one after another at their
 // group's width (the group's largest rank rounded up to `multiple`); rows past n complete the last group
@@ -50,8 +77,10 @@ struct Tile {
 template <typename Stored, typename Compute>
 void widen_tile(const CsrCoefficients& c, const Stored* flat, int64_t t0, int64_t n, int64_t group, int64_t multiple,
                 Tile<Compute>& tile) {
+  if (use_in_place(c, flat, t0, n, group, multiple, tile)) return;
   for (int64_t k = 0; k < n; ++k) tile.rank[k] = c.offsets[t0 + k + 1] - c.offsets[t0 + k];
   Compute* values = tile.values.data();
+  tile.rows = values;
   int64_t pos = 0;
   for (int64_t k0 = 0; k0 < n; k0 += group) {
     int64_t r = 0;
@@ -78,7 +107,7 @@ void widen_tile(const CsrCoefficients& c, const Stored* flat, int64_t t0, int64_
 KVC_AVX2 void scores_tile_avx2(const Tile<float>& tile, int64_t n, const float* q, int64_t q_stride, int64_t R,
                                float* out, int64_t count, int64_t t0) {
   for (int64_t k0 = 0; k0 < n; k0 += 4) {
-    const float* c = tile.values.data() + tile.offset[k0];
+    const float* c = tile.rows + tile.offset[k0];
     const int64_t width = tile.width[k0];
     for (int64_t i0 = 0; i0 < R; i0 += 2) {
       const float* q0 = q + i0 * q_stride;
@@ -108,7 +137,7 @@ KVC_AVX2 void scores_tile_avx2(const Tile<float>& tile, int64_t n, const float* 
 // loads for eight multiply-adds. A token adds nothing past its rank, so it is skipped there.
 KVC_AVX2 void weigh_tile_avx2(const Tile<float>& tile, int64_t n, int64_t width, const float* p, int64_t R,
                               int64_t count, int64_t t0, float* z, int64_t z_stride) {
-  const float* values = tile.values.data();
+  const float* values = tile.rows;
   int64_t i0 = 0;
   for (; i0 + 4 <= R; i0 += 4) {
     for (int64_t j = 0; j < width; j += 2 * kLanes) {
@@ -172,7 +201,7 @@ void scores(const CsrCoefficients& c, const at::Tensor& rows, at::Tensor& out) {
       }
 #endif
       for (int64_t k = 0; k < n; ++k) {
-        const Compute* row = tile.values.data() + tile.offset[k];
+        const Compute* row = tile.rows + tile.offset[k];
         for (int64_t i = 0; i < R; ++i) o[i * count + t0 + k] = dot_plain(row, q.data() + i * width, tile.width[k]);
       }
     }
@@ -209,7 +238,7 @@ void weigh(const CsrCoefficients& c, const at::Tensor& probs, at::Tensor& out) {
         }
 #endif
         for (int64_t k = 0; k < n; ++k) {
-          const Compute* row = tile.values.data() + tile.offset[k];
+          const Compute* row = tile.rows + tile.offset[k];
           for (int64_t i = 0; i < R; ++i) axpy_plain(z + i * width, row, p[i * count + t0 + k], tile.width[k]);
         }
       }

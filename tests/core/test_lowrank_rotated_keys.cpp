@@ -4,6 +4,8 @@
 // basis against the second moment of RoPE-rotated keys collected by hand, and the refusals.
 #include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "cache/dense_layer_cache.h"
 #include "kernels/csr_latent.h"
@@ -23,21 +25,26 @@ namespace {
 
 const auto kF64 = at::TensorOptions().dtype(at::kDouble);
 
-// Random ranks in 0..r_max (some zero, some full) as CSR offsets, and a flat buffer of that many values;
-// skewed: ranks in 0..8 but every 37th token at r_max, as adaptive ranks spread (a few wide tokens in
-// tiles of narrow ones).
+// How a random CSR buffer's ranks spread: random in 0..r_max (some zero, some full); skewed: in 0..8 but
+// every 37th token at r_max, as adaptive ranks spread (a few wide tokens in tiles of narrow ones); or all
+// r_max, a fixed rank.
+enum class Ranks { kRandom, kSkewed, kFixed };
+
+// Ranks as CSR offsets, and a flat buffer of that many values.
 struct RandomCsr {
   std::vector<int64_t> offsets{0};
   at::Tensor flat;
   at::Tensor padded;  // [count, r_max] float64 with zeros after each token's rank
 };
 
-RandomCsr random_csr(int64_t count, int64_t r_max, at::ScalarType stored, bool skewed = false) {
+RandomCsr random_csr(int64_t count, int64_t r_max, at::ScalarType stored, Ranks spread = Ranks::kRandom) {
   RandomCsr c;
+  const bool skewed = spread == Ranks::kSkewed;
   const at::Tensor ranks = at::randint(0, skewed ? std::min<int64_t>(r_max, 8) + 1 : r_max + 1, {count}, at::kLong);
   if (skewed) ranks.slice(0, 0, count, 37).fill_(r_max);
   ranks[0] = r_max;
   ranks[count - 1] = 0;
+  if (spread == Ranks::kFixed) ranks.fill_(r_max);
   for (int64_t t = 0; t < count; ++t) c.offsets.push_back(c.offsets.back() + ranks[t].item<int64_t>());
   c.flat = at::randn({c.offsets.back()}, kF64).to(stored);
   c.padded = at::zeros({count, r_max}, kF64);
@@ -53,10 +60,14 @@ TEST(CsrLatent, KernelsMatchPaddedProducts) {
   at::manual_seed(11);
   for (const at::ScalarType stored : {at::kFloat, at::kHalf, at::kBFloat16}) {
     for (const at::ScalarType compute : {at::kFloat, at::kDouble}) {
-      for (const auto& [count, R, r_max, skewed] :
-           {std::tuple<int64_t, int64_t, int64_t, bool>{150, 12, 37, false}, {3, 1, 5, false}, {130, 13, 16, false},
-            {64, 3, 1, false}, {300, 12, 200, true}, {131, 5, 77, true}}) {
-        const RandomCsr c = random_csr(count, r_max, stored, skewed);
+      // Fixed ranks 32 and 48 are read in place (the last tile of 150 or 131 tokens only when weighing:
+      // scoring widens a tile that ends in a part group of four); 24 only when scoring; 20 never.
+      for (const auto& [count, R, r_max, spread] :
+           {std::tuple<int64_t, int64_t, int64_t, Ranks>{150, 12, 37, Ranks::kRandom}, {3, 1, 5, Ranks::kRandom},
+            {130, 13, 16, Ranks::kRandom}, {64, 3, 1, Ranks::kRandom}, {300, 12, 200, Ranks::kSkewed},
+            {131, 5, 77, Ranks::kSkewed}, {150, 12, 32, Ranks::kFixed}, {131, 5, 48, Ranks::kFixed},
+            {128, 3, 24, Ranks::kFixed}, {70, 4, 20, Ranks::kFixed}}) {
+        const RandomCsr c = random_csr(count, r_max, stored, spread);
         const CsrCoefficients csr{c.flat, c.offsets.data(), count};
         const at::Tensor rows = at::randn({R, r_max}, kF64);
         const at::Tensor probs = at::rand({R, count}, kF64);
@@ -75,6 +86,29 @@ TEST(CsrLatent, KernelsMatchPaddedProducts) {
   const at::Tensor rows = at::randn({4, 9}, kF64);
   const at::Tensor tail = csr_latent_scores({c.flat, c.offsets.data() + 40, 60}, rows.to(at::kFloat));
   EXPECT_TRUE(at::allclose(tail.to(at::kDouble), rows.matmul(c.padded.narrow(0, 40, 60).t()), 1e-4, 1e-4));
+}
+
+// The kernels read a fixed rank's coefficients where they lie (16 and 32 here) and copy others (13): with
+// the buffer ending at a page that may not be read, a load past the last coefficient would crash.
+TEST(CsrLatent, ReadsNothingPastTheLastCoefficient) {
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* mapped = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mapped, MAP_FAILED);
+  ASSERT_EQ(mprotect(static_cast<char*>(mapped) + page, page, PROT_NONE), 0);
+  at::manual_seed(5);
+  for (const auto& [count, rank] : {std::pair<int64_t, int64_t>{8, 16}, {8, 32}, {9, 13}}) {
+    const RandomCsr c = random_csr(count, rank, at::kFloat, Ranks::kFixed);
+    const int64_t total = c.offsets.back();
+    float* flat = reinterpret_cast<float*>(static_cast<char*>(mapped) + page) - total;
+    std::copy(c.flat.data_ptr<float>(), c.flat.data_ptr<float>() + total, flat);
+    const CsrCoefficients csr{at::from_blob(flat, {total}, at::kFloat), c.offsets.data(), count};
+    const at::Tensor rows = at::randn({5, rank}, kF64), probs = at::rand({5, count}, kF64);
+    EXPECT_TRUE(at::allclose(csr_latent_scores(csr, rows.to(at::kFloat)).to(at::kDouble), rows.matmul(c.padded.t()),
+                             1e-4, 1e-4));
+    EXPECT_TRUE(at::allclose(csr_latent_weigh(csr, probs.to(at::kFloat), rank).to(at::kDouble),
+                             probs.matmul(c.padded), 1e-4, 1e-4));
+  }
+  munmap(mapped, 2 * page);
 }
 
 constexpr int64_t kKv = test::kLowRankKvHeads, kD = test::kLowRankHeadDim, kH = test::kLowRankHeads, kDkv = kKv * kD;
