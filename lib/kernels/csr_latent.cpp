@@ -31,10 +31,11 @@ void widen(const Stored* src, int64_t n, Compute* dst) {
   std::fill(dst + n, dst + padded_width(n), Compute(0));
 }
 
-// Tokens are read in tiles of kTile, each widened to the compute type into a zero-padded block, so that
-// the AVX2 loops run over whole registers and reuse every load several times. Within a tile, each group
-// of tokens (four when scoring, one when weighing) is as wide as its own largest rank: a few high-rank
-// tokens among adaptive ranks neither widen the work on the rest of their tile nor the block written.
+// Tokens are read in tiles of kTile, each widened to the compute type into a zero-padded block (unless
+// it is already in that form: use_in_place), so that the AVX2 loops run over whole registers and reuse
+// every load several times. Within a tile, each group of tokens (four when scoring, one when weighing)
+// is as wide as its own largest rank: a few high-rank tokens among adaptive ranks neither widen the
+// work on the rest of their tile nor the block written.
 constexpr int64_t kTile = 64;
 
 // A tile's tokens k = 0..n-1: token k's row at rows[offset[k]], width[k] wide (its group's largest
