@@ -40,11 +40,13 @@ struct RandomCsr {
 RandomCsr random_csr(int64_t count, int64_t r_max, at::ScalarType stored, Ranks spread = Ranks::kRandom) {
   RandomCsr c;
   const bool skewed = spread == Ranks::kSkewed;
-  const at::Tensor ranks = at::randint(0, skewed ? std::min<int64_t>(r_max, 8) + 1 : r_max + 1, {count}, at::kLong);
-  if (skewed) ranks.slice(0, 0, count, 37).fill_(r_max);
-  ranks[0] = r_max;
-  ranks[count - 1] = 0;
-  if (spread == Ranks::kFixed) ranks.fill_(r_max);
+  at::Tensor ranks = at::full({count}, r_max, at::kLong);
+  if (spread != Ranks::kFixed) {
+    ranks = at::randint(0, skewed ? std::min<int64_t>(r_max, 8) + 1 : r_max + 1, {count}, at::kLong);
+    if (skewed) ranks.slice(0, 0, count, 37).fill_(r_max);
+    ranks[0] = r_max;
+    ranks[count - 1] = 0;
+  }
   for (int64_t t = 0; t < count; ++t) c.offsets.push_back(c.offsets.back() + ranks[t].item<int64_t>());
   c.flat = at::randn({c.offsets.back()}, kF64).to(stored);
   c.padded = at::zeros({count, r_max}, kF64);
