@@ -4,11 +4,12 @@
 # data/text) and decodes NEW tokens greedily with the full cache and with low-rank caches: fixed rank
 # d_kv/4 with pre-RoPE keys (the paper's form: keys rebuilt and rotated every step) and with keys in a
 # rotated basis (keys=rotated: scored in the latent), fixed rank d_kv/8 rotated, and adaptive ranks from
-# gates trained briefly on this model (pre-RoPE and rotated keys). Bases come from kvc-calibrate on the
-# essays. Writes OUT/decode_speed.csv: decode tok/s, ratio to the full cache in the same run, prefill
-# seconds, resident KV bytes, kept share of the payload, and the bytes a decode step streams (weights,
-# payload, the cache's gates and basis rows) with the speed-up they allow (the full cache's bytes over
-# the cache's). Timings need an otherwise idle machine; the bytes do not.
+# gates trained briefly on this model (pre-RoPE and rotated keys; rotated also with the gate read in f16,
+# gate=f16). Bases come from kvc-calibrate on the essays. Writes OUT/decode_speed.csv: decode tok/s,
+# ratio to the full cache in the same run, prefill seconds, resident KV bytes, kept share of the payload,
+# and the bytes a decode step streams (weights, payload, the cache's gates and basis rows) with the
+# speed-up they allow (the full cache's bytes over the cache's). Timings need an otherwise idle machine;
+# the bytes do not.
 # Also OUT/decode_op_counts.csv: ATen operator calls per decode step of each cache (kvc-generate
 # --count-ops, OPS_CONTEXT prompt tokens, 16 steps), a count that is the same on a busy machine.
 # REPEATS=N runs every cache N times, the caches in turn within each repeat (a noisy machine drifts
@@ -77,6 +78,7 @@ CACHES=(
   "rotated d_kv/8|--lowrank $B:keys=rotated --rank $((DKV / 8))"
   "adaptive pre-rope|--lowrank $G:tau=$TAU"
   "adaptive rotated|--lowrank $G:tau=$TAU,keys=rotated"
+  "adaptive rotated f16 gate|--lowrank $G:tau=$TAU,keys=rotated,gate=f16"
 )
 for repeat in $(seq "$REPEATS"); do
   for context in $CONTEXTS; do

@@ -23,7 +23,8 @@ struct CompressionOptions {
                    "Low-rank cache: gates.safetensors[:tau=T], bases.safetensors with --rank R (or :ranks=r0/r1/...), "
                    "or bases.safetensors:share=S (ranks per layer and K/V searched for a kept share S of the cache); add "
                    "keys=rotated (e.g. bases.safetensors:share=0.3,keys=rotated) to store keys after RoPE in a basis of "
-                   "rotated keys, which a decode step scores without rebuilding them");
+                   "rotated keys, which a decode step scores without rebuilding them; gates take gate=f16 (e.g. "
+                   "gates.safetensors:keys=rotated,gate=f16) to read the gate's matrix in 16 bits, half its bytes per step");
     app.add_option("--rank", spec.rank, "Fixed rank per token with a bases file");
     app.add_option("--retrieval", spec.retrieval,
                    "KV cache on storage, clustered: adaptive|static|local[:topk=4,cache_kb=64,...] (see kvc-cluster --help)");

@@ -102,11 +102,42 @@ void widen_tile(const CsrCoefficients& c, const Stored* flat, int64_t t0, int64_
   }
 }
 
+// The stored coefficients of the tile a thread computes next, requested a cache line at a time spread
+// over the current tile's work. The kernels read a tile in place a register column at a time across its
+// tokens (weighing) or four tokens at a time (scoring), and widening copies it token by token: patterns
+// the hardware prefetcher does not run far enough ahead of, which left the kernels waiting on memory.
+class NextTilePrefetch {
+ public:
+  // Tokens [t0, t0 + n) of c; none when n = 0.
+  template <typename Stored>
+  NextTilePrefetch(const CsrCoefficients& c, const Stored* flat, int64_t t0, int64_t n) {
+    if (n <= 0) return;
+    begin_ = reinterpret_cast<const char*>(flat + c.offsets[t0]);
+    lines_ = ((c.offsets[t0 + n] - c.offsets[t0]) * static_cast<int64_t>(sizeof(Stored)) + 63) / 64;
+  }
+  // One line every iterations / lines calls of tick().
+  void spread_over(int64_t iterations) {
+    every_ = countdown_ = lines_ > 0 ? std::max<int64_t>(1, iterations / lines_) : iterations + 1;
+  }
+  void tick() {
+    if (--countdown_ > 0) return;
+    countdown_ = every_;
+    if (line_ < lines_) __builtin_prefetch(begin_ + 64 * line_++, 0, 3);
+  }
+
+ private:
+  const char* begin_ = nullptr;
+  int64_t lines_ = 0, line_ = 0, every_ = 1, countdown_ = 1;
+};
+
 #if defined(__x86_64__)
 // out[i, t0 + k] = tile[k] · q[i] for the tile's n tokens, in groups of four. q has an even number of
 // rows (a zero row after an odd R). Two rows by four tokens per pass: six loads for eight multiply-adds.
 KVC_AVX2 void scores_tile_avx2(const Tile<float>& tile, int64_t n, const float* q, int64_t q_stride, int64_t R,
-                               float* out, int64_t count, int64_t t0) {
+                               float* out, int64_t count, int64_t t0, NextTilePrefetch& next) {
+  int64_t passes = 0;
+  for (int64_t k0 = 0; k0 < n; k0 += 4) passes += (R + 1) / 2 * (tile.width[k0] / kLanes);
+  next.spread_over(passes);
   for (int64_t k0 = 0; k0 < n; k0 += 4) {
     const float* c = tile.rows + tile.offset[k0];
     const int64_t width = tile.width[k0];
@@ -116,6 +147,7 @@ KVC_AVX2 void scores_tile_avx2(const Tile<float>& tile, int64_t n, const float* 
       __m256 acc[8];
       for (auto& a : acc) a = _mm256_setzero_ps();
       for (int64_t j = 0; j < width; j += kLanes) {
+        next.tick();
         const __m256 a0 = _mm256_loadu_ps(q0 + j), a1 = _mm256_loadu_ps(q1 + j);
         for (int k = 0; k < 4; ++k) {
           const __m256 ck = _mm256_loadu_ps(c + k * width + j);
@@ -137,14 +169,16 @@ KVC_AVX2 void scores_tile_avx2(const Tile<float>& tile, int64_t n, const float* 
 // 16 wide; z's rows z_stride apart, width a multiple of 16). Four rows by sixteen columns per pass: six
 // loads for eight multiply-adds. A token adds nothing past its rank, so it is skipped there.
 KVC_AVX2 void weigh_tile_avx2(const Tile<float>& tile, int64_t n, int64_t width, const float* p, int64_t R,
-                              int64_t count, int64_t t0, float* z, int64_t z_stride) {
+                              int64_t count, int64_t t0, float* z, int64_t z_stride, NextTilePrefetch& next) {
   const float* values = tile.rows;
   int64_t i0 = 0;
+  next.spread_over(R / 4 * (width / (2 * kLanes)) * n);
   for (; i0 + 4 <= R; i0 += 4) {
     for (int64_t j = 0; j < width; j += 2 * kLanes) {
       __m256 acc[8];
       for (auto& a : acc) a = _mm256_setzero_ps();
       for (int64_t k = 0; k < n; ++k) {
+        next.tick();
         if (tile.rank[k] <= j) continue;
         const float* row = values + tile.offset[k] + j;
         const __m256 c0 = _mm256_loadu_ps(row), c1 = _mm256_loadu_ps(row + kLanes);
@@ -196,7 +230,8 @@ void scores(const CsrCoefficients& c, const at::Tensor& rows, at::Tensor& out) {
 #if defined(__x86_64__)
       if constexpr (std::is_same_v<Compute, float>) {
         if (avx2) {
-          scores_tile_avx2(tile, n, q.data(), width, R, o, count, t0);
+          NextTilePrefetch next(c, flat, t0 + n, b + 1 < end ? std::min(kTile, count - t0 - n) : 0);
+          scores_tile_avx2(tile, n, q.data(), width, R, o, count, t0, next);
           continue;
         }
       }
@@ -227,13 +262,15 @@ void weigh(const CsrCoefficients& c, const at::Tensor& probs, at::Tensor& out) {
     tile.values.resize(static_cast<size_t>(kTile * width));
     for (int64_t ch = begin; ch < end; ++ch) {
       Compute* z = partial.data() + ch * R * width;
-      for (int64_t b = tiles * ch / chunks; b < tiles * (ch + 1) / chunks; ++b) {
+      const int64_t b_end = tiles * (ch + 1) / chunks;
+      for (int64_t b = tiles * ch / chunks; b < b_end; ++b) {
         const int64_t t0 = b * kTile, n = std::min(kTile, count - t0);
         widen_tile(c, flat, t0, n, 1, 2 * kLanes, tile);
 #if defined(__x86_64__)
         if constexpr (std::is_same_v<Compute, float>) {
           if (avx2) {
-            weigh_tile_avx2(tile, n, width, p, R, count, t0, z, width);
+            NextTilePrefetch next(c, flat, t0 + n, b + 1 < b_end ? std::min(kTile, count - t0 - n) : 0);
+            weigh_tile_avx2(tile, n, width, p, R, count, t0, z, width, next);
             continue;
           }
         }

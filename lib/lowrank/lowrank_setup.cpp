@@ -19,7 +19,8 @@ int64_t parse_int(const std::string& s, const std::string& what) {
 
 // `stored`: the basis coefficients are kept in, when it is not p's own (rotated keys).
 std::shared_ptr<RankedProjection> to_device(const Projection& p, const AttentionShape& shape, const at::TensorOptions& o,
-                                            int64_t rank, double tau, const Projection* stored = nullptr) {
+                                            int64_t rank, double tau, bool half_gate,
+                                            const Projection* stored = nullptr) {
   auto r = std::make_shared<RankedProjection>();
   const at::Tensor& U = stored != nullptr ? stored->U : p.U;
   // Inverse in float64: a trained U is no longer orthogonal, and its inverse must be accurate.
@@ -34,7 +35,11 @@ std::shared_ptr<RankedProjection> to_device(const Projection& p, const Attention
   if (rank == 0 && p.has_gate()) {
     // The gate reads p.U's coefficients (also for rotated keys, whose stored basis is another):
     // folded onto the state, it decides each token's ranks before the token is projected.
-    r->W = fold_gate(p.U, p.W).to(o);
+    r->W = fold_gate(p.U, p.W);
+    // A 16-bit gate: its values rounded to f16 on every device, so ranks do not depend on where the cache
+    // lives; the CPU's row-streaming product below then also reads it in f16, half the gate's bytes.
+    if (half_gate) r->W = r->W.to(at::kHalf);
+    r->W = r->W.to(o);
     r->b = p.b.to(o);
     r->gate_reads_state = true;
   }
@@ -45,6 +50,7 @@ std::shared_ptr<RankedProjection> to_device(const Projection& p, const Attention
       if (plain->defined()) *rows = plain->t().contiguous();
       *plain = at::Tensor();
     }
+    if (half_gate && r->W_rows.defined()) r->W_rows = r->W_rows.to(at::kHalf);
   }
   r->fixed_rank = rank;
   r->tau = tau;
@@ -70,11 +76,15 @@ LowRankSpec parse_lowrank_spec(const std::string& text, int64_t rank) {
       (text.find('=', colon) != std::string::npos || text.find_first_not_of(" \t", colon + 1) == std::string::npos)) {
     spec.path = text.substr(0, colon);
     const SpecValues values(parse_spec_params(text.substr(colon + 1), "--lowrank", text), "--lowrank", text);
-    values.check_known_keys({"tau", "ranks", "share", "keys"});
+    values.check_known_keys({"tau", "ranks", "share", "keys", "gate"});
     const std::string keys = values.get_string("keys", "pre-rope");
     KVC_CHECK(keys == "pre-rope" || keys == "rotated", "--lowrank: keys must be pre-rope (the default: keys stored "
               "before RoPE and rotated when read) or rotated (stored after RoPE, scored in the latent), got '{}'", keys);
     spec.rotated_keys = keys == "rotated";
+    const std::string gate = values.get_string("gate", "f32");
+    KVC_CHECK(gate == "f32" || gate == "f16", "--lowrank: gate must be f32 (the default) or f16 (the gate's "
+              "matrix rounded to 16 bits: half its bytes per decode step), got '{}'", gate);
+    spec.half_gate = gate == "f16";
     if (values.has("share")) {
       spec.share = values.get_number("share", 0.0);
       KVC_CHECK(spec.share > 0 && spec.share <= 1, "--lowrank: share must be in (0, 1] (the kept share of the cache), "
@@ -106,6 +116,9 @@ LayoutFactory<LowRankLayerCache> make_lowrank_factory(const LowRankSpec& spec, c
   if (a.is_gates()) {
     KVC_CHECK(spec.ranks.empty() && spec.share == 0, "--rank: '{}' holds trained gates (adaptive rank); a fixed rank "
               "needs a bases file from kvc-calibrate", spec.path);
+  } else if (spec.half_gate) {
+    fail("--lowrank: gate=f16 applies to trained gates, and '{}' is a bases file (fixed ranks have no gate)",
+         spec.path);
   } else if (spec.share > 0) {
     KVC_CHECK(spec.tau < 0, "--lowrank: tau applies to gates, and '{}' is a bases file", spec.path);
     // Rotated keys are truncated in their own basis: its eigenvalues decide their ranks.
@@ -134,9 +147,9 @@ LayoutFactory<LowRankLayerCache> make_lowrank_factory(const LowRankSpec& spec, c
   std::vector<std::shared_ptr<const RankedProjection>> keys, values;
   if (value_ranks.empty()) value_ranks = ranks;
   for (int64_t l = 0; l < L; ++l) {
-    keys.push_back(to_device(a.layers[l].key, shape, options, ranks[l], tau,
+    keys.push_back(to_device(a.layers[l].key, shape, options, ranks[l], tau, spec.half_gate,
                              spec.rotated_keys ? &a.layers[l].rotated_key : nullptr));
-    values.push_back(to_device(a.layers[l].value, shape, options, value_ranks[l], tau));
+    values.push_back(to_device(a.layers[l].value, shape, options, value_ranks[l], tau, spec.half_gate));
   }
   auto rope = model.rope();
   const CacheTypes stored = model.cache_types();

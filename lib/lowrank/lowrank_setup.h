@@ -8,6 +8,8 @@
 //                                           variance in 30% of the cache (rank_search.h)
 //   ...:keys=rotated                        keys stored after RoPE in a basis of rotated keys, so that a
 //                                           decode step scores them without rebuilding them (any of the above)
+//   gates.safetensors:gate=f16              the gate's matrix rounded to f16 (held in f16 on the CPU: half
+//                                           the bytes a decode step reads for it; ranks near τ may move)
 #include <string>
 #include <vector>
 
@@ -23,6 +25,7 @@ struct LowRankSpec {
   std::vector<int64_t> ranks;  // per layer (fixed rank), from ":ranks=" or --rank
   double share = 0;            // > 0: ranks searched for this kept share of the cache
   bool rotated_keys = false;   // ":keys=rotated": keys stored after RoPE in the rotated keys' basis
+  bool half_gate = false;      // ":gate=f16": the gate's matrix rounded to f16
 };
 
 // The layers a low-rank cache is built for: every layer but sliding-window ones (they keep their window).

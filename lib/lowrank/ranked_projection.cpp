@@ -17,7 +17,7 @@ at::Tensor times(const at::Tensor& x, const at::Tensor& M, const at::Tensor& M_r
         x.size(0) == 1 ? fast_matvec(M_rows, x[0].contiguous(), bias) : parallel_linear(x, M_rows, bias);
     if (y.defined()) return x.size(0) == 1 ? y.unsqueeze(0) : y;
   }
-  return plus_bias(x.matmul(M_rows.t()));
+  return plus_bias(x.matmul(M_rows.t().to(x.scalar_type())));  // a 16-bit gate is widened here
 }
 
 }  // namespace

@@ -378,6 +378,74 @@ TEST(LowRankModel, FullRankBasisReproducesTheDenseForward) {
   EXPECT_THROW(make_lowrank_factory(parse_lowrank_spec(path, c.kv_dim() + 1), *model), kvc::Error);
 }
 
+// Whether a token's soft mask (from float64 logits) passes within `eps` of τ: there a rounding of the
+// gate may move its rank by one, and no rank is owed.
+bool near_threshold(const at::Tensor& logits_row, double tau, double eps) {
+  const at::Tensor mask = at::softmax(logits_row, -1).flip(-1).cumsum(-1).flip(-1);
+  return (mask - tau).abs().min().item<double>() < eps;
+}
+
+// gate=f16 rounds the gate's matrix to f16, which the CPU then reads in f16: every token's rank, of a
+// prefill and of single decode rows, is the one the rounded matrix gives in float64, and a step reads
+// half the gate's bytes.
+TEST(LowRankModel, A16BitGateRanksTokensAsItsRoundedMatrixDoes) {
+  auto model = LlamaModel::load(test::model_dir("stories260K"));
+  const ModelConfig& c = model->config();
+  const AttentionShape s = c.attention_shape();
+  const int64_t d = c.kv_dim();
+  Artifact a;
+  a.kind = kGatesKind;
+  a.tau = 0.3;
+  at::manual_seed(11);
+  const auto random_gate = [&] {
+    const at::Tensor U = std::get<0>(at::linalg_qr(at::randn({d, d}, kF64))).to(at::kFloat);
+    return Projection{U, at::randn({d, d}), at::randn({d}), {}};
+  };
+  for (int64_t l = 0; l < c.num_layers; ++l) a.layers.push_back({random_gate(), random_gate()});
+  const std::string path = test::make_temp_dir("lowrank_half_gate") + "/gates.safetensors";
+  write_artifact(path, a, c);
+
+  auto cache = make_lowrank_factory(parse_lowrank_spec(path + ":gate=f16", 0), *model)(1);
+  std::vector<at::Tensor> keys, values;
+  int64_t pos = 0;
+  for (int64_t T : {40, 1, 1, 1}) {
+    keys.push_back(at::randn({s.num_kv_heads, T, s.head_dim}));
+    values.push_back(at::randn({s.num_kv_heads, T, s.head_dim}));
+    cache->append(keys.back(), values.back(), at::arange(pos, pos + T, at::kLong));
+    pos += T;
+  }
+  int64_t checked = 0;
+  const auto expect_ranks = [&](const std::vector<at::Tensor>& states, const Projection& p, const at::Tensor& got) {
+    const at::Tensor x = at::cat(states, 1).transpose(0, 1).reshape({pos, d}).to(at::kDouble);
+    const at::Tensor rounded = fold_gate(p.U, p.W).to(at::kHalf).to(at::kDouble);
+    const at::Tensor logits = x.matmul(rounded) + p.b.to(at::kDouble);
+    const at::Tensor want = hard_ranks_from_logits(logits, a.tau);
+    ASSERT_EQ(got.numel(), pos);
+    ASSERT_GT(want.max().item<int64_t>(), want.min().item<int64_t>()) << "test needs variable ranks";
+    for (int64_t t = 0; t < pos; ++t) {
+      if (near_threshold(logits[t], a.tau, 1e-5)) continue;
+      EXPECT_EQ(got[t].item<int64_t>(), want[t].item<int64_t>()) << "token " << t;
+      ++checked;
+    }
+  };
+  expect_ranks(keys, a.layers[1].key, cache->key_ranks());
+  expect_ranks(values, a.layers[1].value, cache->value_ranks());
+  EXPECT_GT(checked, 2 * pos - 4) << "too many tokens at the threshold to test";
+
+  // The step reads the payload, each gate in f16, and the rows of U and U^{-1} as for an f32 gate.
+  const int64_t row = d * 4;
+  const auto rows = [&](const at::Tensor& r) {
+    return (r.sum().item<int64_t>() + r.numel() - 1) / r.numel() + r.max().item<int64_t>();
+  };
+  EXPECT_EQ(cache->footprint().step_read_bytes, cache->footprint().payload_bytes + 2 * d * d * 2 +
+                                                    (rows(cache->key_ranks()) + rows(cache->value_ranks())) * row);
+
+  test::expect_error([&] { parse_lowrank_spec(path + ":gate=f8", 0); }, "gate must be f32 (the default) or f16");
+  const std::string bases = write_full_rank_bases(*model, "lowrank_half_gate_bases");
+  test::expect_error([&] { make_lowrank_factory(parse_lowrank_spec(bases + ":gate=f16", 4), *model); },
+                     "gate=f16 applies to trained gates");
+}
+
 // Rank search: the greedy allocation reaches the best objective of every allocation within the budget
 // (brute force over all of them), spends the budget exactly, and keeps one direction per matrix.
 TEST(LowRankRankSearch, GreedyAllocationIsTheBestWithinTheBudget) {
