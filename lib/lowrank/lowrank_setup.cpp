@@ -38,7 +38,11 @@ std::shared_ptr<RankedProjection> to_device(const Projection& p, const Attention
     r->W = fold_gate(p.U, p.W);
     // A 16-bit gate: its values rounded to f16 on every device, so ranks do not depend on where the cache
     // lives; the CPU's row-streaming product below then also reads it in f16, half the gate's bytes.
-    if (half_gate) r->W = r->W.to(at::kHalf);
+    if (half_gate) {
+      r->W = r->W.to(at::kHalf);
+      KVC_CHECK(at::isfinite(r->W).all().item<bool>(), "--lowrank: gate=f16: the gate's matrix holds values beyond "
+                "f16's range (largest magnitude {}); use gate=f32", fold_gate(p.U, p.W).abs().max().item<double>());
+    }
     r->W = r->W.to(o);
     r->b = p.b.to(o);
     r->gate_reads_state = true;

@@ -441,6 +441,13 @@ TEST(LowRankModel, A16BitGateRanksTokensAsItsRoundedMatrixDoes) {
                                                     (rows(cache->key_ranks()) + rows(cache->value_ranks())) * row);
 
   test::expect_error([&] { parse_lowrank_spec(path + ":gate=f8", 0); }, "gate must be f32 (the default) or f16");
+  Artifact huge = a;
+  for (LayerBasis& layer : huge.layers) layer.value.W = layer.value.W * 1e5;
+  const std::string huge_path = test::make_temp_dir("lowrank_huge_gate") + "/gates.safetensors";
+  write_artifact(huge_path, huge, c);
+  EXPECT_NO_THROW(make_lowrank_factory(parse_lowrank_spec(huge_path, 0), *model));
+  test::expect_error([&] { make_lowrank_factory(parse_lowrank_spec(huge_path + ":gate=f16", 0), *model); },
+                     "beyond f16's range");
   const std::string bases = write_full_rank_bases(*model, "lowrank_half_gate_bases");
   test::expect_error([&] { make_lowrank_factory(parse_lowrank_spec(bases + ":gate=f16", 4), *model); },
                      "gate=f16 applies to trained gates");
