@@ -108,10 +108,11 @@ void widen_tile(const CsrCoefficients& c, const Stored* flat, int64_t t0, int64_
 // the hardware prefetcher does not run far enough ahead of, which left the kernels waiting on memory.
 class NextTilePrefetch {
  public:
-  // Tokens [t0, t0 + n) of c; none when n = 0.
+  // The tile from token t0 of c, when the thread has one (`exists`); else nothing is prefetched.
   template <typename Stored>
-  NextTilePrefetch(const CsrCoefficients& c, const Stored* flat, int64_t t0, int64_t n) {
-    if (n <= 0) return;
+  NextTilePrefetch(const CsrCoefficients& c, const Stored* flat, int64_t t0, bool exists) {
+    if (!exists || t0 >= c.count) return;
+    const int64_t n = std::min(kTile, c.count - t0);
     begin_ = reinterpret_cast<const char*>(flat + c.offsets[t0]);
     lines_ = ((c.offsets[t0 + n] - c.offsets[t0]) * static_cast<int64_t>(sizeof(Stored)) + 63) / 64;
   }
@@ -230,7 +231,7 @@ void scores(const CsrCoefficients& c, const at::Tensor& rows, at::Tensor& out) {
 #if defined(__x86_64__)
       if constexpr (std::is_same_v<Compute, float>) {
         if (avx2) {
-          NextTilePrefetch next(c, flat, t0 + n, b + 1 < end ? std::min(kTile, count - t0 - n) : 0);
+          NextTilePrefetch next(c, flat, t0 + n, b + 1 < end);
           scores_tile_avx2(tile, n, q.data(), width, R, o, count, t0, next);
           continue;
         }
@@ -269,7 +270,7 @@ void weigh(const CsrCoefficients& c, const at::Tensor& probs, at::Tensor& out) {
 #if defined(__x86_64__)
         if constexpr (std::is_same_v<Compute, float>) {
           if (avx2) {
-            NextTilePrefetch next(c, flat, t0 + n, b + 1 < b_end ? std::min(kTile, count - t0 - n) : 0);
+            NextTilePrefetch next(c, flat, t0 + n, b + 1 < b_end);
             weigh_tile_avx2(tile, n, width, p, R, count, t0, z, width, next);
             continue;
           }
