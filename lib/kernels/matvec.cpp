@@ -1,10 +1,9 @@
 #include "kernels/matvec.h"
 
-#include <ATen/Parallel.h>
-
 #include "kernels/cpu_features.h"
 #include "kernels/half_precision.h"
 #include "kernels/simd_avx2.h"
+#include "runtime/balanced_parallel_for.h"
 #include "runtime/gradient_recording.h"
 
 namespace kvc {
@@ -52,16 +51,18 @@ at::Tensor fast_matvec(const at::Tensor& weight, const at::Tensor& x, const at::
   at::Tensor y = at::empty({rows}, x.options());
   const float* xp = xc.data_ptr<float>();
   float* yp = y.data_ptr<float>();
-  // Split only when each thread streams at least ~256 KB: small models stay single-threaded.
-  const int64_t row_bytes = cols * weight.element_size();
-  const int64_t grain = std::max<int64_t>(16, (int64_t{1} << 18) / std::max<int64_t>(1, row_bytes));
+  // Split only when each thread streams at least ~256 KB: small models stay single-threaded. Chunks of
+  // ~128 KB bound the wait at the end of a product to about one chunk's stream.
+  const int64_t row_bytes = std::max<int64_t>(1, cols * weight.element_size());
+  const int64_t min_rows_per_thread = std::max<int64_t>(16, (int64_t{1} << 18) / row_bytes);
+  const int64_t chunk = rows < 2 * min_rows_per_thread ? rows : (int64_t{1} << 17) / row_bytes;
   if (half) {
     const void* w = weight.data_ptr();
     const at::ScalarType type = weight.scalar_type();
-    at::parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) { half_matvec_rows(type, w, xp, yp, r0, r1, cols); });
+    balanced_parallel_for(rows, chunk, [&](int64_t r0, int64_t r1) { half_matvec_rows(type, w, xp, yp, r0, r1, cols); });
   } else {
     const float* w = weight.data_ptr<float>();
-    at::parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) { matvec_rows(w, xp, yp, r0, r1, cols); });
+    balanced_parallel_for(rows, chunk, [&](int64_t r0, int64_t r1) { matvec_rows(w, xp, yp, r0, r1, cols); });
   }
   if (bias.defined()) y.add_(bias);
   return y;

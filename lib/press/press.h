@@ -84,6 +84,9 @@ at::Tensor protect_ends(const at::Tensor& importance, int64_t sinks, int64_t rec
 // when feasible (largest remainder, clamps redistributed).
 std::vector<int64_t> distribute(const std::vector<double>& weights, int64_t total, const std::vector<int64_t>& lo,
                                 const std::vector<int64_t>& hi);
+// The index of each row's least entry of scores [n, S], as scores.argmin(1) gives it (the first minimum;
+// a NaN counts as the least); one pass per row on the CPU, where argmin's reduction costs more than that.
+at::Tensor row_argmin(const at::Tensor& scores);
 // Indices (sorted ascending, storage order) of the top `keep` entries per row of scores [n, S].
 at::Tensor top_indices(const at::Tensor& scores, int64_t keep);
 

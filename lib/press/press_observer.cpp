@@ -187,7 +187,7 @@ at::Tensor PressObserver::compress(int64_t layer, const at::Tensor& importance, 
     // Every decode step of a bounded cache evicts one entry per head: the least important, found in one
     // pass (not a top-k of S - 1 and a sort), which the layout evicts in place where it can; `kept`
     // then becomes the new storage order.
-    const at::Tensor slots = ranked.argmin(1).expand({KV});
+    const at::Tensor slots = row_argmin(ranked).expand({KV});
     if (!allocator_->merges() && !recording_ && slots.is_cpu()) {
       // Nothing reads the order: the layout and the bookkeeping move their last entry into each freed
       // slot without building it (the step's eviction is O(1) per head).

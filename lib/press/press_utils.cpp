@@ -5,6 +5,7 @@
 #include <numeric>
 #include <vector>
 
+#include "kernels/eviction_scan.h"
 #include "press/press.h"
 #include "util/error.h"
 
@@ -28,6 +29,15 @@ void aggregate_rows(const at::Tensor& per_query_head, HeadAgg agg, const at::Ten
   const int64_t in_row = per_query_head.stride(0), out_row = into.stride(0);
   for (int64_t h = 0; h < kv; ++h) {
     double* o = out + h * out_row;
+    if (group == 1) {  // one query head per KV head: a widening copy or add, which vectorises
+      const T* x = in + h * in_row;
+      if (accumulate) {
+        for (int64_t i = 0; i < s; ++i) o[i] += static_cast<double>(x[i]);
+      } else {
+        for (int64_t i = 0; i < s; ++i) o[i] = static_cast<double>(x[i]);
+      }
+      continue;
+    }
     for (int64_t i = 0; i < s; ++i) {
       double v = static_cast<double>(in[h * group * in_row + i]);
       for (int64_t g = 1; g < group; ++g) {
@@ -62,10 +72,9 @@ at::Tensor pool1d(const at::Tensor& scores, int64_t kernel, bool zero_padding) {
 
 namespace {
 
-// protect_ends on the CPU in one pass per row: the thresholds by nth_element instead of two top-k
-// calls and the masks without temporaries (a bounded press calls it for every layer at every step).
-// Rows are read where they lie (the bookkeeping's rows are apart by their buffer's capacity), the ages
-// in their own type (positions, int64), so no converted or contiguous copy is made first.
+// protect_ends on the CPU in one pass per row after the thresholds (the r-th newest and k-th oldest
+// age), the masks without temporaries (a bounded press calls it for every layer at every step).
+// Rows are read where they lie (the bookkeeping's rows are apart by their buffer's capacity).
 template <typename Age>
 at::Tensor protect_ends_cpu(const at::Tensor& in, int64_t sinks, int64_t recent, const at::Tensor& age) {
   const int64_t rows = in.size(0), s = in.size(1);
@@ -97,6 +106,43 @@ at::Tensor protect_ends_cpu(const at::Tensor& in, int64_t sinks, int64_t recent,
   return out;
 }
 
+// The n-th newest (or oldest) of a row's positions, by nth_element on a copy.
+int64_t nth_position(const int64_t* a, int64_t s, int64_t n, bool newest, std::vector<int64_t>& scratch) {
+  std::copy(a, a + s, scratch.begin());
+  const auto nth = scratch.begin() + (newest ? s - n : n - 1);
+  std::nth_element(scratch.begin(), nth, scratch.end());
+  return *nth;
+}
+
+// protect_ends by positions (int64), as every bounded press calls it while decoding. Such a cache never
+// evicts its protected ends, so they are usually runs of consecutive positions: the r newest are then
+// those >= the newest position - (r - 1), which counting confirms in one pass. If exactly r positions
+// are >= some t, those are the r newest whatever the positions are, so a confirmed guess is exact;
+// otherwise nth_element finds the threshold. The same holds for the k oldest. Positions outside
+// [0, 2^52) take the general path.
+at::Tensor protect_ends_by_position(const at::Tensor& in, int64_t sinks, int64_t recent, const at::Tensor& positions) {
+  const int64_t rows = in.size(0), s = in.size(1);
+  const int64_t r = std::min(recent, s), k = std::min(sinks, s);
+  at::Tensor out = at::empty({rows, s}, in.options().dtype(at::kDouble));
+  std::vector<int64_t> scratch;
+  for (int64_t h = 0; h < rows; ++h) {
+    const int64_t* a = positions.data_ptr<int64_t>() + (positions.size(0) == 1 ? 0 : h * positions.stride(0));
+    const PositionRange range = position_range(a, s);
+    if (range.oldest < 0 || range.newest >= (int64_t{1} << 52)) {
+      return protect_ends_cpu<int64_t>(in, sinks, recent, positions);
+    }
+    int64_t newest = r > 0 ? range.newest - (r - 1) : std::numeric_limits<int64_t>::max();
+    int64_t oldest = k > 0 ? range.oldest + (k - 1) : std::numeric_limits<int64_t>::min();
+    const PositionCounts counts = count_positions(a, s, newest, oldest);
+    if ((r > 0 && counts.at_least != r) || (k > 0 && counts.at_most != k)) scratch.resize(static_cast<size_t>(s));
+    if (r > 0 && counts.at_least != r) newest = nth_position(a, s, r, true, scratch);
+    if (k > 0 && counts.at_most != k) oldest = nth_position(a, s, k, false, scratch);
+    mark_protected(a, in.data_ptr<double>() + h * in.stride(0), out.data_ptr<double>() + h * s, s, newest, oldest,
+                   kProtected);
+  }
+  return out;
+}
+
 }  // namespace
 
 at::Tensor protect_ends(const at::Tensor& importance, int64_t sinks, int64_t recent, const at::Tensor& positions) {
@@ -110,7 +156,7 @@ at::Tensor protect_ends(const at::Tensor& importance, int64_t sinks, int64_t rec
     if (in.stride(1) != 1) in = in.contiguous();
     if (by_position && positions.is_cpu() && positions.stride(1) == 1 &&
         (positions.scalar_type() == at::kLong || positions.scalar_type() == at::kDouble)) {
-      return positions.scalar_type() == at::kLong ? protect_ends_cpu<int64_t>(in, sinks, recent, positions)
+      return positions.scalar_type() == at::kLong ? protect_ends_by_position(in, sinks, recent, positions)
                                                   : protect_ends_cpu<double>(in, sinks, recent, positions);
     }
     const at::Tensor age = by_position ? positions.to(at::kCPU, at::kDouble).contiguous()
@@ -193,6 +239,18 @@ std::vector<int64_t> distribute(const std::vector<double>& weights, int64_t tota
     out[i] += add;
     left -= add;
   }
+  return out;
+}
+
+at::Tensor row_argmin(const at::Tensor& scores) {
+  if (!scores.is_cpu() || scores.dim() != 2 || scores.scalar_type() != at::kDouble || scores.stride(1) != 1 ||
+      scores.size(1) == 0) {
+    return scores.argmin(1);
+  }
+  const int64_t rows = scores.size(0), s = scores.size(1);
+  at::Tensor out = at::empty({rows}, scores.options().dtype(at::kLong));
+  for (int64_t h = 0; h < rows; ++h)
+    out.data_ptr<int64_t>()[h] = first_argmin(scores.data_ptr<double>() + h * scores.stride(0), s);
   return out;
 }
 

@@ -8,19 +8,23 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
 #include "kernels/cpu_features.h"
 #include "kernels/decode_attention.h"
+#include "kernels/eviction_scan.h"
 #include "kernels/matvec.h"
 #include "kernels/per_head_products.h"
 #include "kernels/prefill_attention.h"
 #include "kernels/rms_norm.h"
 #include "core/rope.h"
+#include "runtime/balanced_parallel_for.h"
 #include "support/brute_force_attention.h"
 
 namespace {
@@ -54,6 +58,78 @@ TEST_F(KernelTest, MatvecIsIndependentOfThreadCount) {
   const at::Tensor two = kvc::fast_matvec(w, x, {});
   at::set_num_threads(1);
   EXPECT_TRUE(kvc::fast_matvec(w, x, {}).equal(two));
+}
+
+// Every item exactly once, in chunks no longer than asked (one call on one thread), for any thread
+// count and any remainder.
+TEST(BalancedParallelFor, CoversEveryItemOnceInChunks) {
+  const int before = at::get_num_threads();
+  for (const int threads : {1, 2, 3}) {
+    at::set_num_threads(threads);
+    for (const auto& [n, chunk] : std::vector<std::pair<int64_t, int64_t>>{{0, 4}, {1, 4}, {5, 8}, {64, 1}, {97, 5}, {1000, 64}}) {
+      std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
+      std::atomic<bool> too_long{false};
+      kvc::balanced_parallel_for(n, chunk, [&](int64_t begin, int64_t end) {
+        if ((threads > 1 && end - begin > chunk) || begin >= end) too_long = true;
+        for (int64_t i = begin; i < end; ++i) ++seen[static_cast<size_t>(i)];
+      });
+      EXPECT_FALSE(too_long) << n << " items, chunk " << chunk;
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(seen[static_cast<size_t>(i)].load(), 1) << "item " << i << " of " << n;
+    }
+  }
+  at::set_num_threads(before);
+}
+
+// A thread held up at its first chunk does not hold up the loop: the other thread takes the rest of its
+// share (a static split would leave all of it to the slow thread).
+TEST(BalancedParallelFor, AnotherThreadTakesOverASlowThreadsShare) {
+  const int before = at::get_num_threads();
+  at::set_num_threads(2);
+  const int64_t n = 64;
+  std::vector<int> ran_on(n, -1);
+  std::atomic<bool> held{false};
+  kvc::balanced_parallel_for(n, 1, [&](int64_t begin, int64_t) {
+    const int thread = omp_get_thread_num();
+    if (thread == 0 && !held.exchange(true)) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ran_on[static_cast<size_t>(begin)] = thread;
+  });
+  at::set_num_threads(before);
+  const auto first_half = std::vector<int>(ran_on.begin(), ran_on.begin() + n / 2);
+  EXPECT_GT(std::count(first_half.begin(), first_half.end(), 1), 0) << "thread 1 never helped with thread 0's share";
+  EXPECT_EQ(std::count(ran_on.begin(), ran_on.end(), -1), 0);
+}
+
+// The eviction scans against plain loops over the same rows, at lengths around the vector width,
+// with ties and NaNs: first_argmin as at::argmin decides.
+TEST_F(KernelTest, EvictionScansMatchPlainLoops) {
+  for (int64_t n = 1; n <= 41; ++n) {
+    for (int trial = 0; trial < 4; ++trial) {
+      at::Tensor x = at::randint(0, 6, {n}, at::kDouble);  // few distinct values: many ties
+      if (trial == 2 && n > 1) x[n / 2] = std::numeric_limits<double>::quiet_NaN();
+      if (trial == 3) x[n - 1] = std::numeric_limits<double>::quiet_NaN();
+      EXPECT_EQ(kvc::first_argmin(x.data_ptr<double>(), n), x.argmin().item<int64_t>()) << "n " << n << " trial " << trial;
+
+      const at::Tensor positions = at::randperm(3 * n, at::kLong).narrow(0, 0, n).contiguous();
+      const int64_t* p = positions.data_ptr<int64_t>();
+      const std::vector<int64_t> v(p, p + n);
+      const kvc::PositionRange range = kvc::position_range(p, n);
+      EXPECT_EQ(range.oldest, *std::min_element(v.begin(), v.end()));
+      EXPECT_EQ(range.newest, *std::max_element(v.begin(), v.end()));
+      const int64_t least = trial * n / 2, most = 3 * n - least;
+      const kvc::PositionCounts counts = kvc::count_positions(p, n, least, most);
+      EXPECT_EQ(counts.at_least, std::count_if(v.begin(), v.end(), [&](int64_t a) { return a >= least; }));
+      EXPECT_EQ(counts.at_most, std::count_if(v.begin(), v.end(), [&](int64_t a) { return a <= most; }));
+
+      const at::Tensor scores = at::rand({n}, at::kDouble);
+      at::Tensor out = at::empty({n}, at::kDouble);
+      const int64_t newest = 2 * n, oldest = n / 3;
+      kvc::mark_protected(p, scores.data_ptr<double>(), out.data_ptr<double>(), n, newest, oldest, 1e12);
+      for (int64_t i = 0; i < n; ++i) {
+        const double expect = v[i] <= oldest ? 2e12 : v[i] >= newest ? static_cast<double>(v[i]) + 1e12 : scores[i].item<double>();
+        ASSERT_EQ(out[i].item<double>(), expect) << "n " << n << " entry " << i;
+      }
+    }
+  }
 }
 
 TEST_F(KernelTest, MatvecDeclinesWhatItCannotDo) {

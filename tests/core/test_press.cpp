@@ -217,10 +217,15 @@ TEST(ProtectEnds, MatchesASortOfEachRow) {
   // keep their importance; brute force by sorting each row's positions.
   at::manual_seed(5);
   for (const auto& [sinks, recent] : std::vector<std::pair<int64_t, int64_t>>{{0, 0}, {4, 0}, {0, 7}, {3, 9}, {50, 50}}) {
-    const int64_t rows = 4, s = 40;
+    const int64_t rows = 6, s = 40;
     const at::Tensor importance = at::rand({rows, s}, at::kDouble);
+    // The last row as a bounded cache holds it: runs of consecutive positions at both ends (which it
+    // never evicts), gaps between them, in no order.
+    const at::Tensor ends_kept = at::cat({at::arange(12, at::kLong), at::randperm(60, at::kLong).narrow(0, 0, 16) + 20,
+                                          at::arange(88, 100, at::kLong)}).index_select(0, at::randperm(s, at::kLong));
     const at::Tensor positions = at::stack({at::randperm(100, at::kLong).narrow(0, 0, s), at::randperm(100, at::kLong).narrow(0, 0, s),
-                                            at::randperm(100, at::kLong).narrow(0, 0, s), at::arange(s, at::kLong)});
+                                            at::randperm(100, at::kLong).narrow(0, 0, s), at::arange(s, at::kLong), ends_kept,
+                                            at::arange(s, at::kLong) - 20});  // below zero: the general path
     const at::Tensor out = protect_ends(importance, sinks, recent, positions);
     // Rows read where they lie (apart by a buffer's capacity, as the bookkeeping keeps them) give the same.
     const at::Tensor wide_importance = at::zeros({rows, s + 8}, at::kDouble), wide_positions = at::zeros({rows, s + 8}, at::kLong);
