@@ -38,7 +38,8 @@ KVC_AVX2 void matvec_rows(const float* w, const float* x, float* y, int64_t r0, 
 
 }  // namespace
 
-at::Tensor fast_matvec(const at::Tensor& weight, const at::Tensor& x, const at::Tensor& bias) {
+at::Tensor fast_matvec(const at::Tensor& weight, const at::Tensor& x, const at::Tensor& bias,
+                       const std::function<void()>& alongside) {
 #if defined(__x86_64__)
   const bool half = is_half_type(weight.scalar_type());
   if (!cpu_has_avx2_fma() || !weight.device().is_cpu() || (weight.scalar_type() != at::kFloat && !half) ||
@@ -59,10 +60,11 @@ at::Tensor fast_matvec(const at::Tensor& weight, const at::Tensor& x, const at::
   if (half) {
     const void* w = weight.data_ptr();
     const at::ScalarType type = weight.scalar_type();
-    balanced_parallel_for(rows, chunk, [&](int64_t r0, int64_t r1) { half_matvec_rows(type, w, xp, yp, r0, r1, cols); });
+    balanced_parallel_for(
+        rows, chunk, [&](int64_t r0, int64_t r1) { half_matvec_rows(type, w, xp, yp, r0, r1, cols); }, alongside);
   } else {
     const float* w = weight.data_ptr<float>();
-    balanced_parallel_for(rows, chunk, [&](int64_t r0, int64_t r1) { matvec_rows(w, xp, yp, r0, r1, cols); });
+    balanced_parallel_for(rows, chunk, [&](int64_t r0, int64_t r1) { matvec_rows(w, xp, yp, r0, r1, cols); }, alongside);
   }
   if (bias.defined()) y.add_(bias);
   return y;

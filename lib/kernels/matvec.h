@@ -4,11 +4,16 @@
 // it well below the memory bandwidth.
 #include <ATen/ATen.h>
 
+#include <functional>
+
 namespace kvc {
 
 // weight [rows, cols] contiguous fp32, bf16 or f16 (widened in registers), x [cols] fp32, bias [rows] or undefined. Returns [rows], or
 // an undefined tensor when the fast path does not apply (other dtype/device, no AVX2): the caller
 // then uses at::mv. Each row is summed in a fixed order, so results do not depend on thread count.
-at::Tensor fast_matvec(const at::Tensor& weight, const at::Tensor& x, const at::Tensor& bias);
+// `alongside`, when given and the fast path applies, runs once on the calling thread while the other
+// threads start on the product (balanced_parallel_for); when the fast path declines, it does not run.
+at::Tensor fast_matvec(const at::Tensor& weight, const at::Tensor& x, const at::Tensor& bias,
+                       const std::function<void()>& alongside = {});
 
 }  // namespace kvc

@@ -22,6 +22,10 @@ class ForwardObserver {
  public:
   virtual ~ForwardObserver() = default;
   virtual AttentionProbe probe(int64_t layer) const { return {}; }
+  // Called on the forward pass's thread after each layer's attention. While decoding on the CPU, the
+  // other threads are meanwhile streaming the layer's output projection: an observer may change the
+  // cache (what later steps read) but must not start parallel work of its own (it would run on one
+  // thread).
   virtual void after_attention(const LayerStep& step, KVCache& cache) = 0;
 
   // The next forward pass continues the prompt (a question fed after the compressed context): an

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "cache/attention.h"
 #include "cache/dense_layer_cache.h"
@@ -23,11 +24,16 @@ namespace {
 // single-threaded GEMMs over LibTorch's threads.
 // 16-bit weights under fp32 activations go through LibTorch only where the kernels do not apply
 // (recording gradients, no AVX2): widened per call, slow but exact.
-at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias = {}) {
+// `alongside` (work independent of this product) runs once: on the calling thread while the other
+// threads start streaming the weights when decoding on the CPU, else first.
+at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias = {},
+                   const std::function<void()>& alongside = {}) {
+  if (x.size(0) == 1) {
+    if (const at::Tensor y = fast_matvec(weight, x[0], bias, alongside); y.defined()) return y.unsqueeze(0);
+  }
+  if (alongside) alongside();
   if (x.size(0) != 1) {
     if (const at::Tensor y = parallel_linear(x, weight, bias); y.defined()) return y;
-  } else if (const at::Tensor y = fast_matvec(weight, x[0], bias); y.defined()) {
-    return y.unsqueeze(0);
   }
   return at::linear(x, weight.scalar_type() == x.scalar_type() ? weight : weight.to(x.scalar_type()), bias);
 }
@@ -156,15 +162,18 @@ at::Tensor LlamaModel::attention_block(int64_t layer, const at::Tensor& x, const
     attn = at::cat({prompt_attn, copy_attn}, 1);
     if (step.stats.window_probs.defined()) step.stats.window_probs = step.stats.window_probs.narrow(2, 0, P);
   }
+  std::function<void()> observe;
   if (observer) {
     step.layer = layer;
     step.keys = k.narrow(1, 0, P);
     step.values = v.narrow(1, 0, P);
     step.queries = q_rot.narrow(1, 0, P);
     step.positions = positions.narrow(0, 0, P);
-    observer->after_attention(step, cache);
+    // The observer (a press's eviction, say) changes only what later steps read, not this layer's
+    // output: while decoding, it runs as the output projection's weights start streaming.
+    observe = [&] { observer->after_attention(step, cache); };
   }
-  const at::Tensor out = project(attn.transpose(0, 1).reshape({T, q_dim}), l.o_proj);
+  const at::Tensor out = project(attn.transpose(0, 1).reshape({T, q_dim}), l.o_proj, {}, observe);
   return l.post_attn_norm.defined() ? rms_norm(out, l.post_attn_norm) : out;
 }
 

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -97,6 +98,37 @@ TEST(BalancedParallelFor, AnotherThreadTakesOverASlowThreadsShare) {
   const auto first_half = std::vector<int>(ran_on.begin(), ran_on.begin() + n / 2);
   EXPECT_GT(std::count(first_half.begin(), first_half.end(), 1), 0) << "thread 1 never helped with thread 0's share";
   EXPECT_EQ(std::count(ran_on.begin(), ran_on.end(), -1), 0);
+}
+
+// `alongside` runs once, on the calling thread, while the other thread is already taking chunks: it
+// sees a chunk done without waiting for it (run before the loop, it would wait in vain).
+TEST(BalancedParallelFor, AlongsideOverlapsTheChunks) {
+  const int before = at::get_num_threads();
+  at::set_num_threads(2);
+  std::atomic<int> done{0}, calls{0};
+  bool saw_a_chunk = false, on_caller = false;
+  const std::thread::id caller = std::this_thread::get_id();
+  kvc::balanced_parallel_for(
+      64, 1, [&](int64_t, int64_t) { ++done; },
+      [&] {
+        ++calls;
+        on_caller = std::this_thread::get_id() == caller;
+        for (int i = 0; i < 2000 && done.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        saw_a_chunk = done.load() > 0;
+      });
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_TRUE(on_caller);
+  EXPECT_TRUE(saw_a_chunk);
+  EXPECT_EQ(done.load(), 64);
+  // On one thread it runs first, once; an exception from it reaches the caller.
+  at::set_num_threads(1);
+  std::vector<int> order;
+  kvc::balanced_parallel_for(4, 1, [&](int64_t, int64_t) { order.push_back(1); }, [&] { order.push_back(0); });
+  EXPECT_EQ(order, (std::vector<int>{0, 1}));
+  at::set_num_threads(2);
+  EXPECT_THROW(kvc::balanced_parallel_for(64, 1, [](int64_t, int64_t) {}, [] { throw std::runtime_error("side"); }),
+               std::runtime_error);
+  at::set_num_threads(before);
 }
 
 // The eviction scans against plain loops over the same rows, at lengths around the vector width,
