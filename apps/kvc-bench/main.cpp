@@ -12,6 +12,7 @@
 #include "cache/kv_cache.h"
 #include "flag_vocabulary.h"
 #include "model_options.h"
+#include "press_comparison.h"
 #include "tool_main.h"
 #include "util/build_info.h"
 #include "util/clock.h"
@@ -45,9 +46,14 @@ int main(int argc, char** argv) {
 The README's table uses a 134M-parameter random Llama from kvc-make-checkpoint --preset llama-125m
 (recipes/bench_cpu.sh).
 
+With --presses, it compares the decode speed of eviction methods instead: the first context's prompt
+goes into a cache per press, then each decode step runs in every cache in turn, so a drift in the
+machine's memory bandwidth slows all of them alike (recipes/eviction_decode_interleaved.sh).
+
 Examples:
   kvc-bench -m data/models/stories260K --contexts 128,256 --decode-tokens 16 --json-out bench.json
   kvc-bench -m data/models/kvc-micro-lm --contexts 512 --json
+  kvc-bench -m data/models/stories260K --contexts 200 --decode-tokens 50 --presses none,streaming_llm,h2o --ratio 0.5
 )");
   kvc::cli::ModelOptions model_options;
   model_options.add_to(app);
@@ -57,6 +63,8 @@ Examples:
   int prefill_repeats = 1;
   std::string json_path;
   bool json = false;
+  std::vector<std::string> presses;
+  double ratio = 0.9;
   app.add_option("--contexts", contexts, "Prompt lengths to measure")->delimiter(',')->capture_default_str();
   app.add_option("--decode-tokens", decode_tokens, "Decode steps per timed run after each prefill")
       ->capture_default_str()
@@ -69,6 +77,12 @@ Examples:
                  "Timed prefills per context (each into a fresh cache); the best is reported")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--presses", presses,
+                 "Compare the decode speed of these eviction methods step by step in turn (comma-separated; the first, "
+                 "usually none, is the reference) at the first --contexts length, --decode-tokens steps each")
+      ->delimiter(',');
+  app.add_option("--ratio", ratio, "With --presses: the share of the prompt's cache each press removes, in [0, 1)")
+      ->capture_default_str();
   kvc::cli::add_json_switch(app, json, "Print the results as one JSON object on stdout (instead of the table)");
   kvc::cli::add_json_out(app, json_path, "Also write the results as JSON here");
   if (int code = kvc::cli::parse_or_exit(app, argc, argv, kTool); code >= 0) return code;
@@ -78,6 +92,20 @@ Examples:
     auto model = model_options.load_model();
     const kvc::ModelConfig& c = model->config();
     const int threads = at::get_num_threads();
+    if (!presses.empty()) {
+      KVC_CHECK(!contexts.empty(), "--presses needs a prompt length (--contexts N)");
+      nlohmann::json out = kvc::bench::compare_presses(*model, presses, ratio,
+                                                       random_tokens(contexts.front(), c.vocab_size, 1),
+                                                       decode_tokens, json ? stderr : stdout);
+      out["model"] = model_options.model_dir;
+      out["threads"] = threads;
+      out["version"] = kvc::build_version();
+      out["commit"] = kvc::build_commit();
+      out["peak_rss_bytes"] = kvc::peak_rss_bytes();
+      if (!json_path.empty()) kvc::write_file_atomic(json_path, out.dump(2) + "\n");
+      if (json) std::printf("%s\n", out.dump().c_str());
+      return 0;
+    }
     std::fprintf(stderr, "measuring memory bandwidth and GEMM peak with %d threads...\n", threads);
     const bool gpu = !model->device().is_cpu();
     kvc::MemoryBandwidth bw = gpu ? kvc::measure_device_bandwidth(model->device()) : kvc::measure_memory_bandwidth();

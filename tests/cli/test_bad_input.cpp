@@ -251,6 +251,24 @@ TEST(ProfileBadInput, ZeroWindowsIsRefused) {
   EXPECT_FALSE(fs::exists(out + "/profile.safetensors"));
 }
 
+// kvc-bench --presses: an unknown method, nothing to compare with, an impossible ratio or a prompt that
+// does not fit are each one line; a valid comparison reports every press.
+TEST(BenchPressesBadInput, RefusedInOneLine) {
+  const std::string base = bin("kvc-bench") + " -m " + kStories + " -t 1 --decode-tokens 4 ";
+  expect_clean_error(run_command(base + "--contexts 50 --presses none,nosuch"), "unknown method 'nosuch'");
+  expect_clean_error(run_command(base + "--contexts 50 --presses h2o"),
+                     "--presses: give the reference and at least one press to compare (e.g. none,h2o)");
+  expect_clean_error(run_command(base + "--contexts 50 --presses none,h2o --ratio 1.5"), "--ratio must be in [0, 1), got 1.5");
+  expect_clean_error(run_command(base + "--contexts 510 --presses none,h2o"),
+                     "510 prompt tokens + 4 decode steps exceed the model's context of 512");
+  const test::CommandResult ok = run_command(base + "--contexts 64 --presses none,h2o --ratio 0.5 --json");
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  const nlohmann::json j = nlohmann::json::parse(ok.out);
+  ASSERT_EQ(j["runs"].size(), 2u);
+  EXPECT_EQ(j["runs"][1]["press"], "h2o");
+  EXPECT_LT(j["runs"][1]["kv_resident_bytes"].get<int64_t>(), j["runs"][0]["kv_resident_bytes"].get<int64_t>());
+}
+
 // llama.cpp's spellings (-ctk/-ctv) reach the same check as the long flags; a type kvc does not store
 // or a block type on a head size that is not whole blocks is named before any run starts.
 TEST(CacheTypeBadInput, UnknownAndIncompatibleTypesAreOneLine) {

@@ -22,6 +22,7 @@
 #include "press/tracked_rows.h"
 #include "generation/aten_op_counter.h"
 #include "generation/generation.h"
+#include "generation/interleaved_decode.h"
 #include "support/head_positions.h"
 #include "support/paths.h"
 #include "support/run_command.h"
@@ -558,6 +559,34 @@ TEST(BoundedDecoding, ResidentBytesStayFlatPastTheContext) {
 // The ATen calls a decode step dispatches (its framework overhead) are the same at every step, for the
 // uncompressed cache and for every press that evicts while decoding: nothing per step grows with the
 // steps taken. And the counter counts what this thread dispatches, k calls as k times one, and by name.
+// Decoding several caches step by step in turn (kvc-bench --presses) leaves each sequence as a run of
+// its own would: the same greedy tokens as generate() with that cache, uncompressed and evicting.
+TEST(BoundedDecoding, InterleavedCachesDecodeAsSeparateRunsDo) {
+  const std::vector<int> ids = prompt(kPrompt);
+  const int64_t steps = 30;
+  const std::vector<std::pair<std::string, CacheSetup>> setups{{"none", CacheSetup{}}, {"h2o", setup_for("h2o", 0, 48)},
+                                                               {"tova", setup_for("tova", 0, 48)}};
+  const std::vector<InterleavedRun> runs = interleaved_decode(model(), ids, setups, steps);
+  ASSERT_EQ(runs.size(), setups.size());
+  for (size_t i = 0; i < setups.size(); ++i) {
+    const CacheSetup& setup = setups[i].second;
+    KVCache cache = setup.new_cache(model());
+    const auto observer = setup.new_observer();
+    GenerationRequest request;
+    request.prompt = ids;
+    request.max_new_tokens = steps + 1;
+    request.stop_at_eos = false;
+    const GenerationResult alone = generate(model(), cache, request, {}, observer.get());
+    EXPECT_EQ(runs[i].name, setups[i].first);
+    EXPECT_EQ(runs[i].steps, steps);
+    EXPECT_EQ(runs[i].tokens, alone.tokens) << setups[i].first;
+    EXPECT_EQ(runs[i].kv.payload_bytes, cache.footprint().payload_bytes) << setups[i].first;
+    EXPECT_GT(runs[i].decode_seconds, 0);
+  }
+  EXPECT_LT(runs[1].kv.resident_bytes, runs[0].kv.resident_bytes);
+  EXPECT_THROW(interleaved_decode(model(), ids, setups, 0), Error);
+}
+
 TEST(BoundedDecoding, EveryDecodeStepDispatchesTheSameAtenCalls) {
   const at::Tensor a = at::ones({4}), b = at::ones({4});
   const auto count = [&](int calls) {
