@@ -124,6 +124,7 @@ at::Tensor protect_ends_by_position(const at::Tensor& in, int64_t sinks, int64_t
   const int64_t rows = in.size(0), s = in.size(1);
   const int64_t r = std::min(recent, s), k = std::min(sinks, s);
   at::Tensor out = at::empty({rows, s}, in.options().dtype(at::kDouble));
+  if (s == 0) return out;
   std::vector<int64_t> scratch;
   for (int64_t h = 0; h < rows; ++h) {
     const int64_t* a = positions.data_ptr<int64_t>() + (positions.size(0) == 1 ? 0 : h * positions.stride(0));
