@@ -93,7 +93,7 @@ Examples:
     const kvc::ModelConfig& c = model->config();
     const int threads = at::get_num_threads();
     if (!presses.empty()) {
-      KVC_CHECK(!contexts.empty(), "--presses needs a prompt length (--contexts N)");
+      KVC_CHECK(!contexts.empty() && contexts.front() > 0, "--presses needs a prompt length (--contexts N, N >= 1)");
       nlohmann::json out = kvc::bench::compare_presses(*model, presses, ratio,
                                                        random_tokens(contexts.front(), c.vocab_size, 1),
                                                        decode_tokens, json ? stderr : stdout);

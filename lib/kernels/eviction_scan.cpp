@@ -10,12 +10,6 @@ namespace kvc {
 namespace {
 
 #if defined(__x86_64__)
-KVC_AVX2 inline int64_t lane(__m256i v, int i) {
-  alignas(32) int64_t x[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(x), v);
-  return x[i];
-}
-
 KVC_AVX2 PositionRange position_range_avx2(const int64_t* p, int64_t n) {
   PositionRange r{p[0], p[0]};
   int64_t i = 0;
@@ -26,9 +20,12 @@ KVC_AVX2 PositionRange position_range_avx2(const int64_t* p, int64_t n) {
       lo = _mm256_blendv_epi8(lo, a, _mm256_cmpgt_epi64(lo, a));
       hi = _mm256_blendv_epi8(hi, a, _mm256_cmpgt_epi64(a, hi));
     }
+    alignas(32) int64_t lows[4], highs[4];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lows), lo);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(highs), hi);
     for (int k = 0; k < 4; ++k) {
-      r.oldest = std::min(r.oldest, lane(lo, k));
-      r.newest = std::max(r.newest, lane(hi, k));
+      r.oldest = std::min(r.oldest, lows[k]);
+      r.newest = std::max(r.newest, highs[k]);
     }
   }
   for (; i < n; ++i) {

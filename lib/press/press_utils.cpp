@@ -106,9 +106,9 @@ at::Tensor protect_ends_cpu(const at::Tensor& in, int64_t sinks, int64_t recent,
   return out;
 }
 
-// The n-th newest (or oldest) of a row's positions, by nth_element on a copy.
+// The n-th newest (or oldest) of a row's positions, by nth_element on a copy (into `scratch`).
 int64_t nth_position(const int64_t* a, int64_t s, int64_t n, bool newest, std::vector<int64_t>& scratch) {
-  std::copy(a, a + s, scratch.begin());
+  scratch.assign(a, a + s);
   const auto nth = scratch.begin() + (newest ? s - n : n - 1);
   std::nth_element(scratch.begin(), nth, scratch.end());
   return *nth;
@@ -135,7 +135,6 @@ at::Tensor protect_ends_by_position(const at::Tensor& in, int64_t sinks, int64_t
     int64_t newest = r > 0 ? range.newest - (r - 1) : std::numeric_limits<int64_t>::max();
     int64_t oldest = k > 0 ? range.oldest + (k - 1) : std::numeric_limits<int64_t>::min();
     const PositionCounts counts = count_positions(a, s, newest, oldest);
-    if ((r > 0 && counts.at_least != r) || (k > 0 && counts.at_most != k)) scratch.resize(static_cast<size_t>(s));
     if (r > 0 && counts.at_least != r) newest = nth_position(a, s, r, true, scratch);
     if (k > 0 && counts.at_most != k) oldest = nth_position(a, s, k, false, scratch);
     mark_protected(a, in.data_ptr<double>() + h * in.stride(0), out.data_ptr<double>() + h * s, s, newest, oldest,

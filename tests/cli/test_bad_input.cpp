@@ -251,7 +251,7 @@ TEST(ProfileBadInput, ZeroWindowsIsRefused) {
   EXPECT_FALSE(fs::exists(out + "/profile.safetensors"));
 }
 
-// kvc-bench --presses: an unknown method, nothing to compare with, an impossible ratio or a prompt that
+// kvc-bench --presses: an unknown method, nothing to compare with, an impossible ratio, no prompt or one that
 // does not fit are each one line; a valid comparison reports every press.
 TEST(BenchPressesBadInput, RefusedInOneLine) {
   const std::string base = bin("kvc-bench") + " -m " + kStories + " -t 1 --decode-tokens 4 ";
@@ -259,6 +259,8 @@ TEST(BenchPressesBadInput, RefusedInOneLine) {
   expect_clean_error(run_command(base + "--contexts 50 --presses h2o"),
                      "--presses: give the reference and at least one press to compare (e.g. none,h2o)");
   expect_clean_error(run_command(base + "--contexts 50 --presses none,h2o --ratio 1.5"), "--ratio must be in [0, 1), got 1.5");
+  expect_clean_error(run_command(base + "--contexts 0 --presses none,h2o"),
+                     "--presses needs a prompt length (--contexts N, N >= 1)");
   expect_clean_error(run_command(base + "--contexts 510 --presses none,h2o"),
                      "510 prompt tokens + 4 decode steps exceed the model's context of 512");
   const test::CommandResult ok = run_command(base + "--contexts 64 --presses none,h2o --ratio 0.5 --json");
