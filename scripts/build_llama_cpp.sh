@@ -20,7 +20,8 @@ mkdir -p "$dest"
 src="$dest/llama_cpp_python-$version/vendor/llama.cpp"
 if [[ ! -f "$src/CMakeLists.txt" ]]; then
   echo "downloading llama-cpp-python $version (sdist with llama.cpp's source) ..." >&2
-  python3 -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-python==$version" -d "$dest" >&2
+  # --no-binary for this one package only: ":all:" would also build pip's build dependencies from source.
+  python3 -m pip download --quiet --no-deps --no-binary llama-cpp-python "llama-cpp-python==$version" -d "$dest" >&2
   tar -xzf "$dest/llama_cpp_python-$version.tar.gz" -C "$dest"
 fi
 echo "building ${tools[*]} (CPU) ..." >&2
