@@ -7,6 +7,7 @@
 #include <climits>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <regex>
 #include <string>
 
@@ -96,6 +97,19 @@ struct ModelOptions {
     LoadOptions options{device, dtype};
     options.cache_types = {parse_cache_type(cache_type_k, "--cache-type-k"), parse_cache_type(cache_type_v, "--cache-type-v")};
     return LlamaModel::load(model_dir, options);
+  }
+
+  // Whether prompts and evaluation streams start with BOS: by default the tokenizer file decides (GGUF's
+  // add_bos_token, tokenizer_config.json's add_bos_token), as in llama.cpp and transformers.
+  BosChoice bos = BosChoice::FromFile;
+
+  // --bos / --no-bos, for the tools that tokenize text.
+  void add_bos_flags_to(CLI::App& app) {
+    auto* add = app.add_flag_callback("--bos", [this] { bos = BosChoice::Add; },
+                                      "Start every prompt with the BOS token, whatever the tokenizer file says");
+    auto* omit = app.add_flag_callback("--no-bos", [this] { bos = BosChoice::Omit; },
+                                       "Start no prompt with the BOS token, whatever the tokenizer file says");
+    add->excludes(omit);
   }
 
   // tokenizer.json (byte-level BPE) when the folder has one, else tokenizer.model (SentencePiece).

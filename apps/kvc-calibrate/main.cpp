@@ -39,6 +39,7 @@ Examples:
 )");
   kvc::cli::ModelOptions model_options;
   model_options.add_to(app);
+  model_options.add_bos_flags_to(app);
   std::vector<std::string> data;
   std::string output;
   kvc::lowrank::CalibrationOptions options;
@@ -61,7 +62,7 @@ Examples:
     std::vector<int> ids;
     for (const auto& path : data) {
       KVC_CHECK(kvc::file_exists(path), "-f/--file: file not found: '{}'", path);
-      const auto document = tokenizer.encode_prompt(kvc::read_text_file(path), model->config().bos_token_id);
+      const auto document = tokenizer.encode_prompt(kvc::read_text_file(path), model_options.bos);
       ids.insert(ids.end(), document.begin(), document.end());
     }
     ranks->check_same("models", model->config().config_hash);

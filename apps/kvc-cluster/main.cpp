@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   ReplayOptions replay;
   auto* r = app.add_subcommand("replay", "Decode greedily with the exact cache, measuring each strategy side by side");
   replay.model.add_to(*r);
+  replay.model.add_bos_flags_to(*r);
   replay.prompt.add_to(*r);
   r->add_option("-s,--strategy", replay.strategies, "Strategy spec (repeat to compare in one run)")->required();
   r->add_option("-n,--steps", replay.steps, "Decode steps")->capture_default_str();

@@ -40,7 +40,7 @@ void PromptOptions::add_to(CLI::App& app) {
 std::vector<int> PromptOptions::tokens(const kvc::cli::ModelOptions& model, const LlamaModel& m) const {
   KVC_CHECK(prompt.empty() != prompt_file.empty(), "give exactly one of -p/--prompt or -f/--file");
   const std::string text = prompt.empty() ? read_text_file(prompt_file) : prompt;
-  std::vector<int> ids = model.load_tokenizer().encode_prompt(text, m.config().bos_token_id);
+  std::vector<int> ids = model.load_tokenizer().encode_prompt(text, model.bos);
   if (prompt_tokens > 0 && static_cast<int64_t>(ids.size()) > prompt_tokens) ids.resize(static_cast<size_t>(prompt_tokens));
   KVC_CHECK(ids.size() >= 2, "the prompt has fewer than 2 tokens; give a longer --prompt");
   return ids;

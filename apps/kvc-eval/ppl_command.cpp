@@ -22,6 +22,7 @@ int run_ppl(PplCommandOptions& o) {
   o.plan.protocol = o.protocol == "llama.cpp" ? PerplexityProtocol::LlamaCpp : PerplexityProtocol::Reference;
   const TaskRun loaded(o);
   const LlamaModel& model = *loaded.model;
+  o.plan.window_bos = loaded.tokenizer.prompt_bos(loaded.ctx.bos);
   const PerplexityResult r = evaluate_perplexity(model, loaded.tokenize_file(o.file), o.plan, !o.json);
   nlohmann::json out = {{"ppl", r.ppl},
                         {"tokens_scored", r.tokens_scored},

@@ -20,6 +20,7 @@ const cli::ModelOptions& checked(const TaskCommandOptions& o) {
 EvalContext evaluation_context(const TaskCommandOptions& o, const LlamaModel& model, const Tokenizer& tokenizer,
                                const CacheSetup& setup) {
   EvalContext ctx = o.harness.context(model, tokenizer);
+  ctx.bos = o.model.bos;
   if (!o.compression.dump_kept.empty()) {
     KVC_CHECK(setup.make_observer, "--dump-kept {}: needs a token-eviction method (--press)", o.compression.dump_kept);
     std::filesystem::create_directories(o.compression.dump_kept);
@@ -56,7 +57,7 @@ TaskRun::TaskRun(const TaskCommandOptions& o)
       ctx(evaluation_context(o, *model, tokenizer, setup)) {}
 
 std::vector<int> TaskRun::tokenize_file(const std::string& path) const {
-  return tokenizer.encode_prompt(read_text_file(path), model->config().bos_token_id);
+  return tokenizer.encode_prompt(read_text_file(path), ctx.bos);
 }
 
 double TaskRun::seconds() const {

@@ -24,7 +24,10 @@ struct TaskCommandOptions {
 
   // Model, compression and harness flags (without_compression: model and harness only).
   void add_common_to(CLI::App& cmd, bool with_compression = true);
-  void add_model_to(CLI::App& cmd) { model.add_to(cmd); }
+  void add_model_to(CLI::App& cmd) {
+    model.add_to(cmd);
+    model.add_bos_flags_to(cmd);
+  }
   // --press, --ratio, ... and --dump-kept DIR.
   void add_compression_to(CLI::App& cmd);
   // --out-dir and --json.
@@ -47,7 +50,7 @@ class TaskRun {
   const CacheSetup setup;
   const EvalContext ctx;
 
-  // [BOS] + the tokens of a text file (the perplexity and KL protocols).
+  // The tokens of a text file with the prompt's BOS/EOS rules (the perplexity and KL protocols).
   std::vector<int> tokenize_file(const std::string& path) const;
 };
 

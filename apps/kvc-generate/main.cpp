@@ -7,6 +7,7 @@
 #include <iterator>
 
 #include "compression_options.h"
+#include "generate_options.h"
 #include "press/kept_dump.h"
 #include "flag_vocabulary.h"
 #include "model_options.h"
@@ -18,6 +19,7 @@
 
 namespace {
 
+using kvc::generate_app::GenerateOptions;
 constexpr const char* kTool = "kvc-generate";
 constexpr const char* kExamples = R"(
 Sampling follows llama.cpp: --repeat-penalty over the last --repeat-last-n tokens, then greedy at
@@ -31,19 +33,6 @@ Examples:
   kvc-generate -m data/models/stories260K -p "Once upon a time" --press h2o --budget 64 -n 2000 --ignore-eos -q
   kvc-generate -m data/models/stories260K -p "Once upon a time" --press snapkv --ratio 0.5 -n 40 --repeat-penalty 1.1
 )";
-
-struct GenerateOptions {
-  kvc::cli::ModelOptions model;
-  kvc::cli::CompressionOptions compression;
-  std::string prompt, prompt_file, json_out;
-  bool json = false;
-  bool count_ops = false;
-  int64_t max_new_tokens = 128;
-  int64_t ctx_size = 0;       // > 0: limit on prompt + generated tokens
-  int64_t prompt_tokens = 0;  // > 0: exactly this many prompt tokens (benchmarks at a fixed context)
-  kvc::SamplingParams sampling;
-  bool no_bos = false, ignore_eos = false, quiet = false;
-};
 
 std::string read_prompt(const GenerateOptions& o) {
   KVC_CHECK(o.prompt.empty() || o.prompt_file.empty(), "give either -p/--prompt or -f/--file, not both");
@@ -111,14 +100,15 @@ int run(GenerateOptions& o) {
   const std::string text = read_prompt(o);
   auto model = o.model.load_model();
   const kvc::Tokenizer tokenizer = o.model.load_tokenizer();
-  const int bos = model->config().bos_token_id;
-  std::vector<int> prompt = o.no_bos ? tokenizer.encode(text) : tokenizer.encode_prompt(text, bos);
+  std::vector<int> prompt = tokenizer.encode_prompt(text, o.model.bos);
+  const size_t prefix = tokenizer.prompt_prefix(o.model.bos).size();
   if (o.prompt_tokens > 0) {
     const auto have = static_cast<int64_t>(prompt.size());
     KVC_CHECK(have >= o.prompt_tokens, "--prompt-tokens {}: the prompt has only {} tokens", o.prompt_tokens, have);
     prompt.resize(static_cast<size_t>(o.prompt_tokens));
   }
-  const std::vector<int> body(prompt.begin() + (o.no_bos ? 0 : 1), prompt.end());  // the prompt's text tokens
+  // The prompt's text tokens (after BOS; a --prompt-tokens cut may leave fewer).
+  const std::vector<int> body(prompt.begin() + static_cast<std::ptrdiff_t>(std::min(prefix, prompt.size())), prompt.end());
 
   kvc::GenerationRequest request;
   request.prompt = prompt;
@@ -210,6 +200,7 @@ int main(int argc, char** argv) {
   o.compression.add_dump_kept_to(app);
   o.compression.add_retrieval_store_to(app);
   o.model.add_to(app);
+  o.model.add_bos_flags_to(app);
   app.add_option("-p,--prompt", o.prompt, "Prompt text (default: read -f/--file, else stdin)");
   kvc::cli::add_text_file(app, o.prompt_file, "File holding the prompt");
   app.add_option("--prompt-tokens", o.prompt_tokens,
@@ -235,7 +226,6 @@ int main(int argc, char** argv) {
   app.add_option("--repeat-last-n", o.sampling.repeat_last_n, "Tokens --repeat-penalty looks back over (-1 = all)")
       ->capture_default_str();
   app.add_option("-s,--seed", o.sampling.seed, "Sampling seed")->capture_default_str();
-  app.add_flag("--no-bos", o.no_bos, "Do not prepend the BOS token");
   app.add_flag("--ignore-eos", o.ignore_eos, "Keep generating after EOS");
   app.add_flag("-q,--quiet", o.quiet, "Do not print the text (with --json-out for benchmarks)");
   app.add_flag("--count-ops", o.count_ops,

@@ -103,7 +103,7 @@ int run(const Options& o) {
   kvc::check_writable_output_folder(o.out_dir);
   auto model = o.model.load_model();
   const kvc::Tokenizer tokenizer = o.model.load_tokenizer();
-  const std::vector<int> ids = tokenizer.encode_prompt(kvc::read_text_file(o.data), model->config().bos_token_id);
+  const std::vector<int> ids = tokenizer.encode_prompt(kvc::read_text_file(o.data), o.model.bos);
   std::filesystem::create_directories(o.out_dir);
 
   const kvc::AttentionProfile p = kvc::profile_attention(*model, ids, o.profile);
@@ -163,6 +163,7 @@ int main(int argc, char** argv) {
   app.footer(kExamples);
   Options o;
   o.model.add_to(app);
+  o.model.add_bos_flags_to(app);
   kvc::cli::add_text_file(app, o.data, "Profiling text file (or task samples as text)");
   kvc::cli::add_out_dir(app, o.out_dir, "Output folder (profile.safetensors, profile.csv, heatmaps)");
   kvc::cli::add_ctx_size(app, o.profile.context, "Tokens per profiling window")->capture_default_str();

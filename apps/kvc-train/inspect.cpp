@@ -59,6 +59,7 @@ Examples:
   kvc-train inspect -m data/models/stories260K --lowrank bases.safetensors --rank 8 --text "Once upon a time" --bench 50 --json
 )");
   o->model.add_to(*cmd);
+  o->model.add_bos_flags_to(*cmd);
   cmd->add_option("--lowrank", o->lowrank, "gates.safetensors, or bases.safetensors with --rank")->required();
   cmd->add_option("--rank", o->rank, "Fixed rank with a bases file");
   cmd->add_option("--text", o->text, "Text to inspect");
@@ -73,7 +74,7 @@ Examples:
       auto model = o->model.load_model();
       const Tokenizer tok = o->model.load_tokenizer();
       const std::string text = o->text.empty() ? read_text_file(o->text_file) : o->text;
-      const std::vector<int> ids = tok.encode_prompt(text, model->config().bos_token_id);
+      const std::vector<int> ids = tok.encode_prompt(text, o->model.bos);
       std::vector<lowrank::LowRankLayerCache*> lowrank_layers;
       const LayerCacheFactory factory = recording_layers(
           lowrank::make_lowrank_factory(lowrank::parse_lowrank_spec(o->lowrank, o->rank), *model), &lowrank_layers);

@@ -29,6 +29,7 @@ struct TrainCli {
 
 void add_train_options(CLI::App& app, TrainCli& t) {
   t.model.add_to(app);
+  t.model.add_bos_flags_to(app);
   app.add_option("--bases", t.bases, "PCA bases from kvc-calibrate (bases.safetensors)");
   kvc::cli::add_text_files(app, t.data, "Training text files; the last --heldout share is held out");
   kvc::cli::add_output_file(app, t.output, "Where to write gates.safetensors");
@@ -82,7 +83,7 @@ int run_train(TrainCli& t) {
   std::vector<int> ids;
   for (const auto& path : t.data) {
     KVC_CHECK(kvc::file_exists(path), "-f/--file: file not found: '{}'", path);
-    const auto document = tok.encode_prompt(kvc::read_text_file(path), model->config().bos_token_id);
+    const auto document = tok.encode_prompt(kvc::read_text_file(path), t.model.bos);
     ids.insert(ids.end(), document.begin(), document.end());
   }
   ranks->check_same("training data", kvc::hash_files(t.data));

@@ -50,7 +50,7 @@ PerplexityResult evaluate_perplexity(const LlamaModel& model, const std::vector<
     // Rows [first, n-1) of the logits predict tokens [first+1, n).
     int64_t first = 0;
     if (plan.protocol == PerplexityProtocol::LlamaCpp) {
-      tokens[0] = static_cast<int>(model.config().bos_token_id);
+      if (plan.window_bos) tokens[0] = *plan.window_bos;
       first = plan.window / 2;
     }
     KVCache cache = model.new_cache();

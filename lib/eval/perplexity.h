@@ -1,12 +1,15 @@
 #pragma once
-// Perplexity over consecutive non-overlapping windows of ids = [BOS] + encode(file), with one of two protocols:
+// Perplexity over consecutive non-overlapping windows of ids (a file tokenized as a prompt: BOS first where the
+// tokenizer adds one), with one of two protocols:
 // - reference (Hugging Face's usual evaluation): windows of `window` tokens (the last may be shorter); in
 //   each every token but the first is scored given the window's preceding tokens;
-// - llama.cpp (llama-perplexity's): full windows only; each window's first token becomes BOS, and only
+// - llama.cpp (llama-perplexity's): full windows only; each window's first token becomes BOS when the
+//   tokenizer adds one (WindowPlan::window_bos), and only
 //   the second half is scored (the first `window`/2 tokens are context), so the two tools' numbers
 //   compare on the same tokens.
 // ppl = exp(total NLL / tokens scored).
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "model/llama_model.h"
@@ -19,6 +22,9 @@ struct WindowPlan {
   int64_t window = 256;
   int64_t max_windows = 0;  // 0: all
   PerplexityProtocol protocol = PerplexityProtocol::Reference;
+  // llama.cpp protocol: the id each window's first token becomes (Tokenizer::prompt_bos); nullopt keeps
+  // the window's own first token, as llama-perplexity does for a vocabulary that adds no BOS.
+  std::optional<int> window_bos;
 };
 
 // [begin, end) token ranges of the windows the protocol scores.

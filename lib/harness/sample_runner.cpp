@@ -43,9 +43,9 @@ PromptTokens cut_prompt_middle(const PromptTokens& prompt, int64_t max_tokens) {
 
 PromptTokens tokenize_prompt(const Tokenizer& tokenizer, const LlamaModel& model, const std::string& context_part,
                              const std::string& question_part, int64_t max_new_tokens, Truncation truncation,
-                             const std::string& sample_id, int64_t max_prompt_tokens) {
+                             const std::string& sample_id, int64_t max_prompt_tokens, BosChoice bos) {
   PromptTokens p;
-  p.context = tokenizer.encode_prompt(context_part, model.config().bos_token_id);
+  p.context = tokenizer.encode_prompt(context_part, bos);
   p.question = tokenizer.encode(question_part);
   const int64_t limit = model.config().max_position_embeddings;
   KVC_CHECK(max_prompt_tokens <= 0 || max_prompt_tokens + max_new_tokens <= limit,

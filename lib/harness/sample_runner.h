@@ -6,6 +6,7 @@
 //                    as a second forward pass, so the kept entries cannot depend on the question.
 // Both then decode greedily. One observer sees every forward pass of the sample, as in generate(): a
 // press compresses at its first (prefill) forward and, if bounded, keeps evicting while tokens follow.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,7 +46,8 @@ struct PromptTokens {
 // again; kvc keeps the token ids, which differ from that only where the cut joins two pieces.
 PromptTokens tokenize_prompt(const Tokenizer& tokenizer, const LlamaModel& model, const std::string& context_part,
                              const std::string& question_part, int64_t max_new_tokens, Truncation truncation,
-                             const std::string& sample_id, int64_t max_prompt_tokens = 0);
+                             const std::string& sample_id, int64_t max_prompt_tokens = 0,
+                             BosChoice bos = BosChoice::FromFile);
 
 // LongBench's middle cut of a prompt longer than `max_tokens`: its first and last max_tokens / 2 tokens
 // (context and question taken as one sequence) are kept; `dropped` counts the rest.

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,8 @@ struct EvalContext {
   // Prompts longer than this are truncated or refused (LongBench's max_length); 0: the model's context
   // less the generation length.
   int64_t max_prompt_tokens = 0;
+  // --bos / --no-bos; by default the tokenizer file decides whether prompts start with BOS.
+  BosChoice bos = BosChoice::FromFile;
 };
 
 // DIR/<sample id>.safetensors, the id's characters outside [A-Za-z0-9._-] replaced by '_'; empty for an empty DIR.

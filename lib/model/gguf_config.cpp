@@ -79,6 +79,19 @@ ModelConfig model_config_from_gguf(const gguf::GgufFile& f) {
   if (f.has("tokenizer.ggml.eos_token_id")) {
     c.eos_token_ids = {static_cast<int>(f.get_u32("tokenizer.ggml.eos_token_id"))};
   }
+  // Generation ends at any end-of-turn or end-of-text token, as llama.cpp's end-of-generation set: an
+  // instruct model ends its answer with its chat format's end of turn, which is often not the file's EOS
+  // (Gemma's <end_of_turn>; SmolLM2's EOS is <|im_end|>, and it may also write <|endoftext|>).
+  for (const char* key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
+    if (f.has(key)) c.add_stop_ids({static_cast<int>(f.get_u32(key))}, f.path() + ": " + key);
+  }
+  static const char* const kEndOfGeneration[] = {"<|eot_id|>",    "<|im_end|>", "<|end|>", "<end_of_turn>",
+                                                  "<|endoftext|>", "<|eom_id|>", "<EOT>",   "<|end_of_text|>"};
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    for (const char* name : kEndOfGeneration) {
+      if (tokens[id] == name && !c.is_eos(static_cast<int>(id))) c.eos_token_ids.push_back(static_cast<int>(id));
+    }
+  }
   c.tie_word_embeddings = !f.has_tensor("output.weight");
   c.qkv_bias = c.traits.always_qkv_bias || f.has_tensor("blk.0.attn_q.bias");
   if (c.traits.local_global_layers) {
@@ -86,10 +99,6 @@ ModelConfig model_config_from_gguf(const gguf::GgufFile& f) {
     c.local_layers = gemma3_local_layers(c.num_layers, kGemma3LayerPattern);
     c.rope_local_theta = kGemma3LocalRopeBase;
     c.query_pre_attn_scalar = static_cast<double>(c.head_dim);
-    // Gemma's end of turn ends generation too.
-    for (size_t id = 0; id < tokens.size(); ++id) {
-      if (tokens[id] == "<end_of_turn>") c.eos_token_ids.push_back(static_cast<int>(id));
-    }
   }
   // 16-bit files stay 16-bit in memory; block-quantized ones are dequantized to fp32 by default.
   const gguf::GgmlTypeInfo* embedding =

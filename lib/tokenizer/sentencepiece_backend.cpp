@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <climits>
+#include <filesystem>
 #include <cstdlib>
 #include <mutex>
 
+#include "tokenizer/special_token_flags.h"
 #include "tokenizer/spm_shim.h"
 #include "util/error.h"
 #include "util/files.h"
@@ -98,7 +100,13 @@ void append_ids(void* context, const int* ids, size_t count) {
 
 class SentencePieceBackend final : public TokenizerBackend {
  public:
-  SentencePieceBackend(void* handle, std::string path) : handle_(handle), path_(std::move(path)) {}
+  SentencePieceBackend(void* handle, std::string path) : handle_(handle), path_(std::move(path)) {
+    // Llama-2-era models add BOS and nothing else unless tokenizer_config.json beside the file says otherwise.
+    if (const auto bos = bos_id()) prefix_.push_back(*bos);
+    const auto eos = eos_ids();
+    apply_add_special_flags(read_add_special_flags(std::filesystem::path(path_).parent_path().string()), bos_id(),
+                            eos.empty() ? std::nullopt : std::optional<int>(eos.front()), prefix_, suffix_, path_);
+  }
   ~SentencePieceBackend() override { shim().free(handle_); }
   SentencePieceBackend(const SentencePieceBackend&) = delete;
   SentencePieceBackend& operator=(const SentencePieceBackend&) = delete;
@@ -144,11 +152,14 @@ class SentencePieceBackend final : public TokenizerBackend {
     if (id < 0) return {};
     return {id};
   }
-  // Llama-2-era models add BOS and nothing else (their tokenizer_config.json says add_bos_token).
-  std::vector<int> prefix_ids() const override {
-    const auto bos = bos_id();
-    if (!bos) return {};
-    return {*bos};
+  std::vector<int> prefix_ids() const override { return prefix_; }
+  std::vector<int> suffix_ids() const override { return suffix_; }
+  // BOS and EOS: what a rendered chat template spells out ("<s>[INST] ...").
+  std::vector<int> control_ids() const override {
+    std::vector<int> ids;
+    if (const auto bos = bos_id()) ids.push_back(*bos);
+    for (int id : eos_ids()) ids.push_back(id);
+    return ids;
   }
 
   std::string kind() const override { return "sentencepiece"; }
@@ -157,6 +168,7 @@ class SentencePieceBackend final : public TokenizerBackend {
  private:
   void* handle_;
   std::string path_;
+  std::vector<int> prefix_, suffix_;
 };
 
 }  // namespace

@@ -124,6 +124,12 @@ class SpmGgufTokenizer : public TokenizerBackend {
   std::vector<int> eos_ids() const override { return eos_; }
   std::vector<int> prefix_ids() const override { return prefix_; }
   std::vector<int> suffix_ids() const override { return suffix_; }
+  std::vector<int> control_ids() const override {
+    std::vector<int> ids;
+    for (size_t id = 0; id < tokens_.size(); ++id)
+      if (type(static_cast<int>(id)) == kControl) ids.push_back(static_cast<int>(id));
+    return ids;
+  }
   std::string kind() const override { return "sentencepiece"; }
   std::string source() const override { return source_; }
 

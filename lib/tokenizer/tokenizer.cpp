@@ -1,5 +1,6 @@
 #include "tokenizer/tokenizer.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "io/gguf_reader.h"
@@ -47,10 +48,68 @@ Tokenizer Tokenizer::load(const std::string& path) {
   fail("'{}' has no tokenizer.json or tokenizer.model; copy the model's tokenizer next to config.json", path);
 }
 
-std::vector<int> Tokenizer::encode_prompt(const std::string& text, int bos_id) const {
-  std::vector<int> ids{bos_id};
+std::vector<int> Tokenizer::prompt_prefix(BosChoice bos) const {
+  std::vector<int> prefix = backend_->prefix_ids();
+  if (bos == BosChoice::FromFile) return prefix;
+  const std::optional<int> bos_id = backend_->bos_id();
+  const bool has_bos = bos_id && std::find(prefix.begin(), prefix.end(), *bos_id) != prefix.end();
+  if (bos == BosChoice::Add && !has_bos) {
+    KVC_CHECK(bos_id.has_value(), "--bos: the tokenizer '{}' declares no BOS token", source());
+    prefix.insert(prefix.begin(), *bos_id);
+  } else if (bos == BosChoice::Omit && has_bos) {
+    prefix.erase(std::remove(prefix.begin(), prefix.end(), *bos_id), prefix.end());
+  }
+  return prefix;
+}
+
+std::optional<int> Tokenizer::prompt_bos(BosChoice bos) const {
+  const std::vector<int> prefix = prompt_prefix(bos);
+  const std::optional<int> bos_id = backend_->bos_id();
+  if (bos_id && !prefix.empty() && prefix.front() == *bos_id) return bos_id;
+  return std::nullopt;
+}
+
+std::vector<int> Tokenizer::encode_prompt(const std::string& text, BosChoice bos) const {
+  std::vector<int> ids = prompt_prefix(bos);
   const std::vector<int> body = encode(text);
   ids.insert(ids.end(), body.begin(), body.end());
+  for (int id : backend_->suffix_ids()) ids.push_back(id);
+  return ids;
+}
+
+std::vector<int> Tokenizer::encode_with_specials(const std::string& text) const {
+  // The control tokens' spellings by first byte, longest first, so "<start_of_turn>" wins over a
+  // shorter token that is its prefix; a text without those bytes is one plain encode.
+  std::vector<std::vector<std::pair<std::string, int>>> by_first_byte(256);
+  for (int id : backend_->control_ids()) {
+    std::string spelled = backend_->piece(id);
+    if (!spelled.empty()) by_first_byte[static_cast<unsigned char>(spelled[0])].emplace_back(std::move(spelled), id);
+  }
+  for (auto& list : by_first_byte) {
+    std::stable_sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  }
+  std::vector<int> ids;
+  size_t plain_start = 0;
+  const auto flush = [&](size_t end) {
+    if (end > plain_start) {
+      const std::vector<int> part = encode(text.substr(plain_start, end - plain_start));
+      ids.insert(ids.end(), part.begin(), part.end());
+    }
+  };
+  for (size_t i = 0; i < text.size();) {
+    const auto& candidates = by_first_byte[static_cast<unsigned char>(text[i])];
+    const auto match = std::find_if(candidates.begin(), candidates.end(),
+                                    [&](const auto& c) { return text.compare(i, c.first.size(), c.first) == 0; });
+    if (match == candidates.end()) {
+      ++i;
+      continue;
+    }
+    flush(i);
+    ids.push_back(match->second);
+    i += match->first.size();
+    plain_start = i;
+  }
+  flush(text.size());
   return ids;
 }
 

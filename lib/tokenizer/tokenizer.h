@@ -10,6 +10,9 @@
 
 namespace kvc {
 
+// Whether a prompt starts with BOS: as the tokenizer file says, or as --bos / --no-bos say.
+enum class BosChoice { FromFile, Add, Omit };
+
 class Tokenizer {
  public:
   // A model folder (tokenizer.json preferred over tokenizer.model, as transformers does), or one file:
@@ -22,9 +25,18 @@ class Tokenizer {
 
   // Without BOS/EOS (see with_special_ids).
   std::vector<int> encode(const std::string& text) const { return backend_->encode(text); }
-  // `bos_id`, then the text's tokens: how every prompt and evaluation stream starts. The BOS is the
-  // model's (its config's bos_token_id), whatever the tokenizer's own rules would add.
-  std::vector<int> encode_prompt(const std::string& text, int bos_id) const;
+  // The same, with the vocabulary's control tokens written out in the text ("<start_of_turn>",
+  // "<|im_start|>") taken whole: how transformers tokenizes a rendered chat template.
+  std::vector<int> encode_with_specials(const std::string& text) const;
+  // How every prompt and evaluation stream is tokenized: the tokenizer file's rules around the text
+  // (BOS where GGUF's add_bos_token, tokenizer_config.json's add_bos_token or the post-processor say so;
+  // EOS likewise), as llama.cpp and transformers tokenize a prompt. `bos` (--bos / --no-bos) can
+  // override the file on BOS.
+  std::vector<int> encode_prompt(const std::string& text, BosChoice bos = BosChoice::FromFile) const;
+  // The ids encode_prompt puts before the text.
+  std::vector<int> prompt_prefix(BosChoice bos = BosChoice::FromFile) const;
+  // The BOS encode_prompt starts with, or nullopt when it starts with none.
+  std::optional<int> prompt_bos(BosChoice bos = BosChoice::FromFile) const;
   // The tokenizer's own BOS/EOS rules around `ids` (Hugging Face's add_special_tokens=True).
   std::vector<int> with_special_ids(const std::vector<int>& ids) const;
   std::string decode(const std::vector<int>& ids) const { return backend_->decode(ids); }

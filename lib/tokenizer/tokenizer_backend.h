@@ -27,6 +27,10 @@ class TokenizerBackend {
   // Ids the tokenizer's own rules put around a text ("add_special_tokens"): BOS for Llama 3, none for Qwen 2.
   virtual std::vector<int> prefix_ids() const = 0;
   virtual std::vector<int> suffix_ids() const { return {}; }
+  // Control tokens that encode() spells out rather than takes whole (SentencePiece's <bos>, Gemma's
+  // <start_of_turn>); Tokenizer::encode_with_specials takes them whole, as a rendered chat writes them.
+  // Byte-level BPE matches its special tokens in encode() already.
+  virtual std::vector<int> control_ids() const { return {}; }
 
   virtual std::string kind() const = 0;  // "sentencepiece" or "bpe"
   virtual std::string source() const = 0;  // the file it came from

@@ -4,6 +4,7 @@
 
 #include "io/generation_config.h"
 #include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/special_token_flags.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/json_file.h"
@@ -265,6 +266,9 @@ std::unique_ptr<TokenizerBackend> load_tokenizer_json(const std::string& path) {
   read_special_ids(slash == std::string::npos ? "." : path.substr(0, slash), spec);
   // Without a tokenizer_config.json, the post-processor's first id is the BOS (Llama 3: <|begin_of_text|>).
   if (!spec.bos_id && !spec.prefix_ids.empty()) spec.bos_id = spec.prefix_ids.front();
+  apply_add_special_flags(read_add_special_flags(slash == std::string::npos ? "." : path.substr(0, slash)),
+                          spec.bos_id, spec.eos_ids.empty() ? std::nullopt : std::optional<int>(spec.eos_ids.front()),
+                          spec.prefix_ids, spec.suffix_ids, path);
   return make_bpe_tokenizer(std::move(spec));
 }
 

@@ -323,3 +323,60 @@ TEST(GgufTokenizerErrors, NameTheKey) {
   bad_merge.add_string_array("tokenizer.ggml.merges", {"a c"});
   expect_bad(bad_merge, "tokenizer.ggml.merges[0] names 'c' which is not in the vocabulary");
 }
+
+// A prompt starts with BOS where the tokenizer file says so (GGUF add_bos_token), as llama.cpp's
+// tokenization of a prompt does; --bos / --no-bos override.
+TEST(PromptBos, FollowsTheFilesAddBosToken) {
+  for (const bool add_bos : {false, true}) {
+    const Tokenizer tokenizer = Tokenizer::load(gguf_from_tokenizer_json(
+        committed_tokenizer("llama3-style"), "llama-bpe", add_bos, add_bos ? "with_bos.gguf" : "without_bos.gguf"));
+    const int bos = *tokenizer.piece_to_id("<|begin_of_text|>");
+    const std::vector<int> body = tokenizer.encode("Once upon a time");
+    std::vector<int> with_bos{bos};
+    with_bos.insert(with_bos.end(), body.begin(), body.end());
+    EXPECT_EQ(tokenizer.encode_prompt("Once upon a time"), add_bos ? with_bos : body) << "add_bos_token " << add_bos;
+    EXPECT_EQ(tokenizer.prompt_bos(), add_bos ? std::optional<int>(bos) : std::nullopt);
+    EXPECT_EQ(tokenizer.encode_prompt("Once upon a time", kvc::BosChoice::Add), with_bos);
+    EXPECT_EQ(tokenizer.encode_prompt("Once upon a time", kvc::BosChoice::Omit), body);
+    EXPECT_EQ(tokenizer.prompt_bos(kvc::BosChoice::Omit), std::nullopt);
+    EXPECT_EQ(tokenizer.prompt_bos(kvc::BosChoice::Add), std::optional<int>(bos));
+  }
+}
+
+// tokenizer_config.json's add_bos_token / add_eos_token decide for a SentencePiece folder, as in
+// transformers (Llama 2's says add_bos_token true; without the file BOS is added too).
+TEST(PromptBos, TokenizerConfigFlagsDecideForASentencePieceFolder) {
+  const std::string model = std::string(KVC_SOURCE_DIR) + "/data/models/stories260K/tokenizer.model";
+  const Tokenizer plain = Tokenizer::load(model);
+  const int bos = *plain.bos_id(), eos = plain.eos_ids().front();
+  const std::vector<int> body = plain.encode("Lily saw a cat");
+  ASSERT_FALSE(body.empty());
+  EXPECT_EQ(plain.encode_prompt("Lily saw a cat").front(), bos);
+  const std::string dir = temp_dir("spm_flags");
+  fs::copy_file(model, dir + "/tokenizer.model", fs::copy_options::overwrite_existing);
+  write_file(dir + "/tokenizer_config.json", R"({"add_bos_token": false, "add_eos_token": true})");
+  const Tokenizer flagged = Tokenizer::load(dir);
+  std::vector<int> expected = body;
+  expected.push_back(eos);
+  EXPECT_EQ(flagged.encode_prompt("Lily saw a cat"), expected);
+  EXPECT_EQ(flagged.prompt_bos(), std::nullopt);
+  EXPECT_EQ(flagged.encode_prompt("Lily saw a cat", kvc::BosChoice::Add).front(), bos);
+}
+
+// A rendered chat spells control tokens out; encode_with_specials takes them whole, encode does not
+// for SentencePiece (as llama.cpp's tokenizer without parse_special).
+TEST(PromptBos, RenderedControlTokensAreTakenWhole) {
+  const Tokenizer tokenizer = Tokenizer::load(std::string(KVC_SOURCE_DIR) + "/data/models/stories260K/tokenizer.model");
+  const int bos = *tokenizer.bos_id(), eos = tokenizer.eos_ids().front();
+  const std::vector<int> ids = tokenizer.encode_with_specials("<s>Lily</s><s> saw");
+  ASSERT_GE(ids.size(), 4u);
+  EXPECT_EQ(ids.front(), bos);
+  const std::vector<int> lily = tokenizer.encode("Lily"), saw = tokenizer.encode(" saw");
+  std::vector<int> expected{bos};
+  expected.insert(expected.end(), lily.begin(), lily.end());
+  expected.push_back(eos);
+  expected.push_back(bos);
+  expected.insert(expected.end(), saw.begin(), saw.end());
+  EXPECT_EQ(ids, expected);
+  EXPECT_NE(tokenizer.encode("<s>Lily").front(), bos) << "plain encode spells <s> out";
+}

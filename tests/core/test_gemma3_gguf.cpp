@@ -139,7 +139,7 @@ TEST(Gemma3Gguf, GateTrainingWithOpenGatesIsTheExactModel) {
   std::ifstream in(kvc::test::data_file("wikitext2/wiki.test.raw"), std::ios::binary);
   std::string text(4000, '\0');
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  const std::vector<int> ids = tok.encode_prompt(text, c.bos_token_id);
+  const std::vector<int> ids = tok.encode_prompt(text);
   ASSERT_GT(ids.size(), 300u);
   const std::vector<int> train(ids.begin(), ids.begin() + 200), heldout(ids.begin() + 200, ids.end());
 
@@ -173,7 +173,7 @@ TEST(Gemma3Gguf, PressCompressesTheGlobalLayersOnly) {
   std::ifstream in(kvc::test::data_file("wikitext2/wiki.test.raw"), std::ios::binary);
   std::string text(6000, '\0');
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  std::vector<int> ids = tok.encode_prompt(text, c.bos_token_id);
+  std::vector<int> ids = tok.encode_prompt(text);
   ids.resize(400);  // within the 512-token window: local layers hold every token
 
   kvc::CompressionSpec spec;

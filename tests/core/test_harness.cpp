@@ -238,7 +238,7 @@ TEST(Harness, PromptTruncationRefusesOrCutsTheMiddleOfThePrompt) {
   EXPECT_GT(p.dropped, 0);
   EXPECT_EQ(p.context.front(), m.model->config().bos_token_id);
   EXPECT_EQ(p.question, m.tokenizer.encode(question));  // the question survives whole
-  const std::vector<int> full = m.tokenizer.encode_prompt(context, m.model->config().bos_token_id);
+  const std::vector<int> full = m.tokenizer.encode_prompt(context);
   EXPECT_EQ(p.context.back(), full.back());  // the tail of the context is kept
 }
 

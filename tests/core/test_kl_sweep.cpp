@@ -33,7 +33,7 @@ TEST(KlSweep, EveryCellEqualsItsOwnEvaluateKlAndResumesFromCheckpointedWindows) 
   const auto model = LlamaModel::load(test::model_dir("kvc-micro-lm"));
   const Tokenizer tokenizer = Tokenizer::load(test::model_dir("kvc-micro-lm") + "/tokenizer.model");
   const std::vector<int> ids = tokenizer.encode_prompt(
-      test::slurp(test::data_file("pg_essays/addiction.txt")), model->config().bos_token_id);
+      test::slurp(test::data_file("pg_essays/addiction.txt")));
   KlOptions options;
   options.plan.window = 160;
   options.plan.max_windows = 3;
@@ -95,7 +95,7 @@ TEST(KlSweep, RetrievalCellsNeedOneTokenPerPass) {
   const auto model = LlamaModel::load(test::model_dir("kvc-micro-lm"));
   const Tokenizer tokenizer = Tokenizer::load(test::model_dir("kvc-micro-lm") + "/tokenizer.model");
   const std::vector<int> ids = tokenizer.encode_prompt(
-      test::slurp(test::data_file("pg_essays/addiction.txt")), model->config().bos_token_id);
+      test::slurp(test::data_file("pg_essays/addiction.txt")));
   KlOptions options;
   options.plan.window = 160;
   options.plan.max_windows = 2;

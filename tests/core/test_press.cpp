@@ -53,8 +53,7 @@ const LlamaModel& exact_model() {
 std::vector<int> prompt(int64_t n) {
   static const std::vector<int> ids = [] {
     const Tokenizer tok = Tokenizer::load(test::model_dir("stories260K") + "/tokenizer.model");
-    return tok.encode_prompt(test::slurp(test::data_file("tinystories/tinystories_excerpt_30k.txt")).substr(0, 6000),
-                             model().config().bos_token_id);
+    return tok.encode_prompt(test::slurp(test::data_file("tinystories/tinystories_excerpt_30k.txt")).substr(0, 6000));
   }();
   return std::vector<int>(ids.begin(), ids.begin() + n);
 }

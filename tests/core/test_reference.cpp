@@ -109,7 +109,7 @@ TEST_P(ReferenceTest, PerplexityMatchesReference) {
                                                     {"wiki.test.raw", "wikitext2"}};
   for (const auto& [name, expected] : ref.json["perplexity"].items()) {
     const std::string text = test::slurp(test::data_file(files.at(name) + "/" + name));
-    const std::vector<int> ids = tokenizer.encode_prompt(text, model->config().bos_token_id);
+    const std::vector<int> ids = tokenizer.encode_prompt(text);
     WindowPlan plan;
     plan.window = expected["window"].get<int64_t>();
     plan.max_windows = expected["max_windows"].is_null() ? 0 : expected["max_windows"].get<int64_t>();

@@ -40,7 +40,7 @@ const Loaded& loaded(const std::string& path) {
 std::vector<int> text_prompt(const Loaded& m, int64_t n) {
   const std::string text = test::slurp(test::data_file("pg_essays/addiction.txt")) +
                            test::slurp(test::data_file("pg_essays/apple.txt"));
-  std::vector<int> ids = m.tokenizer.encode_prompt(text, m.model->config().bos_token_id);
+  std::vector<int> ids = m.tokenizer.encode_prompt(text);
   EXPECT_GE(static_cast<int64_t>(ids.size()), n);
   ids.resize(static_cast<size_t>(n));
   return ids;
