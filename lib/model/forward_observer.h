@@ -31,6 +31,9 @@ class ForwardObserver {
   // The next forward pass continues the prompt (a question fed after the compressed context): an
   // observer that bounds the cache keeps that pass whole instead of evicting for it.
   virtual void hold_next_pass() {}
+  // The next forward pass is a new prompt of the sequence (a conversation's next turn): an observer that
+  // compresses prompts compresses that one too.
+  virtual void next_pass_is_prompt() {}
   // The observer scores a prompt by the attention a second copy of it pays to it (kvpress's KVCompose
   // feeds the context again as its task). Asked before a prefill into an empty cache: the model then
   // runs both copies in one pass, caches the prompt alone, hands the observer the prompt's own step

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "util/error.h"
 
@@ -58,7 +59,7 @@ void PressObserver::record_kept() {
 AttentionProbe PressObserver::probe(int64_t model_layer) const {
   AttentionProbe p;
   if (press_layer(model_layer) < 0) return p;
-  if (!prefill_done_) {
+  if (!prefill_done_ || compresses_later_prompt()) {
     p = config_->scorer->probe();
     if (config_->cumulative) p.column_sums = true;
     allocator_->adjust_probe(p);
@@ -91,7 +92,7 @@ void PressObserver::after_attention(const LayerStep& model_step, KVCache& cache)
   const bool last_model_layer = model_step.layer + 1 == shape_.model_layers;
   const int64_t layer = press_layer(model_step.layer);
   if (layer >= 0) after_press_layer(model_step, layer, cache);
-  if (last_model_layer) hold_next_ = false;  // a hold covers one forward pass
+  if (last_model_layer) hold_next_ = prompt_next_ = false;  // a hold or a prompt mark covers one forward pass
 }
 
 void PressObserver::after_press_layer(const LayerStep& model_step, int64_t layer, KVCache& cache) {
@@ -112,7 +113,49 @@ void PressObserver::after_press_layer(const LayerStep& model_step, int64_t layer
     }
   } else if (config_->bounded && (config_->ratio > 0 || config_->budget > 0)) {
     decode_layer(step, cache);  // no ratio and no budget: keep everything, also while decoding
+  } else if (compresses_later_prompt()) {
+    later_prompt_layer(step, cache);
   }
+}
+
+bool PressObserver::compresses_later_prompt() const {
+  return prefill_done_ && prompt_next_ && !config_->bounded && config_->ratio > 0;
+}
+
+void PressObserver::later_prompt_layer(const LayerStep& step, KVCache& cache) {
+  const int64_t l = step.layer, KV = shape_.attention.num_kv_heads, T = step.keys.size(1);
+  const auto li = static_cast<size_t>(l);
+  // A layer whose heads keep different numbers of entries (ada) stopped tracking: it keeps later prompts whole.
+  if (!positions_[li].defined()) return;
+  LayerCache& lc = layer_cache(cache, l);
+  const int64_t S = lc.lengths().max().item<int64_t>(), earlier = S - T;
+  // Since the last compression the layer only appended (decode steps, then this prompt), in order, at
+  // consecutive positions: the bookkeeping catches up with them.
+  const int64_t missing = S - positions_[li].length();
+  KVC_CHECK(missing >= T, "--press {}: layer {} holds {} entries but tracks {}", config_->name, l, S,
+            positions_[li].length());
+  const int64_t last = step.positions[T - 1].item<int64_t>();
+  positions_[li].append(at::arange(last + 1 - missing, last + 1, at::TensorOptions().dtype(at::kLong)));
+  cumulative_[li].reset();  // a prompt-time press reads neither after its prefill
+  current_[li].reset();
+  // The prompt scored as a prompt of its own: the statistics over its own entries (the last T columns).
+  LayerStep own = step;
+  if (own.stats.window_probs.defined()) own.stats.window_probs = own.stats.window_probs.narrow(2, earlier, T);
+  if (own.stats.column_sums.defined()) own.stats.column_sums = own.stats.column_sums.narrow(1, earlier, T);
+  const int64_t keep = std::max<int64_t>(1, std::llround((1.0 - config_->ratio) * static_cast<double>(T)));
+  ScoreInput in = input(l, /*prefill=*/true, &own);
+  in.positions = positions_[li].view().narrow(1, earlier, T);
+  in.cumulative = at::Tensor();
+  in.current = at::Tensor();
+  in.budget = keep;
+  const at::Tensor scores = config_->scorer->score(in);
+  KVC_CHECK(scores.dim() == 2 && scores.size(1) == T, "--press {}: scored {} entries of a {}-token prompt",
+            config_->name, scores.dim() == 2 ? scores.size(1) : -1, T);
+  // What the layer held before always stays.
+  const at::Tensor held = at::full({KV, earlier}, std::numeric_limits<double>::infinity(),
+                                   scores.options().dtype(at::kDouble));
+  bound_[li] = earlier + keep;
+  compress(l, at::cat({held, scores.to(at::kDouble).expand({KV, T})}, 1), earlier + keep, cache);
 }
 
 void PressObserver::prefill_layer(const LayerStep& step, KVCache& cache) {

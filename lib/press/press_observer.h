@@ -24,6 +24,11 @@ class PressObserver : public ForwardObserver, public KeptRecorder {
   // that pass and raises each layer's bound by their number instead of evicting context for them.
   // Later single-token steps evict as usual, holding the cache at the raised bound.
   void hold_next_pass() override { hold_next_ = true; }
+  // A prompt-time press (not bounded, --ratio) compresses a later prompt too (a conversation's next turn):
+  // on its own, its entries scored as a prompt by the press's scorer over its own entries and 1 - ratio of
+  // them kept, in every layer alike (the allocation over layers is the first prompt's); what the cache
+  // held before is left as it is. Bounded presses need no call: they evict on every pass.
+  void next_pass_is_prompt() override { prompt_next_ = true; }
   bool scores_with_repeated_prompt() const override { return config_->repeated_prompt && !prefill_done_; }
 
   // Records what the compression keeps (positions after prefill, merges) from the next prompt on.
@@ -37,6 +42,8 @@ class PressObserver : public ForwardObserver, public KeptRecorder {
   void after_press_layer(const LayerStep& model_step, int64_t layer, KVCache& cache);
   void prefill_layer(const LayerStep& step, KVCache& cache);
   void decode_layer(const LayerStep& step, KVCache& cache);
+  bool compresses_later_prompt() const;
+  void later_prompt_layer(const LayerStep& step, KVCache& cache);
   // Keeps the top `keep` entries per head by `importance`; returns the kept indices [n_kv, keep],
   // or an undefined tensor when a decode step's single eviction moved the last entry into the freed slot.
   at::Tensor compress(int64_t layer, const at::Tensor& importance, int64_t keep, KVCache& cache);
@@ -55,6 +62,7 @@ class PressObserver : public ForwardObserver, public KeptRecorder {
   std::vector<int64_t> press_layer_;      // per model layer
   bool prefill_done_ = false;
   bool hold_next_ = false;
+  bool prompt_next_ = false;
   int64_t prompt_len_ = 0, budget_ = 0;
   std::vector<int64_t> bound_;          // entries per head each layer keeps
   std::vector<TrackedRows> positions_;   // [n_kv, S] int64 per layer, mirrors storage order

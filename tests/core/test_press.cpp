@@ -1166,5 +1166,58 @@ TEST(PressErrors, BudgetsFileForAnotherModelIsRefused) {
   EXPECT_THROW(build_cache_setup(spec, model()), Error);
 }
 
+
+// A conversation's next turn (ForwardObserver::next_pass_is_prompt) is compressed by a prompt-time press
+// on its own: what the cache held stays as it was, and 1 - ratio of the turn's entries are kept, the
+// press's window among them; without the mark the pass is kept whole, as before.
+TEST(PressMethods, ALaterPromptIsCompressedOnItsOwn) {
+  const auto& c = model().config();
+  const std::vector<int> ids = prompt(130);
+  const std::vector<int> first(ids.begin(), ids.begin() + 80), turn(ids.begin() + 83, ids.begin() + 123);
+  for (const bool mark : {true, false}) {
+    SCOPED_TRACE(mark ? "marked as a prompt" : "not marked");
+    const CacheSetup setup = setup_for("snapkv:window=8,kernel=5", 0.5);
+    KVCache cache = setup.new_cache(model());
+    auto observer = setup.new_observer();
+    const ForwardOptions o{false, observer.get()};
+    model().forward(first, cache, o);
+    for (int i = 80; i < 83; ++i) model().forward({ids[static_cast<size_t>(i)]}, cache, o);
+    std::vector<std::vector<at::Tensor>> before;
+    for (int64_t l = 0; l < c.num_layers; ++l) before.push_back(head_positions(cache.layer(l)));
+    if (mark) observer->next_pass_is_prompt();
+    model().forward(turn, cache, o);
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      const auto after = head_positions(cache.layer(l));
+      for (size_t h = 0; h < after.size(); ++h) {
+        ASSERT_EQ(after[h].numel(), mark ? 43 + 20 : 43 + 40) << "layer " << l;
+        EXPECT_TRUE(after[h].narrow(0, 0, 43).equal(before[static_cast<size_t>(l)][h])) << "layer " << l;
+        const at::Tensor added = after[h].narrow(0, 43, after[h].numel() - 43);
+        EXPECT_GE(added.min().item<int64_t>(), 83);
+        EXPECT_LT(added.max().item<int64_t>(), 123);
+        EXPECT_TRUE(added.narrow(0, added.numel() - 8, 8).equal(at::arange(115, 123, at::kLong))) << "the window";
+      }
+    }
+    // Decoding after it keeps every entry, as after a first prompt.
+    model().forward({ids[123]}, cache, o);
+    EXPECT_EQ(cache.layer(0).lengths().max().item<int64_t>(), mark ? 64 : 84);
+  }
+  // Every prompt-time press takes a marked later prompt without touching what the cache held.
+  for (const std::string& name : presses()) {
+    const CacheSetup setup = setup_for(name, 0.5);
+    if (setup.bounded) continue;
+    SCOPED_TRACE(name);
+    KVCache cache = setup.new_cache(model());
+    auto observer = setup.new_observer();
+    const ForwardOptions o{false, observer.get()};
+    model().forward(first, cache, o);
+    const int64_t held = cache.footprint().entries;
+    observer->next_pass_is_prompt();
+    model().forward(turn, cache, o);
+    const int64_t entries = cache.footprint().entries;
+    EXPECT_GT(entries, held);
+    EXPECT_LE(entries, held + 40 * c.num_layers * c.num_kv_heads);
+  }
+}
+
 }  // namespace
 }  // namespace kvc
