@@ -238,6 +238,7 @@ TEST(ChatTemplateJinja, FiltersAndMethods) {
   EXPECT_EQ(render("{{ messages|selectattr('role', 'equalto', 'user')|map(attribute='content')|list }} {{ [1, 2]|select('odd')|list }}"),
             "['hi'] [1]");
   EXPECT_EQ(render("{{ '{} {x}'.format('a', x=1) }} {{ '%s-%d'|replace('-', '+') }} {{ '%s=%d' % ('a', 3) }}"), "a 1 %s+%d a=3");
+  EXPECT_EQ(render("{{ '%5.1f|%-4s|%03d'|format(3.14159, 'x', 7) }}"), "  3.1|x   |007");
   EXPECT_EQ(render("{{ strftime_now('%d %b %Y') }}"), "05 Sep 2024");
   expect_error([] { render("{{ raise_exception('Only user and assistant roles are supported!') }}"); },
                 "test: line 1: the template refused the conversation: Only user and assistant roles are supported!");
