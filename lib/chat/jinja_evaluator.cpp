@@ -77,7 +77,19 @@ int64_t floor_mod(int64_t a, int64_t b) {
 }  // namespace
 
 Evaluator::Evaluator(const Limits& limits, const std::tm& now) : limits_(limits), now_(now) {}
-Evaluator::~Evaluator() = default;
+
+// A macro kept in the scope it closes over, a namespace holding itself or a loop object: reference
+// cycles a template can make. Emptying what could be part of one lets everything go with the render.
+Evaluator::~Evaluator() {
+  for (const std::weak_ptr<Scope>& closure : closures_) {
+    if (const std::shared_ptr<Scope> scope = closure.lock()) scope->vars.clear();
+  }
+  for (const std::weak_ptr<Object>& tracked : objects_) {
+    if (const std::shared_ptr<Object> object = tracked.lock()) object->attributes.clear();
+  }
+}
+
+void Evaluator::track(const std::shared_ptr<Object>& object) { objects_.push_back(object); }
 
 void Evaluator::charge_steps(uint64_t steps) {
   steps_ += steps;
@@ -111,9 +123,9 @@ void Evaluator::emit(std::string& out, const std::string& text) {
 }
 
 std::string Evaluator::render(const Program& program, const std::vector<std::pair<std::string, Value>>& variables) {
-  auto globals = std::make_shared<Scope>(nullptr);
+  auto globals = make_shared_value<Scope>(nullptr);
   for (auto& [name, value] : global_functions()) globals->set(name, std::move(value));
-  auto scope = std::make_shared<Scope>(globals);
+  auto scope = make_shared_value<Scope>(globals);
   for (const auto& [name, value] : variables) scope->set(name, value);
   std::string out;
   exec_body(program.body, scope, out);
@@ -140,7 +152,7 @@ Evaluator::Flow Evaluator::exec_body(const Body& body, const std::shared_ptr<Sco
 }
 
 Evaluator::Flow Evaluator::capture(const Body& body, const std::shared_ptr<Scope>& scope, std::string& text) {
-  return exec_body(body, std::make_shared<Scope>(scope), text);
+  return exec_body(body, make_shared_value<Scope>(scope), text);
 }
 
 Evaluator::Flow Evaluator::exec(const Node& node, const std::shared_ptr<Scope>& scope, std::string& out) {
@@ -203,12 +215,12 @@ Evaluator::Flow Evaluator::exec(const Node& node, const std::shared_ptr<Scope>& 
       }
       case Node::Kind::With: {
         const auto& n = static_cast<const WithNode&>(node);
-        auto inner = std::make_shared<Scope>(scope);
+        auto inner = make_shared_value<Scope>(scope);
         for (const auto& [target, value] : n.assignments) assign(target, eval(*value, scope), *inner);
         return exec_body(n.body, inner, out);
       }
       case Node::Kind::Scope: {
-        exec_body(static_cast<const ScopeNode&>(node).body, std::make_shared<Scope>(scope), out);
+        exec_body(static_cast<const ScopeNode&>(node).body, make_shared_value<Scope>(scope), out);
         return Flow::Normal;
       }
       case Node::Kind::Break: return Flow::Break;
@@ -228,7 +240,7 @@ Evaluator::Flow Evaluator::exec_for(const ForNode& node, const std::shared_ptr<S
     List kept;
     for (Value& item : items) {
       charge_steps(1);
-      auto probe = std::make_shared<Scope>(scope);
+      auto probe = make_shared_value<Scope>(scope);
       assign(node.target, item, *probe);
       if (truthy(eval(*node.filter, probe))) kept.push_back(std::move(item));
     }
@@ -236,7 +248,7 @@ Evaluator::Flow Evaluator::exec_for(const ForNode& node, const std::shared_ptr<S
   }
 
   // One loop object for the whole loop, advanced in place, as jinja2's LoopContext is.
-  auto loop = std::make_shared<Object>();
+  auto loop = make_shared_value<Object>();
   loop->class_name = "LoopContext";
   const int64_t length = static_cast<int64_t>(items.size());
   // loop.cycle reads the loop's position; a weak reference, since the loop object holds the function.
@@ -273,7 +285,7 @@ Evaluator::Flow Evaluator::exec_for(const ForNode& node, const std::shared_ptr<S
     if (iteration && iteration.use_count() == 1) {
       iteration->vars.clear();
     } else {
-      iteration = std::make_shared<Scope>(scope);
+      iteration = make_shared_value<Scope>(scope);
     }
     assign(node.target, items[k], *iteration);
     iteration->set("loop", loop_value);
@@ -283,7 +295,8 @@ Evaluator::Flow Evaluator::exec_for(const ForNode& node, const std::shared_ptr<S
     // continue does not count, so the else block still runs when no iteration got to the end.
     if (flow == Flow::Normal) completed = true;
   }
-  if (!completed && !node.otherwise.empty()) exec_body(node.otherwise, std::make_shared<Scope>(scope), out);
+  if (!completed && !node.otherwise.empty()) exec_body(node.otherwise, make_shared_value<Scope>(scope), out);
+  if (loop.use_count() > 1) track(loop);  // something kept the loop object: it may be part of a cycle
   return Flow::Normal;
 }
 
@@ -323,6 +336,7 @@ Value Evaluator::make_macro(const std::string& name, const std::vector<std::stri
   const Body* macro_body = &body;
   const MacroUse uses = use;
   std::shared_ptr<Scope> closure = scope;
+  closures_.push_back(scope);
   return Value::function(name, [name, param_list, default_list, macro_body, uses, closure](Evaluator& ev, const CallArgs& args) -> Value {
     if (ev.call_depth_ >= ev.limits_.max_call_depth) {
       throw TemplateError(fmt::format("macro calls nest more than {} deep", ev.limits_.max_call_depth));
@@ -334,7 +348,7 @@ Value Evaluator::make_macro(const std::string& name, const std::vector<std::stri
     } guard(ev.call_depth_);
     // jinja2's Macro.__call__: positional arguments, then keywords; caller, kwargs and varargs exist only
     // when the body reads them, and extra arguments are refused otherwise.
-    auto frame = std::make_shared<Scope>(closure);
+    auto frame = make_shared_value<Scope>(closure);
     const size_t count = param_list->size();
     const size_t first_default = count - default_list->size();
     std::vector<const Value*> bound(count, nullptr);

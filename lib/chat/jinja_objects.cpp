@@ -527,8 +527,9 @@ std::vector<std::pair<std::string, Value>> mapping_arguments(const CallArgs& arg
   return out;
 }
 
-Value global_namespace(Evaluator&, const CallArgs& args) {
-  auto object = std::make_shared<Object>();
+Value global_namespace(Evaluator& ev, const CallArgs& args) {
+  auto object = make_shared_value<Object>();
+  ev.track(object);
   object->class_name = "Namespace";
   object->assignable = true;
   for (auto& [name, value] : mapping_arguments(args, "namespace")) {

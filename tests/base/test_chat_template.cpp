@@ -297,6 +297,25 @@ TEST(ChatTemplateErrors, HostileTemplatesStopInBoundedTime) {
   EXPECT_LT(seconds, 5.0);
 }
 
+TEST(ChatTemplateErrors, LinkedValuesAreFreedWithoutDeepRecursion) {
+  // Long chains (namespaces, macros kept in the scopes of other macros, loop objects) are freed one by
+  // one rather than recursively, reference cycles are broken when the render ends (the sanitizer build
+  // checks for leaks), and immutable lists stop nesting at 200 levels.
+  EXPECT_EQ(render("{% set ns = namespace(cur=none) %}{% for i in range(50000) %}{% set n = namespace(p=ns.cur) %}"
+                   "{% set ns.cur = n %}{% endfor %}done"),
+            "done");
+  EXPECT_EQ(render("{% set ns = namespace(f=none) %}{% for i in range(50000) %}{% set prev = ns.f %}{% macro m() %}{{ prev }}"
+                   "{% endmacro %}{% set ns.f = m %}{% endfor %}done"),
+            "done");
+  EXPECT_EQ(render("{% set ns = namespace(l=none) %}{% for i in range(50000) %}{% for x in [ns.l] %}{% set ns.l = loop %}"
+                   "{% endfor %}{% endfor %}done"),
+            "done");
+  EXPECT_EQ(render("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns.me.me.me is defined }}"), "True");
+  EXPECT_EQ(render("{% macro m() %}{{ m is defined }}{% endmacro %}{{ m() }}"), "True");
+  expect_error([] { render("{% set ns = namespace(x=[]) %}{% for i in range(1000) %}{% set ns.x = [ns.x] %}{% endfor %}"); },
+               "lists and dicts nest more than 200 levels deep");
+}
+
 // ---- finding a model's template ----
 
 TEST(ChatTemplateResolve, ByNameByFileAndFromTheModel) {
