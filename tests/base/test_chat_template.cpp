@@ -231,6 +231,11 @@ TEST(ChatTemplateJinja, ScopesAndNamespaces) {
 TEST(ChatTemplateJinja, FiltersAndMethods) {
   EXPECT_EQ(render("{{ ' x '|trim }}|{{ '\u3000x\u00a0'|trim }}|{{ 'a,b,,c'.split(',') }}|{{ ' a  b '.split() }}"),
             "x|x|['a', 'b', '', 'c']|['a', 'b']");
+  // Unicode whitespace goes; bytes that are not UTF-8 (which Python could not hold) stay as they are.
+  const std::string trim = "{{ messages[0].content|trim }}|{{ messages[0].content|length }}";
+  EXPECT_EQ(render(trim, {{"user", "\u3000 \u00e9 x\u2003\u00a0"}}), "\u00e9 x|7");
+  EXPECT_EQ(render(trim, {{"user", "x \xff\xfe "}}), "x \xff\xfe|5");
+  EXPECT_EQ(render(trim, {{"user", " \xe4\xbd \n"}}), "\xe4\xbd|5");
   EXPECT_EQ(render("{{ {'b': 1, 'a': [1, 2]}|tojson }} {{ 'é\"\\n'|tojson }} {{ [1, 2]|tojson(indent=2) }}"),
             "{\"b\": 1, \"a\": [1, 2]} \"é\\\"\\n\" [\n  1,\n  2\n]");
   EXPECT_EQ(render("{{ [3, 1, 2]|sort|join(', ') }} {{ ['b', 'A', 'a']|unique|list }} {{ 'hello world-x'|title }} {{ \"it's\".title() }}"),
