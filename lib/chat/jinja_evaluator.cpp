@@ -70,6 +70,17 @@ int64_t floor_mod(int64_t a, int64_t b) {
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 
+// CPython's float floor division (float_divmod): through fmod, so 1 // 0.1 is 9.0, not floor(10.000000000000002).
+double float_floor_div(double a, double b) {
+  double mod = std::fmod(a, b);
+  double div = (a - mod) / b;
+  if (mod != 0.0 && ((b < 0) != (mod < 0))) div -= 1.0;
+  if (div == 0.0) return std::copysign(0.0, a / b);
+  double floored = std::floor(div);
+  if (div - floored > 0.5) floored += 1.0;
+  return floored;
+}
+
 [[noreturn]] void unsupported(const char* op, const Value& a, const Value& b) {
   throw TemplateError(fmt::format("unsupported operand type(s) for {}: '{}' and '{}'", op, type_name(a), type_name(b)));
 }
@@ -621,7 +632,7 @@ Value Evaluator::binary(BinaryExpr::Op op, const Value& a, const Value& b) {
       if (!numbers) unsupported("//", a, b);
       if (floats) {
         if (b.as_float() == 0.0) throw TemplateError("float floor division by zero");
-        return Value::number(std::floor(a.as_float() / b.as_float()));
+        return Value::number(float_floor_div(a.as_float(), b.as_float()));
       }
       return Value::integer(floor_div(a.as_int(), b.as_int()));
     case BinaryExpr::Op::Mod:

@@ -188,6 +188,7 @@ std::string render(const std::string& source, const std::vector<ChatMessage>& me
 TEST(ChatTemplateJinja, Expressions) {
   EXPECT_EQ(render("{{ 1 + 2 * 3 }} {{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 1 / 2 }} {{ 4 / 2 }} {{ 2 ** 10 }}"),
             "7 3 -4 2 0.5 2.0 1024");
+  EXPECT_EQ(render("{{ 1 // 0.1 }} {{ -7.5 // 2 }} {{ 7.5 % -2 }} {{ 2 ** -1 }}"), "9.0 -4.0 -0.5 0.5");
   EXPECT_EQ(render("{{ 1e16 }} {{ 1e15 }} {{ 0.0001 }} {{ 0.1 + 0.2 }} {{ 1.5e-7 }} {{ -0.0 }}"),
             "1e+16 1000000000000000.0 0.0001 0.30000000000000004 1.5e-07 -0.0");
   EXPECT_EQ(render("{{ 'a' ~ 1 ~ none ~ true }} {{ 'ab' * 3 }} {{ [1, 2] + [3] }} {{ 'x' if false }}|"), "a1NoneTrue ababab [1, 2, 3] |");
