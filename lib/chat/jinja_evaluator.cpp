@@ -70,6 +70,17 @@ int64_t floor_mod(int64_t a, int64_t b) {
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 
+// CPython's float floor division (float_divmod): through fmod, so 1 // 0.1 is 9.0, not floor(10.000000000000002).
+double float_floor_div(double a, double b) {
+  double mod = std::fmod(a, b);
+  double div = (a - mod) / b;
+  if (mod != 0.0 && ((b < 0) != (mod < 0))) div -= 1.0;
+  if (div == 0.0) return std::copysign(0.0, a / b);
+  double floored = std::floor(div);
+  if (div - floored > 0.5) floored += 1.0;
+  return floored;
+}
+
 [[noreturn]] void unsupported(const char* op, const Value& a, const Value& b) {
   throw TemplateError(fmt::format("unsupported operand type(s) for {}: '{}' and '{}'", op, type_name(a), type_name(b)));
 }
@@ -77,7 +88,19 @@ int64_t floor_mod(int64_t a, int64_t b) {
 }  // namespace
 
 Evaluator::Evaluator(const Limits& limits, const std::tm& now) : limits_(limits), now_(now) {}
-Evaluator::~Evaluator() = default;
+
+// A macro kept in the scope it closes over, a namespace holding itself or a loop object: reference
+// cycles a template can make. Emptying what could be part of one lets everything go with the render.
+Evaluator::~Evaluator() {
+  for (const std::weak_ptr<Scope>& closure : closures_) {
+    if (const std::shared_ptr<Scope> scope = closure.lock()) scope->vars.clear();
+  }
+  for (const std::weak_ptr<Object>& tracked : objects_) {
+    if (const std::shared_ptr<Object> object = tracked.lock()) object->attributes.clear();
+  }
+}
+
+void Evaluator::track(const std::shared_ptr<Object>& object) { objects_.push_back(object); }
 
 void Evaluator::charge_steps(uint64_t steps) {
   steps_ += steps;
@@ -111,9 +134,9 @@ void Evaluator::emit(std::string& out, const std::string& text) {
 }
 
 std::string Evaluator::render(const Program& program, const std::vector<std::pair<std::string, Value>>& variables) {
-  auto globals = std::make_shared<Scope>(nullptr);
+  auto globals = make_shared_value<Scope>(nullptr);
   for (auto& [name, value] : global_functions()) globals->set(name, std::move(value));
-  auto scope = std::make_shared<Scope>(globals);
+  auto scope = make_shared_value<Scope>(globals);
   for (const auto& [name, value] : variables) scope->set(name, value);
   std::string out;
   exec_body(program.body, scope, out);
@@ -140,7 +163,7 @@ Evaluator::Flow Evaluator::exec_body(const Body& body, const std::shared_ptr<Sco
 }
 
 Evaluator::Flow Evaluator::capture(const Body& body, const std::shared_ptr<Scope>& scope, std::string& text) {
-  return exec_body(body, std::make_shared<Scope>(scope), text);
+  return exec_body(body, make_shared_value<Scope>(scope), text);
 }
 
 Evaluator::Flow Evaluator::exec(const Node& node, const std::shared_ptr<Scope>& scope, std::string& out) {
@@ -203,12 +226,12 @@ Evaluator::Flow Evaluator::exec(const Node& node, const std::shared_ptr<Scope>& 
       }
       case Node::Kind::With: {
         const auto& n = static_cast<const WithNode&>(node);
-        auto inner = std::make_shared<Scope>(scope);
+        auto inner = make_shared_value<Scope>(scope);
         for (const auto& [target, value] : n.assignments) assign(target, eval(*value, scope), *inner);
         return exec_body(n.body, inner, out);
       }
       case Node::Kind::Scope: {
-        exec_body(static_cast<const ScopeNode&>(node).body, std::make_shared<Scope>(scope), out);
+        exec_body(static_cast<const ScopeNode&>(node).body, make_shared_value<Scope>(scope), out);
         return Flow::Normal;
       }
       case Node::Kind::Break: return Flow::Break;
@@ -228,7 +251,7 @@ Evaluator::Flow Evaluator::exec_for(const ForNode& node, const std::shared_ptr<S
     List kept;
     for (Value& item : items) {
       charge_steps(1);
-      auto probe = std::make_shared<Scope>(scope);
+      auto probe = make_shared_value<Scope>(scope);
       assign(node.target, item, *probe);
       if (truthy(eval(*node.filter, probe))) kept.push_back(std::move(item));
     }
@@ -236,7 +259,7 @@ Evaluator::Flow Evaluator::exec_for(const ForNode& node, const std::shared_ptr<S
   }
 
   // One loop object for the whole loop, advanced in place, as jinja2's LoopContext is.
-  auto loop = std::make_shared<Object>();
+  auto loop = make_shared_value<Object>();
   loop->class_name = "LoopContext";
   const int64_t length = static_cast<int64_t>(items.size());
   // loop.cycle reads the loop's position; a weak reference, since the loop object holds the function.
@@ -273,7 +296,7 @@ Evaluator::Flow Evaluator::exec_for(const ForNode& node, const std::shared_ptr<S
     if (iteration && iteration.use_count() == 1) {
       iteration->vars.clear();
     } else {
-      iteration = std::make_shared<Scope>(scope);
+      iteration = make_shared_value<Scope>(scope);
     }
     assign(node.target, items[k], *iteration);
     iteration->set("loop", loop_value);
@@ -283,7 +306,8 @@ Evaluator::Flow Evaluator::exec_for(const ForNode& node, const std::shared_ptr<S
     // continue does not count, so the else block still runs when no iteration got to the end.
     if (flow == Flow::Normal) completed = true;
   }
-  if (!completed && !node.otherwise.empty()) exec_body(node.otherwise, std::make_shared<Scope>(scope), out);
+  if (!completed && !node.otherwise.empty()) exec_body(node.otherwise, make_shared_value<Scope>(scope), out);
+  if (loop.use_count() > 1) track(loop);  // something kept the loop object: it may be part of a cycle
   return Flow::Normal;
 }
 
@@ -323,6 +347,7 @@ Value Evaluator::make_macro(const std::string& name, const std::vector<std::stri
   const Body* macro_body = &body;
   const MacroUse uses = use;
   std::shared_ptr<Scope> closure = scope;
+  closures_.push_back(scope);
   return Value::function(name, [name, param_list, default_list, macro_body, uses, closure](Evaluator& ev, const CallArgs& args) -> Value {
     if (ev.call_depth_ >= ev.limits_.max_call_depth) {
       throw TemplateError(fmt::format("macro calls nest more than {} deep", ev.limits_.max_call_depth));
@@ -334,7 +359,7 @@ Value Evaluator::make_macro(const std::string& name, const std::vector<std::stri
     } guard(ev.call_depth_);
     // jinja2's Macro.__call__: positional arguments, then keywords; caller, kwargs and varargs exist only
     // when the body reads them, and extra arguments are refused otherwise.
-    auto frame = std::make_shared<Scope>(closure);
+    auto frame = make_shared_value<Scope>(closure);
     const size_t count = param_list->size();
     const size_t first_default = count - default_list->size();
     std::vector<const Value*> bound(count, nullptr);
@@ -607,7 +632,7 @@ Value Evaluator::binary(BinaryExpr::Op op, const Value& a, const Value& b) {
       if (!numbers) unsupported("//", a, b);
       if (floats) {
         if (b.as_float() == 0.0) throw TemplateError("float floor division by zero");
-        return Value::number(std::floor(a.as_float() / b.as_float()));
+        return Value::number(float_floor_div(a.as_float(), b.as_float()));
       }
       return Value::integer(floor_div(a.as_int(), b.as_int()));
     case BinaryExpr::Op::Mod:

@@ -36,6 +36,8 @@ class Evaluator {
   void check_size(uint64_t bytes) const;  // throws when one string would exceed the limit
   Value make_string(std::string text);    // counts the bytes and checks the limit
   Value call(const Value& callee, const CallArgs& args);
+  // namespace() objects and kept loop objects, emptied when the render ends (they may form cycles).
+  void track(const std::shared_ptr<Object>& object);
 
  private:
   struct Scope;
@@ -63,6 +65,8 @@ class Evaluator {
   uint64_t built_bytes_ = 0;
   int call_depth_ = 0;
   const Value* hole_ = nullptr;  // what a null filter operand stands for, while a filter block runs
+  std::vector<std::weak_ptr<Scope>> closures_;  // scopes macros close over
+  std::vector<std::weak_ptr<Object>> objects_;
 };
 
 }  // namespace kvc::jinja

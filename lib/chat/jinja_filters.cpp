@@ -227,6 +227,12 @@ void require_text(const Value& v, const char* what) {
   if (!v.is_string()) throw TemplateError(fmt::format(what, type_name(v)));
 }
 
+Value f_format(Evaluator& ev, const Value& v, const CallArgs& args) {
+  // jinja2: soft_str(value) % (kwargs or args); named %(key)s fields are not supported here.
+  if (!args.keyword.empty()) throw TemplateError("the format filter with keyword arguments is not supported");
+  return ev.make_string(percent_format(to_str(v), Value::list(args.positional, true)));
+}
+
 Value f_indent(Evaluator& ev, const Value& v, const CallArgs& args) {
   require_text(v, "unsupported operand type(s) for +=: '{}' and 'str'");
   const BoundArgs bound(args, "indent", {"width", "first", "blank"});
@@ -686,17 +692,17 @@ struct TestEntry {
 };
 
 const FilterEntry kFilters[] = {
-    {"abs", f_abs},         {"attr", f_attr},           {"capitalize", f_capitalize}, {"center", f_center},
-    {"count", f_length},    {"d", f_default},           {"default", f_default},       {"dictsort", f_dictsort},
-    {"e", f_escape},        {"escape", f_escape},       {"first", f_first},           {"float", f_float},
-    {"forceescape", f_escape}, {"indent", f_indent},    {"int", f_int},               {"items", f_items},
-    {"join", f_join},       {"last", f_last},           {"length", f_length},         {"list", f_list},
-    {"lower", f_lower},     {"map", f_map},             {"max", f_max},               {"min", f_min},
-    {"reject", f_reject},   {"rejectattr", f_rejectattr}, {"replace", f_replace},     {"reverse", f_reverse},
-    {"round", f_round},     {"safe", f_safe},           {"select", f_select},         {"selectattr", f_selectattr},
-    {"sort", f_sort},       {"string", f_string},       {"sum", f_sum},               {"title", f_title},
-    {"tojson", f_tojson},   {"trim", f_trim},           {"truncate", f_truncate},     {"unique", f_unique},
-    {"upper", f_upper},     {"wordcount", f_wordcount},
+    {"abs", f_abs}, {"attr", f_attr}, {"capitalize", f_capitalize}, {"center", f_center},
+    {"count", f_length}, {"d", f_default}, {"default", f_default}, {"dictsort", f_dictsort},
+    {"e", f_escape}, {"escape", f_escape}, {"first", f_first}, {"float", f_float},
+    {"forceescape", f_escape}, {"format", f_format}, {"indent", f_indent}, {"int", f_int},
+    {"items", f_items}, {"join", f_join}, {"last", f_last}, {"length", f_length},
+    {"list", f_list}, {"lower", f_lower}, {"map", f_map}, {"max", f_max},
+    {"min", f_min}, {"reject", f_reject}, {"rejectattr", f_rejectattr}, {"replace", f_replace},
+    {"reverse", f_reverse}, {"round", f_round}, {"safe", f_safe}, {"select", f_select},
+    {"selectattr", f_selectattr}, {"sort", f_sort}, {"string", f_string}, {"sum", f_sum},
+    {"title", f_title}, {"tojson", f_tojson}, {"trim", f_trim}, {"truncate", f_truncate},
+    {"unique", f_unique}, {"upper", f_upper}, {"wordcount", f_wordcount},
 };
 
 const TestEntry kTests[] = {

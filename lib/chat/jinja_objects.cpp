@@ -258,11 +258,15 @@ std::optional<std::string> separator(const BoundArgs& bound) {
 bool affix_match(const Value& self, const CallArgs& args, const char* name, bool prefix) {
   const BoundArgs bound(args, name, {"prefix", "start", "end"});
   const Value& wanted = bound.required(0);
-  std::string text = self.as_string();
+  std::string window;
+  std::string_view text = self.as_string();
   if (bound.has(1) || bound.has(2)) {
     const py::CodePoints cp = py::code_points(text);
     const std::vector<int64_t> positions = slice_positions(cp.chars.size(), bound.value(1, Value::none()), bound.value(2, Value::none()), Value::none());
-    text = positions.empty() ? "" : text.substr(cp.offsets[positions.front()], cp.offsets[positions.back() + 1] - cp.offsets[positions.front()]);
+    const size_t first = positions.empty() ? 0 : static_cast<size_t>(positions.front());
+    const size_t last = positions.empty() ? 0 : static_cast<size_t>(positions.back()) + 1;
+    window = positions.empty() ? "" : std::string(text.substr(cp.offsets[first], cp.offsets[last] - cp.offsets[first]));
+    text = window;
   }
   auto one = [&](const Value& v) {
     if (!v.is_string()) throw TemplateError(fmt::format("{} first arg must be str or a tuple of str, not {}", name, type_name(v)));
@@ -527,8 +531,9 @@ std::vector<std::pair<std::string, Value>> mapping_arguments(const CallArgs& arg
   return out;
 }
 
-Value global_namespace(Evaluator&, const CallArgs& args) {
-  auto object = std::make_shared<Object>();
+Value global_namespace(Evaluator& ev, const CallArgs& args) {
+  auto object = make_shared_value<Object>();
+  ev.track(object);
   object->class_name = "Namespace";
   object->assignable = true;
   for (auto& [name, value] : mapping_arguments(args, "namespace")) {

@@ -12,10 +12,8 @@
 namespace kvc::jinja {
 namespace {
 
-// Containers nest only as deep as a template writes them, or a namespace holds itself: both are cut
-// off here rather than recursing without end (Python raises RecursionError or "Circular reference").
-constexpr int kMaxNesting = 200;
-
+// repr() and json of a namespace follow its attributes, which may lead back to it: cut off rather than
+// recursing without end (Python raises RecursionError or "Circular reference detected").
 void check_nesting(int depth) {
   if (depth > kMaxNesting) throw TemplateError(fmt::format("values nest more than {} levels deep", kMaxNesting));
 }
@@ -254,17 +252,30 @@ Value Value::string(std::string s) {
   v.ptr_ = std::make_shared<std::string>(std::move(s));
   return v;
 }
+namespace {
+uint16_t container_depth(int deepest_item) {
+  if (deepest_item + 1 > kMaxNesting) throw TemplateError(fmt::format("lists and dicts nest more than {} levels deep", kMaxNesting));
+  return static_cast<uint16_t>(deepest_item + 1);
+}
+}  // namespace
+
 Value Value::list(List items, bool tuple) {
+  int deepest = 0;
+  for (const Value& item : items) deepest = std::max(deepest, item.depth());
   Value v;
   v.type_ = Type::List;
   v.tuple_ = tuple;
-  v.ptr_ = std::make_shared<List>(std::move(items));
+  v.depth_ = container_depth(deepest);
+  v.ptr_ = make_shared_value<List>(std::move(items));
   return v;
 }
 Value Value::dict(Dict entries) {
+  int deepest = 0;
+  for (const auto& [key, item] : entries.entries) deepest = std::max({deepest, key.depth(), item.depth()});
   Value v;
   v.type_ = Type::Dict;
-  v.ptr_ = std::make_shared<Dict>(std::move(entries));
+  v.depth_ = container_depth(deepest);
+  v.ptr_ = make_shared_value<Dict>(std::move(entries));
   return v;
 }
 Value Value::object(std::shared_ptr<Object> object) {
@@ -276,8 +287,25 @@ Value Value::object(std::shared_ptr<Object> object) {
 Value Value::function(std::string name, std::function<Value(Evaluator&, const CallArgs&)> call) {
   Value v;
   v.type_ = Type::Function;
-  v.ptr_ = std::make_shared<Function>(Function{std::move(name), std::move(call)});
+  v.ptr_ = make_shared_value<Function>(Function{std::move(name), std::move(call)});
   return v;
+}
+
+void release_deferred(void* payload, void (*destroy)(void*)) {
+  static thread_local bool releasing = false;
+  static thread_local std::vector<std::pair<void*, void (*)(void*)>> queue;
+  if (releasing) {
+    queue.emplace_back(payload, destroy);
+    return;
+  }
+  releasing = true;
+  destroy(payload);
+  while (!queue.empty()) {
+    const auto [next, destroy_next] = queue.back();
+    queue.pop_back();
+    destroy_next(next);
+  }
+  releasing = false;
 }
 
 std::string Value::undefined_message() const {

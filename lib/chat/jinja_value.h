@@ -29,6 +29,26 @@ class TemplateError : public std::runtime_error {
   bool raised_;
 };
 
+// Values can link without bound (a namespace holding a list holding another namespace, a macro kept in
+// the scope of another macro): freeing such a chain recursively could overflow the stack. Shared
+// payloads are made with make_shared_value, whose deleter queues what a release frees in turn and
+// frees it one after another.
+void release_deferred(void* payload, void (*destroy)(void*));
+template <typename T>
+struct DeferredDelete {
+  void operator()(T* payload) const {
+    release_deferred(payload, [](void* p) { delete static_cast<T*>(p); });
+  }
+};
+template <typename T, typename... Args>
+std::shared_ptr<T> make_shared_value(Args&&... args) {
+  return std::shared_ptr<T>(new T(std::forward<Args>(args)...), DeferredDelete<T>{});
+}
+
+// Lists and dicts, which never change once built, nest at most this deep (a template that nests them
+// further fails); Python's own operations on them (==, <, repr, json) recurse that far at most.
+constexpr int kMaxNesting = 200;
+
 class Value;
 class Evaluator;
 using List = std::vector<Value>;
@@ -80,10 +100,12 @@ class Value {
   std::string undefined_message() const;
   // Identity, for `is sameas` and for comparing namespaces and functions.
   const void* identity() const { return ptr_.get(); }
+  int depth() const { return depth_; }
 
  private:
   Type type_ = Type::Undefined;
   bool tuple_ = false;
+  uint16_t depth_ = 0;  // of a list or dict: 1 + its deepest list or dict item
   union {
     bool b_;
     int64_t i_ = 0;

@@ -228,18 +228,35 @@ std::string capitalize(std::string_view text) {
 }
 
 std::string strip(std::string_view text, const std::optional<std::string>& chars, bool left, bool right) {
-  const CodePoints cp = code_points(text);
+  // Scans in from both ends only: trim runs on every message, some of them megabytes long.
   std::vector<uint32_t> set;
   if (chars) set = code_points(*chars).chars;
   auto strippable = [&](uint32_t c) { return chars ? in_set(set, c) : is_space(c); };
-  size_t begin = 0, end = cp.chars.size();
+  size_t begin = 0, end = text.size();
   if (left) {
-    while (begin < end && strippable(cp.chars[begin])) ++begin;
+    while (begin < end) {
+      size_t length = 0;
+      const uint32_t c = decode_at(text, begin, length);
+      if (!strippable(c)) break;
+      begin += length;
+    }
   }
   if (right) {
-    while (end > begin && strippable(cp.chars[end - 1])) --end;
+    while (end > begin) {
+      // The character ending at `end`: a well-formed sequence of 1-4 bytes, else one lone byte.
+      size_t start = end - 1;
+      while (start > begin && end - start < 4 && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
+      size_t length = 0;
+      uint32_t c = decode_at(text, start, length);
+      if (start + length != end) {
+        start = end - 1;
+        c = kLoneByteBase + static_cast<unsigned char>(text[start]);
+      }
+      if (!strippable(c)) break;
+      end = start;
+    }
   }
-  return std::string(text.substr(cp.offsets[begin], cp.offsets[end] - cp.offsets[begin]));
+  return std::string(text.substr(begin, end - begin));
 }
 
 std::vector<std::string> split(std::string_view text, const std::optional<std::string>& sep, int64_t maxsplit) {

@@ -188,6 +188,7 @@ std::string render(const std::string& source, const std::vector<ChatMessage>& me
 TEST(ChatTemplateJinja, Expressions) {
   EXPECT_EQ(render("{{ 1 + 2 * 3 }} {{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 1 / 2 }} {{ 4 / 2 }} {{ 2 ** 10 }}"),
             "7 3 -4 2 0.5 2.0 1024");
+  EXPECT_EQ(render("{{ 1 // 0.1 }} {{ -7.5 // 2 }} {{ 7.5 % -2 }} {{ 2 ** -1 }}"), "9.0 -4.0 -0.5 0.5");
   EXPECT_EQ(render("{{ 1e16 }} {{ 1e15 }} {{ 0.0001 }} {{ 0.1 + 0.2 }} {{ 1.5e-7 }} {{ -0.0 }}"),
             "1e+16 1000000000000000.0 0.0001 0.30000000000000004 1.5e-07 -0.0");
   EXPECT_EQ(render("{{ 'a' ~ 1 ~ none ~ true }} {{ 'ab' * 3 }} {{ [1, 2] + [3] }} {{ 'x' if false }}|"), "a1NoneTrue ababab [1, 2, 3] |");
@@ -231,6 +232,11 @@ TEST(ChatTemplateJinja, ScopesAndNamespaces) {
 TEST(ChatTemplateJinja, FiltersAndMethods) {
   EXPECT_EQ(render("{{ ' x '|trim }}|{{ '\u3000x\u00a0'|trim }}|{{ 'a,b,,c'.split(',') }}|{{ ' a  b '.split() }}"),
             "x|x|['a', 'b', '', 'c']|['a', 'b']");
+  // Unicode whitespace goes; bytes that are not UTF-8 (which Python could not hold) stay as they are.
+  const std::string trim = "{{ messages[0].content|trim }}|{{ messages[0].content|length }}";
+  EXPECT_EQ(render(trim, {{"user", "\u3000 \u00e9 x\u2003\u00a0"}}), "\u00e9 x|7");
+  EXPECT_EQ(render(trim, {{"user", "x \xff\xfe "}}), "x \xff\xfe|5");
+  EXPECT_EQ(render(trim, {{"user", " \xe4\xbd \n"}}), "\xe4\xbd|5");
   EXPECT_EQ(render("{{ {'b': 1, 'a': [1, 2]}|tojson }} {{ 'é\"\\n'|tojson }} {{ [1, 2]|tojson(indent=2) }}"),
             "{\"b\": 1, \"a\": [1, 2]} \"é\\\"\\n\" [\n  1,\n  2\n]");
   EXPECT_EQ(render("{{ [3, 1, 2]|sort|join(', ') }} {{ ['b', 'A', 'a']|unique|list }} {{ 'hello world-x'|title }} {{ \"it's\".title() }}"),
@@ -238,6 +244,7 @@ TEST(ChatTemplateJinja, FiltersAndMethods) {
   EXPECT_EQ(render("{{ messages|selectattr('role', 'equalto', 'user')|map(attribute='content')|list }} {{ [1, 2]|select('odd')|list }}"),
             "['hi'] [1]");
   EXPECT_EQ(render("{{ '{} {x}'.format('a', x=1) }} {{ '%s-%d'|replace('-', '+') }} {{ '%s=%d' % ('a', 3) }}"), "a 1 %s+%d a=3");
+  EXPECT_EQ(render("{{ '%5.1f|%-4s|%03d'|format(3.14159, 'x', 7) }}"), "  3.1|x   |007");
   EXPECT_EQ(render("{{ strftime_now('%d %b %Y') }}"), "05 Sep 2024");
   expect_error([] { render("{{ raise_exception('Only user and assistant roles are supported!') }}"); },
                 "test: line 1: the template refused the conversation: Only user and assistant roles are supported!");
@@ -294,6 +301,25 @@ TEST(ChatTemplateErrors, HostileTemplatesStopInBoundedTime) {
   expect_error([] { render("{% set s = 'x' * 40000000 %}{% for i in range(100) %}{{ s }}{% endfor %}"); }, "longer than 64 MiB");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(seconds, 5.0);
+}
+
+TEST(ChatTemplateErrors, LinkedValuesAreFreedWithoutDeepRecursion) {
+  // Long chains (namespaces, macros kept in the scopes of other macros, loop objects) are freed one by
+  // one rather than recursively, reference cycles are broken when the render ends (the sanitizer build
+  // checks for leaks), and immutable lists stop nesting at 200 levels.
+  EXPECT_EQ(render("{% set ns = namespace(cur=none) %}{% for i in range(50000) %}{% set n = namespace(p=ns.cur) %}"
+                   "{% set ns.cur = n %}{% endfor %}done"),
+            "done");
+  EXPECT_EQ(render("{% set ns = namespace(f=none) %}{% for i in range(50000) %}{% set prev = ns.f %}{% macro m() %}{{ prev }}"
+                   "{% endmacro %}{% set ns.f = m %}{% endfor %}done"),
+            "done");
+  EXPECT_EQ(render("{% set ns = namespace(l=none) %}{% for i in range(50000) %}{% for x in [ns.l] %}{% set ns.l = loop %}"
+                   "{% endfor %}{% endfor %}done"),
+            "done");
+  EXPECT_EQ(render("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns.me.me.me is defined }}"), "True");
+  EXPECT_EQ(render("{% macro m() %}{{ m is defined }}{% endmacro %}{{ m() }}"), "True");
+  expect_error([] { render("{% set ns = namespace(x=[]) %}{% for i in range(1000) %}{% set ns.x = [ns.x] %}{% endfor %}"); },
+               "lists and dicts nest more than 200 levels deep");
 }
 
 // ---- finding a model's template ----

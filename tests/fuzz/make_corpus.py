@@ -163,6 +163,13 @@ def main():
         "page_bytes": "4096", "file_pages": "3", "strategy": "adaptive", "model": "m"})
     put("cluster_index", "index.safetensors", index)
 
+    # Chat templates: the built-ins and the real models' templates the goldens use.
+    templates = os.path.join(ROOT, "data", "chat_templates")
+    for folder in (templates, os.path.join(templates, "models")):
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".jinja"):
+                put("chat_template", name, open(os.path.join(folder, name), "rb").read())
+
     # Store pages: the store fuzz_store_pages checks against, written by the target itself.
     folder = os.path.join(OUT, "store_pages")
     os.makedirs(folder, exist_ok=True)
