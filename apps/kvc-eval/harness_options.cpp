@@ -92,6 +92,11 @@ nlohmann::json harness_metadata(const cli::ModelOptions& model_options, const Ll
   m["query_mode"] = harness.query;
   m["truncate"] = harness.truncate;
   m["seed"] = harness.seed;
+  m["chat"] = harness.chat;
+  if (harness.chat) {
+    m["chat_template"] = harness.chat_template.empty() ? "the model's" : harness.chat_template;
+    m["system"] = harness.system;
+  }
   m["wall_seconds"] = wall_seconds;
   return m;
 }

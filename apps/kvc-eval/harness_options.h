@@ -16,6 +16,9 @@ struct HarnessOptions {
   std::string query = "aware";
   std::string truncate = "refuse";
   uint64_t seed = 0;
+  // --chat: each prompt as one user turn of the model's chat template (or --chat-template's).
+  bool chat = false;
+  std::string system, chat_template;
 
   void add_to(CLI::App& app) {
     app.add_option("--query", query,
@@ -27,6 +30,14 @@ struct HarnessOptions {
                    "warning, as LongBench) or refuse (error)")
         ->capture_default_str();
     app.add_option("--seed", seed, "Seed of the generated samples")->capture_default_str();
+    app.add_flag("--chat", chat,
+                 "Wrap each prompt in the model's chat template as one user turn (context, then question) with "
+                 "the assistant's turn opened, as LongBench's pred.py does for chat models; the question part "
+                 "(with the turn's end and the assistant header) still follows the context in --query agnostic");
+    app.add_option("--system", system, "With --chat: a system message before each prompt");
+    app.add_option("--chat-template", chat_template,
+                   "With --chat: a built-in template (chatml, gemma, llama2, llama3, mistral, plain) or a Jinja file "
+                   "instead of the model's own");
   }
   EvalContext context(const LlamaModel& model, const Tokenizer& tokenizer) const {
     return EvalContext{model, tokenizer, parse_query_mode(query), parse_truncation(truncate)};

@@ -27,13 +27,14 @@ struct Options : TaskCommandOptions {
   std::string templates = "secret";
   std::string needle_template, question_template, entities;
   int samples = 3;
-  int64_t max_new_tokens = 8;
+  int64_t max_new_tokens = 0;  // 0: 8, or 32 with --chat (an instruct model's reply restates the question first)
 };
 
 NeedleSpec needle_spec(const Options& o) {
   NeedleSpec spec;
   if (o.templates == "passkey") spec = passkey_needle_spec();
-  else KVC_CHECK(o.templates == "secret", "--templates: unknown set '{}' (use secret or passkey)", o.templates);
+  else if (o.templates == "plain") spec = plain_needle_spec();
+  else KVC_CHECK(o.templates == "secret", "--templates: unknown set '{}' (use secret, passkey or plain)", o.templates);
   if (!o.needle_template.empty()) spec.needle_template = o.needle_template;
   if (!o.question_template.empty()) spec.question_template = o.question_template;
   if (!o.entities.empty()) spec.entities = split_list(o.entities);
@@ -50,6 +51,8 @@ std::vector<int64_t> default_lengths(const LlamaModel& model, int64_t max_new_to
 }
 
 int run(Options& o) {
+  KVC_CHECK(o.max_new_tokens >= 0, "--max-new-tokens must be >= 0, got {}", o.max_new_tokens);
+  if (o.max_new_tokens == 0) o.max_new_tokens = o.harness.chat ? 32 : 8;
   const TaskRun loaded(o);
   const LlamaModel& model = *loaded.model;
   const CacheSetup& setup = loaded.setup;
@@ -153,7 +156,7 @@ void add_needle_command(CLI::App& app, std::function<int()>& action) {
   cmd->footer(
       "\nA fact (\"The secret number of the purple ship is 40721.\") is placed at each depth of filler text,\n"
       "asked at the end, and the greedy answer's first number must equal it. Lengths count the whole prompt\n"
-      "(BOS + context + question). With --out-dir, cells are appended to cells.jsonl as they finish (a re-run\n"
+      "(BOS or --chat's template turn + context + question). With --out-dir, cells are appended to cells.jsonl as they finish (a re-run\n"
       "resumes) and needle_grid.{json,csv,md} and needle_heatmap.png are written.\n\nExamples:\n"
       "  kvc-eval needle -m data/models/kvc-micro-lm --haystack data/text/pg_essays --lengths 256,512 --depths 0,1 "
       "--samples 2 --out-dir out/needle\n"
@@ -163,18 +166,23 @@ void add_needle_command(CLI::App& app, std::function<int()>& action) {
       "--samples 2 --press snapkv --ratio 0.5 --query agnostic --out-dir out/needle-snapkv50 "
       "--dump-kept out/needle-snapkv50/kept\n"
       "  kvc-eval needle -m data/models/kvc-micro-lm --haystack data/text/pg_essays --lengths 256 --depths 0.5 "
-      "--samples 2 --retrieval adaptive:budget=64 --out-dir out/needle-retrieval\n");
+      "--samples 2 --retrieval adaptive:budget=64 --out-dir out/needle-retrieval\n"
+      "  kvc-eval needle -m $(scripts/model_path.sh smollm2-135m) --chat --templates plain --haystack data/text/pg_essays "
+      "--lengths 512 --depths 0.5 --samples 1 --json\n");
   o->add_common_to(*cmd);
   cmd->add_option("--haystack", o->haystack, "Filler text: a file or a folder of .txt (e.g. data/text/pg_essays)")
       ->required();
   cmd->add_option("--lengths", o->lengths, "Prompt lengths in tokens (default: quarters of the model's context)");
   cmd->add_option("--depths", o->depths, "Needle depths in [0, 1]")->capture_default_str();
   cmd->add_option("--samples", o->samples, "Needles per cell")->capture_default_str();
-  cmd->add_option("--templates", o->templates, "secret (the form kvc-micro-lm and kvc-tiny-lm were trained on) or passkey")->capture_default_str();
+  cmd->add_option("--templates", o->templates, "secret (the form kvc-micro-lm and kvc-tiny-lm were trained on), passkey, or plain (a question for an "
+                  "instruct model, with no answer begun: use with --chat)")->capture_default_str();
   cmd->add_option("--needle-template", o->needle_template, "Needle sentence with {number} (and {entity})");
   cmd->add_option("--question-template", o->question_template, "Question (ending where the answer starts)");
   cmd->add_option("--entities", o->entities, "Comma-separated entities for {entity} (held-out variants)");
-  cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens decoded for the answer")->capture_default_str();
+  cmd->add_option("--max-new-tokens", o->max_new_tokens,
+                  "Tokens decoded for the answer (default 8; 32 with --chat, whose replies restate the question "
+                  "before the number)");
   o->add_output_to(*cmd, "Folder for cells.jsonl, needle_grid.{json,csv,md}, needle_heatmap.png",
                    "Print the grid as one JSON object on stdout");
   on_run(cmd, o, action, run);

@@ -14,6 +14,9 @@ namespace {
 const cli::ModelOptions& checked(const TaskCommandOptions& o) {
   if (!o.out.empty()) check_writable_output_folder(o.out);
   if (!o.compression.dump_kept.empty()) check_writable_output_folder(o.compression.dump_kept);
+  KVC_CHECK(o.harness.chat || (o.harness.system.empty() && o.harness.chat_template.empty()),
+            "--system and --chat-template shape the chat format; add --chat");
+  if (o.harness.chat) resolve_chat_template(o.harness.chat_template, o.model.model_dir);  // a bad name fails here
   return o.model;
 }
 
@@ -21,6 +24,11 @@ EvalContext evaluation_context(const TaskCommandOptions& o, const LlamaModel& mo
                                const CacheSetup& setup) {
   EvalContext ctx = o.harness.context(model, tokenizer);
   ctx.bos = o.model.bos;
+  if (o.harness.chat) {
+    ctx.chat = std::make_shared<const ChatFormat>(ChatFormat{
+        std::make_shared<const ChatTemplate>(resolve_chat_template(o.harness.chat_template, o.model.model_dir)),
+        o.harness.system});
+  }
   if (!o.compression.dump_kept.empty()) {
     KVC_CHECK(setup.make_observer, "--dump-kept {}: needs a token-eviction method (--press)", o.compression.dump_kept);
     std::filesystem::create_directories(o.compression.dump_kept);

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <iterator>
 
+#include "chat.h"
 #include "compression_options.h"
 #include "generate_options.h"
 #include "press/kept_dump.h"
@@ -32,6 +33,8 @@ Examples:
   kvc-generate -m data/models/stories260K -p "Once upon a time" -n 20 --json
   kvc-generate -m data/models/stories260K -p "Once upon a time" --press h2o --budget 64 -n 2000 --ignore-eos -q
   kvc-generate -m data/models/stories260K -p "Once upon a time" --press snapkv --ratio 0.5 -n 40 --repeat-penalty 1.1
+  kvc-generate -m $(scripts/model_path.sh smollm2-135m) --chat -p "What is the capital of France?" -n 40
+  printf 'Name a large city in France.\nWhat river flows through it?\n' | kvc-generate -m $(scripts/model_path.sh smollm2-135m) -cnv --press snapkv --ratio 0.5 -n 40
 )";
 
 std::string read_prompt(const GenerateOptions& o) {
@@ -87,6 +90,8 @@ void check_flags(const GenerateOptions& o, const std::vector<const CLI::Option*>
   kvc::check_flag_combination(o.compression.spec);
   KVC_CHECK(!(o.json && o.json_out == "-"), "--json and --json-out - would both print the JSON on stdout; keep one");
   KVC_CHECK(o.ctx_size >= 0, "-c/--ctx-size must be >= 0 (0 = the model's context), got {}", o.ctx_size);
+  KVC_CHECK(o.chat || (o.system.empty() && o.chat_template.empty()),
+            "--system and --chat-template shape a conversation; add --chat (-cnv)");
   std::string ignored;
   for (const CLI::Option* opt : sampling_filters)
     if (opt->count() > 0) ignored += (ignored.empty() ? "--" : ", --") + opt->get_lnames().front();
@@ -227,6 +232,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("-s,--seed", o.sampling.seed, "Sampling seed")->capture_default_str();
   app.add_flag("--ignore-eos", o.ignore_eos, "Keep generating after EOS");
+  kvc::generate_app::add_chat_flags(app, o);
   app.add_flag("-q,--quiet", o.quiet, "Do not print the text (with --json-out for benchmarks)");
   app.add_flag("--count-ops", o.count_ops,
                "Report the ATen operator calls per decode step (decode_aten_ops_per_step in the JSON, by "
@@ -238,9 +244,11 @@ int main(int argc, char** argv) {
                             "on stdout (instead of the text)");
   kvc::cli::add_json_out(app, o.json_out,
                          "Write token counts, prefill/decode tokens/s, KV bytes, peak RSS and the token ids here");
-  if (int code = kvc::cli::parse_or_exit(app, argc, argv, kTool); code >= 0) return code;
+  if (int code = kvc::cli::parse_or_exit(app, argc, argv, kTool, kvc::generate_app::chat_aliases()); code >= 0)
+    return code;
   return kvc::cli::run_tool(kTool, [&] {
     check_flags(o, filters);
+    if (o.chat) return kvc::generate_app::run_chat(o);
     return run(o);
   });
 }

@@ -43,10 +43,17 @@ PromptTokens cut_prompt_middle(const PromptTokens& prompt, int64_t max_tokens) {
 
 PromptTokens tokenize_prompt(const Tokenizer& tokenizer, const LlamaModel& model, const std::string& context_part,
                              const std::string& question_part, int64_t max_new_tokens, Truncation truncation,
-                             const std::string& sample_id, int64_t max_prompt_tokens, BosChoice bos) {
+                             const std::string& sample_id, int64_t max_prompt_tokens, BosChoice bos,
+                             const ChatFormat* chat) {
   PromptTokens p;
-  p.context = tokenizer.encode_prompt(context_part, bos);
-  p.question = tokenizer.encode(question_part);
+  if (chat != nullptr) {
+    const ChatTaskPrompt turn = render_task_prompt(*chat, tokenizer, context_part, question_part);
+    p.context = encode_rendered_chat(tokenizer, turn.before_question, bos);
+    p.question = tokenizer.encode_with_specials(turn.from_question);
+  } else {
+    p.context = tokenizer.encode_prompt(context_part, bos);
+    p.question = tokenizer.encode(question_part);
+  }
   const int64_t limit = model.config().max_position_embeddings;
   KVC_CHECK(max_prompt_tokens <= 0 || max_prompt_tokens + max_new_tokens <= limit,
             "--max-length {} + {} new tokens exceeds the model's context of {} (lower --max-length)",

@@ -6,10 +6,10 @@
 //                    as a second forward pass, so the kept entries cannot depend on the question.
 // Both then decode greedily. One observer sees every forward pass of the sample, as in generate(): a
 // press compresses at its first (prefill) forward and, if bounded, keeps evicting while tokens follow.
-#include <optional>
 #include <string>
 #include <vector>
 
+#include "harness/chat_prompt.h"
 #include "model/cache_setup.h"
 #include "model/llama_model.h"
 #include "tokenizer/tokenizer.h"
@@ -44,10 +44,14 @@ struct PromptTokens {
 // max_prompt_tokens / 2 tokens of the whole prompt are kept (so a question longer than that half loses
 // its start), with a warning on stderr. LongBench then decodes the kept tokens and encodes the text
 // again; kvc keeps the token ids, which differ from that only where the cut joins two pieces.
+// With `chat` (--chat), the prompt is one user turn of the model's chat template, context then question,
+// with the assistant's turn opened, as LongBench's pred.py wraps a chat model's prompt: the context part
+// is the template's opening and the context, the question part the question, the end of the turn and
+// the assistant header (chat_prompt.h).
 PromptTokens tokenize_prompt(const Tokenizer& tokenizer, const LlamaModel& model, const std::string& context_part,
                              const std::string& question_part, int64_t max_new_tokens, Truncation truncation,
                              const std::string& sample_id, int64_t max_prompt_tokens = 0,
-                             BosChoice bos = BosChoice::FromFile);
+                             BosChoice bos = BosChoice::FromFile, const ChatFormat* chat = nullptr);
 
 // LongBench's middle cut of a prompt longer than `max_tokens`: its first and last max_tokens / 2 tokens
 // (context and question taken as one sequence) are kept; `dropped` counts the rest.

@@ -82,7 +82,7 @@ namespace {
 
 PromptTokens item_prompt(const EvalContext& ctx, const TaskItem& item) {
   return tokenize_prompt(ctx.tokenizer, ctx.model, item.context_part, item.question_part, item.decode.max_new_tokens,
-                         ctx.truncation, item.id, ctx.max_prompt_tokens, ctx.bos);
+                         ctx.truncation, item.id, ctx.max_prompt_tokens, ctx.bos, ctx.chat.get());
 }
 
 SampleRecord scored(const TaskItem& item, const PromptTokens& prompt, const SampleOutput& out) {
@@ -129,9 +129,16 @@ SampleRecord evaluate_sample(const EvalContext& ctx, const CacheSetup& setup, co
 
 TaskSample fit_sample(const EvalContext& ctx, int64_t length, const std::function<TaskSample(size_t)>& make) {
   const auto count = [&](const std::string& text) { return ctx.tokenizer.encode(text).size(); };
-  const auto prefix = static_cast<int64_t>(ctx.tokenizer.prompt_prefix(ctx.bos).size());  // BOS, if any
+  // What frames the texts: BOS, if any, or the chat template's turn around them.
+  const auto framing = static_cast<int64_t>(
+      ctx.chat ? [&] {
+        const ChatTaskPrompt empty = render_task_prompt(*ctx.chat, ctx.tokenizer, "", "");
+        return encode_rendered_chat(ctx.tokenizer, empty.before_question, ctx.bos).size() +
+               ctx.tokenizer.encode_with_specials(empty.from_question).size();
+      }()
+               : ctx.tokenizer.prompt_prefix(ctx.bos).size());
   auto overhead = [&](const TaskSample& s) {
-    return prefix + static_cast<int64_t>(count(s.question + s.answer_prefix));  // + the question part
+    return framing + static_cast<int64_t>(count(s.question + s.answer_prefix));  // + the question part
   };
   KVC_CHECK(length > 8, "--lengths: {} tokens is too short for a task prompt", length);
   TaskSample sample = make(static_cast<size_t>(length - 8));

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +28,8 @@ struct EvalContext {
   int64_t max_prompt_tokens = 0;
   // --bos / --no-bos; by default the tokenizer file decides whether prompts start with BOS.
   BosChoice bos = BosChoice::FromFile;
+  // --chat: prompts are one user turn of this chat format; null: the task's text as it is.
+  std::shared_ptr<const ChatFormat> chat;
 };
 
 // DIR/<sample id>.safetensors, the id's characters outside [A-Za-z0-9._-] replaced by '_'; empty for an empty DIR.

@@ -18,6 +18,13 @@ NeedleSpec passkey_needle_spec() {
   return spec;
 }
 
+NeedleSpec plain_needle_spec() {
+  NeedleSpec spec;
+  spec.needle_template = "The special magic number is {number}.";
+  spec.question_template = "What is the special magic number in the text above? Answer with the number only.";
+  return spec;
+}
+
 NeedleSample make_needle_sample(const NeedleSpec& spec, const std::string& haystack_text, size_t context_tokens,
                                 double depth_fraction, uint64_t seed, const TokenCounter& counter) {
   KVC_CHECK(depth_fraction >= 0.0 && depth_fraction <= 1.0, "needle depth {} is outside [0, 1]", depth_fraction);

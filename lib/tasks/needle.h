@@ -21,6 +21,10 @@ struct NeedleSpec {
 
 // "The pass key is {number}. Remember it. {number} is the pass key." / "What is the pass key? The pass key is"
 NeedleSpec passkey_needle_spec();
+// A question as a user would ask an instruct model, with no answer begun for it:
+// "The special magic number is {number}." / "What is the special magic number in the text above? Answer with
+// the number only."
+NeedleSpec plain_needle_spec();
 
 // A needle sample and where the needle ended up. Slices to a plain TaskSample where that is all one needs.
 struct NeedleSample : TaskSample {

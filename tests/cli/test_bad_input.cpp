@@ -286,6 +286,28 @@ TEST(CacheTypeBadInput, UnknownAndIncompatibleTypesAreOneLine) {
   EXPECT_NE(ok.out.find("\"compressed_kv_bytes\""), std::string::npos) << ok.out;
 }
 
+// --chat without a template, a template name or file kvc cannot use, a template that refuses the
+// conversation, and a conversation past the context: one line each, before or instead of a reply.
+TEST(ChatBadInput, RefusedInOneLine) {
+  const std::string base = bin("kvc-generate") + " -m " + kStories + " -t 1 -n 4 ";
+  expect_clean_error(run_command(base + "--chat -p hi"),
+                     "has no chat template; pass --chat-template chatml|gemma|llama2|llama3|mistral|plain");
+  expect_clean_error(run_command(base + "--chat --chat-template nosuch -p hi"), "--chat-template");
+  const std::string dir = test::make_temp_dir("kvc-chat-bad");
+  std::ofstream(dir + "/extends.jinja") << "{% extends 'base.jinja' %}";
+  expect_clean_error(run_command(base + "--chat --chat-template " + dir + "/extends.jinja -p hi"), "extends.jinja");
+  std::ofstream(dir + "/refuses.jinja") << "{{ raise_exception('only one turn, please') }}";
+  expect_clean_error(run_command(base + "--chat --chat-template " + dir + "/refuses.jinja -p hi"),
+                     "only one turn, please");
+  expect_clean_error(run_command(base + "--chat --chat-template plain -c 16 -p 'Once upon a time there was a little "
+                                        "girl who lived in a village near the forest.'"),
+                     "the conversation reaches");
+  expect_clean_error(run_command(base + "--system 'be brief' -p hi"), "add --chat");
+  expect_clean_error(run_command(bin("kvc-eval") + " needle -m " + kStories + " --haystack " + kText +
+                                 " --lengths 128 --depths 0 --samples 1 --chat -t 1"),
+                     "has no chat template");
+}
+
 // ---- Outputs ---------------------------------------------------------------------------------------
 
 TEST(PipeSafeOutputs, JsonOutThroughASymlinkKeepsTheLink) {
