@@ -1,6 +1,8 @@
 // kvc-eval ppl: perplexity with the reference protocol or llama-perplexity's.
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "eval/perplexity.h"
 #include "eval_common.h"
@@ -23,8 +25,12 @@ int run_ppl(PplCommandOptions& o) {
   const TaskRun loaded(o);
   const LlamaModel& model = *loaded.model;
   o.plan.window_bos = loaded.tokenizer.prompt_bos(loaded.ctx.bos);
-  const PerplexityResult r = evaluate_perplexity(model, loaded.tokenize_file(o.file), o.plan, !o.json);
+  const std::vector<int> ids = loaded.tokenize_file(o.file);
+  const PerplexityResult r = evaluate_perplexity(model, ids, o.plan, !o.json);
   nlohmann::json out = {{"ppl", r.ppl},
+                        {"tokens_in_file", ids.size()},  // BOS included where the tokenizer adds one
+                        {"first_ids", std::vector<int>(ids.begin(), ids.begin() + std::min<size_t>(ids.size(), 8))},
+                        {"window_bos", o.plan.window_bos ? nlohmann::json(*o.plan.window_bos) : nlohmann::json()},
                         {"tokens_scored", r.tokens_scored},
                         {"windows", r.windows},
                         {"window", o.plan.window},

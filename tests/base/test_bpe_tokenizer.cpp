@@ -19,6 +19,7 @@
 #include "tokenizer/normalizer.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/hash.h"
 #include "util/utf8.h"
 #include "support/expect_error.h"
 
@@ -186,6 +187,25 @@ TEST(BpeGoldens, QwenVocabularyOfARealGgufMatchesLlamaCpp) {
   const Tokenizer tokenizer = Tokenizer::load(path);
   EXPECT_EQ(tokenizer.kind(), "bpe");
   expect_agreement(tokenizer, gold, gold["name"].get<std::string>());
+}
+
+// SmolLM2-135M-Instruct's vocabulary (tokenizer.ggml.pre = smollm: digits one by one), which
+// scripts/setup.sh installs, against llama.cpp's llama-tokenize on the same file
+// (scripts/make_gguf_vocab_goldens.py --model smollm2-135m): every corpus text, and the whole of
+// WikiText-2 test by its token count and the hash of its ids.
+TEST(BpeGoldens, SmolLM2VocabularyOfARealGgufMatchesLlamaCpp) {
+  const std::string path = kvc::test::smollm2_gguf();
+  if (!fs::exists(path)) GTEST_SKIP() << path << " is absent (scripts/setup.sh installs it)";
+  const json gold = json::parse(slurp(kTokenizers + "/goldens/gguf/smollm2-135m-instruct.json"));
+  const Tokenizer tokenizer = Tokenizer::load(path);
+  EXPECT_EQ(tokenizer.kind(), "bpe");
+  expect_agreement(tokenizer, gold, gold["name"].get<std::string>());
+  const json& wiki = gold["wikitext2_test"];
+  const std::vector<int> ids = tokenizer.encode(slurp(std::string(KVC_SOURCE_DIR) + "/" + wiki["file"].get<std::string>()));
+  EXPECT_EQ(static_cast<int64_t>(ids.size()), wiki["tokens"].get<int64_t>());
+  std::string joined;
+  for (size_t i = 0; i < ids.size(); ++i) joined += (i ? " " : "") + std::to_string(ids[i]);
+  EXPECT_EQ(kvc::hash_string(joined), wiki["fnv1a64_of_ids"].get<std::string>());
 }
 
 TEST(BpeGoldens, GgufMetadataGivesTheSameTokens) {

@@ -5,6 +5,10 @@
 
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "io/safetensors.h"
 #include "support/paths.h"
@@ -89,6 +93,56 @@ TEST(CliReference, KlOfTheUncompressedCacheIsZero) {
   EXPECT_EQ(out["top1_agreement"].get<double>(), 1.0);
   EXPECT_EQ(out["tokens_scored"].get<int64_t>(), 3 * 64);
   EXPECT_EQ(out["compression_ratio"].get<double>(), 0.0);
+}
+
+// Prompts start as llama.cpp starts them for the same text (data/reference/prompt_ids.json, from
+// llama-tokenize): SmolLM2's file says add_bos_token = false, Gemma 3's true; kvc-generate's prompt and
+// the stream kvc-eval ppl scores both follow the file, and --bos / --no-bos override it.
+TEST(PromptIds, ToolsStartAPromptAsLlamaCppDoes) {
+  std::ifstream in(test::reference_dir("") + "/prompt_ids.json");
+  const nlohmann::json gold = nlohmann::json::parse(in);
+  int checked = 0;
+  for (const auto& [name, path] : {std::pair<std::string, std::string>{"smollm2-135m", test::smollm2_gguf()},
+                                   {"gemma3-270m", test::gemma3_gguf()}}) {
+    if (!std::ifstream(path)) continue;
+    SCOPED_TRACE(name);
+    // Each run loads the model: one text of Gemma 3, two of SmolLM2 (its digits split one by one).
+    const size_t texts = name == "gemma3-270m" ? 1 : 2;
+    for (size_t i = 0; i < texts; ++i) {
+      const nlohmann::json& c = gold["models"][name][i];
+      const std::string file = test::make_temp_dir("kvc-prompt-ids") + "/prompt.txt";
+      std::ofstream(file) << c["text"].get<std::string>();
+      const std::vector<int> expected = c["ids"].get<std::vector<int>>();
+      const test::CommandResult g = run_command(bin("kvc-generate") + " -m " + path + " -f " + file + " -n 1 -t 1 --json");
+      ASSERT_EQ(g.exit_code, 0) << g.err;
+      EXPECT_EQ(nlohmann::json::parse(g.out)["prompt_ids"].get<std::vector<int>>(), expected);
+      const test::CommandResult p = run_command(bin("kvc-eval") + " ppl -m " + path + " -f " + file +
+                                                " -c 4 --max-windows 1 -t 1 --protocol llama.cpp --json");
+      ASSERT_EQ(p.exit_code, 0) << p.err;
+      const nlohmann::json ppl = nlohmann::json::parse(p.out);
+      EXPECT_EQ(ppl["tokens_in_file"].get<size_t>(), expected.size());
+      const std::vector<int> first = ppl["first_ids"].get<std::vector<int>>();
+      EXPECT_TRUE(std::equal(first.begin(), first.end(), expected.begin()));
+      // llama-perplexity puts BOS at each window's start only where the file adds it.
+      EXPECT_EQ(ppl["window_bos"].is_null(), name == "smollm2-135m");
+      ++checked;
+    }
+    if (name != "smollm2-135m") continue;
+    // --bos and --no-bos override the file.
+    const std::string base = bin("kvc-generate") + " -m " + path + " -p Hello -n 1 -t 1 --json ";
+    const auto first_id = [&](const std::string& flag) {
+      const test::CommandResult r = run_command(base + flag);
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+      return nlohmann::json::parse(r.out)["prompt_ids"][0].get<int>();
+    };
+    EXPECT_EQ(first_id("--bos"), 1);  // <|im_start|>, SmolLM2's BOS
+    EXPECT_NE(first_id("--no-bos"), 1);
+  }
+  // stories260K (SentencePiece, tokenizer_config.json: add_bos_token true) starts with BOS, id 1.
+  const test::CommandResult g = run_command(bin("kvc-generate") + " -m " + kStories + " -p 'Once upon' -n 1 -t 1 --json");
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_EQ(nlohmann::json::parse(g.out)["prompt_ids"][0].get<int>(), 1);
+  if (checked == 0) GTEST_SKIP() << "neither real GGUF is installed (scripts/setup.sh installs them)";
 }
 
 TEST(CliErrors, MissingModelFolder) {
