@@ -7,7 +7,7 @@
 #   KVC_SAMPLES=4 recipes/smollm2_chat_needle.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=build/bin
+BIN=${KVC_BIN:-build/bin}
 GGUF=$(scripts/model_path.sh smollm2-135m)
 LENGTHS=1024,2048,4096,8192
 DEPTHS=0,0.25,0.5,0.75,1

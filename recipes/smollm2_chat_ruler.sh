@@ -7,7 +7,7 @@
 #   KVC_SAMPLES=25 QA_DIR=~/ruler-qa recipes/smollm2_chat_ruler.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=build/bin
+BIN=${KVC_BIN:-build/bin}
 GGUF=$(scripts/model_path.sh smollm2-135m)
 SAMPLES=${KVC_SAMPLES:-10}
 LENGTHS=4096

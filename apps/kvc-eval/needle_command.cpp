@@ -31,10 +31,7 @@ struct Options : TaskCommandOptions {
 };
 
 NeedleSpec needle_spec(const Options& o) {
-  NeedleSpec spec;
-  if (o.templates == "passkey") spec = passkey_needle_spec();
-  else if (o.templates == "plain") spec = plain_needle_spec();
-  else KVC_CHECK(o.templates == "secret", "--templates: unknown set '{}' (use secret, passkey or plain)", o.templates);
+  NeedleSpec spec = needle_spec_named(o.templates);
   if (!o.needle_template.empty()) spec.needle_template = o.needle_template;
   if (!o.question_template.empty()) spec.question_template = o.question_template;
   if (!o.entities.empty()) spec.entities = split_list(o.entities);

@@ -281,7 +281,7 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--haystack", o->haystack, "Needle filler text, a file or folder (e.g. data/text/pg_essays)");
   cmd->add_option("--needle-lengths", o->needle_lengths, "Needle prompt lengths (default: half the model's context)");
   cmd->add_option("--needle-depths", o->needle_depths, "Needle depths")->capture_default_str();
-  cmd->add_option("--templates", o->templates, "Needle templates: secret or passkey")->capture_default_str();
+  cmd->add_option("--templates", o->templates, "Needle templates: secret, passkey or plain (see kvc-eval needle --help)")->capture_default_str();
   cmd->add_option("--samples", o->samples, "Samples per needle cell / synthetic length")->capture_default_str();
   cmd->add_option("--task-lengths", o->task_lengths, "Synthetic task prompt lengths (default min(512, context/2))");
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens decoded per answer of kvc's synthetic tasks")

@@ -56,13 +56,13 @@ TaskInputs load_inputs(const SweepOptions& o, const std::vector<std::string>& ta
     in.haystack_files = haystack_files(o.haystack);
     in.haystack = load_haystack(in.haystack_files);
     in.needle.haystack = in.haystack;
-    if (o.templates == "passkey") in.needle.spec = passkey_needle_spec();
-    else KVC_CHECK(o.templates == "secret", "--templates: unknown set '{}' (use secret or passkey)", o.templates);
+    in.needle.spec = needle_spec_named(o.templates);
     const int64_t limit = model.config().max_position_embeddings;
     in.needle.lengths = o.needle_lengths.empty() ? std::vector<int64_t>{limit / 2} : parse_int_list(o.needle_lengths, "--needle-lengths");
     in.needle.depths = parse_double_list(o.needle_depths, "--needle-depths");
     in.needle.samples = o.samples;
     in.needle.seed = o.harness.seed;
+    if (o.harness.chat) in.needle.max_new_tokens = 32;  // a chat reply restates the question before the number
   }
   if (uses(is_ruler_task)) {
     in.ruler = load_ruler_data(tasks, o.haystack, o.qa_dir);

@@ -34,7 +34,7 @@ Examples:
   kvc-generate -m data/models/stories260K -p "Once upon a time" --press h2o --budget 64 -n 2000 --ignore-eos -q
   kvc-generate -m data/models/stories260K -p "Once upon a time" --press snapkv --ratio 0.5 -n 40 --repeat-penalty 1.1
   kvc-generate -m $(scripts/model_path.sh smollm2-135m) --chat -p "What is the capital of France?" -n 40
-  printf 'Name a large city in France.\nWhat river flows through it?\n' | kvc-generate -m $(scripts/model_path.sh smollm2-135m) -cnv --press snapkv --ratio 0.5 -n 40
+  printf 'What is the capital of France?\nAnd of Germany?\n' | kvc-generate -m $(scripts/model_path.sh smollm2-135m) -cnv -n 40
 )";
 
 std::string read_prompt(const GenerateOptions& o) {

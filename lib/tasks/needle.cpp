@@ -25,6 +25,13 @@ NeedleSpec plain_needle_spec() {
   return spec;
 }
 
+NeedleSpec needle_spec_named(const std::string& name) {
+  if (name == "passkey") return passkey_needle_spec();
+  if (name == "plain") return plain_needle_spec();
+  KVC_CHECK(name == "secret", "--templates: unknown set '{}' (use secret, passkey or plain)", name);
+  return NeedleSpec{};
+}
+
 NeedleSample make_needle_sample(const NeedleSpec& spec, const std::string& haystack_text, size_t context_tokens,
                                 double depth_fraction, uint64_t seed, const TokenCounter& counter) {
   KVC_CHECK(depth_fraction >= 0.0 && depth_fraction <= 1.0, "needle depth {} is outside [0, 1]", depth_fraction);

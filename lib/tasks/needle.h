@@ -25,6 +25,8 @@ NeedleSpec passkey_needle_spec();
 // "The special magic number is {number}." / "What is the special magic number in the text above? Answer with
 // the number only."
 NeedleSpec plain_needle_spec();
+// --templates: "secret" (the default spec), "passkey" or "plain"; kvc::Error naming --templates otherwise.
+NeedleSpec needle_spec_named(const std::string& name);
 
 // A needle sample and where the needle ended up. Slices to a plain TaskSample where that is all one needs.
 struct NeedleSample : TaskSample {
