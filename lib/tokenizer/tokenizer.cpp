@@ -30,7 +30,17 @@ std::unique_ptr<TokenizerBackend> load_file(const std::string& path) {
 
 }  // namespace
 
-Tokenizer::Tokenizer(std::unique_ptr<TokenizerBackend> backend) : backend_(std::move(backend)) {}
+Tokenizer::Tokenizer(std::unique_ptr<TokenizerBackend> backend)
+    : backend_(std::move(backend)), control_spellings_(256) {
+  // Longest first, so that "<start_of_turn>" wins over a shorter control token that is its prefix.
+  for (int id : backend_->control_ids()) {
+    std::string spelled = backend_->piece(id);
+    if (!spelled.empty()) control_spellings_[static_cast<unsigned char>(spelled[0])].emplace_back(std::move(spelled), id);
+  }
+  for (auto& list : control_spellings_) {
+    std::stable_sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  }
+}
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
@@ -78,16 +88,6 @@ std::vector<int> Tokenizer::encode_prompt(const std::string& text, BosChoice bos
 }
 
 std::vector<int> Tokenizer::encode_with_specials(const std::string& text) const {
-  // The control tokens' spellings by first byte, longest first, so "<start_of_turn>" wins over a
-  // shorter token that is its prefix; a text without those bytes is one plain encode.
-  std::vector<std::vector<std::pair<std::string, int>>> by_first_byte(256);
-  for (int id : backend_->control_ids()) {
-    std::string spelled = backend_->piece(id);
-    if (!spelled.empty()) by_first_byte[static_cast<unsigned char>(spelled[0])].emplace_back(std::move(spelled), id);
-  }
-  for (auto& list : by_first_byte) {
-    std::stable_sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
-  }
   std::vector<int> ids;
   size_t plain_start = 0;
   const auto flush = [&](size_t end) {
@@ -97,7 +97,7 @@ std::vector<int> Tokenizer::encode_with_specials(const std::string& text) const 
     }
   };
   for (size_t i = 0; i < text.size();) {
-    const auto& candidates = by_first_byte[static_cast<unsigned char>(text[i])];
+    const auto& candidates = control_spellings_[static_cast<unsigned char>(text[i])];
     const auto match = std::find_if(candidates.begin(), candidates.end(),
                                     [&](const auto& c) { return text.compare(i, c.first.size(), c.first) == 0; });
     if (match == candidates.end()) {

@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tokenizer/tokenizer_backend.h"
@@ -50,7 +51,11 @@ class Tokenizer {
   std::string source() const { return backend_->source(); }
 
  private:
+  // The control tokens' spellings by first byte, longest first (encode_with_specials).
+  using SpellingsByFirstByte = std::vector<std::vector<std::pair<std::string, int>>>;
+
   std::unique_ptr<TokenizerBackend> backend_;
+  SpellingsByFirstByte control_spellings_;
 };
 
 // Streaming detokenizer: feed ids one at a time, get the text that became final. Never emits part of a
