@@ -82,6 +82,13 @@ void ensure_out_dir(const std::string& dir) {
   KVC_CHECK(is_directory(dir), "--out-dir: '{}' is not a folder", dir);
 }
 
+std::string prompt_format_key(const HarnessOptions& harness, const cli::ModelOptions& model) {
+  std::string key;
+  if (harness.chat) key += fmt::format("|chat {}|{}", harness.chat_template, hash_string(harness.system));
+  if (model.bos != BosChoice::FromFile) key += model.bos == BosChoice::Add ? "|bos" : "|no-bos";
+  return key;
+}
+
 nlohmann::json harness_metadata(const cli::ModelOptions& model_options, const LlamaModel& model,
                                 const std::vector<std::string>& data_files, const std::string& method,
                                 const HarnessOptions& harness, double wall_seconds) {

@@ -44,6 +44,10 @@ struct HarnessOptions {
   }
 };
 
+// What shapes the prompts besides the task (--chat, --chat-template, --system, --bos / --no-bos), for the keys
+// under which resumable results are reused; empty for the defaults, so earlier keys stay valid.
+std::string prompt_format_key(const HarnessOptions& harness, const cli::ModelOptions& model);
+
 // The haystack files: a file, or every *.txt in a folder (sorted); kvc::Error naming --haystack if none.
 std::vector<std::string> haystack_files(const std::string& path);
 

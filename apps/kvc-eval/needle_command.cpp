@@ -70,7 +70,8 @@ int run(Options& o) {
   const std::string run_key = hash_string(fmt::format(
       "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", model.config().config_hash, setup.name, o.harness.query, o.harness.seed,
       o.samples, grid_options.spec.needle_template, grid_options.spec.question_template,
-      fmt::join(grid_options.spec.entities, ","), hash_files(files), o.max_new_tokens));
+      fmt::join(grid_options.spec.entities, ","), hash_files(files), o.max_new_tokens) +
+                                              prompt_format_key(o.harness, o.model));
   std::unique_ptr<ResultStore> store;
   if (!o.out.empty()) {
     ensure_out_dir(o.out);

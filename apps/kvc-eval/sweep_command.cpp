@@ -60,6 +60,7 @@ int run(SweepOptions& o) {
       o.templates, o.samples, o.task_lengths, o.max_new_tokens);
   if (o.ruler_new_tokens > 0 || !o.qa_dir.empty()) settings_text += fmt::format("|{}|{}", o.ruler_new_tokens, o.qa_dir);
   if (o.kl.chunk != 1) settings_text += fmt::format("|chunk {}", o.kl.chunk);
+  settings_text += prompt_format_key(o.harness, o.model);
   const std::string settings = hash_string(settings_text);
   for (const ResultStore* s : std::initializer_list<const ResultStore*>{&store, &earlier, &checkpoint}) {
     for (const auto& r : s->records()) {
