@@ -73,8 +73,9 @@ struct ModelOptions {
         });
     app.add_option("--device", device, "cpu or cuda")->capture_default_str();
     app.add_option("--dtype", dtype,
-                   "Weights' precision in memory: auto (as stored; quantized GGUF blocks become float32), "
-                   "float32, float16 or bfloat16. On CPU activations stay float32")->capture_default_str();
+                   "Weights' precision in memory: auto (as stored; on the CPU a GGUF's quantized blocks stay in their "
+                   "blocks, multiplied in place; on CUDA they become bfloat16), float32, float16 or bfloat16 (GGUF "
+                   "blocks dequantized at load). On CPU activations stay float32")->capture_default_str();
     const auto cache_type = [](const std::string& flag) {
       return [flag](const std::string& given) {
         parse_cache_type(given, flag);  // throws the one-line error
@@ -83,7 +84,8 @@ struct ModelOptions {
     };
     app.add_option("--cache-type-k", cache_type_k,
                    "Element type of the cached keys (-ctk): f32, f16, bf16, q8_0 or q4_0 (ggml's blocks of 32 values "
-                   "with one scale; CPU, head_dim a multiple of 32) (auto: the activations' type, f32 on CPU)")
+                   "with one scale; CPU, head_dim a multiple of 32) (auto: f16 for a GGUF whose weights stay in their blocks, as "
+                   "llama.cpp; else the activations' type, f32 on CPU)")
         ->check(cache_type("--cache-type-k"))
         ->capture_default_str();
     app.add_option("--cache-type-v", cache_type_v, "Element type of the cached values (-ctv), as --cache-type-k")

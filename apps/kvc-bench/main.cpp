@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "bench/hardware_limits.h"
+#include "block_kernel_bench.h"
 #include "cache/kv_cache.h"
 #include "flag_vocabulary.h"
 #include "model_options.h"
@@ -65,6 +66,7 @@ Examples:
   bool json = false;
   std::vector<std::string> presses;
   double ratio = 0.9;
+  bool block_kernels = false;
   app.add_option("--contexts", contexts, "Prompt lengths to measure")->delimiter(',')->capture_default_str();
   app.add_option("--decode-tokens", decode_tokens, "Decode steps per timed run after each prefill")
       ->capture_default_str()
@@ -83,12 +85,26 @@ Examples:
       ->delimiter(',');
   app.add_option("--ratio", ratio, "With --presses: the share of the prompt's cache each press removes, in [0, 1)")
       ->capture_default_str();
+  app.add_flag("--block-kernels", block_kernels,
+               "Without a model: the block kernels (GGUF weights) on random blocks of every format, each kernel form "
+               "and instruction-set level in turn, --decode-repeats alternated rounds; prefill products with the "
+               "first --contexts length as the tokens");
   kvc::cli::add_json_switch(app, json, "Print the results as one JSON object on stdout (instead of the table)");
   kvc::cli::add_json_out(app, json_path, "Also write the results as JSON here");
   if (int code = kvc::cli::parse_or_exit(app, argc, argv, kTool); code >= 0) return code;
   return kvc::cli::run_tool(kTool, [&] {
     KVC_CHECK(!(json && json_path == "-"), "--json and --json-out - would both print the JSON on stdout; keep one");
     if (!json_path.empty()) kvc::check_writable_output(json_path);  // before measuring the machine
+    if (block_kernels) {
+      KVC_CHECK(!contexts.empty() && contexts.front() > 0, "--block-kernels needs a token count (--contexts N, N >= 1)");
+      kvc::set_threads(model_options.threads);
+      nlohmann::json out = kvc::bench::compare_block_kernels(decode_repeats, contexts.front(), json ? stderr : stdout);
+      out["version"] = kvc::build_version();
+      out["commit"] = kvc::build_commit();
+      if (!json_path.empty()) kvc::write_file_atomic(json_path, out.dump(2) + "\n");
+      if (json) std::printf("%s\n", out.dump().c_str());
+      return 0;
+    }
     auto model = model_options.load_model();
     const kvc::ModelConfig& c = model->config();
     const int threads = at::get_num_threads();
@@ -125,6 +141,7 @@ Examples:
                           {"decode_repeats", decode_repeats},
                           {"prefill_repeats", prefill_repeats},
                           {"weight_dtype", c10::toString(model->weight_dtype())},
+                          {"weight_format", model->weight_format()},
                           {"cache_type_k", kvc::cache_type_name(model->cache_types().keys)},
                           {"cache_type_v", kvc::cache_type_name(model->cache_types().values)},
                           {"copy_bandwidth_gbs", bw.copy_bytes_per_second / 1e9},
@@ -138,7 +155,7 @@ Examples:
     FILE* table = json ? stderr : stdout;  // --json keeps stdout for the one JSON object
     std::fprintf(table, "model %s: %.1fM parameters (%s), %.1f MB of weights read per decode step, KV cache %s/%s, %d threads\n",
                 model_options.model_dir.c_str(), model->parameter_count() / 1e6,
-                c10::toString(model->weight_dtype()), weight_bytes / 1e6,
+                model->weight_format().c_str(), weight_bytes / 1e6,
                 kvc::cache_type_name(model->cache_types().keys).c_str(),
                 kvc::cache_type_name(model->cache_types().values).c_str(), threads);
     std::fprintf(table, "%s: copy bandwidth %.2f GB/s (read+write), read bandwidth %.2f GB/s, %s GEMM peak %.1f GFLOP/s\n",

@@ -17,6 +17,7 @@
 #include "util/build_info.h"
 #include "util/files.h"
 #include "util/process_stats.h"
+#include "bench/hardware_limits.h"
 
 namespace {
 
@@ -75,6 +76,7 @@ nlohmann::json stats_json(const GenerateOptions& o, const std::vector<int>& prom
           {"kv_window_payload_bytes", s.kv_final.window_payload_bytes},
           {"kv_step_read_bytes", s.kv_final.step_read_bytes},
           {"weight_bytes", model.weight_bytes()},
+          {"weight_format", model.weight_format()},
           {"kv_peak_resident_bytes", s.kv_peak_resident_bytes},
           {"kv_entries", s.kv_final.entries},
           {"kv_after_prefill_resident_bytes", s.kv_after_prefill.resident_bytes},
@@ -190,6 +192,15 @@ int run(GenerateOptions& o) {
     stats["decode_aten_ops_per_step_by_name"] = by_name;
   }
   if (setup.report_json) stats["cache_report"] = setup.report_json();
+  if ((!o.json_out.empty() || o.json) && model->device().is_cpu()) {
+    // What a decode step must stream at the end (weights and the cache as it is then), and the speed
+    // that stream allows at the read bandwidth of the model's own weights, measured after the run.
+    const double step_bytes = static_cast<double>(model->weight_bytes() + s.kv_final.step_read_bytes);
+    const double bandwidth = kvc::measure_read_bandwidth(model->decode_weights(), 3);
+    stats["decode_step_bytes"] = step_bytes;
+    stats["weights_read_bandwidth_bytes_per_second"] = bandwidth;
+    stats["decode_bound_tokens_per_second"] = bandwidth > 0 ? bandwidth / step_bytes : 0.0;
+  }
   if (!o.json_out.empty()) kvc::write_file_atomic(o.json_out, stats.dump(2) + "\n");
   if (o.json) std::printf("%s\n", stats.dump().c_str());
   return 0;

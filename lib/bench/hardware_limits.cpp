@@ -107,11 +107,16 @@ double measure_read_bandwidth(const std::vector<at::Tensor>& tensors, int repeat
   double bytes = 0;
   std::vector<at::Tensor> flat;
   for (const at::Tensor& t : tensors) {
-    if (!t.device().is_cpu() || !t.is_contiguous() || t.nbytes() % 4 != 0) continue;
-    if (t.scalar_type() != at::kFloat && t.scalar_type() != at::kBFloat16 && t.scalar_type() != at::kHalf) continue;
-    // 16-bit weights are streamed as the same bytes reinterpreted: only the traffic matters.
-    flat.push_back(t.view({-1}).view(at::kFloat));
-    bytes += static_cast<double>(t.nbytes());
+    if (!t.device().is_cpu() || !t.is_contiguous()) continue;
+    if (t.scalar_type() != at::kFloat && t.scalar_type() != at::kBFloat16 && t.scalar_type() != at::kHalf &&
+        t.scalar_type() != at::kByte) {
+      continue;
+    }
+    // 16-bit weights and GGUF blocks are streamed as the same bytes read as fp32: only the traffic matters.
+    const auto words = static_cast<int64_t>(t.nbytes() / 4);
+    if (words == 0) continue;
+    flat.push_back(at::from_blob(t.data_ptr(), {words}, at::TensorOptions().dtype(at::kFloat)));
+    bytes += static_cast<double>(words) * 4;
   }
   if (flat.empty()) return 0;
   volatile float sink = 0;

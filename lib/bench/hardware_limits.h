@@ -16,7 +16,8 @@ struct MemoryBandwidth {
 // own operations and plain per-thread streams.
 MemoryBandwidth measure_memory_bandwidth(int64_t buffer_bytes = int64_t{512} << 20, int repeats = 5);
 
-// Best rate (bytes/s) of a parallel streaming read over these fp32 CPU tensors, e.g. a model's weights
+// Best rate (bytes/s) of a parallel streaming read over these CPU tensors (fp32, bf16, f16 or uint8
+// blocks, read as fp32 words), e.g. a model's weights
 // in the pages they really occupy: a synthetic buffer may land in other pages (4 KiB instead of huge
 // pages) and understate what decoding those weights can reach.
 double measure_read_bandwidth(const std::vector<at::Tensor>& tensors, int repeats = 5);

@@ -36,21 +36,39 @@ at::Tensor rope_inverse_frequencies(const ModelConfig& config) {
   return at::where(medium, smoothed, scaled);
 }
 
+// CPU tables start at this many positions (or the model's context, if shorter) and double as forward()
+// reserves more: a short run of a long-context model does not hold tables for its whole context.
+constexpr int64_t kInitialCpuPositions = 8192;
+
 Rope::Rope(const ModelConfig& config, at::Device device)
     : inv_freq_(rope_inverse_frequencies(config)), device_(device), head_dim_(config.head_dim) {
-  ensure_table(config.max_position_embeddings);
+  ensure_table(device.is_cpu() ? std::min<int64_t>(config.max_position_embeddings, kInitialCpuPositions)
+                               : config.max_position_embeddings);
 }
 
 void Rope::ensure_table(int64_t max_position) const {
+  const std::lock_guard<std::mutex> lock(table_mutex_);
   if (max_position < table_len_) return;
   const int64_t len = std::max<int64_t>(max_position + 1, table_len_ * 2);
-  const at::Tensor pos = at::arange(len, at::TensorOptions().dtype(at::kDouble));
-  const at::Tensor angles = at::outer(pos, inv_freq_);           // [len, d/2] float64
-  const at::Tensor full = at::cat({angles, angles}, /*dim=*/1);  // HF duplicates the half
-  cos_ = full.cos().to(device_);  // float64; cast to the activations' dtype on use
-  sin_ = full.sin().to(device_);
-  cos_f32_ = cos_.to(at::kFloat);
-  sin_f32_ = sin_.to(at::kFloat);
+  if (!device_.is_cpu()) {
+    const at::Tensor angles = at::outer(at::arange(len, at::TensorOptions().dtype(at::kDouble)), inv_freq_);
+    const at::Tensor full = at::cat({angles, angles}, /*dim=*/1);  // HF duplicates the half
+    cos_ = full.cos().to(device_);  // float64; cast to the activations' dtype on use
+    sin_ = full.sin().to(device_);
+  } else {
+    // In slices of positions, so that no float64 temporary of the whole table is ever held.
+    at::Tensor cos = at::empty({len, head_dim_ / 2}), sin = at::empty({len, head_dim_ / 2});
+    constexpr int64_t kSlice = 1024;
+    for (int64_t first = 0; first < len; first += kSlice) {
+      const int64_t n = std::min(kSlice, len - first);
+      const at::Tensor angles =
+          at::outer(at::arange(first, first + n, at::TensorOptions().dtype(at::kDouble)), inv_freq_);
+      cos.narrow(0, first, n).copy_(angles.cos());
+      sin.narrow(0, first, n).copy_(angles.sin());
+    }
+    cos_f32_ = cos;
+    sin_f32_ = sin;
+  }
   table_len_ = len;
 }
 
@@ -64,12 +82,20 @@ at::Tensor Rope::rotate(const at::Tensor& x, const at::Tensor& positions, bool i
       !records_gradient({x})) {
     return rotate_cpu_float(x, positions, inverse);
   }
-  if (positions.device().is_cpu()) ensure_table(positions.max().item<int64_t>());
-  const at::Tensor flat = positions.to(device_).reshape(-1);
   std::vector<int64_t> shape = positions.sizes().vec();  // [T] or [heads, T], broadcast against x
   shape.push_back(head_dim_);
-  at::Tensor cos = cos_.index_select(0, flat).view(shape);
-  at::Tensor sin = sin_.index_select(0, flat).view(shape);
+  at::Tensor cos, sin;
+  if (device_.is_cpu()) {
+    // The table's float64 values, computed for these positions only.
+    const at::Tensor angles = at::outer(positions.reshape(-1).to(at::kDouble), inv_freq_);
+    const at::Tensor full = at::cat({angles, angles}, /*dim=*/1);
+    cos = full.cos().view(shape);
+    sin = full.sin().view(shape);
+  } else {
+    const at::Tensor flat = positions.to(device_).reshape(-1);
+    cos = cos_.index_select(0, flat).view(shape);
+    sin = sin_.index_select(0, flat).view(shape);
+  }
   if (x.scalar_type() != cos.scalar_type()) {
     cos = cos.to(x.scalar_type());
     sin = sin.to(x.scalar_type());
@@ -88,11 +114,17 @@ at::Tensor Rope::rotate_cpu_float(const at::Tensor& x, const at::Tensor& positio
   const auto [min_p, max_p] = std::minmax_element(p, p + pos.numel());
   KVC_CHECK(*min_p >= 0, "RoPE: negative position {}", *min_p);
   ensure_table(*max_p);
+  at::Tensor cos_table, sin_table;
+  {
+    const std::lock_guard<std::mutex> lock(table_mutex_);
+    cos_table = cos_f32_;
+    sin_table = sin_f32_;
+  }
   const int64_t A = x.size(0), T = x.size(1), d = head_dim_, half = d / 2;
   at::Tensor out = at::empty({A, T, d}, x.options());
   const float* xp = x.data_ptr<float>();
-  const float* cos = cos_f32_.data_ptr<float>();
-  const float* sin = sin_f32_.data_ptr<float>();
+  const float* cos = cos_table.data_ptr<float>();
+  const float* sin = sin_table.data_ptr<float>();
   float* op = out.data_ptr<float>();
   const float sign = inverse ? -1.0f : 1.0f;
   const bool per_head = pos.dim() == 2;
@@ -101,12 +133,12 @@ at::Tensor Rope::rotate_cpu_float(const at::Tensor& x, const at::Tensor& positio
     for (int64_t a = a0; a < a1; ++a) {
       for (int64_t t = 0; t < T; ++t) {
         const int64_t row = per_head ? p[a * T + t] : p[t];
-        const float* c = cos + row * d;
-        const float* s = sin + row * d;
+        const float* c = cos + row * half;
+        const float* s = sin + row * half;
         const float* xr = xp + a * x.stride(0) + t * x.stride(1);
         float* o = op + (a * T + t) * d;
         for (int64_t i = 0; i < half; ++i) o[i] = xr[i] * c[i] + (-xr[i + half]) * (sign * s[i]);
-        for (int64_t i = half; i < d; ++i) o[i] = xr[i] * c[i] + xr[i - half] * (sign * s[i]);
+        for (int64_t i = half; i < d; ++i) o[i] = xr[i] * c[i - half] + xr[i - half] * (sign * s[i - half]);
       }
     }
   });

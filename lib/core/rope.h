@@ -3,6 +3,8 @@
 // computed in float64 and rounded once, so positions near the context limit stay accurate.
 #include <ATen/ATen.h>
 
+#include <mutex>
+
 #include "core/model_config.h"
 
 namespace kvc {
@@ -28,9 +30,16 @@ class Rope {
   at::Tensor inv_freq_;  // float64 [head_dim/2], after rope_scaling
   at::Device device_;
   int64_t head_dim_;
-  mutable at::Tensor cos_, sin_;  // [table_len, head_dim] float64
-  mutable at::Tensor cos_f32_, sin_f32_;  // the same rounded once to float32
+  // On a GPU: [table_len, head_dim] float64 on the device. On the CPU the other rotations compute their
+  // angles from the positions in the same float64 operations instead (a table for Gemma 3's 32K
+  // positions of 256 dimensions would hold 128 MiB).
+  mutable at::Tensor cos_, sin_;
+  // CPU: [table_len, head_dim / 2] rounded once to float32 (both halves of a head take the same angles).
+  mutable at::Tensor cos_f32_, sin_f32_;
   mutable int64_t table_len_ = 0;
+  // Guards the tables' growth: a rotation takes its own handle on them first, so that a growth on
+  // another thread never frees what it reads.
+  mutable std::mutex table_mutex_;
 };
 
 // inv_freq per Hugging Face's rope-init functions (default, linear, llama3), in float64.

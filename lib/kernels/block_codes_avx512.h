@@ -35,26 +35,32 @@ KVC_AVX512_VNNI inline __m256i with_fifth_bits(__m256i codes, const uint8_t* p) 
   return _mm256_mask_add_epi8(codes, static_cast<__mmask32>(bits), codes, _mm256_set1_epi8(0x10));
 }
 
+// Per format: the block's bytes, where its low 4 bits start (kQs) and its fifth bits (kQh, -1 without),
+// the offset subtracted from the codes (_0 formats) or whether a half minimum follows d (_1 formats).
 struct Q4_0 {
   static constexpr int64_t kBytes = 18;
+  static constexpr int kQs = 2, kQh = -1;
   static constexpr int kOffset = 8;
   static constexpr bool kMin = false;
   KVC_AVX512_VNNI static __m256i codes(const uint8_t* b) { return nibbles16(b + 2); }
 };
 struct Q4_1 {
   static constexpr int64_t kBytes = 20;
+  static constexpr int kQs = 4, kQh = -1;
   static constexpr int kOffset = 0;
   static constexpr bool kMin = true;
   KVC_AVX512_VNNI static __m256i codes(const uint8_t* b) { return nibbles16(b + 4); }
 };
 struct Q5_0 {
   static constexpr int64_t kBytes = 22;
+  static constexpr int kQs = 6, kQh = 2;
   static constexpr int kOffset = 16;
   static constexpr bool kMin = false;
   KVC_AVX512_VNNI static __m256i codes(const uint8_t* b) { return with_fifth_bits(nibbles16(b + 6), b + 2); }
 };
 struct Q5_1 {
   static constexpr int64_t kBytes = 24;
+  static constexpr int kQs = 8, kQh = 4;
   static constexpr int kOffset = 0;
   static constexpr bool kMin = true;
   KVC_AVX512_VNNI static __m256i codes(const uint8_t* b) { return with_fifth_bits(nibbles16(b + 8), b + 4); }
@@ -62,6 +68,7 @@ struct Q5_1 {
 // Signed codes read as unsigned: w + 128.
 struct Q8_0 {
   static constexpr int64_t kBytes = 34;
+  static constexpr int kQs = 2, kQh = -1;
   static constexpr int kOffset = 128;
   static constexpr bool kMin = false;
   KVC_AVX512_VNNI static __m256i codes(const uint8_t* b) {
@@ -70,14 +77,57 @@ struct Q8_0 {
 };
 
 
-// The eight 6-bit scales and minima of a Q4_K/Q5_K super-block from its 12 packed bytes.
-inline void scales_and_mins(const uint8_t* packed, uint8_t scale[8], uint8_t min[8]) {
-  for (int j = 0; j < 4; ++j) {
-    scale[j] = packed[j] & 63;
-    min[j] = packed[j + 4] & 63;
-    scale[j + 4] = static_cast<uint8_t>((packed[j + 8] & 15) | ((packed[j] >> 6) << 4));
-    min[j + 4] = static_cast<uint8_t>((packed[j + 8] >> 4) | ((packed[j + 4] >> 6) << 4));
+// Two blocks' codes in value order: block b's 32 at bytes 32 (b - first) of the register.
+template <class F>
+KVC_AVX512_VNNI inline __m512i pair_codes(const uint8_t* first) {
+  const uint8_t* second = first + F::kBytes;
+  if constexpr (F::kOffset == 128) {  // Q8_0: signed bytes read as unsigned, w + 128
+    const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(first + 2))),
+                                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(second + 2)), 1);
+    return _mm512_xor_si512(w, _mm512_set1_epi8(-128));
+  } else {
+    // [first's 16 bytes | second's] -> both, then shifted by 4: [lo 1st, lo 2nd, hi 1st, hi 2nd] in
+    // 128-bit lanes, reordered to [lo 1st, hi 1st, lo 2nd, hi 2nd] (values 0..15, 16..31 of each).
+    const __m256i bytes = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(first + F::kQs))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(second + F::kQs)), 1);
+    __m512i codes = _mm512_and_si512(
+        _mm512_inserti64x4(_mm512_castsi256_si512(bytes), _mm256_srli_epi16(bytes, 4), 1), _mm512_set1_epi8(0x0F));
+    codes = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 4, 5, 2, 3, 6, 7), codes);
+    if constexpr (F::kQh >= 0) {
+      uint32_t h0, h1;
+      std::memcpy(&h0, first + F::kQh, 4);
+      std::memcpy(&h1, second + F::kQh, 4);
+      codes = _mm512_mask_add_epi8(codes, (static_cast<uint64_t>(h1) << 32) | h0, codes, _mm512_set1_epi8(0x10));
+    }
+    return codes;
   }
+}
+
+// The half at word `word` of two blocks' bytes (first block at word 0, the second at F::kBytes / 2),
+// as 16 fp32 lanes: 8 of the first block's, 8 of the second's. The load is masked to the two blocks.
+template <class F>
+KVC_AVX512_VNNI inline __m512 pair_halves(const uint8_t* first, int word) {
+  constexpr int kWords = F::kBytes < 32 ? static_cast<int>(F::kBytes) : 32;  // two blocks, in 16-bit words
+  const __m512i raw = _mm512_maskz_loadu_epi16(static_cast<__mmask32>((uint64_t{1} << kWords) - 1), first);
+  const __m256i index = _mm256_inserti128_si256(_mm256_set1_epi16(static_cast<int16_t>(word)),
+                                                _mm_set1_epi16(static_cast<int16_t>(word + F::kBytes / 2)), 1);
+  return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(_mm512_zextsi256_si512(index), raw)));
+}
+
+// The eight 6-bit scales and minima of a Q4_K/Q5_K super-block from its 12 packed bytes, as two
+// 64-bit words of bytes: scales 0..7, minima 0..7. Scales and minima 0..3 are the low 6 bits of bytes
+// 0..3 and 4..7; 4..7 take their low 4 bits from bytes 8..11 (low, high nibble) and their top 2
+// from the top bits of bytes 0..3 (scales) and 4..7 (minima).
+inline void scales_and_mins(const uint8_t* packed, uint64_t* scales, uint64_t* mins) {
+  uint32_t a, b, c;
+  std::memcpy(&a, packed, 4);
+  std::memcpy(&b, packed + 4, 4);
+  std::memcpy(&c, packed + 8, 4);
+  const uint32_t scale_hi = (c & 0x0F0F0F0Fu) | (((a >> 6) & 0x03030303u) << 4);
+  const uint32_t min_hi = ((c >> 4) & 0x0F0F0F0Fu) | (((b >> 6) & 0x03030303u) << 4);
+  *scales = (a & 0x3F3F3F3Fu) | (static_cast<uint64_t>(scale_hi) << 32);
+  *mins = (b & 0x3F3F3F3Fu) | (static_cast<uint64_t>(min_hi) << 32);
 }
 
 }  // namespace kvc::block_avx512

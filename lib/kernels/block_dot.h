@@ -18,6 +18,10 @@ using BlockRowsKernel = void (*)(const uint8_t* w, int64_t row_bytes, int64_t co
 using BlockRowsFloatKernel = void (*)(const uint8_t* w, int64_t row_bytes, int64_t cols, const float* x, float* y,
                                       int64_t r0, int64_t r1);
 
+// Rows of any format dequantized to fp32 (out: rows * cols values), in plain C++: the prefill's panels on
+// levels without the AVX-512 panel products.
+void dequantize_block_rows(BlockType type, const uint8_t* w, int64_t row_bytes, int64_t cols, int64_t rows, float* out);
+
 // nullptr when the level has no kernel for the type (F32/F16/BF16 go through the fp32 kernels).
 BlockRowsKernel portable_block_kernel(BlockType type);
 BlockRowsKernel avx2_block_kernel(BlockType type);

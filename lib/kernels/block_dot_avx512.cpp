@@ -13,37 +13,52 @@ namespace {
 
 using namespace block_avx512;
 
+// One block in a 256-bit register: the last of an odd count.
 template <class F>
-KVC_AVX512_VNNI inline void q32_block(const uint8_t* row, int64_t k, const Q8Row& a, __m256& acc, float& min_sum) {
+KVC_AVX512_VNNI inline float q32_block(const uint8_t* row, int64_t k, const Q8Row& a) {
   const uint8_t* b = row + k * F::kBytes;
-  const __m256i start = F::kOffset != 0 ? _mm256_set1_epi32(-(F::kOffset / 8) * a.sum[k]) : _mm256_setzero_si256();
+  const __m256i start = _mm256_set1_epi32(-(F::kOffset / 8) * a.sum[k]);  // 8 | every offset
   const __m256i dot =
       _mm256_dpbusd_epi32(start, F::codes(b), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + k * 32)));
-  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(half_at(b) * a.d[k]), acc);
-  if constexpr (F::kMin) min_sum += half_at(b + 2) * a.dsum[k];
+  const __m256 f = _mm256_cvtepi32_ps(dot);
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(f), _mm256_extractf128_ps(f, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s) * half_at(b) * a.d[k] + (F::kMin ? half_at(b + 2) * a.dsum[k] : 0.0f);
+}
+
+// Two blocks in a 512-bit register: their codes times the input (vpdpbusd), the lanes starting from
+// minus the offset times the input's sum; the scales of both blocks gathered into one register.
+template <class F>
+KVC_AVX512_VNNI inline void q32_pair(const uint8_t* first, int64_t p, const Q8Row& a, __m512& acc, __m512& min_acc) {
+  constexpr int kShift = F::kOffset == 128 ? 7 : F::kOffset == 16 ? 4 : F::kOffset == 8 ? 3 : 0;
+  __m512i start = _mm512_setzero_si512();
+  if constexpr (F::kOffset != 0) start = _mm512_slli_epi32(_mm512_loadu_si512(a.pair_negsum + 16 * p), kShift);
+  const __m512i dot = _mm512_dpbusd_epi32(start, pair_codes<F>(first), _mm512_loadu_si512(a.q + 64 * p));
+  const __m512 d = _mm512_mul_ps(pair_halves<F>(first, 0), _mm512_loadu_ps(a.pair_d + 16 * p));
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), d, acc);
+  if constexpr (F::kMin) min_acc = _mm512_fmadd_ps(pair_halves<F>(first, 1), _mm512_loadu_ps(a.pair_dsum + 16 * p), min_acc);
 }
 
 template <class F>
 KVC_AVX512_VNNI float dot_q32(const uint8_t* row, int64_t blocks, const Q8Row& a) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
-  float min_sum = 0.0f;
-  int64_t i = 0;
-  // Two blocks per step into two accumulators: the conversion and the scale of one block wait on
-  // its vpdpbusd, the other block's instructions fill the wait.
-  for (; i + 2 <= blocks; i += 2) {
-    q32_block<F>(row, i, a, acc0, min_sum);
-    q32_block<F>(row, i + 1, a, acc1, min_sum);
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, min0 = acc0, min1 = acc0;
+  const int64_t pairs = blocks / 2;
+  int64_t p = 0;
+  // Two pairs per step into two accumulators: one pair's conversion and scaling wait on its
+  // vpdpbusd, the other's instructions fill the wait.
+  for (; p + 2 <= pairs; p += 2) {
+    q32_pair<F>(row + 2 * p * F::kBytes, p, a, acc0, min0);
+    q32_pair<F>(row + 2 * (p + 1) * F::kBytes, p + 1, a, acc1, min1);
   }
-  if (i < blocks) q32_block<F>(row, i, a, acc0, min_sum);
-  const __m256 acc = _mm256_add_ps(acc0, acc1);
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s) + min_sum;
+  if (p < pairs) q32_pair<F>(row + 2 * p * F::kBytes, p, a, acc0, min0);
+  float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(min0, min1)));
+  if (blocks % 2 != 0) sum += q32_block<F>(row, blocks - 1, a);
+  return sum;
 }
 
-KVC_AVX512_VNNI inline int32_t mins_dot(const uint8_t min[8], const int16_t* sum32) {
-  const __m128i m = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(min)));
+KVC_AVX512_VNNI inline int32_t mins_dot(uint64_t min8, const int16_t* sum32) {
+  const __m128i m = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(min8)));
   __m128i p = _mm_madd_epi16(m, _mm_loadu_si128(reinterpret_cast<const __m128i*>(sum32)));
   p = _mm_add_epi32(p, _mm_shuffle_epi32(p, 0x4E));
   p = _mm_add_epi32(p, _mm_shuffle_epi32(p, 0xB1));
@@ -72,9 +87,9 @@ KVC_AVX512_VNNI float dot_q45_k(const uint8_t* row, int64_t blocks, const Q8Row&
     const uint8_t* b = row + i * kBytes;
     const uint8_t* low = b + (FiveBits ? 48 : 16);
     const int8_t* q = a.q + i * 256;
-    uint8_t scale[8], min[8];
-    scales_and_mins(b + 4, scale, min);
-    const __m512i scales = _mm512_zextsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scale))));
+    uint64_t scale8, min8;
+    scales_and_mins(b + 4, &scale8, &min8);
+    const __m512i scales = _mm512_zextsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(scale8))));
     __m512i high = _mm512_setzero_si512();
     if constexpr (FiveBits) high = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16)));
     __m512i sum = _mm512_setzero_si512();
@@ -91,7 +106,7 @@ KVC_AVX512_VNNI float dot_q45_k(const uint8_t* row, int64_t blocks, const Q8Row&
       }
     }
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(half_at(b) * a.d[i]), acc);
-    min_sum += half_at(b + 2) * a.d[i] * static_cast<float>(mins_dot(min, a.sum32 + i * 8));
+    min_sum += half_at(b + 2) * a.d[i] * static_cast<float>(mins_dot(min8, a.sum32 + i * 8));
   }
   return _mm512_reduce_add_ps(acc) - min_sum;
 }

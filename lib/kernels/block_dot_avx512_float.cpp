@@ -54,8 +54,11 @@ KVC_AVX512_VNNI float dot_q45_k(const uint8_t* row, int64_t blocks, const float*
   for (int64_t i = 0; i < blocks; ++i) {
     const uint8_t* b = row + i * kBytes;
     const uint8_t* low = b + (FiveBits ? 48 : 16);
+    uint64_t scale8, min8;
+    scales_and_mins(b + 4, &scale8, &min8);
     uint8_t scale[8], min[8];
-    scales_and_mins(b + 4, scale, min);
+    std::memcpy(scale, &scale8, 8);
+    std::memcpy(min, &min8, 8);
     const float d = half_at(b), dmin = half_at(b + 2);
     uint32_t high[8] = {};
     if constexpr (FiveBits) {

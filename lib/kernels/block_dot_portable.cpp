@@ -134,12 +134,82 @@ float dot_q6_k(const uint8_t* row, int64_t blocks, const Q8Row& a) {
   return sum;
 }
 
+// Dequantization from the same codes: value = d code (+ m for the _1 formats).
+template <class F>
+void decode_q32(const uint8_t* row, int64_t blocks, float* out) {
+  for (int64_t i = 0; i < blocks; ++i) {
+    const uint8_t* b = row + i * F::kBytes;
+    const float d = half_at(b), m = F::kMin ? half_at(b + 2) : 0.0f;
+    for (int j = 0; j < 32; ++j) out[32 * i + j] = d * static_cast<float>(F::code(b, j)) + m;
+  }
+}
+
+template <bool FiveBits>
+void decode_q45_k(const uint8_t* row, int64_t blocks, float* out) {
+  constexpr int64_t kBytes = FiveBits ? 176 : 144;
+  for (int64_t i = 0; i < blocks; ++i) {
+    const uint8_t* b = row + i * kBytes;
+    const uint8_t* low = b + (FiveBits ? 48 : 16);
+    const float d = half_at(b), dmin = half_at(b + 2);
+    for (int j = 0; j < 8; ++j) {
+      int scale, min;
+      scale_and_min(b + 4, j, &scale, &min);
+      for (int l = 0; l < 32; ++l) {
+        int v = (low[32 * (j / 2) + l] >> (4 * (j % 2))) & 15;
+        if (FiveBits) v += ((b[16 + l] >> j) & 1) << 4;
+        out[256 * i + 32 * j + l] = d * static_cast<float>(scale) * static_cast<float>(v) - dmin * static_cast<float>(min);
+      }
+    }
+  }
+}
+
+void decode_q6_k(const uint8_t* row, int64_t blocks, float* out) {
+  for (int64_t i = 0; i < blocks; ++i) {
+    const uint8_t* b = row + i * 210;
+    const auto* scales = reinterpret_cast<const int8_t*>(b + 192);
+    const float d = half_at(b + 208);
+    for (int n = 0; n < 256; ++n) {
+      const int h = n / 128, k = (n % 128) / 32, l = n % 32;
+      const int lo = (b[64 * h + 32 * (k % 2) + l] >> (4 * (k / 2))) & 15;
+      const int hi = (b[128 + 32 * h + l] >> (2 * k)) & 3;
+      out[256 * i + n] = d * static_cast<float>(scales[n / 16]) * static_cast<float>((lo | (hi << 4)) - 32);
+    }
+  }
+}
+
 template <float (*Dot)(const uint8_t*, int64_t, const Q8Row&), int64_t BlockValues>
 void rows(const uint8_t* w, int64_t row_bytes, int64_t cols, const Q8Row& a, float* y, int64_t r0, int64_t r1) {
   for (int64_t r = r0; r < r1; ++r) y[r] = Dot(w + r * row_bytes, cols / BlockValues, a);
 }
 
 }  // namespace
+
+void dequantize_block_rows(BlockType type, const uint8_t* w, int64_t row_bytes, int64_t cols, int64_t rows, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = w + r * row_bytes;
+    float* o = out + r * cols;
+    switch (type) {
+      case BlockType::Q4_0: decode_q32<Q4_0>(row, cols / 32, o); break;
+      case BlockType::Q4_1: decode_q32<Q4_1>(row, cols / 32, o); break;
+      case BlockType::Q5_0: decode_q32<Q5_0>(row, cols / 32, o); break;
+      case BlockType::Q5_1: decode_q32<Q5_1>(row, cols / 32, o); break;
+      case BlockType::Q8_0: decode_q32<Q8_0>(row, cols / 32, o); break;
+      case BlockType::Q4_K: decode_q45_k<false>(row, cols / 256, o); break;
+      case BlockType::Q5_K: decode_q45_k<true>(row, cols / 256, o); break;
+      case BlockType::Q6_K: decode_q6_k(row, cols / 256, o); break;
+      case BlockType::F32: std::memcpy(o, row, static_cast<size_t>(cols) * 4); break;
+      case BlockType::F16:
+        for (int64_t j = 0; j < cols; ++j) o[j] = half_at(row + 2 * j);
+        break;
+      case BlockType::BF16:
+        for (int64_t j = 0; j < cols; ++j) {
+          const uint32_t bits = static_cast<uint32_t>(row[2 * j] | (row[2 * j + 1] << 8)) << 16;
+          std::memcpy(&o[j], &bits, 4);
+        }
+        break;
+    }
+  }
+}
 
 BlockRowsKernel portable_block_kernel(BlockType type) {
   switch (type) {

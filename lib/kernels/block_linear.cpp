@@ -9,6 +9,7 @@
 #include "kernels/block_matvec.h"
 #include "kernels/block_panels.h"
 #include "runtime/balanced_parallel_for.h"
+#include "runtime/blas_threads.h"
 #include "util/error.h"
 
 namespace kvc {
@@ -41,6 +42,32 @@ at::Tensor token_by_token(const BlockMatrix& w, const at::Tensor& x) {
   return y;
 }
 
+// Levels without the panel products: panels of rows dequantized to fp32 and multiplied by single-threaded
+// GEMMs on LibTorch's threads, as the fp32 path (parallel_linear.h) multiplies them.
+constexpr int64_t kPanelRows = 64;
+
+at::Tensor dequantized_panels(const BlockMatrix& w, const at::Tensor& x) {
+  const int64_t T = x.size(0), cols = w.cols();
+  at::Tensor y = at::empty({T, w.rows()}, x.options());
+  set_blas_threads(1);
+  const int64_t panels = (w.rows() + kPanelRows - 1) / kPanelRows;
+  at::parallel_for(0, panels, 1, [&](int64_t p0, int64_t p1) {
+    at::Tensor panel = at::empty({kPanelRows, cols}, x.options()), part = at::empty({T, kPanelRows}, x.options());
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t first = p * kPanelRows, rows = std::min(kPanelRows, w.rows() - first);
+      // Output rows first.. of the panel, each dequantized from its stored row.
+      for (int64_t r = 0; r < rows; ++r) {
+        const BlockSegment& s = w.segment_of(first + r);
+        dequantize_block_rows(s.type, w.stored_row(first + r), s.row_bytes, cols, 1, panel.data_ptr<float>() + r * cols);
+      }
+      at::Tensor out = part.narrow(1, 0, rows);
+      at::mm_out(out, x, panel.narrow(0, 0, rows).t());
+      y.narrow(1, first, rows).copy_(out);
+    }
+  });
+  return y;
+}
+
 }  // namespace
 
 at::Tensor block_linear(const BlockMatrix& w, const at::Tensor& x, const at::Tensor& bias) {
@@ -48,7 +75,7 @@ at::Tensor block_linear(const BlockMatrix& w, const at::Tensor& x, const at::Ten
             "block_linear: the input must be [tokens, {}] fp32 values on the CPU", w.cols());
   const int64_t T = x.size(0), cols = w.cols();
   if (block_isa() != BlockIsa::Avx512Vnni || T < kMinPanelTokens) {
-    at::Tensor y = token_by_token(w, x);
+    at::Tensor y = T < kMinPanelTokens ? token_by_token(w, x) : dequantized_panels(w, x.contiguous());
     if (bias.defined()) y.add_(bias);
     return y;
   }

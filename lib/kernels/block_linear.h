@@ -2,7 +2,8 @@
 // Matrix products straight from a matrix of ggml blocks (block_matrix.h), for prefill: y = x W^T.
 // On AVX-512 VNNI the input's tokens are quantized to int8 once and multiplied 16 at a time with weight
 // rows unpacked once per call (block_panels.h), split over LibTorch's threads by rows. Other levels
-// (and inputs of a few tokens) run the matrix-vector kernels of block_matvec.h token by token.
+// dequantize panels of rows to fp32 and multiply them as the fp32 path does; inputs of a few tokens
+// run the matrix-vector kernels of block_matvec.h token by token.
 #include <ATen/ATen.h>
 
 #include "kernels/block_matrix.h"

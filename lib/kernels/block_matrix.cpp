@@ -12,7 +12,14 @@ void BlockMatrix::append(BlockType type, const uint8_t* data, int64_t rows, std:
             f.name);
   KVC_CHECK(output_rows.empty() || static_cast<int64_t>(output_rows.size()) == rows,
             "an output order of {} rows for a segment of {}", output_rows.size(), rows);
-  segments_.push_back({type, data, rows_, rows, block_row_bytes(f, cols_), std::move(output_rows)});
+  std::vector<int32_t> stored(output_rows.size(), -1);
+  for (size_t r = 0; r < output_rows.size(); ++r) {
+    const int32_t out = output_rows[r];
+    KVC_CHECK(out >= 0 && out < rows && stored[static_cast<size_t>(out)] < 0, "the output order of a segment of {} rows "
+              "is not a permutation", rows);
+    stored[static_cast<size_t>(out)] = static_cast<int32_t>(r);
+  }
+  segments_.push_back({type, data, rows_, rows, block_row_bytes(f, cols_), std::move(output_rows), std::move(stored)});
   rows_ += rows;
 }
 
@@ -30,12 +37,8 @@ const BlockSegment& BlockMatrix::segment_of(int64_t row) const {
 
 const uint8_t* BlockMatrix::stored_row(int64_t row) const {
   const BlockSegment& s = segment_of(row);
-  int64_t local = row - s.first_row;
-  if (!s.output_rows.empty()) {
-    // The inverse of the output order; only lookups of single rows (embeddings) come here.
-    local = std::find(s.output_rows.begin(), s.output_rows.end(), static_cast<int32_t>(local)) - s.output_rows.begin();
-  }
-  return s.data + local * s.row_bytes;
+  const int64_t local = row - s.first_row;
+  return s.data + (s.stored_rows.empty() ? local : s.stored_rows[static_cast<size_t>(local)]) * s.row_bytes;
 }
 
 }  // namespace kvc

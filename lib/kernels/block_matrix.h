@@ -21,6 +21,7 @@ struct BlockSegment {
   // of the segment, a permutation of 0..rows-1): llama.cpp's converter reorders the q/k rows of Llama
   // heads, and the products put them back in Hugging Face's order.
   std::vector<int32_t> output_rows;
+  std::vector<int32_t> stored_rows;  // its inverse: the stored row of each output row (empty with it)
 };
 
 class BlockMatrix {

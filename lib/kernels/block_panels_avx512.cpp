@@ -65,8 +65,11 @@ KVC_AVX512_VNNI void unpack_q45_k(const uint8_t* w, int64_t row_bytes, int64_t c
       uint8_t* codes = out.codes.data() + r * cols + 256 * i;
       float* scale = out.scale.data() + r * (cols / 32) + 8 * i;
       float* bias = out.bias.data() + r * (cols / 32) + 8 * i;
+      uint64_t scale8, min8;
+      scales_and_mins(b + 4, &scale8, &min8);
       uint8_t sc[8], m[8];
-      scales_and_mins(b + 4, sc, m);
+      std::memcpy(sc, &scale8, 8);
+      std::memcpy(m, &min8, 8);
       const float d = half_at(b), dmin = half_at(b + 2);
       const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16));
       for (int j = 0; j < 8; ++j) {

@@ -91,6 +91,23 @@ void Q8Rows::quantize(const float* x, int64_t rows, int64_t cols, int64_t block)
     sum_[static_cast<size_t>(b)] = total;
     dsum_[static_cast<size_t>(b)] = *d * static_cast<float>(total);
   }
+  if (block == 32) {
+    const int64_t pairs = cols / 64;  // per row
+    pair_d_.resize(static_cast<size_t>(rows * pairs * 16));
+    pair_dsum_.resize(pair_d_.size());
+    pair_negsum_.resize(pair_d_.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t p = 0; p < pairs; ++p) {
+        for (int64_t lane = 0; lane < 16; ++lane) {
+          const size_t b = static_cast<size_t>(r * (cols / 32) + 2 * p + lane / 8);
+          const size_t at = static_cast<size_t>((r * pairs + p) * 16 + lane);
+          pair_d_[at] = d_[b];
+          pair_dsum_[at] = dsum_[b] / 8.0f;
+          pair_negsum_[at] = lane % 8 == 0 ? -sum_[b] : 0;
+        }
+      }
+    }
+  }
 }
 
 Q8Row Q8Rows::row(int64_t r) const {
@@ -102,6 +119,12 @@ Q8Row Q8Rows::row(int64_t r) const {
   row.dsum = dsum_.data() + r * blocks;
   row.sum16 = sum16_.data() + r * cols_ / 16;
   if (block_ == 256) row.sum32 = sum32_.data() + r * cols_ / 32;
+  if (block_ == 32) {
+    const int64_t pair_lanes = cols_ / 64 * 16;
+    row.pair_d = pair_d_.data() + r * pair_lanes;
+    row.pair_dsum = pair_dsum_.data() + r * pair_lanes;
+    row.pair_negsum = pair_negsum_.data() + r * pair_lanes;
+  }
   return row;
 }
 

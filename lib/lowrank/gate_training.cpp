@@ -116,6 +116,8 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
                         const std::vector<int>& heldout_ids, const TrainOptions& o,
                         const std::function<void(const EvalPoint&)>& on_eval, const Ranks* ranks) {
   o.validate();
+  KVC_CHECK(!model.has_block_weights(), "gate training differentiates through every projection, whose weights must be "
+            "dequantized: load the GGUF with --dtype float32");
   const Ranks alone;
   const Ranks& r = ranks != nullptr ? *ranks : alone;
   KVC_CHECK(o.batch >= r.world(), "--batch {} over {} ranks: each rank runs whole windows, so --batch must be at "

@@ -68,7 +68,7 @@ bool GgufWeights::contains(const std::string& hf_name) const {
   return !name.empty() && file_->has_tensor(name);
 }
 
-at::Tensor GgufWeights::get(const std::string& hf_name, const std::vector<int64_t>& shape) const {
+const gguf::TensorInfo& GgufWeights::checked(const std::string& hf_name, const std::vector<int64_t>& shape) const {
   const std::string name = gguf_tensor_name(hf_name, gemma_norm_names_);
   KVC_CHECK(!name.empty() && file_->has_tensor(name), "'{}': missing tensor '{}' (Hugging Face '{}')", file_->path(),
             name.empty() ? hf_name : name, hf_name);
@@ -79,6 +79,45 @@ at::Tensor GgufWeights::get(const std::string& hf_name, const std::vector<int64_
             name, fmt::join(torch_shape, ", "), fmt::join(shape, ", "));
   KVC_CHECK(gguf::can_dequantize(info.type), "'{}': tensor '{}' has type {}, which kvc cannot dequantize",
             file_->path(), name, gguf::ggml_type_info(info.type) ? gguf::ggml_type_info(info.type)->name : "unknown");
+  return info;
+}
+
+bool GgufWeights::is_quantized(const std::string& hf_name) const {
+  const std::string name = gguf_tensor_name(hf_name, gemma_norm_names_);
+  if (name.empty() || !file_->has_tensor(name)) return false;
+  const BlockFormat* f = block_format(file_->tensor(name).type);
+  return f != nullptr && f->values > 1;
+}
+
+GgufWeights::StoredRows GgufWeights::stored_rows(const std::string& hf_name, const std::vector<int64_t>& shape) const {
+  const gguf::TensorInfo& info = checked(hf_name, shape);
+  const BlockFormat* f = block_format(info.type);
+  // Every type kvc dequantizes has a block kernel; this guards a type added to one and not the other.
+  KVC_CHECK(f != nullptr && shape.size() == 2 && shape[1] % f->values == 0,
+            "'{}': tensor '{}' of type {} has no block kernel; pass --dtype float32 to dequantize it at load",
+            file_->path(), info.name, gguf::ggml_type_info(info.type)->name);
+  StoredRows out{f->type, info.data, shape[0], {}};
+  const auto [heads, kv_heads] = qk_interleaved_heads_;
+  const int64_t reordered = hf_name.find("self_attn.q_proj.weight") != std::string::npos   ? heads
+                            : hf_name.find("self_attn.k_proj.weight") != std::string::npos ? kv_heads
+                                                                                            : 0;
+  if (reordered > 0) {
+    // The inverse of deinterleave_heads below: stored row (head, i, s) is output row (head, s, i).
+    const int64_t half = shape[0] / reordered / 2;
+    out.output_rows.resize(static_cast<size_t>(shape[0]));
+    for (int64_t h = 0; h < reordered; ++h) {
+      for (int64_t i = 0; i < half; ++i) {
+        for (int64_t s = 0; s < 2; ++s) {
+          out.output_rows[static_cast<size_t>(h * 2 * half + i * 2 + s)] = static_cast<int32_t>(h * 2 * half + s * half + i);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+at::Tensor GgufWeights::get(const std::string& hf_name, const std::vector<int64_t>& shape) const {
+  const gguf::TensorInfo& info = checked(hf_name, shape);
   at::Tensor out = at::empty(shape, at::TensorOptions().dtype(at::kFloat));
   gguf::dequantize(info.type, info.data, info.elements(), out.data_ptr<float>());
   const auto [heads, kv_heads] = qk_interleaved_heads_;

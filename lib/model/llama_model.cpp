@@ -2,6 +2,7 @@
 #include "model/llama_model.h"
 
 #include <ATen/Parallel.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -9,8 +10,6 @@
 
 #include "cache/attention.h"
 #include "cache/dense_layer_cache.h"
-#include "kernels/matvec.h"
-#include "kernels/parallel_linear.h"
 #include "kernels/rms_norm.h"
 #include "cache/local_window_cache.h"
 #include "runtime/blas_threads.h"
@@ -19,29 +18,22 @@
 namespace kvc {
 namespace {
 
-// One-row inputs (decoding) use matrix-vector products: sgemm repacks the whole weight matrix on
-// every call, which costs several times more than streaming it once. Multi-row inputs (prefill) split
-// single-threaded GEMMs over LibTorch's threads.
-// 16-bit weights under fp32 activations go through LibTorch only where the kernels do not apply
-// (recording gradients, no AVX2): widened per call, slow but exact.
 // `alongside` (work independent of this product) runs once: on the calling thread while the other
-// threads start streaming the weights when decoding on the CPU, else first.
-at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias = {},
+// threads start streaming the weights when decoding on the CPU, else first (LinearWeight::apply).
+at::Tensor project(const at::Tensor& x, const LinearWeight& weight, const at::Tensor& bias = {},
                    const std::function<void()>& alongside = {}) {
-  if (x.size(0) == 1) {
-    if (const at::Tensor y = fast_matvec(weight, x[0], bias, alongside); y.defined()) return y.unsqueeze(0);
-  }
-  if (alongside) alongside();
-  if (x.size(0) != 1) {
-    if (const at::Tensor y = parallel_linear(x, weight, bias); y.defined()) return y;
-  }
-  return at::linear(x, weight.scalar_type() == x.scalar_type() ? weight : weight.to(x.scalar_type()), bias);
+  return weight.apply(x, bias, alongside);
 }
 
 }  // namespace
 
+std::string LlamaModel::weight_format() const {
+  if (block_formats_.empty()) return c10::toString(weight_dtype_);
+  return fmt::format("gguf blocks ({})", fmt::join(block_formats_, ", "));
+}
+
 int64_t LlamaModel::parameter_count() const {
-  int64_t n = embed_.numel() + final_norm_.numel() + (lm_head_.is_same(embed_) ? 0 : lm_head_.numel());
+  int64_t n = embed_.numel() + final_norm_.numel() + (lm_head_.same_as(embed_) ? 0 : lm_head_.numel());
   for (const auto& l : layers_) {
     n += l.attn_norm.numel() + l.qkv.numel() + (l.qkv_bias.defined() ? l.qkv_bias.numel() : 0) + l.o_proj.numel() +
          l.mlp_norm.numel() + l.gate_up.numel() + l.down.numel();
@@ -53,20 +45,24 @@ int64_t LlamaModel::parameter_count() const {
 int64_t LlamaModel::weight_bytes() const {
   // A decode step reads every weight once except the embedding table (one row).
   int64_t bytes = 0;
-  for (const at::Tensor& t : decode_weights()) bytes += t.numel() * t.element_size();
+  for (const at::Tensor& t : decode_weights()) bytes += t.numel() * static_cast<int64_t>(t.element_size());
   return bytes;
 }
 
 std::vector<at::Tensor> LlamaModel::decode_weights() const {
   std::vector<at::Tensor> weights;
+  const auto add = [&](const LinearWeight& w) {
+    for (const at::Tensor& t : w.streamed()) weights.push_back(t);
+  };
   for (const LayerWeights& l : layers_) {
-    for (const at::Tensor& t : {l.attn_norm, l.qkv, l.qkv_bias, l.o_proj, l.mlp_norm, l.gate_up, l.down, l.q_norm,
-                                l.k_norm, l.post_attn_norm, l.post_mlp_norm}) {
+    for (const at::Tensor& t : {l.attn_norm, l.qkv_bias, l.mlp_norm, l.q_norm, l.k_norm, l.post_attn_norm,
+                                l.post_mlp_norm}) {
       if (t.defined()) weights.push_back(t);
     }
+    for (const LinearWeight* w : {&l.qkv, &l.o_proj, &l.gate_up, &l.down}) add(*w);
   }
   weights.push_back(final_norm_);
-  weights.push_back(lm_head_);
+  add(lm_head_);
   return weights;
 }
 
@@ -212,7 +208,7 @@ at::Tensor LlamaModel::forward(const std::vector<int>& tokens, KVCache& cache, c
   if (rope_local_) rope_local_->reserve(first + fed - 1);
   const at::Tensor positions =
       at::arange(first, first + fed, at::TensorOptions().dtype(at::kLong).device(device_));
-  at::Tensor x = embed_.index_select(0, id_tensor).to(dtype_);
+  at::Tensor x = embed_.lookup_rows(id_tensor).to(dtype_);
   if (config_.traits.scaled_embeddings) x = x * embedding_scale_;
   for (int64_t i = 0; i < config_.num_layers; ++i) {
     x = x + attention_block(i, x, positions, cache, options, repeat ? T : 0);

@@ -1,8 +1,9 @@
 #pragma once
 // A Llama-family decoder (Llama, Mistral, Qwen2, Gemma 3 via the architecture table) over LibTorch.
-// Weights keep their stored precision (fp32, bf16, f16; GGUF blocks dequantized to fp32 unless --dtype
-// says otherwise). On CPU activations and the cache are fp32 whatever the weights; on CUDA everything
-// runs in the weights' dtype.
+// Weights keep their stored precision (fp32, bf16, f16); on the CPU a GGUF's block-quantized matrices
+// stay in their blocks, read in place from the file's mapping (model/linear_weight.h), unless --dtype
+// asks for them dequantized. On CPU activations are fp32 whatever the weights; on CUDA everything runs
+// in the weights' dtype (a GGUF's blocks dequantized to bf16 at load).
 #include <ATen/ATen.h>
 
 #include <memory>
@@ -12,24 +13,28 @@
 #include "cache/cache_types.h"
 #include "cache/kv_cache.h"
 #include "model/forward_observer.h"
+#include "model/linear_weight.h"
 #include "core/model_config.h"
 #include "core/rope.h"
 
 namespace kvc {
 
 struct LayerWeights {
-  at::Tensor attn_norm, qkv, qkv_bias, o_proj;  // qkv: q, k, v projections stacked [q+2kv, hidden]
-  at::Tensor mlp_norm, gate_up, down;           // gate_up: gate and up stacked [2I, hidden]
+  at::Tensor attn_norm, qkv_bias;
+  LinearWeight qkv, o_proj;  // qkv: q, k, v projections stacked [q+2kv, hidden]
+  at::Tensor mlp_norm;
+  LinearWeight gate_up, down;  // gate_up: gate and up stacked [2I, hidden]
   // Gemma 3 only (undefined otherwise): per-head query/key norms, norms after attention and after the MLP.
   at::Tensor q_norm, k_norm, post_attn_norm, post_mlp_norm;
 };
 
 struct LoadOptions {
   std::string device = "cpu";  // cpu | cuda
-  // The weights' precision: auto (as stored; quantized GGUF blocks become fp32) | float32 | float64 |
-  // float16 | bfloat16.
+  // The weights' precision: auto (as stored: a GGUF's quantized blocks stay in their blocks on the CPU,
+  // become bf16 on CUDA) | float32 | float64 | float16 | bfloat16 (GGUF blocks dequantized at load).
   std::string dtype = "auto";
-  // What every cache made by new_cache() stores keys and values in (Undefined: the activations' dtype).
+  // What every cache made by new_cache() stores keys and values in (Undefined: f16 for a model whose
+  // weights stay in GGUF blocks, as llama.cpp's default; else the activations' dtype).
   CacheTypes cache_types;
 };
 
@@ -43,14 +48,19 @@ class LlamaModel {
   const std::string& dir() const { return dir_; }
   at::Device device() const { return device_; }
   at::ScalarType dtype() const { return dtype_; }                // activations and cache
-  at::ScalarType weight_dtype() const { return weight_dtype_; }  // the matrices as held in memory
+  at::ScalarType weight_dtype() const { return weight_dtype_; }  // the dense matrices as held in memory
+  // How the matrices are held: the dtype's name, or "gguf blocks (Q4_K, Q6_K, ...)" with the formats.
+  std::string weight_format() const;
+  bool has_block_weights() const { return !block_formats_.empty(); }
   CacheTypes cache_types() const { return cache_types_; }       // resolved: never Undefined
   // The global layers' RoPE: the one every compressed cache uses (local layers keep dense caches).
   std::shared_ptr<const Rope> rope() const { return rope_; }
   std::shared_ptr<const Rope> rope_for_layer(int64_t layer) const;
   int64_t parameter_count() const;
   int64_t weight_bytes() const;  // bytes one decode step must read
-  std::vector<at::Tensor> decode_weights() const;  // the matrices a decode step streams (not the embedding)
+  // The bytes a decode step streams (not the embedding), as tensors: dense matrices and norms, and
+  // uint8 views of the GGUF blocks.
+  std::vector<at::Tensor> decode_weights() const;
 
   // The uncompressed cache.
   KVCache new_cache() const;
@@ -85,7 +95,9 @@ class LlamaModel {
   CacheTypes cache_types_{at::kFloat, at::kFloat};
   std::shared_ptr<const Rope> rope_;
   std::shared_ptr<const Rope> rope_local_;  // local (sliding-window) layers' RoPE; null without them
-  at::Tensor embed_, final_norm_, lm_head_;
+  LinearWeight embed_, lm_head_;
+  at::Tensor final_norm_;
+  std::vector<std::string> block_formats_;  // the GGUF block formats the matrices are held in
   double embedding_scale_ = 1.0;  // traits.scaled_embeddings: sqrt(hidden_size) as the activations' dtype rounds it
   std::vector<LayerWeights> layers_;
 };

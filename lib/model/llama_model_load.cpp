@@ -13,6 +13,7 @@
 #include "model/gguf_config.h"
 #include "model/gguf_weights.h"
 #include "model/tensor_bridge.h"
+#include "kernels/block_matrix.h"
 #include "runtime/huge_page_allocator.h"
 #include "util/error.h"
 #include "util/files.h"
@@ -74,6 +75,33 @@ at::Tensor norm_weight(const WeightSource& w, const ModelConfig& c, const std::s
   return c.traits.unit_offset_norms && !w.norms_include_unit_offset() ? t + 1 : t;
 }
 
+// The matrices of one projection (q, k, v; gate, up; or one), stacked: a matrix of GGUF blocks read in
+// place when `blocks` is set and one of them is block-quantized, else the dense tensors concatenated.
+struct MatrixPart {
+  std::string name;
+  int64_t rows;
+};
+
+LinearWeight matrix(const WeightSource& w, const GgufWeights* blocks, const std::vector<MatrixPart>& parts, int64_t cols,
+                    std::vector<std::string>& formats) {
+  const bool in_blocks = blocks != nullptr && std::any_of(parts.begin(), parts.end(), [&](const MatrixPart& p) {
+                           return blocks->is_quantized(p.name);
+                         });
+  if (!in_blocks) {
+    std::vector<at::Tensor> dense;
+    for (const MatrixPart& p : parts) dense.push_back(w.get(p.name, {p.rows, cols}));
+    return dense.size() == 1 ? dense[0].contiguous() : at::cat(dense);
+  }
+  auto m = std::make_shared<BlockMatrix>(cols, blocks->file());
+  for (const MatrixPart& p : parts) {
+    GgufWeights::StoredRows rows = blocks->stored_rows(p.name, {p.rows, cols});
+    const std::string name = block_format(rows.type).name;
+    if (std::find(formats.begin(), formats.end(), name) == formats.end()) formats.push_back(name);
+    m->append(rows.type, rows.data, rows.rows, std::move(rows.output_rows));
+  }
+  return LinearWeight(std::shared_ptr<const BlockMatrix>(std::move(m)));
+}
+
 }  // namespace
 
 std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadOptions& options) {
@@ -93,8 +121,12 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadO
   }
   const ModelConfig& c = model->config_;
   model->device_ = parse_device(options.device);
+  // A GGUF's quantized blocks stay in their blocks on the CPU (dtype auto); the GPU path dequantizes
+  // them to bf16 at load.
+  const bool stored_16_bits = c.torch_dtype == "float16" || c.torch_dtype == "bfloat16";
+  const bool keep_blocks = gguf && options.dtype == "auto" && model->device_.is_cpu();
   model->weight_dtype_ = parse_dtype_option(
-      options.dtype, c.torch_dtype == "float16" || c.torch_dtype == "bfloat16" ? c.torch_dtype : "float32");
+      options.dtype, stored_16_bits ? c.torch_dtype : gguf && !model->device_.is_cpu() ? "bfloat16" : "float32");
   // On CPU 16-bit weights stay 16-bit in memory and the kernels widen them in registers; activations
   // and the cache stay fp32. On CUDA everything runs in the weights' dtype.
   model->dtype_ = model->device_.is_cpu() && is_half_type(model->weight_dtype_) ? at::kFloat : model->weight_dtype_;
@@ -114,34 +146,39 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadO
     source = std::make_unique<SafetensorsWeights>(*checkpoint, dir, model->weight_dtype_, model->device_);
   }
   const WeightSource& w = *source;
+  const GgufWeights* blocks = keep_blocks ? static_cast<const GgufWeights*>(source.get()) : nullptr;
+  std::vector<std::string>& formats = model->block_formats_;
   const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.kv_dim(), inter = c.intermediate_size;
   const at::ScalarType act = model->dtype_;
-  model->embed_ = w.get("model.embed_tokens.weight", {c.vocab_size, h});
+  model->embed_ = matrix(w, blocks, {{"model.embed_tokens.weight", c.vocab_size}}, h, formats);
   model->final_norm_ = norm_weight(w, c, "model.norm.weight", h, act);
   if (c.traits.scaled_embeddings) {
-    // As Hugging Face: sqrt(hidden) rounded to the activations' dtype first.
-    const at::Tensor scale = at::scalar_tensor(std::sqrt(static_cast<double>(h)),
-                                               at::TensorOptions().dtype(model->embed_.scalar_type()));
+    // As Hugging Face: sqrt(hidden) rounded to the activations' dtype first (block rows become fp32).
+    const at::ScalarType embedding_type = model->embed_.is_blocks() ? at::kFloat : model->embed_.dense().scalar_type();
+    const at::Tensor scale =
+        at::scalar_tensor(std::sqrt(static_cast<double>(h)), at::TensorOptions().dtype(embedding_type));
     model->embedding_scale_ = scale.item().toDouble();
   }
   if (c.tie_word_embeddings || !w.contains("lm_head.weight")) {
     KVC_CHECK(c.tie_word_embeddings, "{}: missing tensor 'lm_head.weight' and tie_word_embeddings is false", dir);
     model->lm_head_ = model->embed_;
   } else {
-    model->lm_head_ = w.get("lm_head.weight", {c.vocab_size, h});
+    model->lm_head_ = matrix(w, blocks, {{"lm_head.weight", c.vocab_size}}, h, formats);
   }
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string p = fmt::format("model.layers.{}.", i);
     LayerWeights l;
     l.attn_norm = norm_weight(w, c, p + "input_layernorm.weight", h, act);
     // Stacking q/k/v (and gate/up) turns three matrix-vector products into one per decode step.
-    l.qkv = at::cat({w.get(p + "self_attn.q_proj.weight", {q, h}), w.get(p + "self_attn.k_proj.weight", {kv, h}),
-                     w.get(p + "self_attn.v_proj.weight", {kv, h})});
+    l.qkv = matrix(w, blocks,
+                   {{p + "self_attn.q_proj.weight", q}, {p + "self_attn.k_proj.weight", kv},
+                    {p + "self_attn.v_proj.weight", kv}},
+                   h, formats);
     if (c.qkv_bias) {
       l.qkv_bias = at::cat({w.get(p + "self_attn.q_proj.bias", {q}), w.get(p + "self_attn.k_proj.bias", {kv}),
                             w.get(p + "self_attn.v_proj.bias", {kv})}).to(act);
     }
-    l.o_proj = w.get(p + "self_attn.o_proj.weight", {h, q}).contiguous();
+    l.o_proj = matrix(w, blocks, {{p + "self_attn.o_proj.weight", h}}, q, formats);
     if (c.traits.sandwich_norms) {
       l.post_attn_norm = norm_weight(w, c, p + "post_attention_layernorm.weight", h, act);
       l.mlp_norm = norm_weight(w, c, p + "pre_feedforward_layernorm.weight", h, act);
@@ -153,9 +190,15 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadO
       l.q_norm = norm_weight(w, c, p + "self_attn.q_norm.weight", c.head_dim, act);
       l.k_norm = norm_weight(w, c, p + "self_attn.k_norm.weight", c.head_dim, act);
     }
-    l.gate_up = at::cat({w.get(p + "mlp.gate_proj.weight", {inter, h}), w.get(p + "mlp.up_proj.weight", {inter, h})});
-    l.down = w.get(p + "mlp.down_proj.weight", {h, inter}).contiguous();
+    l.gate_up = matrix(w, blocks, {{p + "mlp.gate_proj.weight", inter}, {p + "mlp.up_proj.weight", inter}}, h, formats);
+    l.down = matrix(w, blocks, {{p + "mlp.down_proj.weight", h}}, inter, formats);
     model->layers_.push_back(std::move(l));
+  }
+  // A model whose weights stay in GGUF blocks keeps its cache in f16 unless asked otherwise, as
+  // llama.cpp does (docs/gguf-block-weights.md measures the choice).
+  if (!model->block_formats_.empty()) {
+    if (options.cache_types.keys == at::ScalarType::Undefined) model->cache_types_.keys = at::kHalf;
+    if (options.cache_types.values == at::ScalarType::Undefined) model->cache_types_.values = at::kHalf;
   }
   model->rope_ = std::make_shared<Rope>(c, model->device_);
   if (!c.local_layers.empty()) {

@@ -66,7 +66,10 @@ TEST(Gemma3Gguf, LogitsMatchTransformers) {
   const std::string golden_path = kvc::test::reference_dir("gemma3-270m") + "/logits.json";
   if (!std::filesystem::exists(golden_path)) GTEST_SKIP() << golden_path << " not generated";
   const auto golden = read_json(golden_path);
-  const auto model = kvc::LlamaModel::load(gemma3_gguf());
+  // transformers' float32 reference: the blocks dequantized at load, as it does.
+  kvc::LoadOptions float32;
+  float32.dtype = "float32";
+  const auto model = kvc::LlamaModel::load(gemma3_gguf(), float32);
   const kvc::Tokenizer tok = kvc::Tokenizer::load(gemma3_gguf());
   double worst = 0;
   for (const auto& p : golden["prompts"]) {
@@ -111,7 +114,10 @@ TEST(Gemma3Gguf, PerplexityMatchesTransformers) {
   const std::string golden_path = kvc::test::reference_dir("gemma3-270m") + "/perplexity.json";
   if (!std::filesystem::exists(golden_path)) GTEST_SKIP() << golden_path << " not generated";
   const auto golden = read_json(golden_path);
-  const auto model = kvc::LlamaModel::load(gemma3_gguf());
+  // transformers' float32 reference: the blocks dequantized at load, as it does.
+  kvc::LoadOptions float32;
+  float32.dtype = "float32";
+  const auto model = kvc::LlamaModel::load(gemma3_gguf(), float32);
   const kvc::Tokenizer tok = kvc::Tokenizer::load(gemma3_gguf());
   std::ifstream in(kvc::test::data_file("wikitext2/wiki.test.raw"), std::ios::binary);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -133,7 +139,10 @@ TEST(Gemma3Gguf, PerplexityMatchesTransformers) {
 // dimension kept; gating the sliding-window layers with the global layers' RoPE gave KL > 3 here.
 TEST(Gemma3Gguf, GateTrainingWithOpenGatesIsTheExactModel) {
   SKIP_WITHOUT_GEMMA3();
-  const auto model = kvc::LlamaModel::load(gemma3_gguf());
+  // Training differentiates through the weights: they are dequantized at load.
+  kvc::LoadOptions float32;
+  float32.dtype = "float32";
+  const auto model = kvc::LlamaModel::load(gemma3_gguf(), float32);
   const kvc::ModelConfig& c = model->config();
   const kvc::Tokenizer tok = kvc::Tokenizer::load(gemma3_gguf());
   std::ifstream in(kvc::test::data_file("wikitext2/wiki.test.raw"), std::ios::binary);
@@ -156,6 +165,12 @@ TEST(Gemma3Gguf, GateTrainingWithOpenGatesIsTheExactModel) {
   o.init_bias = 1e4;
   o.eval_windows = 1;
   o.show_progress = false;
+  try {
+    kvc::lowrank::train_gates(*kvc::LlamaModel::load(gemma3_gguf()), bases, train, heldout, o);
+    ADD_FAILURE() << "gate training ran on weights in GGUF blocks";
+  } catch (const kvc::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--dtype float32"), std::string::npos) << e.what();
+  }
   const kvc::lowrank::TrainResult r = kvc::lowrank::train_gates(*model, bases, train, heldout, o);
   ASSERT_EQ(r.evals.size(), 1u);
   EXPECT_LT(r.evals[0].heldout_kl, 1e-4);

@@ -1,0 +1,154 @@
+#include "block_kernel_bench.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/util/Half.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "io/gguf_dequant.h"
+#include "kernels/block_isa.h"
+#include "kernels/block_linear.h"
+#include "kernels/block_matvec.h"
+#include "kernels/parallel_linear.h"
+#include "util/clock.h"
+
+namespace kvc::bench {
+namespace {
+
+constexpr BlockType kTypes[] = {BlockType::Q4_0, BlockType::Q4_1, BlockType::Q5_0, BlockType::Q5_1,
+                                BlockType::Q8_0, BlockType::Q4_K, BlockType::Q5_K, BlockType::Q6_K};
+
+// Random codes; the half-precision scale fields get finite values of a realistic size.
+std::vector<uint8_t> random_blocks(BlockType t, int64_t rows, int64_t cols, std::mt19937& rng) {
+  const BlockFormat& f = block_format(t);
+  std::vector<uint8_t> bytes(static_cast<size_t>(rows * block_row_bytes(f, cols)));
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
+  for (auto& b : bytes) b = static_cast<uint8_t>(byte(rng));
+  std::vector<int> halves = {0};
+  if (t == BlockType::Q4_1 || t == BlockType::Q5_1 || t == BlockType::Q4_K || t == BlockType::Q5_K) halves = {0, 2};
+  if (t == BlockType::Q6_K) halves = {208};
+  for (size_t b = 0; b < bytes.size(); b += static_cast<size_t>(f.bytes)) {
+    for (int offset : halves) {
+      const uint16_t h = c10::Half(scale(rng)).x;
+      std::memcpy(&bytes[b + static_cast<size_t>(offset)], &h, sizeof h);
+    }
+  }
+  return bytes;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+struct Variant {
+  std::string name;
+  BlockIsa isa;
+  BlockKernelForm form;
+};
+
+std::vector<Variant> variants() {
+  std::vector<Variant> out;
+  if (best_block_isa() == BlockIsa::Avx512Vnni) {
+    out.push_back({"avx512vnni-int8", BlockIsa::Avx512Vnni, BlockKernelForm::Integer});
+    out.push_back({"avx512-fp32fma", BlockIsa::Avx512Vnni, BlockKernelForm::Float});
+  }
+  if (best_block_isa() >= BlockIsa::Avx2) out.push_back({"avx2-int8", BlockIsa::Avx2, BlockKernelForm::Integer});
+  out.push_back({"portable", BlockIsa::Portable, BlockKernelForm::Integer});
+  return out;
+}
+
+void use(const Variant& v, BlockType t) {
+  limit_block_isa(v.isa);
+  set_block_kernel_form(t, v.form);
+}
+
+}  // namespace
+
+nlohmann::json compare_block_kernels(int repeats, int64_t tokens, FILE* table) {
+  std::mt19937 rng(1);
+  const int64_t cols = 2048;
+  nlohmann::json out = {{"cols", cols}, {"repeats", repeats}, {"tokens", tokens}, {"threads", at::get_num_threads()},
+                        {"best_isa", block_isa_name(best_block_isa())}, {"matvec", nlohmann::json::array()},
+                        {"prefill", nlohmann::json::array()}};
+  const std::vector<Variant> all = variants();
+  std::fprintf(table, "matrix-vector products, %lld columns, %d threads, medians of %d alternated rounds (GB/s of blocks)\n",
+               static_cast<long long>(cols), at::get_num_threads(), repeats);
+  std::fprintf(table, "%-6s %-18s %12s %18s\n", "type", "kernel", "memory GB/s", "cache, 1 thread");
+  for (BlockType t : kTypes) {
+    const BlockFormat& f = block_format(t);
+    const int64_t row_bytes = block_row_bytes(f, cols);
+    // From memory: 192 MB, six times the last-level cache of the machines measured, on every thread;
+    // from cache: 512 KB, on one thread (the kernel's own rate, without the threads' start).
+    const int64_t big_rows = (int64_t{192} << 20) / row_bytes, small_rows = (int64_t{512} << 10) / row_bytes;
+    const std::vector<uint8_t> big = random_blocks(t, big_rows, cols, rng), small = random_blocks(t, small_rows, cols, rng);
+    BlockMatrix big_m(cols, nullptr), small_m(cols, nullptr);
+    big_m.append(t, big.data(), big_rows);
+    small_m.append(t, small.data(), small_rows);
+    const at::Tensor x = at::randn({cols});
+    const BlockKernelForm before = block_kernel_form(t);
+    std::vector<std::vector<double>> mem(all.size()), cache(all.size());
+    for (int r = 0; r < repeats; ++r) {
+      for (size_t v = 0; v < all.size(); ++v) {
+        use(all[v], t);
+        if (all[v].isa != BlockIsa::Portable) {
+          const auto t0 = SteadyClock::now();
+          block_matvec(big_m, x);
+          mem[v].push_back(static_cast<double>(big_m.bytes()) / seconds_since(t0) / 1e9);
+        }
+        const int inner = all[v].isa == BlockIsa::Portable ? 20 : 200;
+        const int threads = at::get_num_threads();
+        at::set_num_threads(1);
+        const auto t1 = SteadyClock::now();
+        for (int i = 0; i < inner; ++i) block_matvec(small_m, x);
+        cache[v].push_back(static_cast<double>(small_m.bytes()) * inner / seconds_since(t1) / 1e9);
+        at::set_num_threads(threads);
+      }
+    }
+    for (size_t v = 0; v < all.size(); ++v) {
+      const double m = median(mem[v]), c = median(cache[v]);
+      std::fprintf(table, "%-6s %-18s %12s %18.1f\n", f.name, all[v].name.c_str(),
+                   m > 0 ? fmt::format("{:.1f}", m).c_str() : "-", c);
+      out["matvec"].push_back({{"type", f.name}, {"kernel", all[v].name}, {"memory_gbs", m}, {"cache_gbs", c}});
+    }
+    limit_block_isa(BlockIsa::Avx512Vnni);
+    set_block_kernel_form(t, before);
+  }
+  std::fprintf(table, "\nprefill products, %lld tokens x %lld columns x 2048 rows (GFLOP/s; fp32: the dequantized matrix "
+               "through parallel_linear)\n", static_cast<long long>(tokens), static_cast<long long>(cols));
+  std::fprintf(table, "%-6s %12s %12s %8s\n", "type", "blocks", "fp32", "ratio");
+  const double flops = 2.0 * static_cast<double>(tokens) * cols * 2048;
+  const at::Tensor x = at::randn({tokens, cols});
+  for (BlockType t : kTypes) {
+    const BlockFormat& f = block_format(t);
+    const std::vector<uint8_t> blocks = random_blocks(t, 2048, cols, rng);
+    BlockMatrix m(cols, nullptr);
+    m.append(t, blocks.data(), 2048);
+    at::Tensor dense = at::empty({2048, cols});
+    gguf::dequantize(static_cast<uint32_t>(t), blocks.data(), static_cast<uint64_t>(2048 * cols), dense.data_ptr<float>());
+    std::vector<double> block_rate, dense_rate;
+    for (int r = 0; r < repeats; ++r) {
+      auto t0 = SteadyClock::now();
+      block_linear(m, x);
+      block_rate.push_back(flops / seconds_since(t0) / 1e9);
+      t0 = SteadyClock::now();
+      parallel_linear(x, dense, {});
+      dense_rate.push_back(flops / seconds_since(t0) / 1e9);
+    }
+    const double b = median(block_rate), d = median(dense_rate);
+    std::fprintf(table, "%-6s %12.1f %12.1f %8.2f\n", f.name, b, d, b / d);
+    out["prefill"].push_back({{"type", f.name}, {"blocks_gflops", b}, {"fp32_gflops", d}});
+  }
+  return out;
+}
+
+}  // namespace kvc::bench
