@@ -117,7 +117,7 @@ void compare_real(const std::string& path, double max_mean_kl) {
   std::ifstream in(kvc::test::data_file("wikitext2/wiki.test.raw"), std::ios::binary);
   std::string text(3000, '\0');
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  std::vector<int> ids = tok.encode_prompt(text, blocks->config().bos_token_id);
+  std::vector<int> ids = tok.encode_prompt(text);
   ids.resize(140);
   const std::vector<int> prompt(ids.begin(), ids.begin() + 120), rest(ids.begin() + 120, ids.end());
   const kvc::CacheTypes f32{at::kFloat, at::kFloat};
