@@ -18,7 +18,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # The smoke run's one short window needs only the text's first 20 KB.
 if [ -n "${KVC_SMOKE:-}" ]; then head -c 20000 "$TEXT" > "$work/text.txt"; TEXT=$work/text.txt; fi
-"$BIN/kvc-calibrate" -m "$GGUF" -f data/text/pg_essays/*.txt --tokens "$CALIBRATION_TOKENS" -c "$CTX" \
+"$BIN/kvc-calibrate" -m "$GGUF" --dtype float32 -f data/text/pg_essays/*.txt --tokens "$CALIBRATION_TOKENS" -c "$CTX" \
   -o "$work/bases.safetensors" --json > /dev/null
 LOWRANK="--lowrank $work/bases.safetensors --rank 128"  # half of d_kv = 256
 
@@ -33,7 +33,7 @@ for config in "${configs[@]}"; do
   type=${config%%|*}
   press=${config#*|}
   # shellcheck disable=SC2086
-  "$BIN/kvc-eval" kl -m "$GGUF" -f "$TEXT" -c $CTX --max-windows "$WINDOWS" --chunk 32 -ctk "$type" -ctv "$type" \
+  "$BIN/kvc-eval" kl -m "$GGUF" --dtype float32 -f "$TEXT" -c $CTX --max-windows "$WINDOWS" --chunk 32 -ctk "$type" -ctv "$type" \
     $press --json > "$work/$i.json"
   echo "$type|${press//$work\//}" > "$work/$i.name"
   i=$((i + 1))

@@ -15,7 +15,7 @@ SAMPLES=${KVC_SAMPLES:-2}
 OUT=data/results/gemma3
 # KVC_SMOKE=1 (the README test suite): one short cell per template, into a scratch folder.
 if [ -n "${KVC_SMOKE:-}" ]; then LENGTHS=256; DEPTHS=0.5; SAMPLES=1; OUT=$(mktemp -d); fi
-common=(-m "$GGUF" --haystack data/text/pg_essays --lengths "$LENGTHS" --depths "$DEPTHS" --samples "$SAMPLES"
+common=(-m "$GGUF" --dtype float32 --haystack data/text/pg_essays --lengths "$LENGTHS" --depths "$DEPTHS" --samples "$SAMPLES"
         --seed 0 --max-new-tokens 12)
 for template in secret passkey; do
   rm -rf "$OUT/needle_$template"

@@ -84,7 +84,7 @@ if [ -n "$TYPED" ]; then
   [ -z "$TYPED_PRESS" ] || typed+=(--typed-cache-press "$TYPED_PRESS")
 fi
 if { [ ${#lowrank[@]} -gt 0 ] || [ -n "$GATES" ]; } && [ ! -f "$BASES" ]; then
-  "$BIN/kvc-calibrate" -m "$MODEL" -t "$THREADS" -f "$TRAIN_TEXT" --tokens "$CALIBRATION_TOKENS" \
+  "$BIN/kvc-calibrate" -m "$MODEL" --dtype float32 -t "$THREADS" -f "$TRAIN_TEXT" --tokens "$CALIBRATION_TOKENS" \
     -c 512 -o "$BASES" --json > "$OUT/calibrate.json"
 fi
 if [ -n "$GATES" ]; then
@@ -94,7 +94,7 @@ if [ -n "$GATES" ]; then
   gate_sets=()
   for set in $GATES; do
     gates="$OUT/gates.${set%%:*}.${set#*:}"
-    train_gate_set "$gates" "$BIN/kvc-train" -m "$MODEL" -t "$THREADS" --bases "$BASES" -f "$TRAIN_TEXT" \
+    train_gate_set "$gates" "$BIN/kvc-train" -m "$MODEL" --dtype float32 -t "$THREADS" --bases "$BASES" -f "$TRAIN_TEXT" \
       --loss "${set%%:*}" --alpha "${set#*:}" --steps "$TRAIN_STEPS" -c "$TRAIN_CTX" --batch "$TRAIN_BATCH" --lr 0.02 \
       --eval-every 25 --eval-windows 4
     gate_sets+=("$set=$gates.safetensors")
@@ -121,11 +121,11 @@ for task in $TASKS; do
     # RULER's answers are one 7-digit number after the answer prefix: 24 new tokens hold it.
     args=(--tasks "$task" --task-lengths "$LENGTH" --samples "$SAMPLES" --ruler-new-tokens 24)
   fi
-  common=(-m "$MODEL" --ratios "$RATIOS" "${args[@]}" --query "$QUERY" --seed 0 -t "$THREADS" --out-dir "$OUT/$task")
+  common=(-m "$MODEL" --dtype float32 --ratios "$RATIOS" "${args[@]}" --query "$QUERY" --seed 0 -t "$THREADS" --out-dir "$OUT/$task")
   rows=("${retrieval[@]}")
   [ "$task" != kl ] || rows=()
   if [ "$task" = kl_retrieval ]; then
-    common=(-m "$MODEL" "${kl_args[@]}" --chunk 1 --seed 0 -t "$THREADS" --out-dir "$OUT/$task")
+    common=(-m "$MODEL" --dtype float32 "${kl_args[@]}" --chunk 1 --seed 0 -t "$THREADS" --out-dir "$OUT/$task")
     "$BIN/kvc-eval" sweep "${common[@]}" --methods none "${retrieval[@]}" --json >> "$OUT/$task.runs.jsonl"
     continue
   fi

@@ -24,7 +24,7 @@ GGUF=$(scripts/model_path.sh gemma3-270m)
 run() {  # run NAME MODEL MAX_LENGTH
   rm -rf "${OUT:?}/$1"
   for f in "${FILES[@]}"; do
-    "$BIN/kvc-eval" longbench -m "$2" -f "$f" --max-length "$3" --max-samples "$SAMPLES" --truncate middle \
+    "$BIN/kvc-eval" longbench -m "$2" $(case "$2" in *.gguf) echo --dtype float32;; esac) -f "$f" --max-length "$3" --max-samples "$SAMPLES" --truncate middle \
       --length-buckets --out-dir "$OUT/$1"
   done
 }

@@ -49,14 +49,14 @@ split_essays "$work/train.txt" "$work/eval.txt" ${KVC_SMOKE:+80000}
 # runs of different sizes or texts.
 bases=bases.t$TOKENS.$(cksum < "$work/train.txt" | cut -d' ' -f1)
 if [ ! -s "$work/$bases.json" ]; then
-  "$BIN/kvc-calibrate" -m "$GGUF" -t "$THREADS" -f "$work/train.txt" --tokens "$TOKENS" -c 512 \
+  "$BIN/kvc-calibrate" -m "$GGUF" --dtype float32 -t "$THREADS" -f "$work/train.txt" --tokens "$TOKENS" -c 512 \
     -o "$work/$bases.safetensors" --json > "$work/$bases.json.part"
   mv "$work/$bases.json.part" "$work/$bases.json"
 fi
 gates_name() { echo "gates.$bases.${1%%:*}.${1#*:}.s$TRAIN_STEPS.b$BATCH"; }
 source recipes/lib/gate_training.sh
 for set in $GATE_SETS; do
-  train_gate_set "$work/$(gates_name "$set")" "$BIN/kvc-train" -m "$GGUF" -t "$THREADS" --bases "$work/$bases.safetensors" \
+  train_gate_set "$work/$(gates_name "$set")" "$BIN/kvc-train" -m "$GGUF" --dtype float32 -t "$THREADS" --bases "$work/$bases.safetensors" \
     -f "$work/train.txt" --loss "${set%%:*}" --alpha "${set#*:}" --steps "$TRAIN_STEPS" -c 128 --batch "$BATCH" --lr 0.02 \
     --eval-every 25 --eval-windows 4
 done

@@ -26,7 +26,7 @@ trap 'rm -rf "$work"' EXIT
 split_essays "$work/train.txt" "$work/eval.txt" ${KVC_SMOKE:+80000}
 "$BIN/kvc-calibrate" -m data/models/stories260K -t 1 -f data/text/tinystories/tinystories_excerpt_30k.txt \
   --tokens 20000 -o "$work/stories260K.safetensors" --json > "$work/stories260K.json"
-"$BIN/kvc-calibrate" -m "$GGUF" -t 1 -f "$work/train.txt" --tokens "$GEMMA_TOKENS" -c 512 \
+"$BIN/kvc-calibrate" -m "$GGUF" --dtype float32 -t 1 -f "$work/train.txt" --tokens "$GEMMA_TOKENS" -c 512 \
   -o "$work/gemma3.safetensors" --json > "$work/gemma3.json"
 
 python3 - "$BIN" "$GGUF" "$work" "$OUT" "$STORIES_WINDOWS" "$GEMMA_WINDOWS" "$GEMMA_CTX" "$CHUNK" $SHARES <<'PY'
@@ -45,7 +45,7 @@ for name, (model, text, ctx, windows) in models.items():
     for share in shares:
         rank = max(1, round(share * dkv))
         for keys in ("pre-rope", "rotated"):
-            cmd = [f"{BIN}/kvc-eval", "kl", "-m", model, "-t", "1", "-f", text, "-c", str(ctx), "--max-windows",
+            cmd = [f"{BIN}/kvc-eval", "kl", "-m", model, *(["--dtype", "float32"] if model.endswith(".gguf") else []), "-t", "1", "-f", text, "-c", str(ctx), "--max-windows",
                    str(windows), "--lowrank", f"{bases}:keys={keys}", "--rank", str(rank), "--chunk", chunk, "--json"]
             r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
             rows.append({"model": name, "share": share, "rank": rank, "keys": keys, "kl": r["kl"],

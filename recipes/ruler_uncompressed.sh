@@ -22,7 +22,7 @@ if [ -n "${KVC_SMOKE:-}" ]; then SAMPLES=1; GEMMA_LENGTHS=512; OUT=$(mktemp -d);
 GGUF=$(scripts/model_path.sh gemma3-270m)
 run() {  # run NAME MODEL LENGTHS [TASKS]
   rm -rf "${OUT:?}/$1"
-  "$BIN/kvc-eval" tasks -m "$2" --tasks "${4:-ruler}" --lengths "$3" --samples "$SAMPLES" --seed 0 ${EXTRA[@]+"${EXTRA[@]}"} \
+  "$BIN/kvc-eval" tasks -m "$2" $(case "$2" in *.gguf) echo --dtype float32;; esac) --tasks "${4:-ruler}" --lengths "$3" --samples "$SAMPLES" --seed 0 ${EXTRA[@]+"${EXTRA[@]}"} \
     --out-dir "$OUT/$1"
   cat "$OUT/$1/tasks.md"
 }

@@ -13,12 +13,17 @@ import subprocess
 import sys
 
 
+def gguf_dtype(model):
+    """A GGUF's weights dequantized to float32 at load: the arithmetic the committed results were measured with."""
+    return ["--dtype", "float32"] if str(model).endswith(".gguf") else []
+
+
 def kl_report(bin_dir, model, text, ctx, windows, threads, spec, chunk=64):
     """kvc-eval kl's --json report for the --lowrank arguments `spec` (a list), with "kept_share": the
     kept share of the low-rank layers' cache, from the measured bytes. Sliding-window layers keep their
     window as is and are left out of it. The compressed half of each window is fed `chunk` tokens a
     step: a low-rank cache compresses each entry as it is appended, so this equals 1 token a step."""
-    cmd = [f"{bin_dir}/kvc-eval", "kl", "-m", str(model), "-t", str(threads), "-f", str(text), "-c", str(ctx),
+    cmd = [f"{bin_dir}/kvc-eval", "kl", "-m", str(model), *gguf_dtype(model), "-t", str(threads), "-f", str(text), "-c", str(ctx),
            "--max-windows", str(windows), "--chunk", str(chunk), "--lowrank", *spec, "--json"]
     r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
     window = r["reference_window_kv_bytes"]
