@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "compression/compression_spec.h"
+#include "util/checked_number.h"
 #include "press/press_registry.h"
 
 namespace kvc::cli {
@@ -17,7 +18,12 @@ struct CompressionOptions {
     app.add_option("--press", spec.press, "Token eviction method NAME[:key=val,...] (see --list-presses)")
         ->capture_default_str();
     app.add_option("--ratio", spec.ratio, "Share of the prompt's KV cache to remove, in [0, 1)")->capture_default_str();
-    app.add_option("--budget", spec.budget, "Entries to keep per KV head (instead of --ratio)");
+    app.add_option("--budget", spec.budget, "Entries to keep per KV head (instead of --ratio)")
+        ->check([](const std::string& given) -> std::string {
+          const auto count = parse_integer(given);  // not a number: CLI11's conversion reports it
+          if (count && *count <= 0) return given + " keeps nothing: give a positive count of entries per KV head (e.g. 64)";
+          return {};
+        });
     app.add_option("--budgets", spec.budgets_file, "Per-layer budgets from kvc-profile (profile.safetensors)");
     app.add_option("--lowrank", spec.lowrank_file,
                    "Low-rank cache: gates.safetensors[:tau=T], bases.safetensors with --rank R (or :ranks=r0/r1/...), "

@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "util/run_files.h"
+
 namespace kvc::cli {
 
 // Old spelling -> standard name. Applied only inside a (sub)command that has the standard name and
@@ -40,6 +42,7 @@ inline CLI::Validator readable_file() {
         std::error_code ec;
         if (!std::filesystem::exists(path, ec)) return "file not found: '" + path + "'";
         if (std::filesystem::is_directory(path, ec)) return "'" + path + "' is a folder, not a file";
+        note_input_file(path, "an input text (-f/--file)");  // no output of the run may land on it
         return {};
       },
       "FILE");

@@ -18,6 +18,7 @@
 #include "util/checked_number.h"
 #include "util/error.h"
 #include "util/files.h"
+#include "util/run_files.h"
 
 namespace kvc::cli {
 
@@ -64,7 +65,11 @@ struct ModelOptions {
 
   void add_to(CLI::App& app) {
     app.add_option("-m,--model", model_dir, "Hugging Face model folder (config.json, *.safetensors, tokenizer.model) or .gguf file")
-        ->transform([](const std::string& given) { return resolve_model_path(given); });
+        ->transform([](const std::string& given) {
+          const std::string model = resolve_model_path(given);
+          note_model_files(model);  // no output of the run may land on the model's files
+          return model;
+        });
     app.add_option("-t,--threads", threads, "CPU threads (default: the cores not busy with other processes)")
         ->check([](const std::string& given) {
           const auto count = parse_integer(given);  // not a number: CLI11's conversion reports it

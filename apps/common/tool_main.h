@@ -8,7 +8,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <iostream>
 #include <functional>
 #include <limits>
 #include <string>
@@ -26,8 +29,7 @@ namespace kvc::cli {
 
 inline std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
-inline int run_tool(const char* tool, const std::function<int()>& body) {
-  install_interrupt_handler();
+inline int run_body(const char* tool, const std::function<int()>& body) {
   try {
     return body();
   } catch (const CLI::ParseError&) {
@@ -40,6 +42,23 @@ inline int run_tool(const char* tool, const std::function<int()>& body) {
     std::fprintf(stderr, "%s: error: %s\n", tool, first_line(e.what()).c_str());
   }
   return 1;
+}
+
+// Standard output is checked once at the end: output sent to a full disk or a closed file (`> /dev/full`)
+// must not end in exit 0.
+inline int check_stdout_at_exit(const char* tool, int code) {
+  std::cout.flush();
+  const bool flushed = std::fflush(stdout) == 0;
+  const int error_number = errno;
+  if (flushed && !std::ferror(stdout) && std::cout.good()) return code;
+  std::fprintf(stderr, "%s: error: cannot write to standard output: %s\n", tool,
+               flushed ? "a write failed (a full disk, or the output was closed)" : std::strerror(error_number));
+  return code == 0 ? 1 : code;
+}
+
+inline int run_tool(const char* tool, const std::function<int()>& body) {
+  install_interrupt_handler();
+  return check_stdout_at_exit(tool, run_body(tool, body));
 }
 
 inline int default_threads() { return kvc::default_thread_count(); }

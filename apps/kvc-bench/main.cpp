@@ -18,6 +18,7 @@
 #include "util/build_info.h"
 #include "util/clock.h"
 #include "util/files.h"
+#include "util/run_files.h"
 #include "util/process_stats.h"
 
 namespace {
@@ -94,7 +95,7 @@ Examples:
   if (int code = kvc::cli::parse_or_exit(app, argc, argv, kTool); code >= 0) return code;
   return kvc::cli::run_tool(kTool, [&] {
     KVC_CHECK(!(json && json_path == "-"), "--json and --json-out - would both print the JSON on stdout; keep one");
-    if (!json_path.empty()) kvc::check_writable_output(json_path);  // before measuring the machine
+    if (!json_path.empty()) kvc::claim_writable_output(json_path);  // before measuring the machine
     if (block_kernels) {
       KVC_CHECK(!contexts.empty() && contexts.front() > 0, "--block-kernels needs a token count (--contexts N, N >= 1)");
       kvc::set_threads(model_options.threads);

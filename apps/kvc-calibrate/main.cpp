@@ -11,6 +11,7 @@
 #include "rank_options.h"
 #include "tool_main.h"
 #include "util/files.h"
+#include "util/run_files.h"
 #include "util/hash.h"
 
 int main(int argc, char** argv) {
@@ -56,7 +57,7 @@ Examples:
   return kvc::cli::run_tool(kTool, [&] {
     KVC_CHECK(!(json && output == "-"), "-o - and --json would both write to stdout; give -o a file name");
     const std::shared_ptr<kvc::Ranks> ranks = rank_options.join();
-    if (ranks->is_root()) kvc::check_writable_output(output);  // before the calibration pass
+    if (ranks->is_root()) kvc::claim_writable_output(output);  // before the calibration pass
     auto model = model_options.load_model();
     const kvc::Tokenizer tokenizer = model_options.load_tokenizer();
     std::vector<int> ids;

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "util/files.h"
+#include "util/run_files.h"
 #include "replay.h"
 #include "retrieval/index_file.h"
 #include "retrieval/retrieval_setup.h"
@@ -47,8 +48,8 @@ std::string resolve_store_path(const std::string& index, const std::string& reco
 int run_build(const BuildOptions& o) {
   const rt::RetrievalConfig config = rt::RetrievalConfig::parse(o.strategy);
   KVC_CHECK(config.strategy != rt::Strategy::kNone, "--strategy none has no clusters to build; pick adaptive, static or local");
-  kvc::check_writable_output(o.store);  // before the prefill and clustering
-  kvc::check_writable_output(o.index);
+  kvc::claim_writable_output(o.store);  // before the prefill and clustering
+  kvc::claim_writable_output(o.index);
   auto model = o.model.load_model();
   const std::vector<int> prompt = o.prompt.tokens(o.model, *model);
   const ModelConfig& mc = model->config();

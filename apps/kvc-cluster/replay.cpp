@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <sstream>
 
 #include "flag_vocabulary.h"
 #include "eval/kl_divergence.h"
@@ -23,6 +24,8 @@
 #include "util/build_info.h"
 #include "util/error.h"
 #include "util/files.h"
+#include "util/subprocess.h"
+#include "harness/gnuplot.h"
 #include "util/hash.h"
 #include "util/interrupt.h"
 #include "util/progress.h"
@@ -56,7 +59,10 @@ class ScratchDir {
     if (!out_dir.empty()) {
       KVC_CHECK(out_dir != "-", "--out-dir - : replay writes several files; give a folder name (--json prints to stdout)");
       path_ = out_dir;
-      KVC_CHECK(std::system(("mkdir -p '" + path_ + "'").c_str()) == 0, "cannot create --out-dir '{}'", path_);
+      std::error_code ec;
+      std::filesystem::create_directories(path_, ec);
+      KVC_CHECK(!ec && is_directory(path_), "cannot create --out-dir '{}': {}", path_,
+                ec ? ec.message() : std::string("a file of that name exists"));
       return;
     }
     std::string templ = (std::filesystem::temp_directory_path() / "kvc-cluster-XXXXXX").string();
@@ -112,12 +118,10 @@ std::pair<int64_t, double> cluster_summary(const Run& r) {
 }
 
 void write_plots(const std::string& dir, const std::vector<Run>& runs) {
-  std::string names;
-  for (const auto& r : runs) names += (names.empty() ? "" : " ") + r.config.name();
   const std::string script = dir + "/plots.gp";
-  std::ofstream gp(script);
-  gp << "set datafile separator ','\nset terminal pngcairo size 900,520 noenhanced\nset key outside right\n"
-     << "set grid\nnames = \"" << names << "\"\nset xlabel 'decode step'\n";
+  std::ostringstream gp;
+  gp << "set datafile separator ','\nset terminal pngcairo size 900,520 noenhanced\nset key outside right noenhanced\n"
+     << "set grid\nset xlabel 'decode step'\n";
   const char* plots[][4] = {{"recall", "3", "attention recall (50-step mean)", "avg"},
                             {"kl", "4", "KL(exact || retrieval) (50-step mean)", "avg"},
                             {"clusters", "5", "clusters", "raw"},
@@ -131,13 +135,18 @@ void write_plots(const std::string& dir, const std::vector<Run>& runs) {
     gp << "set output '" << p[0] << ".png'\nset ylabel '" << p[2] << "'\n";
     const std::string file = std::string(p[3]) == "raw" ? "steps_grouped.csv"
                              : std::string(p[3]) == "cum" ? "steps_cum.csv" : "steps_avg.csv";
-    gp << "plot for [i=0:" << runs.size() - 1 << "] '" << file << "' index i using 1:" << p[1]
-       << " with lines lw 2 title word(names, i + 1)\n";
+    // One plot element per run, its label a gnuplot string literal: a label is data, never code.
+    gp << "plot ";
+    for (size_t i = 0; i < runs.size(); ++i)
+      gp << (i ? ", \\\n     " : "") << "'" << file << "' index " << i << " using 1:" << p[1] << " with lines lw 2 title "
+         << kvc::gnuplot_quoted(runs[i].config.name());
+    gp << "\n";
   }
-  gp.close();
-  // Paths in the script are relative, so recipes/replot.sh can re-render the folder.
-  const int rc = std::system(("cd '" + dir + "' && gnuplot plots.gp 2>&1").c_str());
-  KVC_CHECK(rc == 0, "gnuplot failed on '{}' (is gnuplot installed with the pngcairo terminal?)", script);
+  kvc::write_file_atomic(script, gp.str());
+  // Paths in the script are relative, so recipes/replot.sh can re-render the folder; no shell runs it.
+  const auto result = kvc::run_program({"gnuplot", "plots.gp"}, dir);
+  KVC_CHECK(result && result->exit_code == 0, "gnuplot failed on '{}' (is gnuplot installed with the pngcairo terminal?)",
+            script);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "util/build_info.h"
 #include "util/error.h"
 #include "util/files.h"
+#include "util/run_files.h"
 #include "util/interrupt.h"
 #include "util/trim.h"
 
@@ -86,7 +87,7 @@ cli::AliasList chat_aliases() { return {{"-cnv", "--chat"}, {"-sys", "--system"}
 int run_chat(const GenerateOptions& o) {
   KVC_CHECK(o.prompt_tokens == 0, "--prompt-tokens cuts a prompt's tokens; a --chat prompt is a rendered conversation");
   KVC_CHECK(o.compression.dump_kept.empty(), "--dump-kept records one prompt; it does not take --chat");
-  if (!o.json_out.empty()) check_writable_output(o.json_out);
+  if (!o.json_out.empty()) claim_writable_output(o.json_out);
   TurnReader turns(o);
   auto model = o.model.load_model();
   const Tokenizer tokenizer = o.model.load_tokenizer();

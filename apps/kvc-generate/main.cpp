@@ -16,6 +16,7 @@
 #include "tool_main.h"
 #include "util/build_info.h"
 #include "util/files.h"
+#include "util/run_files.h"
 #include "util/process_stats.h"
 #include "bench/hardware_limits.h"
 
@@ -34,8 +35,8 @@ Examples:
   kvc-generate -m data/models/stories260K -p "Once upon a time" -n 20 --json
   kvc-generate -m data/models/stories260K -p "Once upon a time" --press h2o --budget 64 -n 2000 --ignore-eos -q
   kvc-generate -m data/models/stories260K -p "Once upon a time" --press snapkv --ratio 0.5 -n 40 --repeat-penalty 1.1
-  kvc-generate -m $(scripts/model_path.sh smollm2-135m) --chat -p "What is the capital of France?" -n 40
-  printf 'What is the capital of France?\nAnd of Germany?\n' | kvc-generate -m $(scripts/model_path.sh smollm2-135m) -cnv -n 40
+  kvc-generate -m $(scripts/model_path.sh smollm2-135m) --chat -p "What is the capital of Germany?" -n 40
+  printf 'What is the capital of Germany?\nAnd of Italy?\n' | kvc-generate -m $(scripts/model_path.sh smollm2-135m) -cnv -n 40
 )";
 
 std::string read_prompt(const GenerateOptions& o) {
@@ -103,7 +104,8 @@ void check_flags(const GenerateOptions& o, const std::vector<const CLI::Option*>
 }
 
 int run(GenerateOptions& o) {
-  if (!o.json_out.empty()) kvc::check_writable_output(o.json_out);  // a typo must not cost the whole run
+  if (!o.json_out.empty()) kvc::claim_writable_output(o.json_out);  // a typo must not cost the whole run
+  if (!o.compression.spec.retrieval_store.empty()) kvc::claim_writable_output(o.compression.spec.retrieval_store);
   const std::string text = read_prompt(o);
   auto model = o.model.load_model();
   const kvc::Tokenizer tokenizer = o.model.load_tokenizer();

@@ -16,6 +16,8 @@
 #include "tool_main.h"
 #include "util/build_info.h"
 #include "util/files.h"
+#include "util/subprocess.h"
+#include "harness/gnuplot.h"
 #include "util/hash.h"
 
 namespace {
@@ -71,26 +73,29 @@ std::vector<std::string> plot(const Options& o, const kvc::AttentionProfile& p) 
   kvc::write_file_atomic(dir + "/retention_matrix.txt", matrix_text(p.kvcompose_retention.t()));
   kvc::write_file_atomic(dir + "/cumulative_matrix.txt", matrix_text(p.cumulative_attention.clamp_min(1e-6).log10()));
   std::ostringstream ratios;
-  for (size_t i = 0; i < o.profile.ratios.size(); ++i) ratios << (i ? ", " : "") << "\"" << o.profile.ratios[i] << "\" " << i;
+  for (size_t i = 0; i < o.profile.ratios.size(); ++i)
+    ratios << (i ? ", " : "") << kvc::gnuplot_quoted(fmt::format("{}", o.profile.ratios[i])) << " " << i;
+  // Names relative to the folder, where gnuplot runs: the folder's own name never enters the script.
   std::ostringstream gp;
   gp << "set terminal pngcairo size 900,500 noenhanced\nset view map\nunset key\nset autoscale fix\n"
-     << "set output '" << dir << "/heatmap_layers_ratio.png'\n"
+     << "set output 'heatmap_layers_ratio.png'\n"
      << "set title 'KVCompose: share of each layer kept, by ratio'\nset xlabel 'compression ratio'\n"
      << "set ylabel 'layer'\nset xtics (" << ratios.str() << ")\n"
-     << "plot '" << dir << "/retention_matrix.txt' matrix with image\n"
-     << "set output '" << dir << "/heatmap_layers_tokens.png'\nset xtics auto\n"
+     << "plot 'retention_matrix.txt' matrix with image\n"
+     << "set output 'heatmap_layers_tokens.png'\nset xtics auto\n"
      << "set title 'log10 cumulative attention received (mean over heads and windows)'\n"
      << "set xlabel 'token position'\nset ylabel 'layer'\n"
-     << "plot '" << dir << "/cumulative_matrix.txt' matrix with image\n";
+     << "plot 'cumulative_matrix.txt' matrix with image\n";
   kvc::write_file_atomic(dir + "/heatmap.gp", gp.str());
   if (o.no_plot) return {};
-  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) {
-    std::fprintf(stderr, "%s: warning: gnuplot not found; run 'gnuplot %s/heatmap.gp' to draw the heatmaps\n", kTool,
+  if (!kvc::gnuplot_available()) {
+    std::fprintf(stderr, "%s: warning: gnuplot not found; run 'gnuplot heatmap.gp' in %s to draw the heatmaps\n", kTool,
                  dir.c_str());
     return {};
   }
-  const std::string cmd = "gnuplot '" + dir + "/heatmap.gp' 2>&1";
-  KVC_CHECK(std::system(cmd.c_str()) == 0, "gnuplot failed on {}/heatmap.gp", dir);
+  const auto result = kvc::run_program({"gnuplot", "heatmap.gp"}, dir);
+  KVC_CHECK(result && result->exit_code == 0, "gnuplot failed on {}/heatmap.gp: {}", dir,
+            result ? kvc::cli::first_line(result->output) : std::string("it could not be started"));
   return {dir + "/heatmap_layers_ratio.png", dir + "/heatmap_layers_tokens.png"};
 }
 

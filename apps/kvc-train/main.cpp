@@ -12,6 +12,7 @@
 #include "rank_options.h"
 #include "tool_main.h"
 #include "util/files.h"
+#include "util/run_files.h"
 #include "util/hash.h"
 
 namespace {
@@ -74,8 +75,11 @@ int run_train(TrainCli& t) {
   KVC_CHECK(t.o.batch >= world, "--batch {} over {} ranks: each rank runs whole windows, so --batch must be at "
             "least the number of ranks", t.o.batch, world);
   const std::shared_ptr<kvc::Ranks> ranks = t.ranks.join();
-  if (ranks->is_root() && !t.output.empty()) kvc::check_writable_output(t.output);
-  if (ranks->is_root() && !t.o.checkpoint.empty()) kvc::check_writable_output(t.o.checkpoint);
+  kvc::note_input_file(t.bases, "the --bases file");
+  if (ranks->is_root() && !t.output.empty()) kvc::claim_writable_output(t.output);
+  if (ranks->is_root() && !t.o.checkpoint.empty()) kvc::claim_writable_output(t.o.checkpoint);
+  // Training differentiates through every projection: a GGUF's blocks are dequantized at load.
+  if (t.model.dtype == "auto" && kvc::gguf::is_gguf_file(t.model.model_dir)) t.model.dtype = "float32";
   auto model = t.model.load_model();
   const auto bases = kvc::lowrank::load_artifact(t.bases, model->config());
   KVC_CHECK(!bases.is_gates(), "--bases: '{}' holds gates; pass the bases file from kvc-calibrate", t.bases);

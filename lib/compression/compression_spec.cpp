@@ -1,5 +1,7 @@
 #include "compression/compression_spec.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "press/press_registry.h"
@@ -23,6 +25,11 @@ std::string CompressionSpec::describe() const {
 
 void check_flag_combination(const CompressionSpec& spec) {
   const std::string name = PressParams::parse(spec.press.empty() ? "none" : spec.press).name;
+  // A value out of range is named as such, before the checks below take it for "no size given".
+  KVC_CHECK(std::isfinite(spec.ratio) && spec.ratio >= 0 && spec.ratio < 1,
+            "--ratio must be in [0, 1), got {} (the share of the cache removed, e.g. 0.5)", spec.ratio);
+  KVC_CHECK(spec.budget >= 0, "--budget {}: the entries kept per KV head must be a positive count (e.g. 64)",
+            spec.budget);
   KVC_CHECK(!(spec.ratio > 0 && spec.budget > 0),
             "--ratio {} and --budget {} conflict (a share removed vs entries kept per KV head); give one of them",
             spec.ratio, spec.budget);
@@ -65,7 +72,8 @@ void check_layout(const CacheSetup& setup, const std::string& press, const std::
 }  // namespace
 
 CacheSetup build_cache_setup(const CompressionSpec& spec, const LlamaModel& model) {
-  KVC_CHECK(spec.ratio >= 0 && spec.ratio < 1, "--ratio must be in [0, 1), got {}", spec.ratio);
+  KVC_CHECK(std::isfinite(spec.ratio) && spec.ratio >= 0 && spec.ratio < 1, "--ratio must be in [0, 1), got {}",
+            spec.ratio);
   KVC_CHECK(spec.budget >= 0, "--budget must be >= 0, got {}", spec.budget);
   check_flag_combination(spec);
   if (!spec.retrieval.empty()) {

@@ -19,9 +19,6 @@ using nlohmann::json;
 // Above every released model (the largest vocabularies are ~256k entries, the longest contexts ~10M
 // positions) yet small enough that products of two sizes cannot overflow an int64_t.
 constexpr int64_t kMaxSize = int64_t{1} << 24;
-// Long-context Llama variants reach rope_theta ~4e9; 1e12 leaves room for those and refuses values
-// (1e30) at which every RoPE frequency rounds to zero and positions become indistinguishable.
-constexpr double kMaxRopeTheta = 1e12;
 
 int64_t required_positive(const json& j, const char* key, const std::string& src) {
   KVC_CHECK(j.contains(key), "{}: missing required field '{}'", src, key);
@@ -157,15 +154,22 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
   if (window_on && j.contains("sliding_window") && j["sliding_window"].is_number_integer()) {
     c.sliding_window = j["sliding_window"].get<int64_t>();
   }
-  if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_token_id = j["bos_token_id"].get<int>();
+  // Read wide and range-checked: get<int>() would wrap 2^40 to 0, a real token.
+  const auto token_id = [&](const json& v, const char* field) {
+    const int64_t id = v.get<int64_t>();
+    KVC_CHECK(id >= 0 && id < std::max<int64_t>(c.vocab_size, 1), "{}: {} is {}, outside the vocabulary (0 to {})",
+              src, field, id, c.vocab_size - 1);
+    return static_cast<int>(id);
+  };
+  if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_token_id = token_id(j["bos_token_id"], "bos_token_id");
   if (j.contains("eos_token_id")) {
     const json& e = j["eos_token_id"];
-    if (e.is_number_integer()) c.eos_token_ids = {e.get<int>()};
+    if (e.is_number_integer()) c.eos_token_ids = {token_id(e, "eos_token_id")};
     if (e.is_array()) {
       c.eos_token_ids.clear();
       for (const auto& id : e) {
         KVC_CHECK(id.is_number_integer(), "{}: eos_token_id must hold integers", src);
-        c.eos_token_ids.push_back(id.get<int>());
+        c.eos_token_ids.push_back(token_id(id, "eos_token_id"));
       }
     }
   }

@@ -21,6 +21,11 @@ struct RopeScaling {
   std::vector<double> frequency_divisors;
 };
 
+// Long-context Llama variants reach rope_theta ~4e9; 1e12 leaves room for those and refuses values
+// (1e30) at which every RoPE frequency rounds to zero and positions become indistinguishable. The
+// same bound for config.json's rope_theta and GGUF's rope.freq_base.
+constexpr double kMaxRopeTheta = 1e12;
+
 struct ModelConfig {
   std::string model_type;
   ArchitectureTraits traits;

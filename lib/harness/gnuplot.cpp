@@ -3,24 +3,32 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <cstdlib>
 
 #include "util/error.h"
 #include "util/files.h"
+#include "util/subprocess.h"
 
 namespace kvc {
+
+// gnuplot single-quoted strings take everything literally (no escapes, no backquote substitution)
+// but the quote itself, doubled; a newline would end the command, so it becomes a space.
+std::string gnuplot_quoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += "''";
+    else if (c == '\n' || c == '\r') out += ' ';
+    else out += c;
+  }
+  return out + "'";
+}
+
 namespace {
+
+std::string quoted(const std::string& s) { return gnuplot_quoted(s); }
 
 std::string stem(const std::string& png_path) {
   const size_t dot = png_path.rfind(".png");
   return dot == std::string::npos ? png_path : png_path.substr(0, dot);
-}
-
-// gnuplot single-quoted strings: only the quote itself needs doubling.
-std::string quoted(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
-  return out + "'";
 }
 
 std::string base_name(const std::string& path) {
@@ -33,11 +41,7 @@ std::string folder_of(const std::string& path) {
   return slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
 }
 
-std::string shell_quoted(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
+}  // namespace
 
 bool run_gnuplot(const std::string& script_path, const std::string& png_path) {
   if (!gnuplot_available()) {
@@ -45,20 +49,18 @@ bool run_gnuplot(const std::string& script_path, const std::string& png_path) {
                  script_path.c_str(), png_path.c_str());
     return false;
   }
-  // The script names its files relative to its own folder, so it can be re-run from there.
-  const std::string cmd =
-      "cd " + shell_quoted(folder_of(script_path)) + " && gnuplot " + shell_quoted(base_name(script_path)) + " 2>&1";
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  std::string log;
-  char buf[512];
-  while (pipe && std::fgets(buf, sizeof buf, pipe)) log += buf;
-  const int status = pipe ? ::pclose(pipe) : -1;
-  if (status != 0 || !file_exists(png_path)) {
-    std::fprintf(stderr, "warning: gnuplot failed on %s: %s\n", script_path.c_str(), log.c_str());
+  // The script names its files relative to its own folder, so it can be re-run from there. No shell:
+  // the folder and file names reach gnuplot as they are.
+  const auto result = run_program({"gnuplot", base_name(script_path)}, folder_of(script_path));
+  if (!result || result->exit_code != 0 || !file_exists(png_path)) {
+    std::fprintf(stderr, "warning: gnuplot failed on %s: %s\n", script_path.c_str(),
+                 result ? result->output.c_str() : "it could not be started");
     return false;
   }
   return true;
 }
+
+namespace {
 
 // pngcairo draws antialiased text; the plain png terminal is the fallback in minimal builds.
 std::string terminal(int width, int height) {
@@ -82,7 +84,7 @@ std::string series_style(size_t i) {
 
 }  // namespace
 
-bool gnuplot_available() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
+bool gnuplot_available() { return program_on_path("gnuplot"); }
 
 bool plot_lines(const std::string& png_path, const std::string& title, const std::string& xlabel,
                 const std::string& ylabel, const std::vector<PlotSeries>& series) {

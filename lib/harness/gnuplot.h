@@ -24,7 +24,14 @@ bool plot_heatmap(const std::string& png_path, const std::string& title, const s
                   const std::string& ylabel, const std::vector<std::string>& column_labels,
                   const std::vector<std::string>& row_labels, const std::vector<std::vector<double>>& values);
 
-// True when `gnuplot` runs.
+// True when `gnuplot` is on $PATH.
 bool gnuplot_available();
+
+// `s` as a gnuplot string literal that stays one literal whatever it holds (labels, file names).
+std::string gnuplot_quoted(const std::string& s);
+
+// Runs `gnuplot <script>` in the script's folder, without a shell. Returns false (after a warning on
+// stderr) when gnuplot is missing, fails, or did not write `png_path`.
+bool run_gnuplot(const std::string& script_path, const std::string& png_path);
 
 }  // namespace kvc

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -252,6 +253,19 @@ GgufFile::GgufFile(const std::string& path, bool needs_tensor_data) : path_(path
               path_, t.name, t.nbytes, t.offset, data_size);
     t.data = mapping_.data() + data_offset_ + t.offset;
   }
+  // Tensors own disjoint byte ranges, as llama.cpp's writer lays them out: two tensors sharing bytes
+  // is a damaged or crafted file (one tensor's weights read as another's).
+  std::vector<const TensorInfo*> by_offset;
+  for (const TensorInfo& t : tensors_) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const TensorInfo* a, const TensorInfo* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    const TensorInfo& before = *by_offset[i - 1];
+    const TensorInfo& after = *by_offset[i];
+    KVC_CHECK(after.offset >= before.offset + before.nbytes,
+              "'{}': tensors '{}' (bytes {} to {}) and '{}' (from byte {}) overlap in the data region", path_,
+              before.name, before.offset, before.offset + before.nbytes, after.name, after.offset);
+  }
 }
 
 const Value& GgufFile::value(const std::string& key) const {
@@ -340,6 +354,9 @@ const TensorInfo& GgufFile::tensor(const std::string& name) const {
 bool is_gguf_file(const std::string& path) {
   if (is_directory(path)) return false;
   if (std::filesystem::path(path).extension() == ".gguf") return true;
+  // Only a regular file is opened to look: opening a FIFO would wait for a writer.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
   std::ifstream in(path, std::ios::binary);
   char magic[4] = {};
   return in.read(magic, sizeof magic) && std::memcmp(magic, "GGUF", sizeof magic) == 0;

@@ -10,13 +10,18 @@
 
 #include "util/error.h"
 #include "util/files.h"
+#include "util/run_files.h"
 
 namespace kvc::st {
 
 MappedFile::MappedFile(const std::string& path) {
   KVC_CHECK(file_exists(path), "file not found: '{}'", path);
   KVC_CHECK(!is_directory(path), "'{}' is a folder, expected a file", path);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat before {};
+  KVC_CHECK(::stat(path.c_str(), &before) == 0 && S_ISREG(before.st_mode),
+            "'{}' is not a regular file (a pipe or device cannot be mapped); give the file itself", path);
+  // O_NONBLOCK: should the path become a FIFO after the check, open() returns instead of waiting.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   KVC_CHECK(fd >= 0, "cannot open '{}': {}", path, std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -24,6 +29,8 @@ MappedFile::MappedFile(const std::string& path) {
     fail("'{}' is not a regular file", path);
   }
   size_ = static_cast<uint64_t>(st.st_size);
+  device_ = static_cast<unsigned long>(st.st_dev);
+  inode_ = static_cast<unsigned long>(st.st_ino);
   if (size_ > 0) {
     void* mapping = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
     const int mmap_errno = errno;
@@ -33,10 +40,12 @@ MappedFile::MappedFile(const std::string& path) {
   } else {
     ::close(fd);
   }
+  note_mapped_input(path, device_, inode_);
 }
 
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+  release_mapped_input(device_, inode_);
 }
 
 }  // namespace kvc::st

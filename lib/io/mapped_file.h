@@ -7,7 +7,8 @@ namespace kvc::st {
 
 class MappedFile {
  public:
-  // Throws kvc::Error naming the path if it is missing, a folder, not a regular file, or unreadable.
+  // Throws kvc::Error naming the path if it is missing, a folder, not a regular file (a FIFO or device
+  // is refused before it is opened, so it cannot block), or unreadable.
   explicit MappedFile(const std::string& path);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
@@ -20,6 +21,7 @@ class MappedFile {
  private:
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
+  unsigned long device_ = 0, inode_ = 0;  // noted as an input while mapped (util/run_files.h)
 };
 
 }  // namespace kvc::st

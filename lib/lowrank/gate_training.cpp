@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 
 #include "lowrank/lowrank_setup.h"
@@ -74,6 +75,42 @@ double lr_at(const TrainOptions& o, int64_t step) {
   if (step < o.warmup) return o.lr * static_cast<double>(step + 1) / static_cast<double>(o.warmup);
   const double t = static_cast<double>(step - o.warmup) / static_cast<double>(std::max<int64_t>(1, o.steps - o.warmup));
   return o.lr * 0.5 * (1.0 + std::cos(M_PI * std::min(1.0, t)));
+}
+
+// A checkpoint is LibTorch's archive followed by a trailer: magic, the archive's length and its
+// FNV-1a 64 hash. A file cut short or changed by one byte is refused on resume instead of being read
+// out of bounds or trained from silently different gates.
+constexpr char kCheckpointMagic[8] = {'K', 'V', 'C', 'C', 'K', 'P', 'T', '1'};
+constexpr size_t kTrailerBytes = 24;
+
+std::string with_checksum(const std::string& archive) {
+  std::string out = archive;
+  const uint64_t length = archive.size();
+  const uint64_t hash = fnv1a64(archive.data(), archive.size());
+  out.append(kCheckpointMagic, 8);
+  out.append(reinterpret_cast<const char*>(&length), 8);
+  out.append(reinterpret_cast<const char*>(&hash), 8);
+  return out;
+}
+
+std::string checkpoint_payload(const std::string& file, const std::string& path) {
+  KVC_CHECK(file.size() >= kTrailerBytes && std::memcmp(file.data() + file.size() - kTrailerBytes, kCheckpointMagic, 8) == 0,
+            "--resume: '{}' has no kvc checksum trailer (damaged, cut short, or not a kvc-train checkpoint); start "
+            "again without --resume", path);
+  uint64_t length = 0, hash = 0;
+  std::memcpy(&length, file.data() + file.size() - 16, 8);
+  std::memcpy(&hash, file.data() + file.size() - 8, 8);
+  KVC_CHECK(length == file.size() - kTrailerBytes, "--resume: '{}' is {} bytes where its trailer says {}: the file is "
+            "damaged; start again without --resume", path, file.size(), length + kTrailerBytes);
+  KVC_CHECK(fnv1a64(file.data(), length) == hash, "--resume: '{}' fails its checksum: the file is damaged; start "
+            "again without --resume", path);
+  return file.substr(0, length);
+}
+
+std::string shape_text(at::IntArrayRef sizes) {
+  std::string out = "[";
+  for (size_t i = 0; i < sizes.size(); ++i) out += (i ? ", " : "") + std::to_string(sizes[i]);
+  return out + "]";
 }
 
 // A checkpoint keeps the evaluations made so far as one row each.
@@ -175,6 +212,7 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
       bytes = read_text_file(o.checkpoint);  // bytes as stored
     }
     r.broadcast(bytes);
+    bytes = checkpoint_payload(bytes, o.checkpoint);
     torch::serialize::InputArchive ar;
     try {
       ar.load_from(bytes.data(), bytes.size());
@@ -190,11 +228,19 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
     for (size_t i = 0; i < all_params.size(); ++i) {
       torch::Tensor t;
       ar.read("p" + std::to_string(i), t);
+      KVC_CHECK(t.sizes() == all_params[i].sizes() && t.scalar_type() == all_params[i].scalar_type(),
+                "--resume: '{}': parameter {} has shape {} where the gates need {}", o.checkpoint, i,
+                shape_text(t.sizes()), shape_text(all_params[i].sizes()));
+      KVC_CHECK(at::isfinite(t).all().item<bool>(), "--resume: '{}': parameter {} holds NaN or infinity; start again "
+                "without --resume", o.checkpoint, i);
       all_params[i].copy_(t);
     }
     torch::Tensor t;
     ar.read("step", t);
+    KVC_CHECK(t.numel() == 1 && !t.is_floating_point(), "--resume: '{}': the step counter is damaged", o.checkpoint);
     step = t.item<int64_t>();
+    KVC_CHECK(step >= 0 && step <= o.steps, "--resume: '{}' is at step {}, outside this run's 0 to {} (--steps)",
+              o.checkpoint, step, o.steps);
     torch::serialize::InputArchive opt_ar;
     ar.read("optimizer", opt_ar);
     optimizer.load(opt_ar);
@@ -228,7 +274,7 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
     } catch (const c10::Error&) {
       fail("--checkpoint: cannot serialise the training state for '{}'", o.checkpoint);
     }
-    write_file_atomic(o.checkpoint, bytes);
+    write_file_atomic(o.checkpoint, with_checksum(bytes));
   };
 
   // Held-out windows and their exact-cache cross-entropy (the floor the gates are compared with).

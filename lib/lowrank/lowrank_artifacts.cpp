@@ -1,9 +1,12 @@
 #include "lowrank/lowrank_artifacts.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "io/safetensors.h"
 #include "model/tensor_bridge.h"
+#include "util/checked_number.h"
 #include "util/error.h"
 #include "util/files.h"
 
@@ -38,6 +41,17 @@ Projection read_projection(const std::shared_ptr<st::SafetensorsFile>& file, int
     p.b = read_checked(file, tensor_name(layer, which, "b"), {d}, at::kFloat);
   } else {
     p.eigenvalues = read_checked(file, tensor_name(layer, which, "eigenvalues"), {d}, at::kDouble);
+    // A covariance's eigenvalues, largest first: rank choices read them as sorted variances. Rounding
+    // leaves the smallest a hair below zero, hence the tolerance relative to the largest.
+    const at::Tensor e = p.eigenvalues;
+    const double tolerance = 1e-9 * std::max(1.0, e.abs().max().item<double>());
+    KVC_CHECK(e.min().item<double>() >= -tolerance, "{}: layer {} {}: an eigenvalue is negative ({}); the bases are "
+              "damaged: run kvc-calibrate again", file->path(), layer, which, e.min().item<double>());
+    if (d > 1) {
+      KVC_CHECK((e.slice(0, 1) - e.slice(0, 0, d - 1)).max().item<double>() <= tolerance,
+                "{}: layer {} {}: the eigenvalues are not sorted largest first; the bases are damaged: run "
+                "kvc-calibrate again", file->path(), layer, which);
+    }
   }
   return p;
 }
@@ -66,11 +80,10 @@ Artifact load_artifact(const std::string& path, const ModelConfig& config) {
             "{}: shapes do not match the model ({} layers, d_kv {} in the file; the model has {} and {})", path,
             get("num_layers"), get("kv_dim"), config.num_layers, d);
   if (a.is_gates()) {
-    try {
-      a.tau = std::stod(get("tau"));
-    } catch (const std::exception&) {
-      fail("{}: metadata 'tau' is missing or not a number", path);
-    }
+    // The whole text must be the number: "0.5x" is damage, not 0.5.
+    const auto tau = parse_finite_number(get("tau"));
+    KVC_CHECK(tau.has_value(), "{}: metadata 'tau' is '{}', not a number", path, get("tau"));
+    a.tau = *tau;
     KVC_CHECK(a.tau > 0 && a.tau < 1, "{}: metadata 'tau' is {}, outside (0, 1)", path, get("tau"));
   }
   // Bases, gates and eigenvalues alike: one NaN would turn every compressed run's output into NaN.

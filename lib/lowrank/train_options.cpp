@@ -5,6 +5,12 @@
 #include "util/error.h"
 
 namespace kvc::lowrank {
+namespace {
+
+constexpr int64_t kMaxBatch = 4096;
+constexpr int64_t kMaxSteps = int64_t{1} << 24;
+
+}  // namespace
 
 void TrainOptions::validate() const {
   // NaN fails every comparison, so each check is written to pass only for good values.
@@ -21,6 +27,10 @@ void TrainOptions::validate() const {
   KVC_CHECK(warmup >= 0, "--warmup must be >= 0, got {}", warmup);
   KVC_CHECK(seq_len >= 2, "--ctx-size must be at least 2 tokens for training, got {}", seq_len);
   KVC_CHECK(batch >= 1, "--batch must be at least 1, got {}", batch);
+  // Bounds far past any useful run, so that a typo (2^40) is refused instead of running for ever.
+  KVC_CHECK(batch <= kMaxBatch, "--batch {}: at most {} windows per step", batch, kMaxBatch);
+  KVC_CHECK(steps <= kMaxSteps, "--steps {}: at most {} steps", steps, kMaxSteps);
+  KVC_CHECK(eval_windows <= kMaxBatch, "--eval-windows {}: at most {}", eval_windows, kMaxBatch);
   KVC_CHECK(eval_every >= 0, "--eval-every must be >= 0 (0: only at the end), got {}", eval_every);
   KVC_CHECK(eval_windows >= 1, "--eval-windows must be at least 1, got {}", eval_windows);
   KVC_CHECK(checkpoint_every >= 0, "--checkpoint-every must be >= 0, got {}", checkpoint_every);

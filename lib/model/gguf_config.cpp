@@ -50,8 +50,9 @@ ModelConfig model_config_from_gguf(const gguf::GgufFile& f) {
   KVC_CHECK(c.rms_norm_eps > 0 && c.rms_norm_eps < 1, "'{}': {}attention.layer_norm_rms_epsilon is {}, outside (0, 1)",
             f.path(), p, c.rms_norm_eps);
   c.rope_theta = f.has(p + "rope.freq_base") ? f.get_f32(p + "rope.freq_base") : 10000.0;
-  KVC_CHECK(std::isfinite(c.rope_theta) && c.rope_theta > 1, "'{}': {}rope.freq_base is {}", f.path(), p,
-            c.rope_theta);
+  KVC_CHECK(std::isfinite(c.rope_theta) && c.rope_theta > 1 && c.rope_theta <= kMaxRopeTheta,
+            "'{}': {}rope.freq_base is {}, outside (1, {:g}] (config.json's rope_theta range)", f.path(), p,
+            c.rope_theta, kMaxRopeTheta);
   if (f.has(p + "rope.scaling.type")) {
     const std::string type = f.get_string(p + "rope.scaling.type");
     KVC_CHECK(type == "none" || type == "linear", "'{}': {}rope.scaling.type '{}' is not supported (none, linear)",
@@ -75,10 +76,13 @@ ModelConfig model_config_from_gguf(const gguf::GgufFile& f) {
   }
   const auto& tokens = f.get_string_array("tokenizer.ggml.tokens");
   c.vocab_size = static_cast<int64_t>(tokens.size());
-  if (f.has("tokenizer.ggml.bos_token_id")) c.bos_token_id = static_cast<int>(f.get_u32("tokenizer.ggml.bos_token_id"));
-  if (f.has("tokenizer.ggml.eos_token_id")) {
-    c.eos_token_ids = {static_cast<int>(f.get_u32("tokenizer.ggml.eos_token_id"))};
-  }
+  const auto token_id = [&](const char* key) {
+    const uint32_t id = f.get_u32(key);
+    KVC_CHECK(id < tokens.size(), "'{}': {} is {}, outside the vocabulary of {} tokens", f.path(), key, id, tokens.size());
+    return static_cast<int>(id);
+  };
+  if (f.has("tokenizer.ggml.bos_token_id")) c.bos_token_id = token_id("tokenizer.ggml.bos_token_id");
+  if (f.has("tokenizer.ggml.eos_token_id")) c.eos_token_ids = {token_id("tokenizer.ggml.eos_token_id")};
   // Generation ends at any end-of-turn or end-of-text token, as llama.cpp's end-of-generation set: an
   // instruct model ends its answer with its chat format's end of turn, which is often not the file's EOS
   // (Gemma's <end_of_turn>; SmolLM2's EOS is <|im_end|>, and it may also write <|endoftext|>).

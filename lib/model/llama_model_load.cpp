@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "io/generation_config.h"
+#include "io/gguf_finite.h"
 #include "io/gguf_reader.h"
 #include "io/safetensors.h"
 #include "kernels/half_precision.h"
@@ -113,6 +114,7 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadO
   if (gguf_file) {
     gguf = gguf::GgufFile::open(dir);
     model->config_ = model_config_from_gguf(*gguf);
+    gguf::check_all_finite(*gguf);  // as the safetensors path refuses NaN and infinity
   } else {
     model->config_ = ModelConfig::from_file(dir + "/config.json");
     const std::string generation_path = dir + "/generation_config.json";
@@ -146,6 +148,11 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadO
     source = std::make_unique<SafetensorsWeights>(*checkpoint, dir, model->weight_dtype_, model->device_);
   }
   const WeightSource& w = *source;
+  // A config that counts fewer layers than the file holds would drop the rest without a word.
+  KVC_CHECK(!w.contains(fmt::format("model.layers.{}.input_layernorm.weight", c.num_layers)),
+            "{}: the weights hold more than the {} layers the model's config gives (num_hidden_layers or "
+            "block_count); the config does not belong to these weights",
+            dir, c.num_layers);
   const GgufWeights* blocks = keep_blocks ? static_cast<const GgufWeights*>(source.get()) : nullptr;
   std::vector<std::string>& formats = model->block_formats_;
   const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.kv_dim(), inter = c.intermediate_size;

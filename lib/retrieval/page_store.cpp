@@ -3,6 +3,7 @@
 #include "retrieval/page_store.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -15,6 +16,8 @@
 #include "retrieval/page_io.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/files.h"
+#include "util/run_files.h"
 
 namespace kvc::retrieval {
 
@@ -36,12 +39,22 @@ PageStore::PageStore(const std::string& path, RecordFormat format, Layout layout
   KVC_CHECK((!is_block_record(format.keys) && !is_block_record(format.values)) || dim_ % 32 == 0,
             "store: q8_0/q4_0 records need a head_dim that is a multiple of 32, got {}", dim_);
   KVC_CHECK(dim_ > 0 && per_page() >= 1, "store: head_dim {} is too large for {}-byte pages", dim_, kPageBytes);
+  // The store is built in a file of its own beside `path` and renamed over it once whole (publish()):
+  // an existing file there is replaced only by a complete store, never truncated or unlinked.
+  struct stat existing {};
+  if (::stat(path.c_str(), &existing) == 0)
+    KVC_CHECK(S_ISREG(existing.st_mode), "store '{}' is not a regular file (a device, FIFO or folder); give a file path",
+              path);
+  check_output_is_not_an_input(path);
+  remove_stale_temps_beside(path);
+  const std::string temp = temp_path_beside(path);
   if (direct_io) {
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0644);
+    fd_ = ::open(temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC, 0644);
     direct_ = fd_ >= 0;
   }
-  if (fd_ < 0) fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+  if (fd_ < 0) fd_ = ::open(temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   KVC_CHECK(fd_ >= 0, "cannot create store file '{}': {}", path, std::strerror(errno));
+  temp_path_ = temp;
   page_buffer_ = static_cast<uint8_t*>(aligned_bytes(kPageBytes).release());
   if (const char* crash = std::getenv("KVC_STORE_CRASH_AFTER_PAGES")) crash_after_pages_ = std::atoll(crash);
   generation_ = (static_cast<uint64_t>(SteadyClock::now().time_since_epoch().count()) << 16) ^ static_cast<uint64_t>(::getpid());
@@ -57,7 +70,7 @@ PageStore::PageStore(const std::string& path, RecordFormat format, Layout layout
     const int error_number = errno;
     ::close(fd_);
     std::free(page_buffer_);
-    ::unlink(path.c_str());
+    ::unlink(temp_path_.c_str());  // the file this constructor made, never `path`
     fail("cannot write store file '{}': {}", path, std::strerror(error_number));
   }
 }
@@ -65,6 +78,27 @@ PageStore::PageStore(const std::string& path, RecordFormat format, Layout layout
 PageStore::~PageStore() {
   if (fd_ >= 0) ::close(fd_);
   std::free(page_buffer_);
+  if (!temp_path_.empty()) ::unlink(temp_path_.c_str());  // never published: nothing of it is left
+}
+
+void PageStore::publish() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  publish_locked();
+}
+
+void PageStore::publish_locked() {
+  KVC_CHECK(::fdatasync(fd_) == 0, "store '{}': fdatasync failed: {}", path_, std::strerror(errno));
+  if (temp_path_.empty()) return;
+  KVC_CHECK(::rename(temp_path_.c_str(), path_.c_str()) == 0, "cannot write store file '{}': {}", path_,
+            std::strerror(errno));
+  temp_path_.clear();
+  const size_t slash = path_.find_last_of('/');
+  const std::string folder = slash == std::string::npos ? "." : (slash == 0 ? "/" : path_.substr(0, slash));
+  const int dir_fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    (void)::fsync(dir_fd);
+    ::close(dir_fd);
+  }
 }
 
 int64_t PageStore::slot_page(const Extent& e, int64_t slot) const {
@@ -301,7 +335,7 @@ StoreManifest PageStore::commit() {
     r.digest = digest_of(crcs);
     m.extents.push_back(r);
   }
-  KVC_CHECK(::fdatasync(fd_) == 0, "store '{}': fdatasync failed: {}", path_, std::strerror(errno));
+  publish_locked();
   return m;
 }
 

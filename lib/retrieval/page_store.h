@@ -124,7 +124,11 @@ class PageStore {
   std::vector<PageImage> read_pages(const std::vector<int64_t>& uids, int64_t gap_pages = 0);
   bool complete(int64_t uid, const PageImage& image, EntryBlock* out) const;
 
+  // Also publishes the store (below).
   StoreManifest commit();
+  // Syncs the file and, the first time, renames it from its temporary name beside path() to path().
+  // A store never published is removed when the PageStore dies; path() is untouched until then.
+  void publish();
   static void verify(const std::string& path, const StoreManifest& manifest);
   // Sequential read bandwidth of the file (bytes/s), in 1 MiB reads with the same I/O mode.
   double sequential_read_bandwidth(int64_t min_total_bytes = int64_t{64} << 20);
@@ -202,7 +206,9 @@ class PageStore {
   void count_reads(const IoCounters& io);
 
   mutable std::mutex mutex_;  // every public operation: the I/O thread reads while the decode thread appends
+  void publish_locked();
   std::string path_;
+  std::string temp_path_;  // where the file is until published; empty after
   RecordFormat format_;
   int64_t dim_;
   Layout layout_;

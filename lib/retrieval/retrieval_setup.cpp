@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <memory>
 
@@ -17,13 +19,20 @@
 namespace kvc::retrieval {
 namespace {
 
-// A store with its file: the file is removed once the last layer of its cache lets go (temporary stores).
+// A store with its file. A temporary store is never published, so its file goes with the last layer
+// of its cache; a --retrieval-store is published at its path when the run ends without an error.
 struct OwnedStore {
   std::shared_ptr<RetrievalShared> shared;
-  std::string remove_path;
+  bool publish = false;
   ~OwnedStore() {
-    shared.reset();  // closes the file first
-    if (!remove_path.empty()) ::unlink(remove_path.c_str());
+    if (publish && std::uncaught_exceptions() == 0) {
+      try {
+        shared->store->publish();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "warning: %s\n", e.what());  // a destructor cannot throw
+      }
+    }
+    shared.reset();
   }
 };
 
@@ -91,7 +100,7 @@ CacheSetup make_retrieval_setup(const std::string& spec, const std::string& stor
     ++run->caches;
     auto owned = std::make_shared<OwnedStore>();
     owned->shared = make_retrieval_shared(run->config, record_format(shape.head_dim, types), path, false);
-    if (temporary) owned->remove_path = path;
+    owned->publish = !temporary;
     // The layers hold the store through `owned`, so the file goes when the cache does.
     std::shared_ptr<RetrievalShared> shared(owned, owned->shared.get());
     run->latest = shared;

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "tokenizer/special_token_flags.h"
+#include "tokenizer/spm_model_check.h"
 #include "tokenizer/spm_shim.h"
 #include "util/error.h"
 #include "util/files.h"
@@ -176,6 +177,9 @@ class SentencePieceBackend final : public TokenizerBackend {
 std::unique_ptr<TokenizerBackend> load_sentencepiece(const std::string& model_path) {
   KVC_CHECK(file_exists(model_path), "tokenizer not found: '{}'", model_path);
   KVC_CHECK(!is_directory(model_path), "tokenizer path '{}' is a folder; expected a tokenizer.model file", model_path);
+  std::error_code ec;
+  KVC_CHECK(std::filesystem::is_regular_file(model_path, ec), "tokenizer '{}' is not a regular file", model_path);
+  check_sentencepiece_model(read_text_file(model_path), model_path);  // before the library trusts it
   const auto& api = shim();
   std::string error;
   void* handle = api.load(model_path.c_str(), append_bytes, &error);

@@ -1,6 +1,8 @@
 #include "util/files.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include <sstream>
 
 #include "util/error.h"
+#include "util/run_files.h"
 
 namespace kvc {
 namespace {
@@ -62,13 +65,34 @@ void check_writable_folder(const std::string& user_path, const std::string& fold
   KVC_CHECK(::access(folder.c_str(), W_OK) == 0, "cannot write '{}': folder '{}' is not writable", user_path, folder);
 }
 
-std::string temp_name_beside(const std::string& target) {
+}  // namespace
+
+std::string temp_path_beside(const std::string& target) {
   static std::atomic<unsigned> counter{0};
   return parent_of(target) + "/." + base_name_of(target) + ".tmp." + std::to_string(::getpid()) + "." +
          std::to_string(counter++);
 }
 
-}  // namespace
+void remove_stale_temps_beside(const std::string& target) {
+  const std::string prefix = "." + base_name_of(target) + ".tmp.";
+  DIR* dir = ::opendir(parent_of(target).c_str());
+  if (dir == nullptr) return;
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string rest = name.substr(prefix.size());
+    const size_t dot = rest.find('.');
+    if (dot == 0 || dot == std::string::npos) continue;
+    const std::string digits = rest.substr(0, dot);
+    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    const std::string path = parent_of(target) + "/" + name;
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid()) ::unlink(path.c_str());
+  }
+  ::closedir(dir);
+}
 
 std::string read_text_file(const std::string& path) {
   KVC_CHECK(file_exists(path), "file not found: '{}'", path);
@@ -99,6 +123,7 @@ void write_file_atomic(const std::string& path, const std::string& contents) {
 void check_writable_output(const std::string& path) {
   KVC_CHECK(!path.empty(), "an output path is empty");
   if (path == "-") return;
+  check_output_is_not_an_input(path);
   const std::string target = follow_symlinks(path);
   struct stat st {};
   if (::stat(target.c_str(), &st) == 0) {
@@ -142,8 +167,10 @@ OutputFile::OutputFile(const std::string& path) : user_path_(path) {
     if (fd_ < 0) fail("cannot write '{}': {}", path, std::strerror(errno));
     return;
   }
+  check_output_is_not_an_input(path);
+  remove_stale_temps_beside(target_path_);
   const bool existed = ::stat(target_path_.c_str(), &st) == 0;
-  temp_path_ = temp_name_beside(target_path_);
+  temp_path_ = temp_path_beside(target_path_);
   fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd_ < 0) {
     const int error_number = errno;

@@ -20,6 +20,13 @@ void check_writable_output(const std::string& path);
 // writable, or its nearest existing ancestor is a writable folder.
 void check_writable_output_folder(const std::string& dir);
 
+// A new name beside `target` for a file written whole and then renamed over it:
+// ".<name>.tmp.<pid>.<n>" in the target's folder (a rename never crosses file systems).
+std::string temp_path_beside(const std::string& target);
+// Removes the temporary files beside `target` left by processes that died before renaming them
+// (kill -9, power loss): regular files of this user named as above whose process no longer exists.
+void remove_stale_temps_beside(const std::string& target);
+
 // One output file, written the way a user expects from a shell tool:
 //   "-"                    standard output;
 //   FIFO, character device written through (a pipe, /dev/stdout, /dev/null), never replaced;

@@ -6,12 +6,14 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <fstream>
 #include <map>
 
 #include "io/safetensors.h"
 #include "support/paths.h"
 #include "support/run_command.h"
+#include "util/hash.h"
 
 namespace kvc {
 namespace {
@@ -116,20 +118,72 @@ TEST_F(LowRankCli, ResumedTrainingEqualsUninterrupted) {
   EXPECT_GT(nlohmann::json::parse(eval.out)["compression_ratio"].get<double>(), 0.0);
 }
 
+// kvc-train's checkpoint: LibTorch's archive, then a trailer of magic, length and FNV-1a 64 hash. The
+// tests edit the archive with LibTorch and seal it again as the format says.
+std::string archive_of(const std::string& checkpoint_bytes) {
+  return checkpoint_bytes.substr(0, checkpoint_bytes.size() - 24);
+}
+std::string sealed(const std::string& archive) {
+  const uint64_t length = archive.size(), hash = fnv1a64(archive.data(), archive.size());
+  return archive + "KVCCKPT1" + std::string(reinterpret_cast<const char*>(&length), 8) +
+         std::string(reinterpret_cast<const char*>(&hash), 8);
+}
+// Loads the archive, lets `edit` change it, and writes it back sealed.
+void edit_checkpoint(const std::string& checkpoint, const std::function<void(torch::jit::Module&)>& edit) {
+  const std::string archive_path = checkpoint + ".zip";
+  test::write_bytes(archive_path, archive_of(test::slurp(checkpoint)));
+  torch::jit::Module archive = torch::jit::load(archive_path);
+  edit(archive);
+  archive.save(archive_path);
+  test::write_bytes(checkpoint, sealed(test::slurp(archive_path)));
+}
+
 // A checkpoint whose evaluations table is not one (a foreign or hand-edited file with a valid signature)
 // stops the resumed run in one line instead of reporting garbage steps.
 TEST_F(LowRankCli, CheckpointWithMalformedEvaluationsIsRefused) {
   const std::string checkpoint = dir_ + "/malformed.ckpt";
   const auto part = run_command(train_cmd("--checkpoint " + checkpoint + " --stop-after 1"));
   ASSERT_EQ(part.exit_code, 0) << part.err;
-  torch::jit::Module archive = torch::jit::load(checkpoint);
-  ASSERT_TRUE(archive.hasattr("evals"));
   for (const torch::Tensor& evals : {torch::zeros({1, 3}, torch::kDouble), torch::zeros({1, 8}, torch::kFloat)}) {
-    archive.setattr("evals", evals);
-    archive.save(checkpoint);
+    edit_checkpoint(checkpoint, [&](torch::jit::Module& archive) {
+      ASSERT_TRUE(archive.hasattr("evals"));
+      archive.setattr("evals", evals);
+    });
     expect_clean_error(run_command(train_cmd("--checkpoint " + checkpoint + " --resume -o " + dir_ + "/m.safetensors")),
                        "the checkpoint's evaluations have an unexpected shape");
   }
+}
+
+// A damaged checkpoint is refused in one line, never read out of bounds or trained from: cut short, one
+// byte changed, NaN in a parameter, a step counter outside the run, a parameter of the wrong shape.
+TEST_F(LowRankCli, ADamagedCheckpointIsRefused) {
+  const std::string good = dir_ + "/good.ckpt", bad = dir_ + "/bad.ckpt";
+  const auto part = run_command(train_cmd("--checkpoint " + good + " --stop-after 1"));
+  ASSERT_EQ(part.exit_code, 0) << part.err;
+  const std::string bytes = test::slurp(good);
+  const auto resume = [&] { return run_command(train_cmd("--checkpoint " + bad + " --resume -o " + dir_ + "/m.safetensors")); };
+  test::write_bytes(bad, bytes.substr(0, bytes.size() - 1000));
+  expect_clean_error(resume(), "--resume");
+  test::write_bytes(bad, archive_of(bytes).substr(0, archive_of(bytes).size() / 2) + bytes.substr(bytes.size() - 24));
+  expect_clean_error(resume(), "damaged");
+  for (const size_t at : {size_t{100}, bytes.size() / 2, bytes.size() - 30}) {
+    std::string flipped = bytes;
+    flipped[at] = static_cast<char>(flipped[at] ^ 0x10);
+    test::write_bytes(bad, flipped);
+    expect_clean_error(resume(), "checksum");
+  }
+  const auto edited = [&](const std::function<void(torch::jit::Module&)>& edit) {
+    test::write_bytes(bad, bytes);
+    edit_checkpoint(bad, edit);
+    return resume();
+  };
+  expect_clean_error(edited([](torch::jit::Module& a) {
+                       a.setattr("p0", torch::full_like(a.attr("p0").toTensor(), std::nan("")));
+                     }),
+                     "NaN");
+  expect_clean_error(edited([](torch::jit::Module& a) { a.setattr("step", torch::tensor(int64_t{-(int64_t{1} << 62)})); }),
+                     "outside this run");
+  expect_clean_error(edited([](torch::jit::Module& a) { a.setattr("p0", torch::zeros({3})); }), "shape");
 }
 
 // --loss kl fits the exact model's distribution and --loss ce the next token. From the same start and

@@ -3,7 +3,10 @@
 // or hand-computed expectation.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -459,7 +462,7 @@ TEST(PageStore, CommitVerifiesAndDetectsTornPages) {
   }
 }
 
-TEST(PageStore, RunKilledMidWriteIsReportedIncomplete) {
+TEST(PageStore, ARewriteKilledMidWriteLeavesTheCommittedStoreWhole) {
   const std::string path = temp_file("k.kvs");
   StoreManifest m;
   {
@@ -467,7 +470,8 @@ TEST(PageStore, RunKilledMidWriteIsReportedIncomplete) {
     store.create(random_block(300, 8, 0, 1));
     m = store.commit();
   }
-  // A second run rewrites the file and is killed half-way through its third page write.
+  // A second run rewrites the store and is killed half-way through its third page write: it wrote a
+  // file of its own beside the store, which is renamed over it only at commit.
   const pid_t child = ::fork();
   if (child == 0) {
     ::setenv("KVC_STORE_CRASH_AFTER_PAGES", "2", 1);
@@ -478,11 +482,35 @@ TEST(PageStore, RunKilledMidWriteIsReportedIncomplete) {
   int status = 0;
   ::waitpid(child, &status, 0);
   ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the hook should have killed the writer";
-  try {
-    PageStore::verify(path, m);
-    FAIL() << "an interrupted rewrite was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("incomplete"), std::string::npos) << e.what();
+  EXPECT_NO_THROW(PageStore::verify(path, m)) << "the committed store must survive an interrupted rewrite";
+  const auto files_beside = [&] {
+    int count = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(path).parent_path()))
+      count += entry.path().filename().string().rfind(".k.kvs.tmp.", 0) == 0;
+    return count;
+  };
+  EXPECT_EQ(files_beside(), 1) << "kill -9 leaves the dead run's temporary file";
+  {
+    PageStore store(path, 8, Layout::kDualHead);  // the next run removes it
+    EXPECT_EQ(files_beside(), 1) << "only the new run's own temporary file";
+    store.create(random_block(300, 8, 0, 3));
+    m = store.commit();
+  }
+  EXPECT_EQ(files_beside(), 0);
+  EXPECT_NO_THROW(PageStore::verify(path, m));
+}
+
+TEST(PageStore, ADeviceOrFifoIsRefusedAsAStoreAndNeverRemoved) {
+  for (const std::string path : {std::string("/dev/full"), std::string("/dev/null")}) {
+    try {
+      PageStore store(path, 8, Layout::kDualHead);
+      FAIL() << path << " accepted as a store";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+    }
+    struct stat st {};
+    ASSERT_EQ(::stat(path.c_str(), &st), 0) << path << " must still exist";
+    EXPECT_TRUE(S_ISCHR(st.st_mode)) << path;
   }
 }
 

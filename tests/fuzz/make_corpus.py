@@ -151,6 +151,11 @@ def main():
     tok["added_tokens"] = [t for t in tok.get("added_tokens", []) if t["id"] < 300]
     put("tokenizer_json", "gpt2-style.json", json.dumps(tok, ensure_ascii=False))
 
+    # tokenizer.model: the tiny story model's SentencePiece file (7.5 KB; the nmt_nfkc fixture's
+    # 240 KB character map is past libFuzzer's input sizes).
+    put("sentencepiece_model", "stories260K.model",
+        open(os.path.join(ROOT, "data", "models", "stories260K", "tokenizer.model"), "rb").read())
+
     # Cluster index: 2 clusters, one layer of 2 KV heads, head_dim 8.
     index = safetensors({
         "centroids": ("F32", [2, 8], f32([0.25] * 16)),

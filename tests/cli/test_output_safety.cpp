@@ -1,0 +1,192 @@
+// A user's files are never destroyed and no string becomes a command: the commands that once
+// overwrote a model, a bases file or a device node, or ran a shell or gnuplot command built from a
+// folder name or a label, now end in one line naming the problem, with every input as it was.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "support/cli_expectations.h"
+#include "support/paths.h"
+#include "support/run_command.h"
+#include "util/subprocess.h"
+
+namespace kvc {
+namespace {
+
+namespace fs = std::filesystem;
+using test::bin;
+using test::expect_clean_error;
+using test::run_command;
+using test::slurp;
+
+// A private copy of the tiny model, so that a regression cannot damage the repository's.
+std::string copy_of_model(const std::string& dir) {
+  const std::string model = dir + "/m";
+  fs::copy(test::model_dir("stories260K"), model, fs::copy_options::recursive);
+  return model;
+}
+
+std::string shell_word(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// Some tools print their summary line before the write that fails: the error is the last line.
+void expect_error_at_end(const test::CommandResult& r, const std::string& needle) {
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_LT(r.exit_code, 128) << "killed by a signal: " << r.err;
+  const std::string trimmed = r.err.substr(0, r.err.find_last_not_of('\n') + 1);
+  const std::string last = trimmed.substr(trimmed.rfind('\n') == std::string::npos ? 0 : trimmed.rfind('\n') + 1);
+  EXPECT_NE(last.find(": error: "), std::string::npos) << r.err;
+  EXPECT_NE(last.find(needle), std::string::npos) << "expected '" << needle << "' in: " << last;
+}
+
+class OutputSafety : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = test::make_temp_dir("kvc-output-safety");
+    model_ = copy_of_model(dir_);
+    weights_ = slurp(model_ + "/model.safetensors");
+    config_ = slurp(model_ + "/config.json");
+  }
+  void expect_model_intact() {
+    EXPECT_EQ(slurp(model_ + "/model.safetensors"), weights_) << "the model's weights changed";
+    EXPECT_EQ(slurp(model_ + "/config.json"), config_) << "the model's config.json changed";
+    for (const auto& entry : fs::directory_iterator(model_))
+      EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos) << "left behind: " << entry.path();
+  }
+  std::string text() const { return test::data_file("tinystories/tinystories_excerpt_30k.txt"); }
+  std::string dir_, model_, weights_, config_;
+};
+
+TEST_F(OutputSafety, AnOutputOnTheModelIsRefusedBeforeAnyWork) {
+  expect_clean_error(run_command(bin("kvc-generate") + " -m " + model_ + " -p Once -n 2 --json-out " + model_ +
+                                 "/config.json"),
+                     "refusing to write");
+  expect_clean_error(run_command(bin("kvc-calibrate") + " -m " + model_ + " -f " + text() + " --tokens 64 -o " +
+                                 model_ + "/model.safetensors"),
+                     "refusing to write");
+  expect_clean_error(run_command(bin("kvc-cluster") + " build -m " + model_ + " -p 'Once upon a time' --store " + dir_ +
+                                 "/s.kvs --index " + model_ + "/model.safetensors"),
+                     "refusing to write");
+  // Through a symbolic link, the same file.
+  fs::create_symlink(model_ + "/model.safetensors", dir_ + "/link.safetensors");
+  expect_clean_error(run_command(bin("kvc-calibrate") + " -m " + model_ + " -f " + text() + " --tokens 64 -o " + dir_ +
+                                 "/link.safetensors"),
+                     "same file");
+  // A retrieval store on the weights the run has mapped used to truncate them under the mapping (SIGBUS).
+  expect_clean_error(run_command(bin("kvc-generate") + " -m " + model_ + " -p Once -n 2 --retrieval adaptive " +
+                                 "--retrieval-store " + model_ + "/model.safetensors"),
+                     "refusing to write");
+  expect_model_intact();
+}
+
+TEST_F(OutputSafety, AnOutputOnAnotherInputOrOutputIsRefused) {
+  const std::string bases = dir_ + "/b.safetensors";
+  test::write_bytes(bases, "not really bases, but a user's file");
+  expect_clean_error(run_command(bin("kvc-train") + " -m " + model_ + " -f " + text() + " --bases " + bases + " -o " +
+                                 bases),
+                     "refusing to write");
+  EXPECT_EQ(slurp(bases), "not really bases, but a user's file");
+  expect_clean_error(run_command(bin("kvc-train") + " -m " + model_ + " -f " + text() + " --bases " + bases +
+                                 " --checkpoint " + dir_ + "/g -o " + dir_ + "/g"),
+                     "twice");
+  // --store X --index X: refused before X is touched.
+  const std::string x = dir_ + "/x";
+  test::write_bytes(x, "keep me");
+  expect_clean_error(run_command(bin("kvc-cluster") + " build -m " + model_ + " -p 'Once upon a time' --store " + x +
+                                 " --index " + x),
+                     "twice");
+  EXPECT_EQ(slurp(x), "keep me");
+  // An input text as the output.
+  const std::string copy = dir_ + "/text.txt";
+  fs::copy_file(text(), copy);
+  const std::string before = slurp(copy);
+  expect_clean_error(run_command(bin("kvc-calibrate") + " -m " + model_ + " -f " + copy + " --tokens 64 -o " + copy),
+                     "refusing to write");
+  EXPECT_EQ(slurp(copy), before);
+  expect_model_intact();
+}
+
+TEST_F(OutputSafety, ADeviceIsNeverRemovedOrReplaced) {
+  expect_clean_error(run_command(bin("kvc-generate") + " -m " + model_ + " -p Once -n 2 --retrieval adaptive " +
+                                 "--retrieval-store /dev/full"),
+                     "not a regular file");
+  expect_clean_error(run_command(bin("kvc-cluster") + " build -m " + model_ + " -p 'Once upon a time' --store /dev/full " +
+                                 "--index " + dir_ + "/i.safetensors"),
+                     "not a regular file");
+  struct stat st {};
+  ASSERT_EQ(::stat("/dev/full", &st), 0) << "/dev/full was removed";
+  EXPECT_TRUE(S_ISCHR(st.st_mode)) << "/dev/full is no longer a device";
+  // Written through, a full device is an error, not exit 0.
+  expect_error_at_end(run_command(bin("kvc-generate") + " -m " + model_ + " -p Once -n 2 -q --json-out /dev/full"),
+                      "/dev/full");
+  ASSERT_EQ(::stat("/dev/full", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+}
+
+TEST_F(OutputSafety, StandardOutputOnAFullDiskIsAnError) {
+  // In a subshell: run_command redirects the command's own standard output after it.
+  const auto to_full_disk = [](const std::string& command) { return run_command("(" + command + " > /dev/full)"); };
+  expect_error_at_end(to_full_disk(bin("kvc-tokenize") + " -m " + model_ + " -p 'Once upon a time'"), "standard output");
+  expect_error_at_end(to_full_disk(bin("kvc-generate") + " -m " + model_ + " -p Once -n 2 -q --json"), "standard output");
+  expect_error_at_end(to_full_disk(bin("kvc-eval") + " ppl -m " + model_ + " -f " + text() +
+                                  " -c 64 --max-windows 1 --json"),
+                     "standard output");
+}
+
+TEST_F(OutputSafety, AFifoAsTheModelIsRefusedWithoutWaiting) {
+  const std::string fifo = dir_ + "/model.gguf";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // `timeout` turns a hang into exit 124, which expect_clean_error reports.
+  expect_clean_error(run_command("timeout 20 " + bin("kvc-generate") + " -m " + fifo + " -p Once -n 2"),
+                     "not a regular file");
+}
+
+TEST_F(OutputSafety, AFolderNameOrALabelNeverBecomesACommand) {
+  // The folder and label are passed to no shell and written into gnuplot scripts as string literals.
+  const std::string out = dir_ + "/x'; touch " + dir_ + "/PWNED; echo '";
+  const std::string replay = bin("kvc-cluster") + " replay -m " + model_ + " -p 'Once upon a time there was a girl' -n 4 ";
+  auto r = run_command("cd " + shell_word(dir_) + " && " + replay + "-s adaptive --out-dir " + shell_word(out));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ + "/PWNED")) << "a shell ran the folder name";
+  EXPECT_TRUE(fs::is_directory(out)) << "the folder is made with the name as given";
+  r = run_command("cd " + shell_word(dir_) + " && " + replay +
+                  shell_word("-s") + " " + shell_word("adaptive:label=a\"; system(\"touch P2\"); b=\"") + " -s " +
+                  shell_word("static:label=it's") + " --plot --out-dir " + shell_word(dir_ + "/bob's run"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ + "/P2")) << "gnuplot ran a label";
+  EXPECT_FALSE(fs::exists(dir_ + "/bob's run/P2")) << "gnuplot ran a label";
+  EXPECT_TRUE(fs::is_directory(dir_ + "/bob's run"));
+  if (program_on_path("gnuplot")) EXPECT_TRUE(fs::exists(dir_ + "/bob's run/recall.png")) << r.err;
+  r = run_command("cd " + shell_word(dir_) + " && " + bin("kvc-profile") + " -m " + model_ + " -f " + text() +
+                  " -c 64 --windows 1 --out-dir " + shell_word(dir_ + "/p'; touch PWNED3; echo '"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ + "/PWNED3")) << "a shell ran the folder name";
+}
+
+TEST_F(OutputSafety, ATemporaryFileOfADeadRunIsRemovedByTheNextWrite) {
+  // A run killed (kill -9) between writing its temporary file and renaming it leaves the file.
+  pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string stale = dir_ + "/.out.json.tmp." + std::to_string(dead) + ".0";
+  const std::string alive = dir_ + "/.out.json.tmp." + std::to_string(::getpid()) + ".0";
+  test::write_bytes(stale, "{");
+  test::write_bytes(alive, "{");  // a live process's file is not ours to remove
+  const auto r = run_command(bin("kvc-generate") + " -m " + model_ + " -p Once -n 2 --json-out " + dir_ + "/out.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(stale)) << "the dead run's temporary file is still there";
+  EXPECT_TRUE(fs::exists(alive));
+  EXPECT_TRUE(fs::exists(dir_ + "/out.json"));
+}
+
+}  // namespace
+}  // namespace kvc
