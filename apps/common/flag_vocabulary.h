@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "util/checked_number.h"
 #include "util/run_files.h"
 
 namespace kvc::cli {
@@ -46,6 +47,18 @@ inline CLI::Validator readable_file() {
         return {};
       },
       "FILE");
+}
+
+// A count that must be at least 1 (tokens, steps, repeats); each comma-separated value is checked, and
+// the error names the value, not CLI11's numeric range.
+inline CLI::Validator positive_count() {
+  return CLI::Validator(
+      [](std::string& given) -> std::string {
+        const auto count = parse_integer(given);  // not a number: CLI11's conversion reports it
+        if (count && *count < 1) return given + " is not a positive count (give 1 or more)";
+        return {};
+      },
+      "N>=1");
 }
 
 inline CLI::Option* add_text_files(CLI::App& app, std::vector<std::string>& files, const std::string& what) {

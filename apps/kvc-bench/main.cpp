@@ -68,18 +68,21 @@ Examples:
   std::vector<std::string> presses;
   double ratio = 0.9;
   bool block_kernels = false;
-  app.add_option("--contexts", contexts, "Prompt lengths to measure")->delimiter(',')->capture_default_str();
+  app.add_option("--contexts", contexts, "Prompt lengths to measure")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(kvc::cli::positive_count());
   app.add_option("--decode-tokens", decode_tokens, "Decode steps per timed run after each prefill")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(kvc::cli::positive_count());
   app.add_option("--decode-repeats", decode_repeats,
                  "Timed decode runs per context; the best is reported, as for the machine limits")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(kvc::cli::positive_count());
   app.add_option("--prefill-repeats", prefill_repeats,
                  "Timed prefills per context (each into a fresh cache); the best is reported")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(kvc::cli::positive_count());
   app.add_option("--presses", presses,
                  "Compare the decode speed of these eviction methods step by step in turn (comma-separated; the first, "
                  "usually none, is the reference) at the first --contexts length, --decode-tokens steps each")

@@ -223,7 +223,7 @@ int main(int argc, char** argv) {
   kvc::cli::add_text_file(app, o.prompt_file, "File holding the prompt");
   app.add_option("--prompt-tokens", o.prompt_tokens,
                  "Keep exactly the first N prompt tokens, BOS included (error if the prompt is shorter)")
-      ->check(CLI::PositiveNumber);
+      ->check(kvc::cli::positive_count());
   app.add_option("-n,--max-new-tokens", o.max_new_tokens, "Tokens to generate")->capture_default_str();
   kvc::cli::add_ctx_size(app, o.ctx_size,
                          "Limit on prompt + generated tokens (0 = the model's context; above it only with a bounded "

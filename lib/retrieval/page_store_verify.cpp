@@ -25,7 +25,10 @@ namespace kvc::retrieval {
 //    there is reported too. Pages past the end of the file are reserved but never written.
 //  - nothing beyond file_pages, and only whole pages.
 void PageStore::verify(const std::string& path, const StoreManifest& m) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
+  // A FIFO or device would block the open or the reads: only a regular file can be the store.
+  struct stat kind {};
+  KVC_CHECK(::stat(path.c_str(), &kind) != 0 || S_ISREG(kind.st_mode), "store '{}' is not a regular file", path);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   KVC_CHECK(fd >= 0, "store '{}' is missing: {}", path, std::strerror(errno));
   struct Closer {
     int fd;

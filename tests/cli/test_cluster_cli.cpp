@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "io/safetensors.h"
 #include "support/paths.h"
 #include "support/cli_expectations.h"
 #include "support/run_command.h"
@@ -115,6 +116,37 @@ TEST(ClusterCli, EvalKlAndNeedleWithRetrieval) {
   expect_clean_error(run_command(eval + " kl -m " + kModel + " -f " + test::data_file("wikitext2/wiki.test.raw") +
                                  " --retrieval adaptive --press snapkv --ratio 0.5"),
                      "cannot be combined with --press or --lowrank");
+}
+
+// An index whose commit record lost its extents (emptied, or one cluster's cut) names the damage
+// instead of verifying "complete" over nothing.
+TEST(ClusterCli, AnIndexWithoutItsExtentsDoesNotVerify) {
+  const std::string dir = test::make_temp_dir("kvc-cluster-extents");
+  auto r = run_command(cluster("build -m " + kModel + " -p 'Once upon a time there was a little girl named Lily.' --store " +
+                               dir + "/s.kvs --index " + dir + "/s.safetensors"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto rewrite_with_extents = [&](int64_t rows) {
+    const auto file = st::SafetensorsFile::open(dir + "/s.safetensors");
+    st::SafetensorsWriter w;
+    for (const auto& [key, value] : file->metadata()) w.set_metadata(key, value);
+    for (const std::string& name : file->names()) {
+      const st::TensorInfo& info = file->info(name);
+      std::vector<int64_t> shape = info.shape;
+      size_t bytes = info.nbytes();
+      if (name == "extents") {
+        shape[0] = rows;
+        bytes = static_cast<size_t>(rows) * 6 * 8;
+      }
+      w.add(name, info.dtype, shape, file->data(name), bytes);
+    }
+    w.write(dir + "/damaged.safetensors");
+  };
+  const int64_t extents = st::SafetensorsFile::open(dir + "/s.safetensors")->info("extents").shape[0];
+  ASSERT_GT(extents, 1);
+  for (const int64_t rows : {int64_t{0}, extents - 1}) {
+    rewrite_with_extents(rows);
+    expect_clean_error(run_command(cluster("verify --index " + dir + "/damaged.safetensors")), "extents in the commit record");
+  }
 }
 
 }  // namespace

@@ -188,5 +188,24 @@ TEST_F(OutputSafety, ATemporaryFileOfADeadRunIsRemovedByTheNextWrite) {
   EXPECT_TRUE(fs::exists(dir_ + "/out.json"));
 }
 
+// Values out of range are named as such, not taken for another mistake; a FIFO in a store's place is
+// refused instead of blocking verify.
+TEST_F(OutputSafety, BadValuesAreNamedAndAFifoStoreDoesNotBlock) {
+  const std::string generate = bin("kvc-generate") + " -m " + model_ + " -p 'Once upon a time' -n 2 ";
+  expect_clean_error(run_command(generate + "--press snapkv --ratio nan"), "--ratio must be in [0, 1), got nan");
+  expect_clean_error(run_command(generate + "--press snapkv --ratio -0.1"), "--ratio must be in [0, 1), got -0.1");
+  expect_clean_error(run_command(generate + "--press h2o --budget 0"), "0 keeps nothing");
+  expect_clean_error(run_command(generate + "--press h2o --budget -5"), "-5 keeps nothing");
+  expect_clean_error(run_command(generate + "--prompt-tokens 0"), "0 is not a positive count");
+  expect_clean_error(run_command(bin("kvc-bench") + " -m " + model_ + " --contexts -1"), "-1 is not a positive count");
+  const std::string store = dir_ + "/s.kvs", index = dir_ + "/s.safetensors";
+  auto r = run_command(bin("kvc-cluster") + " build -m " + model_ + " -p 'Once upon a time there was a girl' --store " +
+                       store + " --index " + index);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(::unlink(store.c_str()), 0);
+  ASSERT_EQ(::mkfifo(store.c_str(), 0600), 0);
+  expect_clean_error(run_command("timeout 20 " + bin("kvc-cluster") + " verify --index " + index), "not a regular file");
+}
+
 }  // namespace
 }  // namespace kvc

@@ -2,6 +2,7 @@
 // the logits against the golden files that scripts/make_gemma3_*_goldens.py write with independent
 // references, and the one-line errors for GGUFs kvc cannot run.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -376,6 +377,79 @@ TEST(Gemma3GgufErrors, TensorOfUnknownBlockType) {
   w.add_tensor("token_embd.weight", {256, 4}, 16, 0, std::string(4 * 66, '\0'));
   const std::string path = write_file("kvc_iq2.gguf", w.build());
   expect_one_line_error([&] { kvc::LlamaModel::load(path); }, "IQ2_XXS");
+}
+
+// The GGUF path is as strict as config.json and safetensors: a RoPE base past 1e12, a BOS id outside
+// the vocabulary, a NaN weight, overlapping tensors, and more layers in the file than block_count.
+kvc::test::GgufTestWriter small_llama(uint32_t block_count = 1) {
+  kvc::test::GgufTestWriter w;
+  w.add_string("general.architecture", "llama");
+  const std::pair<const char*, uint32_t> sizes[] = {
+      {"llama.embedding_length", 16}, {"llama.feed_forward_length", 32}, {"llama.block_count", block_count},
+      {"llama.attention.head_count", 2}, {"llama.attention.head_count_kv", 2}, {"llama.context_length", 64}};
+  for (const auto& [key, value] : sizes) w.add_u32(key, value);
+  w.add_f32("llama.attention.layer_norm_rms_epsilon", 1e-6f);
+  w.add_string("tokenizer.ggml.model", "llama");
+  w.add_string_array("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "a"});
+  return w;
+}
+
+std::string f32_values(size_t count, float value) {
+  std::vector<float> values(count, value);
+  std::string bytes(count * 4, '\0');
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return bytes;
+}
+
+TEST(GgufStrictness, MetadataOutsideConfigJsonsRangesIsRefused) {
+  kvc::test::GgufTestWriter rope = small_llama();
+  rope.add_f32("llama.rope.freq_base", 1e30f);
+  expect_one_line_error([&] { kvc::LlamaModel::load(write_file("kvc_rope_base.gguf", rope.build())); },
+                        "rope.freq_base is 1.0000000150474662e+30, outside (1, 1e+12]");
+  kvc::test::GgufTestWriter bos = small_llama();
+  bos.add_u32("tokenizer.ggml.bos_token_id", 4000000000u);
+  expect_one_line_error([&] { kvc::LlamaModel::load(write_file("kvc_bos_range.gguf", bos.build())); },
+                        "outside the vocabulary of 4 tokens");
+}
+
+TEST(GgufStrictness, NonFiniteWeightsAndOverlappingTensorsAreRefused) {
+  kvc::test::GgufTestWriter nan = small_llama();
+  std::string embedding = f32_values(16 * 4, 0.5f);
+  const float not_a_number = std::nanf("");
+  std::memcpy(&embedding[4 * 37], &not_a_number, 4);
+  nan.add_tensor("token_embd.weight", {16, 4}, 0, 0, embedding);
+  expect_one_line_error([&] { kvc::LlamaModel::load(write_file("kvc_nan.gguf", nan.build())); },
+                        "'token_embd.weight' holds a non-finite value (NaN or infinity) in element 37");
+  // Q8_0 (34-byte blocks, an f16 scale first): the second block's scale is f16 infinity.
+  kvc::test::GgufTestWriter scale = small_llama();
+  std::string blocks(2 * 34, '\x01');
+  blocks[34] = '\x00';
+  blocks[35] = '\x7c';
+  scale.add_tensor("token_embd.weight", {64}, 8, 0, blocks);
+  expect_one_line_error([&] { kvc::LlamaModel::load(write_file("kvc_inf_scale.gguf", scale.build())); },
+                        "in block 1");
+  kvc::test::GgufTestWriter overlap = small_llama();
+  overlap.add_tensor("token_embd.weight", {16, 4}, 0, 0, f32_values(16 * 4, 0.5f));
+  overlap.add_tensor("output_norm.weight", {16}, 0, 128, f32_values(16, 1.0f));  // inside token_embd's 256 bytes
+  expect_one_line_error([&] { kvc::LlamaModel::load(write_file("kvc_overlap.gguf", overlap.build())); }, "overlap");
+}
+
+TEST(GgufStrictness, MoreLayersThanTheConfigGivesAreRefused) {
+  kvc::test::GgufTestWriter w = small_llama(1);
+  w.add_tensor("token_embd.weight", {16, 4}, 0, 0, f32_values(16 * 4, 0.5f));
+  w.add_tensor("blk.1.attn_norm.weight", {16}, 0, 256, f32_values(16, 1.0f));
+  expect_one_line_error([&] { kvc::LlamaModel::load(write_file("kvc_layers.gguf", w.build())); },
+                        "more than the 1 layers");
+  // The same rule for config.json: stories260K has 5 layers.
+  const std::string dir = (std::filesystem::temp_directory_path() / ("kvc_layers_" + std::to_string(::getpid()))).string();
+  std::filesystem::copy(kvc::test::model_dir("stories260K"), dir, std::filesystem::copy_options::recursive);
+  std::string config = kvc::test::slurp(dir + "/config.json");
+  const size_t at = config.find("\"num_hidden_layers\": 5");
+  ASSERT_NE(at, std::string::npos);
+  config.replace(at, std::string("\"num_hidden_layers\": 5").size(), "\"num_hidden_layers\": 4");
+  kvc::test::write_bytes(dir + "/config.json", config);
+  expect_one_line_error([&] { kvc::LlamaModel::load(dir); }, "more than the 4 layers");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
