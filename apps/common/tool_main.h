@@ -56,9 +56,13 @@ inline int check_stdout_at_exit(const char* tool, int code) {
   return code == 0 ? 1 : code;
 }
 
+// Exit status, the same in every tool: 0 done, 1 error, 2 bad usage (parse_or_exit), 130 interrupted
+// (Ctrl-C: the tool stopped at a safe point, so `kvc-train ... && kvc-generate ...` does not go on).
 inline int run_tool(const char* tool, const std::function<int()>& body) {
   install_interrupt_handler();
-  return check_stdout_at_exit(tool, run_body(tool, body));
+  int code = run_body(tool, body);
+  if (interrupted()) code = 130;
+  return check_stdout_at_exit(tool, code);
 }
 
 inline int default_threads() { return kvc::default_thread_count(); }

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -205,6 +206,38 @@ TEST_F(OutputSafety, BadValuesAreNamedAndAFifoStoreDoesNotBlock) {
   ASSERT_EQ(::unlink(store.c_str()), 0);
   ASSERT_EQ(::mkfifo(store.c_str(), 0600), 0);
   expect_clean_error(run_command("timeout 20 " + bin("kvc-cluster") + " verify --index " + index), "not a regular file");
+}
+
+// Ctrl-C: every tool stops at a safe point and exits 130, whatever it was doing; kvc-train writes its
+// checkpoint but no -o file, so a pipeline chained with && stops too.
+TEST_F(OutputSafety, CtrlCExits130) {
+  const auto interrupted_status = [&](const std::string& command, const std::string& err) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::execl("/bin/sh", "sh", "-c", ("exec " + command + " >/dev/null 2>" + err).c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    // Once the tool is past loading (its first progress or output on stderr), interrupt it.
+    for (int i = 0; i < 400 && test::slurp(err).empty(); ++i) ::usleep(25000);
+    ::usleep(300000);
+    ::kill(pid, SIGINT);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  };
+  EXPECT_EQ(interrupted_status(bin("kvc-generate") + " -m " + model_ + " -p 'Once upon a time' --press h2o --budget 64 " +
+                               "-n 100000000 --ignore-eos", dir_ + "/generate.err"),
+            130)
+      << slurp(dir_ + "/generate.err");
+  const std::string bases = dir_ + "/bases.safetensors";
+  auto r = run_command(bin("kvc-calibrate") + " -m " + model_ + " -f " + text() + " --tokens 512 -c 64 -o " + bases);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(interrupted_status(bin("kvc-train") + " -m " + model_ + " -f " + text() + " --bases " + bases +
+                               " --steps 1000000 -c 64 --checkpoint " + dir_ + "/g.ckpt -o " + dir_ + "/gates.safetensors",
+                               dir_ + "/train.err"),
+            130)
+      << slurp(dir_ + "/train.err");
+  EXPECT_FALSE(fs::exists(dir_ + "/gates.safetensors")) << "an interrupted training wrote its -o file";
 }
 
 }  // namespace
