@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "flag_vocabulary.h"
+#include "llama_cpp_flags.h"
 
 #include "util/error.h"
 #include "util/interrupt.h"
@@ -102,6 +103,21 @@ class CommandLineWalk {
       }
       return true;
     });
+  }
+
+  // One line for the first llama.cpp flag that its (sub)command does not take; empty if none.
+  std::string first_llama_cpp_flag(std::vector<std::string> args) const {
+    std::string message;
+    walk(args, [&](std::string& token, CLI::App& cmd) {
+      const std::string name = split_name(token).first;
+      if (!is_option_like(token) || cmd.get_option_no_throw(name) != nullptr) return true;
+      if (const std::string* why = llama_cpp_flag_refusal(token)) {
+        message = fmt::format("llama.cpp flag '{}' is not supported by kvc: {}", name, *why);
+        return false;
+      }
+      return true;
+    });
+    return message;
   }
 
   // One line for the first token that is neither an option of its (sub)command nor a value; empty if none.
@@ -213,6 +229,10 @@ inline int parse_or_exit(CLI::App& app, int argc, char** argv, const char* tool,
   const CommandLineWalk walk(app, aliases);
   std::vector<std::string> args(argv + 1, argv + argc);
   walk.rewrite_aliases(args);
+  if (const std::string refusal = walk.first_llama_cpp_flag(args); !refusal.empty()) {
+    std::fprintf(stderr, "%s: error: %s\n", tool, refusal.c_str());
+    return 2;
+  }
   std::vector<const char*> rewritten{argv[0]};
   for (const auto& a : args) rewritten.push_back(a.c_str());
   try {

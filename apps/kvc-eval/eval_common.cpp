@@ -14,7 +14,7 @@ nlohmann::json run_metadata(const cli::ModelOptions& model_options, const LlamaM
           {"model", model_options.model_dir},
           {"model_config_hash", model.config().config_hash},
           {"data", data_path},
-          {"data_hash", data_path.empty() ? "" : hash_file(data_path)},
+          {"data_hash", data_path.empty() || data_path == "-" ? "" : hash_file(data_path)},  // stdin: unhashed
           {"threads", at::get_num_threads()},
           {"device", model_options.device},
           {"peak_rss_bytes", peak_rss_bytes()},

@@ -36,6 +36,8 @@ int run_kl(KlCommandOptions& o) {
                         {"top1_agreement", r.top1_agreement},
                         {"tokens_scored", r.tokens_scored},
                         {"windows", r.windows},
+                        {"windows_planned", r.windows_planned},
+                        {"complete", !r.stopped},
                         {"ppl_reference", r.ppl_reference},
                         {"ppl_compressed", r.ppl_compressed},
                         {"compression_ratio", r.compression_ratio()},
@@ -51,6 +53,9 @@ int run_kl(KlCommandOptions& o) {
                         {"weights", model.weight_format()},
                         {"seconds", r.seconds},
                         {"metadata", run_metadata(o.model, model, o.file)}};
+  if (r.stopped)
+    std::fprintf(stderr, "interrupted: the figures cover the %lld of %lld windows scored before Ctrl-C\n",
+                 static_cast<long long>(r.windows), static_cast<long long>(r.windows_planned));
   if (o.json) {
     std::printf("%s\n", out.dump().c_str());
     return task_exit_code();

@@ -33,6 +33,8 @@ int run_ppl(PplCommandOptions& o) {
                         {"window_bos", o.plan.window_bos ? nlohmann::json(*o.plan.window_bos) : nlohmann::json()},
                         {"tokens_scored", r.tokens_scored},
                         {"windows", r.windows},
+                        {"windows_planned", r.windows_planned},
+                        {"complete", !r.stopped},
                         {"window", o.plan.window},
                         {"max_windows", o.plan.max_windows},
                         {"protocol", o.protocol},
@@ -40,6 +42,9 @@ int run_ppl(PplCommandOptions& o) {
                         {"total_nll", r.total_nll},
                         {"seconds", r.seconds},
                         {"metadata", run_metadata(o.model, model, o.file)}};
+  if (r.stopped)
+    std::fprintf(stderr, "interrupted: the figures cover the %lld of %lld windows scored before Ctrl-C\n",
+                 static_cast<long long>(r.windows), static_cast<long long>(r.windows_planned));
   if (o.json) {
     std::printf("%s\n", out.dump().c_str());
   } else {

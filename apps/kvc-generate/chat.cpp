@@ -11,6 +11,7 @@
 #include "compression/compression_spec.h"
 #include "generation/generation.h"
 #include "harness/chat_prompt.h"
+#include "prompt_escapes.h"
 #include "util/build_info.h"
 #include "util/error.h"
 #include "util/files.h"
@@ -29,7 +30,7 @@ class TurnReader {
  public:
   explicit TurnReader(const GenerateOptions& o) {
     KVC_CHECK(o.prompt.empty() || o.prompt_file.empty(), "give either -p/--prompt or -f/--file, not both");
-    if (!o.prompt.empty()) fixed_ = o.prompt;
+    if (!o.prompt.empty()) fixed_ = o.escape ? process_escapes(o.prompt) : o.prompt;
     if (!o.prompt_file.empty()) fixed_ = read_text_file(o.prompt_file);
     one_shot_ = !o.prompt.empty() || !o.prompt_file.empty();
     prompt_user_ = !one_shot_ && ::isatty(STDIN_FILENO) != 0;
@@ -120,7 +121,7 @@ int run_chat(const GenerateOptions& o) {
     conversation.insert(conversation.end(), ids.begin(), ids.end());
     GenerationRequest request;
     request.prompt = ids;
-    request.max_new_tokens = std::min(o.max_new_tokens, context - held - fed);
+    request.max_new_tokens = o.max_new_tokens >= 0 ? std::min(o.max_new_tokens, context - held - fed) : context - held - fed;
     request.sampling = o.sampling;
     request.sampling.penalty_context = conversation;
     request.stop_at_eos = !o.ignore_eos;

@@ -19,6 +19,7 @@ struct GenerateOptions {
   int64_t prompt_tokens = 0;  // > 0: exactly this many prompt tokens (benchmarks at a fixed context)
   SamplingParams sampling;
   bool ignore_eos = false, quiet = false;
+  bool escape = false;  // -e: backslash sequences in -p, as llama.cpp
   // Conversation mode (--chat): the prompt is one user turn, or each line of stdin is one.
   bool chat = false;
   std::string system, chat_template;

@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -9,6 +10,7 @@
 #include "chat.h"
 #include "compression_options.h"
 #include "generate_options.h"
+#include "prompt_escapes.h"
 #include "press/kept_dump.h"
 #include "flag_vocabulary.h"
 #include "model_options.h"
@@ -41,7 +43,7 @@ Examples:
 
 std::string read_prompt(const GenerateOptions& o) {
   KVC_CHECK(o.prompt.empty() || o.prompt_file.empty(), "give either -p/--prompt or -f/--file, not both");
-  if (!o.prompt.empty()) return o.prompt;
+  if (!o.prompt.empty()) return o.escape ? kvc::generate_app::process_escapes(o.prompt) : o.prompt;
   if (!o.prompt_file.empty()) return kvc::read_text_file(o.prompt_file);
   return std::string(std::istreambuf_iterator<char>(std::cin), {});
 }
@@ -121,7 +123,10 @@ int run(GenerateOptions& o) {
 
   kvc::GenerationRequest request;
   request.prompt = prompt;
-  request.max_new_tokens = o.max_new_tokens;
+  // -1 (llama.cpp's "no limit"): until the end of generation, or the context: -c, else the model's.
+  const int64_t context_limit = o.ctx_size > 0 ? o.ctx_size : model->config().max_position_embeddings;
+  request.max_new_tokens =
+      o.max_new_tokens >= 0 ? o.max_new_tokens : std::max<int64_t>(0, context_limit - static_cast<int64_t>(prompt.size()));
   request.sampling = o.sampling;
   request.sampling.penalty_context = prompt;
   request.stop_at_eos = !o.ignore_eos;
@@ -157,12 +162,15 @@ int run(GenerateOptions& o) {
     last_printed = piece.back();
   };
   print(o.prompt_tokens > 0 ? tokenizer.decode(body) : text);
-  const auto result = kvc::generate(*model, cache, request, [&](int id) {
+  // The cap that ends the run when it is the context's (-c, or -n -1), not the -n the user asked for.
+  const bool capped_by_context = o.max_new_tokens < 0 || request.max_new_tokens < o.max_new_tokens;
+  auto result = kvc::generate(*model, cache, request, [&](int id) {
     if (model->config().is_eos(id)) return;
     const std::string piece = stream.push(id);
     generated += piece;
     print(piece);
   }, observer.get());
+  if (result.stop_reason == "max_new_tokens" && capped_by_context) result.stop_reason = "context";
   kvc::finish_kept_dump(o.compression.dump_kept, observer.get(), cache,
                         {{"press", o.compression.spec.press}, {"ratio", std::to_string(o.compression.spec.ratio)},
                          {"budget", std::to_string(o.compression.spec.budget)}});
@@ -183,8 +191,9 @@ int run(GenerateOptions& o) {
   }
   if (setup.report) std::fprintf(stderr, "%s: %s\n", kTool, setup.report().c_str());
   if (result.stop_reason == "context") {
-    std::fprintf(stderr, "%s: warning: stopped at the model's context of %lld tokens\n", kTool,
-                 static_cast<long long>(model->config().max_position_embeddings));
+    std::fprintf(stderr, "%s: warning: stopped at the %s of %lld tokens\n", kTool,
+                 o.ctx_size > 0 ? "-c/--ctx-size" : "model's context",
+                 static_cast<long long>(o.ctx_size > 0 ? o.ctx_size : model->config().max_position_embeddings));
   }
   nlohmann::json stats = stats_json(o, prompt, result, *model, generated);
   if (o.count_ops) {
@@ -220,11 +229,17 @@ int main(int argc, char** argv) {
   o.model.add_to(app);
   o.model.add_bos_flags_to(app);
   app.add_option("-p,--prompt", o.prompt, "Prompt text (default: read -f/--file, else stdin)");
+  app.add_flag("-e,--escape", o.escape, "Read \\n, \\t, \\\\, \\\", \\xHH ... in -p as llama.cpp's -e does");
   kvc::cli::add_text_file(app, o.prompt_file, "File holding the prompt");
   app.add_option("--prompt-tokens", o.prompt_tokens,
                  "Keep exactly the first N prompt tokens, BOS included (error if the prompt is shorter)")
       ->check(kvc::cli::positive_count());
-  app.add_option("-n,--max-new-tokens", o.max_new_tokens, "Tokens to generate")->capture_default_str();
+  app.add_option("-n,--max-new-tokens", o.max_new_tokens,
+                 "Tokens to generate; -1: until the end of generation or a full context (-c, else the model's)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max())
+                  .description("")
+                  .name("-1 or more"));
   kvc::cli::add_ctx_size(app, o.ctx_size,
                          "Limit on prompt + generated tokens (0 = the model's context; above it only with a bounded "
                          "compression)");

@@ -130,7 +130,8 @@ int run_train(TrainCli& t) {
   else if (res.finished) std::printf("wrote %s after %lld steps\n", t.output.c_str(), static_cast<long long>(res.steps_done));
   else std::printf("stopped at step %lld; continue with --resume --checkpoint %s\n",
                    static_cast<long long>(res.steps_done), t.o.checkpoint.c_str());
-  return 0;
+  // Interrupted on any rank: every rank exits 130, so `torchrun ... && next` stops on each node.
+  return res.interrupted ? 130 : 0;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/interrupt.h"
 #include "util/progress.h"
 
 namespace kvc {
@@ -136,6 +137,7 @@ KlResult combine_kl_windows(const std::vector<KlWindowScore>& windows) {
     r.seconds += w.seconds;
     ++r.windows;
   }
+  KVC_CHECK(r.tokens_scored > 0 || !interrupted(), "interrupted before the first window was scored");
   KVC_CHECK(r.tokens_scored > 0, "no tokens to score: windows are too short for --context-fraction");
   const auto scored = static_cast<double>(r.tokens_scored);
   r.mean_kl = kl_sum / scored;
@@ -152,7 +154,9 @@ KlResult evaluate_kl(const LlamaModel& model, const std::vector<int>& ids, const
   const auto windows = plan_windows(static_cast<int64_t>(ids.size()), options.plan);
   std::vector<KlWindowScore> scores;
   Progress progress("kl", static_cast<int64_t>(windows.size()), "windows", show_progress);
+  bool stopped = false;
   for (const auto& [begin, end] : windows) {
+    if ((stopped = interrupted())) break;  // Ctrl-C: the windows scored so far are the result
     const auto start = SteadyClock::now();
     const int64_t context = kl_context_tokens(end - begin, options);
     if (context < 1 || context >= end - begin) continue;
@@ -163,7 +167,10 @@ KlResult evaluate_kl(const LlamaModel& model, const std::vector<int>& ids, const
     progress.advance();
   }
   progress.finish();
-  return combine_kl_windows(scores);
+  KlResult r = combine_kl_windows(scores);
+  r.windows_planned = static_cast<int64_t>(windows.size());
+  r.stopped = stopped;
+  return r;
 }
 
 }  // namespace kvc

@@ -23,6 +23,8 @@ struct KlResult {
   double top1_agreement = 0;
   int64_t tokens_scored = 0;
   int64_t windows = 0;
+  int64_t windows_planned = 0;
+  bool stopped = false;  // Ctrl-C stopped the run after `windows` of `windows_planned`
   double ppl_reference = 0;
   double ppl_compressed = 0;
   int64_t reference_kv_bytes = 0;   // Σ over windows of payload bytes after prefill

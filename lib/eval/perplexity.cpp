@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "util/error.h"
+#include "util/interrupt.h"
 #include "util/progress.h"
 
 namespace kvc {
@@ -44,7 +45,9 @@ PerplexityResult evaluate_perplexity(const LlamaModel& model, const std::vector<
   const auto start = std::chrono::steady_clock::now();
   PerplexityResult r;
   Progress progress("ppl", static_cast<int64_t>(windows.size()), "windows", show_progress);
+  r.windows_planned = static_cast<int64_t>(windows.size());
   for (const auto& [begin, end] : windows) {
+    if ((r.stopped = interrupted())) break;  // Ctrl-C: the windows scored so far are the result
     if (end - begin < 2) continue;  // a one-token window has nothing to score
     std::vector<int> tokens(ids.begin() + begin, ids.begin() + end);
     // Rows [first, n-1) of the logits predict tokens [first+1, n).
@@ -64,6 +67,7 @@ PerplexityResult evaluate_perplexity(const LlamaModel& model, const std::vector<
     progress.advance();
   }
   progress.finish();
+  KVC_CHECK(r.tokens_scored > 0 || !interrupted(), "interrupted before the first window was scored");
   KVC_CHECK(r.tokens_scored > 0, "no tokens to score: the text is shorter than two tokens");
   r.ppl = std::exp(r.total_nll / static_cast<double>(r.tokens_scored));
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -35,6 +35,8 @@ struct PerplexityResult {
   double total_nll = 0;
   int64_t tokens_scored = 0;
   int64_t windows = 0;
+  int64_t windows_planned = 0;
+  bool stopped = false;  // Ctrl-C stopped the run after `windows` of `windows_planned`
   double seconds = 0;
   std::vector<double> running_ppl;  // the perplexity after each window (llama-perplexity prints the same)
 };

@@ -40,7 +40,9 @@ GenerationResult generate(const LlamaModel& model, KVCache& cache, const Generat
                                     c.max_position_embeddings));
   }
   const auto prefill_start = std::chrono::steady_clock::now();
-  const at::Tensor logits = model.forward(request.prompt, cache, options);
+  ForwardOptions prefill = options;
+  prefill.stop_on_interrupt = true;  // a long prompt's prefill stops between layers; a decode step, after it
+  const at::Tensor logits = model.forward(request.prompt, cache, prefill);
   stats.prefill_seconds = seconds_since(prefill_start);
   stats.kv_after_prefill = cache.footprint();
   stats.kv_peak_resident_bytes = stats.kv_after_prefill.resident_bytes;

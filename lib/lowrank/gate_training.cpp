@@ -395,6 +395,7 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
   result.steps_done = step;
   result.tokens_seen = step * o.batch * o.seq_len;
   result.finished = step >= o.steps;
+  result.interrupted = stop;
   if (!result.finished) save_checkpoint();
 
   Artifact& a = result.gates;

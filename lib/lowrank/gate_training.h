@@ -60,6 +60,7 @@ struct TrainResult {
   std::vector<EvalPoint> evals;
   int64_t steps_done = 0, tokens_seen = 0;
   bool finished = false;  // false: stopped early (interrupt or stop_after), checkpoint written
+  bool interrupted = false;  // Ctrl-C on this rank or on any other stopped it
   double exchange_seconds = 0;  // adding up gradients and statistics across ranks, waits included (0 alone)
 };
 

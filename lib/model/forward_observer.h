@@ -46,6 +46,8 @@ class ForwardObserver {
 struct ForwardOptions {
   bool all_logits = true;               // false: logits of the last token only
   ForwardObserver* observer = nullptr;  // not owned
+  // Ctrl-C stops a long pass between layers (an error naming the layer); the cache is then unusable.
+  bool stop_on_interrupt = false;
 };
 
 }  // namespace kvc

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "util/error.h"
@@ -95,6 +96,12 @@ void remove_stale_temps_beside(const std::string& target) {
 }
 
 std::string read_text_file(const std::string& path) {
+  if (path == "-") {  // standard input, as every tool's -f - means
+    std::ostringstream ss;
+    ss << std::cin.rdbuf();
+    KVC_CHECK(!std::cin.bad(), "cannot read standard input: {}", std::strerror(errno));
+    return ss.str();
+  }
   KVC_CHECK(file_exists(path), "file not found: '{}'", path);
   KVC_CHECK(!is_directory(path), "'{}' is a folder, expected a file", path);
   std::ifstream in(path, std::ios::binary);

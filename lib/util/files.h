@@ -4,7 +4,7 @@
 
 namespace kvc {
 
-// Whole file as bytes; throws kvc::Error naming the path if it is missing or unreadable.
+// Whole file as bytes ("-": standard input); throws kvc::Error naming the path if it is missing or unreadable.
 std::string read_text_file(const std::string& path);
 bool file_exists(const std::string& path);
 bool is_directory(const std::string& path);

@@ -146,6 +146,55 @@ TEST(FlagVocabulary, UnknownOptionIsNamedWithTheNearestValidOne) {
   EXPECT_EQ(value.err, "kvc-generate: error: unknown option '--sed'; did you mean '--seed'?\n");
 }
 
+// llama-cli's flags, as a user who knows llama.cpp types them: each either works with llama.cpp's
+// meaning or is refused by its own name, never read as a bundle of short options ("-ngl 99" as -n "gl").
+TEST(FlagVocabulary, LlamaCppFlagsWorkOrAreRefusedByName) {
+  // (-t is generate()'s own; q8_0 blocks of 32 do not fit stories260K's head_dim of 8.)
+  const std::vector<std::string> supported = {"-c 64", "-s 3", "--temp 0", "--top-k 40", "--top-p 0.9",
+                                              "--min-p 0.05", "--repeat-penalty 1.1", "--repeat-last-n 64",
+                                              "-ctk f16", "-ctv bf16"};
+  for (const std::string& flag : supported) {
+    const auto r = run_command(generate("-p hi -n 2 " + flag));
+    EXPECT_EQ(r.exit_code, 0) << flag << ": " << r.err;
+  }
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"-ngl", "99"},      {"--n-gpu-layers", "99"}, {"-fa", ""},       {"--flash-attn", ""}, {"-b", "512"},
+      {"-ub", "512"},      {"-tb", "2"},             {"-np", "4"},      {"-cb", ""},          {"-md", "d.gguf"},
+      {"-hf", "org/repo"}, {"-i", ""},               {"-ins", ""},      {"-no-cnv", ""},      {"-r", "User:"},
+      {"-nkvo", ""},       {"--mlock", ""},          {"--no-mmap", ""}, {"-gan", "4"},        {"-ot", "x=CPU"},
+      {"--grammar", "g"},  {"-j", "{}"},             {"-co", ""},       {"-sp", ""},          {"--lora", "a.gguf"},
+      {"--mirostat", "2"}, {"--rope-freq-base", "1e4"}};
+  for (const auto& [flag, value] : refused) {
+    const auto r = run_command(generate("-p hi " + flag + " " + value));
+    EXPECT_EQ(r.exit_code, 2) << flag;
+    EXPECT_NE(r.err.find("llama.cpp flag '" + flag + "' is not supported by kvc: "), std::string::npos)
+        << flag << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << flag << ": " << r.err;
+  }
+  // Every tool, not only kvc-generate; and a tool's own option of the same name is its own.
+  const auto eval = run_command(eval_ppl("-f " + kText + " -ngl 99"));
+  EXPECT_EQ(eval.exit_code, 2);
+  EXPECT_NE(eval.err.find("llama.cpp flag '-ngl' is not supported by kvc"), std::string::npos) << eval.err;
+  // -n -1 is llama.cpp's "no limit": here until the context of -c is full, which is the stop reason given.
+  const auto unlimited = run_command(generate("-p hi -n -1 -c 32 --ignore-eos --json"));
+  ASSERT_EQ(unlimited.exit_code, 0) << unlimited.err;
+  const auto stats = nlohmann::json::parse(unlimited.out);
+  EXPECT_EQ(stats["prompt_tokens"].get<int64_t>() + stats["generated_tokens"].get<int64_t>(), 32);
+  EXPECT_EQ(stats["stop_reason"], "context");
+  EXPECT_EQ(run_command(generate("-p hi -n -2")).exit_code, 2);
+  // -e reads -p's backslash sequences as llama.cpp does: the same ids as the text with a real newline.
+  const auto escaped = run_command(generate("-e -p 'Once\\nupon\\x20a' -n 1 --json"));
+  const auto typed = run_command(generate("-p \"$(printf 'Once\\nupon a')\" -n 1 --json"));
+  const auto literal = run_command(generate("-p 'Once\\nupon\\x20a' -n 1 --json"));
+  ASSERT_EQ(escaped.exit_code, 0) << escaped.err;
+  ASSERT_EQ(typed.exit_code, 0) << typed.err;
+  EXPECT_EQ(nlohmann::json::parse(escaped.out)["prompt_ids"], nlohmann::json::parse(typed.out)["prompt_ids"]);
+  EXPECT_NE(nlohmann::json::parse(literal.out)["prompt_ids"], nlohmann::json::parse(typed.out)["prompt_ids"]);
+  // A short option with its value attached is still read as one ("-c64", "-pHello").
+  const auto attached = run_command(generate("-pHello -n2 -c64"));
+  EXPECT_EQ(attached.exit_code, 0) << attached.err;
+}
+
 TEST(FlagVocabulary, JsonIsASwitchAndJsonOutNamesTheFile) {
   const auto r = run_command(bin("kvc-bench") + " -m " + kStories + " --contexts 64 --json bench.json");
   expect_clean_error(r, "--json-out bench.json");
@@ -154,6 +203,15 @@ TEST(FlagVocabulary, JsonIsASwitchAndJsonOutNamesTheFile) {
 
 // ---------------------------------------------------------------------------------------------
 // Standard names and old spellings give the same results.
+
+TEST(FlagVocabulary, AFileFlagReadsStandardInputFromDash) {
+  const auto from_file = run_command(eval_ppl("-f " + kText + " -c 64 --max-windows 2 --json"));
+  const auto from_stdin = run_command("(cat " + kText + " | " + eval_ppl("-f - -c 64 --max-windows 2 --json") + ")");
+  ASSERT_EQ(from_file.exit_code, 0) << from_file.err;
+  ASSERT_EQ(from_stdin.exit_code, 0) << from_stdin.err;
+  EXPECT_EQ(nlohmann::json::parse(from_file.out)["ppl"], nlohmann::json::parse(from_stdin.out)["ppl"]);
+  EXPECT_EQ(nlohmann::json::parse(from_stdin.out)["tokens_in_file"], nlohmann::json::parse(from_file.out)["tokens_in_file"]);
+}
 
 TEST(FlagVocabulary, EvalStandardNamesAndOldSpellingsAgree) {
   const auto standard = run_command(eval_ppl("-f " + kText + " -c 64 --max-windows 2 --json"));
@@ -216,6 +274,7 @@ TEST(FlagVocabulary, CtxSizeLimitsPromptPlusGeneratedTokens) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["prompt_tokens"].get<int64_t>() + j["generated_tokens"].get<int64_t>(), 12);
+  EXPECT_EQ(j["stop_reason"], "context");  // -c ended the run, not -n
   expect_clean_error(run_command(generate("-p hi -c 4096 -n 2")), "above the model's context of 512");
   const auto bounded = run_command(generate("-p hi -c 4096 -n 2 --press h2o --budget 32 -q"));
   EXPECT_EQ(bounded.exit_code, 0) << bounded.err;

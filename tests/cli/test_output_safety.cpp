@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -238,6 +239,18 @@ TEST_F(OutputSafety, CtrlCExits130) {
             130)
       << slurp(dir_ + "/train.err");
   EXPECT_FALSE(fs::exists(dir_ + "/gates.safetensors")) << "an interrupted training wrote its -o file";
+  // kvc-eval ppl stops before the next window and says how many of the planned windows it scored.
+  const std::string wiki = test::data_file("wikitext2/wiki.test.raw");
+  EXPECT_EQ(interrupted_status(bin("kvc-eval") + " ppl -m " + model_ + " -f " + wiki + " -c 16 -t 1", dir_ + "/ppl.err"),
+            130)
+      << slurp(dir_ + "/ppl.err");
+  const std::string err = slurp(dir_ + "/ppl.err");
+  long long scored = -1, planned = -1;
+  const size_t at = err.find("interrupted: the figures cover the ");
+  ASSERT_NE(at, std::string::npos) << err;
+  ASSERT_EQ(std::sscanf(err.c_str() + at, "interrupted: the figures cover the %lld of %lld", &scored, &planned), 2);
+  EXPECT_GT(scored, 0);
+  EXPECT_LT(scored, planned);
 }
 
 }  // namespace
