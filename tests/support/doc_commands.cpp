@@ -52,7 +52,7 @@ std::string strip_shell_comment(const std::string& line) {
   return line;
 }
 
-std::vector<DocBlock> markdown_shell_blocks(const std::string& markdown) {
+std::vector<DocBlock> markdown_shell_blocks(const std::string& markdown, const std::string& prefix) {
   std::vector<DocBlock> blocks;
   std::istringstream in(markdown);
   std::string line;
@@ -65,9 +65,9 @@ std::vector<DocBlock> markdown_shell_blocks(const std::string& markdown) {
       lines.clear();
     } else if (inside && t.rfind("```", 0) == 0) {
       inside = false;
-      char name[64];
-      std::snprintf(name, sizeof name, "README_block_%02zu", blocks.size() + 1);
-      blocks.push_back({name, join_commands(lines)});
+      char number[32];
+      std::snprintf(number, sizeof number, "_block_%02zu", blocks.size() + 1);
+      blocks.push_back({prefix + number, join_commands(lines)});
     } else if (inside) {
       lines.push_back(line);
     }

@@ -14,8 +14,9 @@ struct DocBlock {
 // GoogleTest prints a parameter with this (its name) instead of its bytes.
 inline void PrintTo(const DocBlock& block, std::ostream* os) { *os << block.name; }
 
-// Every ```sh / ```bash block of a Markdown file, in order.
-std::vector<DocBlock> markdown_shell_blocks(const std::string& markdown);
+// Every ```sh / ```bash block of a Markdown file, in order, named "<prefix>_block_01", "<prefix>_block_02", ...
+// (the prefix names the file, so names are unique across files and valid GoogleTest names).
+std::vector<DocBlock> markdown_shell_blocks(const std::string& markdown, const std::string& prefix = "README");
 
 // The example commands after a line "Examples:" (or "Example...:") in a --help text, up to the next
 // blank line that is followed by a non-indented line; continuation lines are joined.
