@@ -35,6 +35,9 @@ inline int run_body(const char* tool, const std::function<int()>& body) {
     return body();
   } catch (const CLI::ParseError&) {
     throw;  // handled by the caller's app.exit()
+  } catch (const kvc::InterruptedError& e) {
+    std::fprintf(stderr, "%s: %s\n", tool, e.what());
+    return 130;
   } catch (const kvc::Error& e) {
     std::fprintf(stderr, "%s: error: %s\n", tool, e.what());
   } catch (const c10::Error& e) {

@@ -109,9 +109,9 @@ int run(const Options& o) {
   auto model = o.model.load_model();
   const kvc::Tokenizer tokenizer = o.model.load_tokenizer();
   const std::vector<int> ids = tokenizer.encode_prompt(kvc::read_text_file(o.data), o.model.bos);
-  std::filesystem::create_directories(o.out_dir);
-
   const kvc::AttentionProfile p = kvc::profile_attention(*model, ids, o.profile);
+  // Made only now that there is a profile to write: an interrupted or failed run leaves no empty folder.
+  std::filesystem::create_directories(o.out_dir);
 
   kvc::st::SafetensorsWriter w;
   kvc::add_tensor(w, "layer_variance", p.layer_variance);

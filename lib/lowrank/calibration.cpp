@@ -79,7 +79,7 @@ CalibrationResult calibrate(const LlamaModel& model, const std::vector<int>& ids
   at::Tensor counts = at::tensor({static_cast<double>(k[0].count())}, at::kDouble);
   std::vector<at::Tensor> flags = {stopped, counts};
   r.sum(flags);
-  KVC_CHECK(stopped.item<double>() == 0, "calibration interrupted; nothing written");
+  if (stopped.item<double>() != 0) throw InterruptedError("calibration interrupted; nothing written");
   std::vector<at::Tensor> sums;
   for (int64_t l = 0; l < c.num_layers; ++l) {
     sums.push_back(k[l].sum());

@@ -212,8 +212,9 @@ at::Tensor LlamaModel::forward(const std::vector<int>& tokens, KVCache& cache, c
   at::Tensor x = embed_.lookup_rows(id_tensor).to(dtype_);
   if (config_.traits.scaled_embeddings) x = x * embedding_scale_;
   for (int64_t i = 0; i < config_.num_layers; ++i) {
-    KVC_CHECK(!(options.stop_on_interrupt && interrupted()), "interrupted during a pass over {} tokens, at layer {} of {}",
-              fed, i, config_.num_layers);
+    if (options.stop_on_interrupt && interrupted())
+      throw InterruptedError(fmt::format("interrupted during a pass over {} tokens, at layer {} of {}", fed, i,
+                                         config_.num_layers));
     x = x + attention_block(i, x, positions, cache, options, repeat ? T : 0);
     x = x + mlp_block(i, x);
   }
