@@ -1,5 +1,7 @@
 #include "eval_common.h"
 
+#include <cstdio>
+
 #include "util/build_info.h"
 #include "util/files.h"
 #include "util/hash.h"
@@ -19,6 +21,11 @@ nlohmann::json run_metadata(const cli::ModelOptions& model_options, const LlamaM
           {"device", model_options.device},
           {"peak_rss_bytes", peak_rss_bytes()},
           {"timestamp", iso_timestamp_utc()}};
+}
+
+void say_windows_scored_before_interrupt(int64_t scored, int64_t planned) {
+  std::fprintf(stderr, "interrupted: the figures cover the %lld of %lld windows scored before Ctrl-C\n",
+               static_cast<long long>(scored), static_cast<long long>(planned));
 }
 
 }  // namespace kvc::eval_app

@@ -42,9 +42,7 @@ int run_ppl(PplCommandOptions& o) {
                         {"total_nll", r.total_nll},
                         {"seconds", r.seconds},
                         {"metadata", run_metadata(o.model, model, o.file)}};
-  if (r.stopped)
-    std::fprintf(stderr, "interrupted: the figures cover the %lld of %lld windows scored before Ctrl-C\n",
-                 static_cast<long long>(r.windows), static_cast<long long>(r.windows_planned));
+  if (r.stopped) say_windows_scored_before_interrupt(r.windows, r.windows_planned);
   if (o.json) {
     std::printf("%s\n", out.dump().c_str());
   } else {

@@ -67,7 +67,7 @@ PerplexityResult evaluate_perplexity(const LlamaModel& model, const std::vector<
     progress.advance();
   }
   progress.finish();
-  KVC_CHECK(r.tokens_scored > 0 || !interrupted(), "interrupted before the first window was scored");
+  if (r.tokens_scored == 0 && interrupted()) throw InterruptedError("interrupted before the first window was scored");
   KVC_CHECK(r.tokens_scored > 0, "no tokens to score: the text is shorter than two tokens");
   r.ppl = std::exp(r.total_nll / static_cast<double>(r.tokens_scored));
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
