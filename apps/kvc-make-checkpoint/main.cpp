@@ -9,13 +9,16 @@
 
 int main(int argc, char** argv) {
   constexpr const char* kTool = "kvc-make-checkpoint";
-  CLI::App app{"Write a random-weight Llama checkpoint (config.json, model.safetensors, tokenizer.model).", kTool};
+  CLI::App app{"Write a random-weight Llama checkpoint (config.json and model.safetensors; tokenizer.model only with --tokenizer).", kTool};
   app.footer(R"(
 The presets are full-size (llama-125m: about 540 MB; tinyllama-1.1b: 4.4 GB in float32).
+Without --tokenizer the folder has no tokenizer: kvc-bench needs none (it feeds token ids); the tools that
+read text need one, copied in with --tokenizer (the third example).
 
 Examples:
   kvc-make-checkpoint --hidden 256 --layers 4 --heads 8 --kv-heads 2 --vocab 2048 --out-dir out/small
   kvc-make-checkpoint --hidden 128 --layers 2 --heads 4 --kv-heads 2 --vocab 1024 --model-type qwen2 --dtype bfloat16 --max-shard-mb 1 --out-dir out/qwen2-small
+  kvc-make-checkpoint --hidden 128 --layers 2 --heads 4 --kv-heads 2 --vocab 2048 --tokenizer data/models/kvc-micro-lm/tokenizer.model --out-dir out/with-tokenizer
 )");
   std::string preset, out;
   kvc::CheckpointShape shape;

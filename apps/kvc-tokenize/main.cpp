@@ -62,11 +62,11 @@ tokenizer.model or a .gguf file. Without -p or -f the text is read from stdin. I
 line, separated by spaces, with the tokenizer's BOS (and EOS, where its rules add one) unless --no-bos.
 
 Examples:
-  build/bin/kvc-tokenize -m data/models/stories260K -p "Once upon a time" --json
-  build/bin/kvc-tokenize -m data/models/stories260K --decode -p "1 403 407 261 378"
-  build/bin/kvc-tokenize -m data/tokenizers/llama3-style/tokenizer.json -p "Hello world, 12345!"
-  build/bin/kvc-tokenize -m data/tokenizers/qwen2-style/tokenizer.json -f data/text/tinystories/tinystories_excerpt_30k.txt --json
-  build/bin/kvc-tokenize -m data/tokenizers/llama3-style/tokenizer.json --bench -f data/text/wikitext2/wiki.test.raw
+  kvc-tokenize -m data/models/stories260K -p "Once upon a time" --json
+  kvc-tokenize -m data/models/stories260K --decode -p "1 403 407 261 378"
+  kvc-tokenize -m data/tokenizers/llama3-style/tokenizer.json -p "Hello world, 12345!"
+  kvc-tokenize -m data/tokenizers/qwen2-style/tokenizer.json -f data/text/tinystories/tinystories_excerpt_30k.txt --json
+  kvc-tokenize -m data/tokenizers/llama3-style/tokenizer.json --bench -f data/text/wikitext2/wiki.test.raw
 )");
   Options o;
   app.add_option("-m,--model", o.model, "Model folder, tokenizer.json, tokenizer.model or .gguf")->required();

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "harness/gnuplot.h"
 #include "util/files.h"
@@ -40,6 +41,43 @@ const nlohmann::json* find(const std::vector<nlohmann::json>& records, const std
   return nullptr;
 }
 
+// A cell's mean with the count and standard error of its samples (sampled tasks: the score is the mean of
+// per-sample scores); ppl and kl cells are one number over their windows: n is the window count, no error.
+struct CellSummary {
+  double score = 0;
+  int64_t n = 0;
+  double standard_error = std::nan("");
+};
+
+CellSummary summarize(const nlohmann::json& result) {
+  CellSummary c;
+  c.score = result["score"].get<double>();
+  const auto samples = result.find("samples");
+  if (samples == result.end() || !samples->is_array()) {
+    c.n = result.value("windows", int64_t{0});
+    return c;
+  }
+  std::vector<double> scores;
+  for (const auto& s : *samples)
+    if (s.contains("score") && s["score"].is_number()) scores.push_back(s["score"].get<double>());
+  c.n = static_cast<int64_t>(scores.size());
+  if (c.n < 2) return c;
+  double mean = 0;
+  for (double v : scores) mean += v;
+  mean /= static_cast<double>(c.n);
+  double squares = 0;
+  for (double v : scores) squares += (v - mean) * (v - mean);
+  c.standard_error = std::sqrt(squares / static_cast<double>(c.n - 1) / static_cast<double>(c.n));
+  return c;
+}
+
+std::string format_cell(const CellSummary& c, bool show_n) {
+  std::string out = format_number(c.score, 4);
+  if (!std::isnan(c.standard_error)) out += " ± " + format_number(c.standard_error, 4);
+  if (show_n) out += fmt::format(" (n={})", c.n);
+  return out;
+}
+
 std::string file_safe(const std::string& s) {
   std::string out;
   for (char c : s) out += std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ? c : '_';
@@ -50,15 +88,17 @@ std::string file_safe(const std::string& s) {
 
 Table sweep_table(const std::vector<nlohmann::json>& records) {
   Table t{{"task", "method", "ratio", "score", "metric", "higher_is_better", "measured_compression",
-           "measured_ram_compression", "seconds"}, {}};
+           "measured_ram_compression", "seconds", "n", "standard_error"}, {}};
   for (const auto& r : records) {
     const auto& res = r["result"];
     const double compression = res.value("compression_ratio", 0.0);
+    const CellSummary c = summarize(res);
     t.rows.push_back({r["task"], r["method"], format_number(r["ratio"].get<double>(), 4),
                       format_number(res["score"].get<double>(), 6), res["metric"],
                       res["higher_is_better"].get<bool>() ? "yes" : "no",
                       format_number(compression, 4), format_number(res.value("ram_ratio", compression), 4),
-                      format_number(r["metadata"].value("wall_seconds", 0.0), 2)});
+                      format_number(r["metadata"].value("wall_seconds", 0.0), 2), std::to_string(c.n),
+                      std::isnan(c.standard_error) ? "" : format_number(c.standard_error, 6)});
   }
   return t;
 }
@@ -69,8 +109,23 @@ std::string sweep_markdown(const std::vector<nlohmann::json>& records) {
     const std::vector<double> ratios = ratios_of(records, task);
     const nlohmann::json* any = find(records, task, unique_in_order(records, "method", task).front(), ratios.front());
     const auto& res = (*any)["result"];
-    out += fmt::format("### {}: {} ({} is better)\n\n", task, res["metric"].get<std::string>(),
-                       res["higher_is_better"].get<bool>() ? "higher" : "lower");
+    // One n for the whole table goes in its title; cells that differ (a resumed or interrupted sweep) say theirs.
+    std::set<int64_t> counts;
+    bool sampled = false;
+    for (const auto& r : records)
+      if (r["task"] == task) {
+        counts.insert(summarize(r["result"]).n);
+        sampled = sampled || r["result"].contains("samples");
+      }
+    const bool one_n = counts.size() == 1;
+    std::string what;
+    if (sampled)
+      what = one_n ? fmt::format("; mean ± standard error over {} samples per cell", *counts.begin())
+                   : "; mean ± standard error over n samples";
+    else
+      what = one_n ? fmt::format("; {} windows per cell", *counts.begin()) : "; n windows";
+    out += fmt::format("### {}: {} ({} is better{})\n\n", task, res["metric"].get<std::string>(),
+                       res["higher_is_better"].get<bool>() ? "higher" : "lower", what);
     Table t;
     t.columns.push_back("method \\ ratio");
     for (double r : ratios) t.columns.push_back(format_number(r, 4));
@@ -80,7 +135,7 @@ std::string sweep_markdown(const std::vector<nlohmann::json>& records) {
       for (double r : ratios) {
         const nlohmann::json* cell = find(records, task, method, r);
         if (!cell && r == 0.0) cell = baseline;  // every method starts from the uncompressed cache
-        row.push_back(cell ? format_number((*cell)["result"]["score"].get<double>(), 4) : "");
+        row.push_back(cell ? format_cell(summarize((*cell)["result"]), !one_n) : "");
       }
       t.rows.push_back(row);
     }

@@ -48,11 +48,13 @@ std::string executable_dir() {
   return path.substr(0, path.rfind('/'));
 }
 
-// The shim sits beside the executables (build/bin); KVC_SPM_SHIM overrides for unusual layouts.
+// The shim sits beside the executables in a build (build/bin) and in PREFIX/lib/kvc once installed
+// (tools in PREFIX/bin); KVC_SPM_SHIM overrides for unusual layouts.
 std::string find_shim() {
   if (const char* env = std::getenv("KVC_SPM_SHIM")) return env;
-  const std::string beside = executable_dir() + "/libkvc_spm.so";
-  if (file_exists(beside)) return beside;
+  const std::string dir = executable_dir();
+  for (const std::string& candidate : {dir + "/libkvc_spm.so", dir + "/../lib/kvc/libkvc_spm.so"})
+    if (file_exists(candidate)) return candidate;
   return KVC_SPM_BUILD_PATH;
 }
 

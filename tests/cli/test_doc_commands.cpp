@@ -58,12 +58,13 @@ std::string make_workspace(const std::string& name) {
   return dir;
 }
 
-// Runs the commands in order in one workspace (later commands may read what earlier ones wrote).
-void run_in_workspace(const std::string& name, const std::vector<std::string>& commands) {
+// Runs the commands in order in one workspace (later commands may read what earlier ones wrote), each
+// after `setup` (a shell prefix such as an export).
+void run_in_workspace(const std::string& name, const std::vector<std::string>& commands, const std::string& setup = "") {
   const std::string dir = make_workspace(name);
   for (const std::string& command : commands) {
-    const std::string script = "cd " + shell_quote(dir) + " && export KVC_SMOKE=1 && timeout 900 bash -o pipefail -c " +
-                               shell_quote(command) + " </dev/null";
+    const std::string script = "cd " + shell_quote(dir) + " && export KVC_SMOKE=1 && " + setup +
+                               "timeout 900 bash -o pipefail -c " + shell_quote(command) + " </dev/null";
     const auto r = test::run_command(script);
     const auto tail = [](const std::string& s) { return s.size() > 3000 ? s.substr(s.size() - 3000) : s; };
     ASSERT_EQ(r.exit_code, 0) << "command: " << command << "\n--- stderr:\n" << tail(r.err) << "\n--- stdout:\n"
@@ -273,7 +274,7 @@ const std::vector<std::string> kTools = {"kvc-generate", "kvc-eval",  "kvc-profi
                                          "kvc-train",    "kvc-cluster", "kvc-bench",   "kvc-make-checkpoint",
                                          "kvc-tokenize"};
 
-// The tool's examples and those of its subcommands, with build/bin/ in front of the tool names.
+// The tool's examples and those of its subcommands, as --help prints them.
 std::vector<std::string> tool_examples(const std::string& tool) {
   const auto help = test::run_command(test::bin(tool) + " --help");
   EXPECT_EQ(help.exit_code, 0) << help.err;
@@ -283,32 +284,25 @@ std::vector<std::string> tool_examples(const std::string& tool) {
     EXPECT_EQ(sub_help.exit_code, 0) << sub_help.err;
     for (const auto& e : test::help_examples(sub_help.out)) examples.push_back(e);
   }
-  for (auto& e : examples) {
-    for (const std::string& t : kTools) {
-      size_t p = 0;
-      while ((p = e.find(t, p)) != std::string::npos) {
-        const bool word_start = p == 0 || e[p - 1] == ' ' || e[p - 1] == '|' || e[p - 1] == '(';
-        const size_t after = p + t.size();
-        const bool word_end = after == e.size() || e[after] == ' ';
-        if (word_start && word_end) {
-          e.insert(p, "build/bin/");
-          p += 10;
-        }
-        p += t.size();
-      }
-    }
-  }
   return examples;
 }
 
+// The tools as `cmake --install build --prefix P` lays them out; ctest's fixture
+// Tools/install_for_help_examples installs them there before these tests run.
+const std::string kInstalled = KVC_INSTALL_DIR;
+
 class HelpExamples : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(HelpExamples, RunAsPastedFromTheRepositoryRoot) {
+TEST_P(HelpExamples, RunAsPastedFromTheRepositoryRootAfterInstall) {
   const std::string tool = GetParam();
   if (!std::ifstream(test::bin(tool))) GTEST_SKIP() << tool << " is not built";
   const auto examples = tool_examples(tool);
   ASSERT_FALSE(examples.empty()) << tool << " --help shows no examples";
-  run_in_workspace(tool + "-help", examples);
+  ASSERT_TRUE(std::ifstream(kInstalled + "/bin/" + tool))
+      << kInstalled << "/bin/" << tool << " is missing: run the suite with ctest, or first cmake --install "
+      << kBuild << " --prefix " << kInstalled;
+  // As a user pastes them after the install step: the bare tool names resolve through PATH.
+  run_in_workspace(tool + "-help", examples, "export PATH=" + shell_quote(kInstalled + "/bin") + ":\"$PATH\" && ");
 }
 
 INSTANTIATE_TEST_SUITE_P(Tools, HelpExamples, ::testing::ValuesIn(kTools), [](const auto& info) {

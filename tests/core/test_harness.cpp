@@ -208,14 +208,45 @@ TEST(SweepReport, PivotTableAndPlots) {
   EXPECT_NE(md.find("| none | 1 |  |  |"), std::string::npos) << md;
   EXPECT_NE(md.find("| fake | 1 | 0.75 | 0.25 |"), std::string::npos) << md;  // starts at the baseline
   const std::string csv = to_csv(sweep_table(records));
-  EXPECT_NE(csv.find("needle,fake,0.9,0.25,accuracy,yes,0.9,0.9,1.5\n"), std::string::npos) << csv;
-  EXPECT_NE(csv.find("needle,retrieval/adaptive,0,0.5,accuracy,yes,0,0.8,1.5\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("needle,fake,0.9,0.25,accuracy,yes,0.9,0.9,1.5,0,\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("needle,retrieval/adaptive,0,0.5,accuracy,yes,0,0.8,1.5,0,\n"), std::string::npos) << csv;
   const std::string dir = test::make_temp_dir("kvc-report");
   const auto pngs = write_sweep_report(dir, records);
   if (gnuplot_available()) {
     ASSERT_EQ(pngs.size(), 1u);
     EXPECT_EQ(read_text_file(pngs[0]).substr(1, 3), "PNG");
   }
+}
+
+nlohmann::json with_samples(nlohmann::json record, const std::vector<double>& scores) {
+  double sum = 0;
+  for (double v : scores) {
+    record["result"]["samples"].push_back({{"score", v}});
+    sum += v;
+  }
+  record["result"]["score"] = sum / static_cast<double>(scores.size());
+  return record;
+}
+
+TEST(SweepReport, CellsCarryTheirSampleCountAndStandardError) {
+  // Scores 1, 0, 1, 0: mean 0.5, sample variance 1/3, standard error sqrt(1/3 / 4) = 0.288675.
+  const std::vector<nlohmann::json> same_n{with_samples(fake_record("vt", "none", 0, 0), {1, 1, 1, 1}),
+                                           with_samples(fake_record("vt", "snapkv", 0.5, 0), {1, 0, 1, 0})};
+  const std::string md = sweep_markdown(same_n);
+  EXPECT_NE(md.find("mean ± standard error over 4 samples per cell"), std::string::npos) << md;
+  EXPECT_NE(md.find("| snapkv | 1 ± 0 | 0.5 ± 0.2887 |"), std::string::npos) << md;
+  const std::string csv = to_csv(sweep_table(same_n));
+  EXPECT_NE(csv.find("vt,snapkv,0.5,0.5,accuracy,yes,0.5,0.5,1.5,4,0.288675\n"), std::string::npos) << csv;
+  // A cell with fewer samples (an interrupted sweep) says its own n, and one sample has no error.
+  const std::vector<nlohmann::json> mixed{with_samples(fake_record("vt", "none", 0, 0), {1, 0}),
+                                          with_samples(fake_record("vt", "snapkv", 0.5, 0), {1})};
+  const std::string mixed_md = sweep_markdown(mixed);
+  EXPECT_NE(mixed_md.find("mean ± standard error over n samples"), std::string::npos) << mixed_md;
+  EXPECT_NE(mixed_md.find("| snapkv | 0.5 ± 0.5 (n=2) | 1 (n=1) |"), std::string::npos) << mixed_md;
+  // ppl and kl cells: one number over their windows.
+  nlohmann::json ppl = fake_record("ppl", "none", 0, 12.5);
+  ppl["result"]["windows"] = 8;
+  EXPECT_NE(sweep_markdown({ppl}).find("8 windows per cell"), std::string::npos) << sweep_markdown({ppl});
 }
 
 TEST(Tables, CsvQuotingAndMarkdownEscaping) {
