@@ -7,11 +7,12 @@
 # REPEATS=N runs the whole comparison N times. Writes OUT/decode_interleaved.csv (every repeat: decode
 # tok/s, speed-up over the uncompressed cache, the byte limit) and OUT/decode_interleaved_medians.csv.
 # Usage: BUILD=build [CONTEXT=8192 NEW=128 RATIO=0.9 REPEATS=3 THREADS=2] recipes/eviction_decode_interleaved.sh [OUT_DIR]
+#   (OUT_DIR default: data/results/eviction/decode_speedup/<CONTEXT/1024>k_interleaved, e.g. .../8k_interleaved)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
-OUT=${1:-$ROOT/data/results/eviction/interleaved_8k}
 CONTEXT=${CONTEXT:-8192}
+OUT=${1:-$ROOT/data/results/eviction/decode_speedup/$((CONTEXT / 1024))k_interleaved}
 NEW=${NEW:-128}
 RATIO=${RATIO:-0.9}
 REPEATS=${REPEATS:-3}

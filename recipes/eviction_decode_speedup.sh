@@ -10,11 +10,12 @@
 # between runs): decode_speedup.csv then holds medians (of tok/s and prefill seconds, and of each
 # repeat's ratios to that repeat's uncompressed run), and OUT/decode_speedup_runs.csv every run.
 # Usage: BUILD=build CONTEXT=8192 THREADS=2 [REPEATS=5 NEW=64] recipes/eviction_decode_speedup.sh [OUT_DIR]
+#   (OUT_DIR default: data/results/eviction/decode_speedup/<CONTEXT/1024>k, e.g. .../8k)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
-OUT=${1:-$ROOT/data/results/eviction}
 CONTEXT=${CONTEXT:-8192}
+OUT=${1:-$ROOT/data/results/eviction/decode_speedup/$((CONTEXT / 1024))k}
 NEW=${NEW:-32}
 RATIO=${RATIO:-0.9}
 REPEATS=${REPEATS:-1}

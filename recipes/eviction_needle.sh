@@ -3,8 +3,8 @@
 # uncompressed baseline, query-aware (question prefilled with the context, compression sees it) and
 # query-agnostic (context prefilled and compressed, question fed after). kvc-eval sweep, resumable:
 # re-run after an interruption to finish. 40 samples per method and ratio (lengths 512 and 1000 ×
-# depths 0..1 × 4 samples), seed 0. Writes OUT/{aware,agnostic}/ (sweep cells, tables, plots) and the
-# combined OUT/needle.csv, needle.md, needle.png.
+# depths 0..1 × 4 samples), seed 0. Writes OUT/{aware,agnostic}/ (sweep cells in results.jsonl.gz,
+# tables, plots) and the combined OUT/needle.csv, needle.md, needle.png.
 # Usage: BUILD=build recipes/eviction_needle.sh [OUT_DIR]   (~17 min at -t 1 on an idle 2-core box)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,9 +21,11 @@ if [ -n "${KVC_SMOKE:-}" ]; then METHODS=none,snapkv; RATIOS=0.5; LENGTHS=256; D
 # Measured on kvc-tiny-lm (2.4M parameters, from ../shared: scripts/model_path.sh); the smoke run uses the
 # repository's kvc-micro-lm.
 . recipes/lib/needle_model.sh
+. recipes/lib/committed_results.sh
 MODEL=$(needle_model)
 for mode in $MODES; do
   echo "eviction_needle: query-$mode" >&2
+  unpack_results "$OUT/$mode"
   "$BUILD/bin/kvc-eval" sweep -m "$MODEL" --methods "$METHODS" --ratios "$RATIOS" --tasks needle \
     --haystack "$HAYSTACK" --needle-lengths "$LENGTHS" --needle-depths "$DEPTHS" --samples 4 --seed 0 \
     --query "$mode" -t "$THREADS" --out "$OUT/$mode"
@@ -76,4 +78,5 @@ gp.append("unset multiplot")
 open(f"{out}/needle.gp", "w").write("\n".join(gp) + "\n")
 PY
 if command -v gnuplot > /dev/null; then gnuplot "$OUT/needle.gp"; fi
+for mode in $MODES; do pack_results "$OUT/$mode"; done
 cat "$OUT/needle.md"

@@ -27,7 +27,8 @@
 # them), alone and under TYPED_PRESS at every ratio; each type prefills once per sample for its presses.
 # QUERY=agnostic compresses the context before the question is seen (into OUT=...-agnostic).
 # Each task is a resumable sweep of its own: interrupt at will, re-run to continue.
-# Writes OUT/<task>/results.{jsonl,md,csv}, OUT/leaderboard.md (mean score ± standard error over the
+# Writes OUT/<task>/results.{jsonl.gz,md,csv} (the sweep's results.jsonl, gzipped at the end:
+# recipes/lib/committed_results.sh), OUT/leaderboard.md (mean score ± standard error over the
 # samples, and the measured share of the cache kept) and OUT/leaderboard.png (score vs cache kept).
 #   recipes/leaderboard_gemma3.sh                      # needle, niah_single_2, niah_multikey_1
 #   TASKS="needle" SAMPLES=10 recipes/leaderboard_gemma3.sh
@@ -109,7 +110,9 @@ fi
 # KL and perplexity on the longest essay: each 2,048-token window's first half compressed, its second
 # half fed 64 tokens at a time (kl) or one (kl_retrieval) and scored. Cells run one by one.
 kl_args=(--tasks kl -f "$KL_TEXT" -c "$KL_WINDOW" --max-windows 4)
+source recipes/lib/committed_results.sh
 for task in $TASKS; do
+  unpack_results "$OUT/$task"
   if [ "$task" = kl ]; then
     args=("${kl_args[@]}" --chunk 64)
   elif [ "$task" = needle ]; then
@@ -139,3 +142,4 @@ for task in $TASKS; do
 done
 # The table and plot cover every task OUT holds, whichever TASKS this invocation ran.
 python3 scripts/leaderboard_table.py "$OUT" needle niah_single_2 niah_multikey_1 kl kl_retrieval | tee "$OUT/leaderboard.md"
+for task in $TASKS; do pack_results "$OUT/$task"; done

@@ -2,7 +2,7 @@
 # Clustered KV retrieval on kvc-tiny-lm: a 64-token prompt decoded for thousands of tokens
 # with the exact cache, while adaptive, static, local and no-clustering retrieval are measured side by
 # side; then the ablations (B_max sweep, dual-head vs naive layout, cluster-aligned vs LRU cache,
-# next-layer prefetch). Results (steps.csv, summary.json, summary.md, PNGs) go under
+# next-layer prefetch). Results (steps.csv.gz, summary.json, summary.md, PNGs) go under
 # data/results/retrieval/. The random-weight long run is recipes/retrieval_random_long.sh.
 # Usage: recipes/retrieval_long_decode.sh [BUILD_DIR] [OUT_DIR] [STEPS] [ABLATION_STEPS] [PARTS]
 #   (run from the repository root; PARTS: any of "main bmax layout cache prefetch crash", default
@@ -93,3 +93,8 @@ fi
 
 # The replay stores are scratch (the index keeps only what the replays read: thresholds).
 rm -f "$OUT"/*/store-*.kvs
+# Each replay's per-step table is kept gzipped (-n: the same steps give the same bytes); the plots'
+# steps_{grouped,cum,avg}.csv stay beside it for recipes/replot.sh and are not committed.
+for part in long_decode bmax_sweep layout cache prefetch; do
+  if [ -f "$OUT/$part/steps.csv" ]; then gzip -9nf "$OUT/$part/steps.csv"; fi
+done

@@ -7,7 +7,9 @@ The plot draws score against the measured share of the uncompressed cache kept i
 cache's entries are on storage: its share is the RAM it holds), one line per method,
 averaged over the tasks given (gnuplot; skipped when it is not installed).
 Usage: scripts/leaderboard_table.py OUT TASK [TASK ...]
-  reads OUT/TASK/results.jsonl, writes OUT/leaderboard.png (and .dat, .gp) and prints the tables."""
+  reads OUT/TASK/results.jsonl (or results.jsonl.gz, the form the repository commits), writes
+  OUT/leaderboard.png (and .dat, .gp) and prints the tables."""
+import gzip
 import json
 import math
 import os
@@ -18,11 +20,18 @@ import sys
 from pathlib import Path
 
 
+def results_file(folder):
+    """A sweep folder's results.jsonl, else its gzipped copy (which need not exist)."""
+    plain = folder / "results.jsonl"
+    return plain if plain.exists() else folder / "results.jsonl.gz"
+
+
 def cells(path):
     out = {}
-    for line in open(path):
-        rec = json.loads(line)
-        out[(rec["method"], rec["ratio"])] = rec["result"]
+    with gzip.open(path, "rt") if path.suffix == ".gz" else open(path) as f:
+        for line in f:
+            rec = json.loads(line)
+            out[(rec["method"], rec["ratio"])] = rec["result"]
     return out
 
 
@@ -217,7 +226,7 @@ def plot(out, by_task):
 
 def main():
     out, tasks = Path(sys.argv[1]), sys.argv[2:]
-    by_task = {t: cells(out / t / "results.jsonl") for t in tasks if (out / t / "results.jsonl").exists()}
+    by_task = {t: cells(results_file(out / t)) for t in tasks if results_file(out / t).exists()}
     overall = combined(by_task)
     if overall:
         print(overall)

@@ -24,11 +24,16 @@
 
 #include "util/error.h"
 #include "util/interrupt.h"
+#include "util/printable.h"
 #include "runtime/thread_policy.h"
 
 namespace kvc::cli {
 
 inline std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+// One error line, with a user's control characters shown as escapes (util/printable.h).
+inline void print_error(const char* tool, const std::string& message) {
+  std::fprintf(stderr, "%s: error: %s\n", tool, printable(message).c_str());
+}
 
 inline int run_body(const char* tool, const std::function<int()>& body) {
   try {
@@ -36,14 +41,14 @@ inline int run_body(const char* tool, const std::function<int()>& body) {
   } catch (const CLI::ParseError&) {
     throw;  // handled by the caller's app.exit()
   } catch (const kvc::InterruptedError& e) {
-    std::fprintf(stderr, "%s: %s\n", tool, e.what());
+    std::fprintf(stderr, "%s: %s\n", tool, printable(e.what()).c_str());
     return 130;
   } catch (const kvc::Error& e) {
-    std::fprintf(stderr, "%s: error: %s\n", tool, e.what());
+    print_error(tool, e.what());
   } catch (const c10::Error& e) {
-    std::fprintf(stderr, "%s: error: %s\n", tool, first_line(e.what_without_backtrace()).c_str());
+    print_error(tool, first_line(e.what_without_backtrace()));
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", tool, first_line(e.what()).c_str());
+    print_error(tool, first_line(e.what()));
   }
   return 1;
 }
@@ -233,7 +238,7 @@ inline int parse_or_exit(CLI::App& app, int argc, char** argv, const char* tool,
   std::vector<std::string> args(argv + 1, argv + argc);
   walk.rewrite_aliases(args);
   if (const std::string refusal = walk.first_llama_cpp_flag(args); !refusal.empty()) {
-    std::fprintf(stderr, "%s: error: %s\n", tool, refusal.c_str());
+    print_error(tool, refusal);
     return 2;
   }
   std::vector<const char*> rewritten{argv[0]};
@@ -250,14 +255,14 @@ inline int parse_or_exit(CLI::App& app, int argc, char** argv, const char* tool,
     return app.exit(e);
   } catch (const CLI::ExtrasError& e) {
     const std::string unknown = walk.first_unknown(args);
-    if (!unknown.empty()) std::fprintf(stderr, "%s: error: %s\n", tool, unknown.c_str());
-    else std::fprintf(stderr, "%s: error: %s (see --help)\n", tool, e.what());
+    if (!unknown.empty()) print_error(tool, unknown);
+    else print_error(tool, std::string(e.what()) + " (see --help)");
     return 2;
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "%s: error: %s (see --help)\n", tool, first_line(e.what()).c_str());
+    print_error(tool, first_line(e.what()) + " (see --help)");
     return 2;
   } catch (const kvc::Error& e) {  // a flag value checked while parsing (e.g. what -m points at)
-    std::fprintf(stderr, "%s: error: %s\n", tool, e.what());
+    print_error(tool, e.what());
     return 2;
   }
   return -1;

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "flag_vocabulary.h"
@@ -28,6 +29,7 @@
 #include "harness/gnuplot.h"
 #include "util/hash.h"
 #include "util/interrupt.h"
+#include "util/output_lock.h"
 #include "util/progress.h"
 
 namespace kvc::cluster_cli {
@@ -63,6 +65,7 @@ class ScratchDir {
       std::filesystem::create_directories(path_, ec);
       KVC_CHECK(!ec && is_directory(path_), "cannot create --out-dir '{}': {}", path_,
                 ec ? ec.message() : std::string("a file of that name exists"));
+      lock_.emplace(path_, "replay", "--out-dir");
       return;
     }
     std::string templ = (std::filesystem::temp_directory_path() / "kvc-cluster-XXXXXX").string();
@@ -81,6 +84,7 @@ class ScratchDir {
  private:
   std::string path_;
   bool temporary_ = false;
+  std::optional<OutputLock> lock_;  // one replay writes a --out-dir at a time
 };
 
 struct Run {

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "harness/needle_report.h"
 #include "harness/result_store.h"
@@ -16,6 +17,7 @@
 #include "tasks/haystack.h"
 #include "util/hash.h"
 #include "util/interrupt.h"
+#include "util/output_lock.h"
 #include "util/progress.h"
 
 namespace kvc::eval_app {
@@ -73,8 +75,10 @@ int run(Options& o) {
       fmt::join(grid_options.spec.entities, ","), hash_files(files), o.max_new_tokens) +
                                               prompt_format_key(o.harness, o.model));
   std::unique_ptr<ResultStore> store;
+  std::optional<OutputLock> lock;
   if (!o.out.empty()) {
     ensure_out_dir(o.out);
+    lock.emplace(o.out, "cells.jsonl", "--out-dir");
     store = std::make_unique<ResultStore>(o.out + "/cells.jsonl");
   }
 

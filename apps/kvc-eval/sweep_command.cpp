@@ -17,7 +17,10 @@
 #include "sweep_inputs.h"
 #include "tasks/synthetic.h"
 #include "util/hash.h"
+#include "util/files.h"
 #include "util/interrupt.h"
+#include "util/named_settings.h"
+#include "util/output_lock.h"
 #include "util/progress.h"
 
 namespace kvc::eval_app {
@@ -43,6 +46,8 @@ int run(SweepOptions& o) {
   KVC_CHECK(!o.out.empty(), "--out-dir is required (the folder for results.jsonl, tables and plots)");
   const SweepShard shard = o.shard.empty() ? SweepShard{} : parse_sweep_shard(o.shard);
   ensure_out_dir(o.out);
+  // Shards of one sweep share the folder, each appending to its own file; two runs of the same one may not.
+  const OutputLock lock(o.out, shard.sharded() ? shard.results_name() : "results.jsonl", "--out-dir");
   // A shard appends to a file of its own; the cells of results.jsonl (an earlier run or merge) count as done.
   ResultStore store(o.out + "/" + (shard.sharded() ? shard.results_name() : "results.jsonl"));
   ResultStore checkpoint(o.out + "/" + (shard.sharded() ? "samples." + shard.results_name() : "samples.jsonl"), "sample");
@@ -62,14 +67,39 @@ int run(SweepOptions& o) {
   if (o.kl.chunk != 1) settings_text += fmt::format("|chunk {}", o.kl.chunk);
   settings_text += prompt_format_key(o.harness, o.model);
   const std::string settings = hash_string(settings_text);
+  // The same settings by flag, kept in the folder so that a mismatch can name what differs.
+  const NamedSettings named = {{"the model's config hash", model.config().config_hash},
+                               {"--query", o.harness.query},
+                               {"--truncate", o.harness.truncate},
+                               {"--seed", fmt::format("{}", o.harness.seed)},
+                               {"-f/--file", o.file},
+                               {"-c/--ctx-size", fmt::format("{}", o.kl.plan.window)},
+                               {"--max-windows", fmt::format("{}", o.kl.plan.max_windows)},
+                               {"--haystack", o.haystack},
+                               {"--needle-lengths", o.needle_lengths},
+                               {"--needle-depths", o.needle_depths},
+                               {"--templates", o.templates},
+                               {"--samples", fmt::format("{}", o.samples)},
+                               {"--task-lengths", o.task_lengths},
+                               {"--max-new-tokens", fmt::format("{}", o.max_new_tokens)},
+                               {"--ruler-new-tokens", fmt::format("{}", o.ruler_new_tokens)},
+                               {"--qa-dir", o.qa_dir},
+                               {"--chunk", fmt::format("{}", o.kl.chunk)},
+                               {"--chat, --chat-template, --system, --bos/--no-bos", prompt_format_key(o.harness, o.model)}};
+  const std::string settings_file = o.out + "/sweep_settings.json";
   for (const ResultStore* s : std::initializer_list<const ResultStore*>{&store, &earlier, &checkpoint}) {
     for (const auto& r : s->records()) {
-      KVC_CHECK(r.value("settings", "") == settings,
-                "--out-dir: {} holds cells made with other settings (model, --query, --seed, lengths, samples or "
-                "data differ); use another --out-dir folder or delete the file",
-                s->path());
+      if (r.value("settings", "") == settings) continue;
+      const std::string differences =
+          file_exists(settings_file) ? settings_differences(parse_named_settings(read_text_file(settings_file)), named)
+                                     : "";
+      KVC_CHECK(differences.empty(), "--out-dir: {} holds cells made with {}; run with those flags, or use another "
+                "--out-dir folder", s->path(), differences);
+      fail("--out-dir: {} holds cells made with other settings (model, --query, --seed, lengths, samples or data "
+           "differ); use another --out-dir folder or delete the file", s->path());
     }
   }
+  write_file_atomic(settings_file, named_settings_text(named) + "\n");
   ShardStatus status{shard, settings, {}, 0, 0};
   for (size_t i = 0; i < cells.size(); ++i) {
     status.plan.push_back(cells[i].key());

@@ -161,15 +161,24 @@ int run(GenerateOptions& o) {
     std::fflush(stdout);
     last_printed = piece.back();
   };
-  print(o.prompt_tokens > 0 ? tokenizer.decode(body) : text);
+  // The prompt's text is printed once prefill is over: a long prefill's progress line (stderr) has the
+  // terminal's last line to itself until then.
+  bool prompt_printed = false;
+  const auto print_prompt = [&] {
+    if (!prompt_printed) print(o.prompt_tokens > 0 ? tokenizer.decode(body) : text);
+    prompt_printed = true;
+  };
+  request.show_prefill_progress = !o.quiet;
   // The cap that ends the run when it is the context's (-c, or -n -1), not the -n the user asked for.
   const bool capped_by_context = o.max_new_tokens < 0 || request.max_new_tokens < o.max_new_tokens;
   auto result = kvc::generate(*model, cache, request, [&](int id) {
+    print_prompt();
     if (model->config().is_eos(id)) return;
     const std::string piece = stream.push(id);
     generated += piece;
     print(piece);
   }, observer.get());
+  print_prompt();
   if (result.stop_reason == "max_new_tokens" && capped_by_context) result.stop_reason = "context";
   kvc::finish_kept_dump(o.compression.dump_kept, observer.get(), cache,
                         {{"press", o.compression.spec.press}, {"ratio", std::to_string(o.compression.spec.ratio)},

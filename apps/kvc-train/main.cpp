@@ -81,7 +81,7 @@ int run_train(TrainCli& t) {
   // Training differentiates through every projection: a GGUF's blocks are dequantized at load.
   if (t.model.dtype == "auto" && kvc::gguf::is_gguf_file(t.model.model_dir)) t.model.dtype = "float32";
   auto model = t.model.load_model();
-  const auto bases = kvc::lowrank::load_artifact(t.bases, model->config());
+  const auto bases = kvc::lowrank::load_artifact(t.bases, model->config(), "--bases");
   KVC_CHECK(!bases.is_gates(), "--bases: '{}' holds gates; pass the bases file from kvc-calibrate", t.bases);
   const kvc::Tokenizer tok = t.model.load_tokenizer();
   std::vector<int> ids;

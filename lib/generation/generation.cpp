@@ -11,6 +11,7 @@
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/process_stats.h"
+#include "util/progress.h"
 
 namespace kvc {
 
@@ -42,7 +43,14 @@ GenerationResult generate(const LlamaModel& model, KVCache& cache, const Generat
   const auto prefill_start = std::chrono::steady_clock::now();
   ForwardOptions prefill = options;
   prefill.stop_on_interrupt = true;  // a long prompt's prefill stops between layers; a decode step, after it
+  std::optional<Progress> progress;
+  if (request.show_prefill_progress) {
+    progress.emplace(fmt::format("prefill {} tokens", prompt_len), c.num_layers, "layers", true,
+                     /*quiet_for_seconds=*/1.0);
+    prefill.on_layer = [&](int64_t done, int64_t) { progress->set(done); };
+  }
   const at::Tensor logits = model.forward(request.prompt, cache, prefill);
+  if (progress) progress->finish();
   stats.prefill_seconds = seconds_since(prefill_start);
   stats.kv_after_prefill = cache.footprint();
   stats.kv_peak_resident_bytes = stats.kv_after_prefill.resident_bytes;

@@ -20,6 +20,8 @@ struct GenerationRequest {
   bool allow_past_context = false;
   // Count the ATen operator calls of the decode steps (AtenOpCounter): off for timed runs.
   bool count_ops = false;
+  // A progress line on stderr for a prefill that runs longer than a second (layers done of all).
+  bool show_prefill_progress = false;
 };
 
 struct GenerationStats {

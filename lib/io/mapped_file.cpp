@@ -11,17 +11,20 @@
 #include "util/error.h"
 #include "util/files.h"
 #include "util/run_files.h"
+#include "util/standard_input.h"
 
 namespace kvc::st {
 
 MappedFile::MappedFile(const std::string& path) {
-  KVC_CHECK(file_exists(path), "file not found: '{}'", path);
-  KVC_CHECK(!is_directory(path), "'{}' is a folder, expected a file", path);
+  // "-": standard input, copied into memory once (util/standard_input.h); messages name what was typed.
+  const std::string source = input_path(path);
+  KVC_CHECK(file_exists(source), "file not found: '{}'", path);
+  KVC_CHECK(!is_directory(source), "'{}' is a folder, expected a file", path);
   struct stat before {};
-  KVC_CHECK(::stat(path.c_str(), &before) == 0 && S_ISREG(before.st_mode),
+  KVC_CHECK(::stat(source.c_str(), &before) == 0 && S_ISREG(before.st_mode),
             "'{}' is not a regular file (a pipe or device cannot be mapped); give the file itself", path);
   // O_NONBLOCK: should the path become a FIFO after the check, open() returns instead of waiting.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  const int fd = ::open(source.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   KVC_CHECK(fd >= 0, "cannot open '{}': {}", path, std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -18,6 +18,7 @@
 #include "util/files.h"
 #include "util/hash.h"
 #include "util/interrupt.h"
+#include "util/named_settings.h"
 #include "util/progress.h"
 
 namespace kvc::lowrank {
@@ -147,6 +148,28 @@ std::string signature(const LlamaModel& model, const TrainOptions& o) {
                                  has_local ? "|global-layers" : ""));
 }
 
+// The same settings by flag, stored in the checkpoint so that a mismatch names them.
+NamedSettings named_settings(const LlamaModel& model, const TrainOptions& o) {
+  const ModelConfig& c = model.config();
+  const bool has_local = static_cast<int64_t>(lowrank_layers(c).size()) < c.num_layers;
+  const auto text = [](auto v) { return fmt::format("{}", v); };
+  return {{"the model's config hash", c.config_hash},
+          {"--alpha", text(o.alpha)},
+          {"--tau", text(o.tau)},
+          {"--lr", text(o.lr)},
+          {"--basis-lr-scale", text(o.basis_lr_scale)},
+          {"--weight-decay", text(o.weight_decay)},
+          {"--clip", text(o.clip)},
+          {"--steps", text(o.steps)},
+          {"--warmup", text(o.warmup)},
+          {"-c/--ctx-size", text(o.seq_len)},
+          {"--batch", text(o.batch)},
+          {"--seed", text(o.seed)},
+          {"--init-bias", text(o.init_bias)},
+          {"--loss", o.loss == TrainLoss::CrossEntropy ? "ce" : "kl"},
+          {"gates for global layers only", has_local ? "yes" : "no"}};
+}
+
 }  // namespace
 
 TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const std::vector<int>& train_ids,
@@ -201,6 +224,7 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
   all_params.insert(all_params.end(), basis_params.begin(), basis_params.end());
 
   const std::string sig = signature(model, o);
+  const NamedSettings settings = named_settings(model, o);
   int64_t step = 0;
   TrainResult result;
   r.check_same("training flags (or models)", sig);
@@ -221,9 +245,17 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
     }
     c10::IValue s;
     ar.read("signature", s);
-    KVC_CHECK(s.isString() && s.toStringRef() == sig,
-              "--resume: '{}' was written with other settings or another model; resume with the same flags",
-              o.checkpoint);
+    if (!s.isString() || s.toStringRef() != sig) {
+      c10::IValue stored;
+      const std::string differences =
+          ar.try_read("settings", stored) && stored.isString()
+              ? settings_differences(parse_named_settings(stored.toStringRef()), named_settings(model, o))
+              : "";
+      KVC_CHECK(differences.empty(), "--resume: '{}' was written with {}; resume with the same flags, or start again "
+                "without --resume", o.checkpoint, differences);
+      fail("--resume: '{}' was written with other settings or another model; resume with the same flags",
+           o.checkpoint);
+    }
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < all_params.size(); ++i) {
       torch::Tensor t;
@@ -256,6 +288,7 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
     if (!r.is_root()) return;
     torch::serialize::OutputArchive ar;
     ar.write("signature", c10::IValue(sig));
+    ar.write("settings", c10::IValue(named_settings_text(settings)));
     for (size_t i = 0; i < all_params.size(); ++i) ar.write("p" + std::to_string(i), all_params[i].detach());
     ar.write("step", torch::tensor(step));
     ar.write("evals", evals_to_tensor(result.evals));

@@ -58,9 +58,16 @@ Projection read_projection(const std::shared_ptr<st::SafetensorsFile>& file, int
 
 }  // namespace
 
-Artifact load_artifact(const std::string& path, const ModelConfig& config) {
-  KVC_CHECK(file_exists(path), "--lowrank: file not found: '{}'", path);
-  const auto file = st::SafetensorsFile::open(path);
+Artifact load_artifact(const std::string& path, const ModelConfig& config, const std::string& flag) {
+  KVC_CHECK(path == "-" || file_exists(path), "{}: file not found: '{}'", flag, path);
+  // Messages name the file, or for "-" the flag that read standard input.
+  const std::string shown = path == "-" ? flag + " - (standard input)" : path;
+  std::shared_ptr<st::SafetensorsFile> file;
+  try {
+    file = st::SafetensorsFile::open(path);
+  } catch (const Error& e) {
+    fail("{}: {}", flag, e.what());  // which of the tool's files is damaged
+  }
   const auto& meta = file->metadata();
   const auto get = [&](const std::string& key) {
     auto it = meta.find(key);
@@ -71,20 +78,20 @@ Artifact load_artifact(const std::string& path, const ModelConfig& config) {
   a.kind = get("kind");
   a.metadata = meta;
   KVC_CHECK(a.kind == kBasesKind || a.kind == kGatesKind,
-            "{}: not a low-rank artifact (expected bases from kvc-calibrate or gates from kvc-train)", path);
+            "{}: not a low-rank artifact (expected bases from kvc-calibrate or gates from kvc-train)", shown);
   KVC_CHECK(get("model_config_hash") == config.config_hash,
-            "{}: made for another model (config hash {} != {}); run kvc-calibrate/kvc-train for this model", path,
+            "{}: made for another model (config hash {} != {}); run kvc-calibrate/kvc-train for this model", shown,
             get("model_config_hash"), config.config_hash);
   const int64_t d = config.kv_dim();
   KVC_CHECK(get("num_layers") == std::to_string(config.num_layers) && get("kv_dim") == std::to_string(d),
-            "{}: shapes do not match the model ({} layers, d_kv {} in the file; the model has {} and {})", path,
+            "{}: shapes do not match the model ({} layers, d_kv {} in the file; the model has {} and {})", shown,
             get("num_layers"), get("kv_dim"), config.num_layers, d);
   if (a.is_gates()) {
     // The whole text must be the number: "0.5x" is damage, not 0.5.
     const auto tau = parse_finite_number(get("tau"));
-    KVC_CHECK(tau.has_value(), "{}: metadata 'tau' is '{}', not a number", path, get("tau"));
+    KVC_CHECK(tau.has_value(), "{}: metadata 'tau' is '{}', not a number", shown, get("tau"));
     a.tau = *tau;
-    KVC_CHECK(a.tau > 0 && a.tau < 1, "{}: metadata 'tau' is {}, outside (0, 1)", path, get("tau"));
+    KVC_CHECK(a.tau > 0 && a.tau < 1, "{}: metadata 'tau' is {}, outside (0, 1)", shown, get("tau"));
   }
   // Bases, gates and eigenvalues alike: one NaN would turn every compressed run's output into NaN.
   file->check_all_finite();

@@ -45,8 +45,9 @@ struct Artifact {
   bool has_rotated_keys() const { return !layers.empty() && layers[0].rotated_key.U.defined(); }
 };
 
-// Reads and validates `path` against `config` (kind, config hash, layer count, shapes).
-Artifact load_artifact(const std::string& path, const ModelConfig& config);
+// Reads and validates `path` ("-": standard input) against `config` (kind, config hash, layer count,
+// shapes); errors name `flag`, the option the user gave the path with.
+Artifact load_artifact(const std::string& path, const ModelConfig& config, const std::string& flag = "--lowrank");
 
 // Writes atomically; `metadata` is added to what the artifact itself records (kind, model hash, shapes).
 void write_artifact(const std::string& path, const Artifact& artifact, const ModelConfig& config);

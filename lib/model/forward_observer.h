@@ -3,6 +3,8 @@
 // prefill and act on a layer's cache right after it was filled (before the next layer runs).
 #include <ATen/ATen.h>
 
+#include <functional>
+
 #include "cache/kept_record.h"
 #include "cache/kv_cache.h"
 
@@ -48,6 +50,8 @@ struct ForwardOptions {
   ForwardObserver* observer = nullptr;  // not owned
   // Ctrl-C stops a long pass between layers (an error naming the layer); the cache is then unusable.
   bool stop_on_interrupt = false;
+  // Called after each layer with (layers done, layers): a long prefill's progress.
+  std::function<void(int64_t, int64_t)> on_layer;
 };
 
 }  // namespace kvc

@@ -217,6 +217,7 @@ at::Tensor LlamaModel::forward(const std::vector<int>& tokens, KVCache& cache, c
                                          config_.num_layers));
     x = x + attention_block(i, x, positions, cache, options, repeat ? T : 0);
     x = x + mlp_block(i, x);
+    if (options.on_layer) options.on_layer(i + 1, config_.num_layers);
   }
   cache.advance(T);
   if (repeat) x = x.narrow(0, 0, T);

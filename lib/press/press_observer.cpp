@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "util/error.h"
+#include "util/warn_once.h"
 
 namespace kvc {
 
@@ -223,6 +224,7 @@ at::Tensor PressObserver::compress(int64_t layer, const at::Tensor& importance, 
     reserve_bound(layer, keep, cache);  // nothing to evict yet
     return at::arange(S, importance.options().dtype(at::kLong)).unsqueeze(0).expand({KV, S}).contiguous();
   }
+  if (!prefill_done_) warn_if_fewer_than_protected(layer, importance, keep);
   LayerCache& lc = layer_cache(cache, layer);
   const at::Tensor ranked = config_->shared_heads ? importance.mean(0, /*keepdim=*/true) : importance;
   at::Tensor kept;
@@ -266,6 +268,7 @@ void PressObserver::compress_per_head(int64_t layer, const at::Tensor& importanc
   const auto li = static_cast<size_t>(layer);
   bound_[li] = *std::max_element(keep.begin(), keep.end());
   if (std::all_of(keep.begin(), keep.end(), [&](int64_t k) { return k >= S; })) return;
+  warn_if_fewer_than_protected(layer, importance, *std::min_element(keep.begin(), keep.end()));
   std::vector<at::Tensor> idx;
   for (int64_t h = 0; h < KV; ++h) idx.push_back(top_indices(importance[h], keep[static_cast<size_t>(h)]));
   cache.retain_per_head(shape_.layers[li], idx);
@@ -273,6 +276,19 @@ void PressObserver::compress_per_head(int64_t layer, const at::Tensor& importanc
   positions_[li].reset();
   cumulative_[li].reset();
   current_[li].reset();
+}
+
+void PressObserver::warn_if_fewer_than_protected(int64_t layer, const at::Tensor& importance, int64_t keep) const {
+  // The sinks and the recent window are what a method keeps whatever the scores say; a budget below
+  // them leaves only the newest part of the window and the method's selection never runs.
+  const int64_t protected_entries = (importance >= kProtected).sum(1).max().item<int64_t>();
+  if (keep >= protected_entries) return;
+  warn_once("press-below-protected:" + config_->name,
+            fmt::format("--press {} keeps {} of the {} prompt entries per KV head in layer {}, fewer than the {} it "
+                        "always keeps (sinks and recent window): it drops part of that window and does not select "
+                        "at all, so the output degrades. Keep more (a lower --ratio, or --budget {} or more) or "
+                        "give the press a smaller window ({}:window=N where it takes one).",
+                        config_->name, keep, importance.size(1), layer, protected_entries, protected_entries, config_->name));
 }
 
 }  // namespace kvc

@@ -49,6 +49,8 @@ class PressObserver : public ForwardObserver, public KeptRecorder {
   at::Tensor compress(int64_t layer, const at::Tensor& importance, int64_t keep, KVCache& cache);
   void compress_per_head(int64_t layer, const at::Tensor& importance, const std::vector<int64_t>& keep, KVCache& cache);
   void reserve_bound(int64_t layer, int64_t bound, KVCache& cache) const;
+  // One warning per run when a layer keeps fewer entries than the press protects.
+  void warn_if_fewer_than_protected(int64_t layer, const at::Tensor& importance, int64_t keep) const;
   ScoreInput input(int64_t layer, bool prefill, const LayerStep* step) const;
   // The press layer of a model layer, or -1 for a layer the press leaves alone.
   int64_t press_layer(int64_t model_layer) const { return press_layer_[static_cast<size_t>(model_layer)]; }

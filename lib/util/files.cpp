@@ -16,6 +16,7 @@
 
 #include "util/error.h"
 #include "util/run_files.h"
+#include "util/standard_input.h"
 
 namespace kvc {
 namespace {
@@ -96,10 +97,11 @@ void remove_stale_temps_beside(const std::string& target) {
 }
 
 std::string read_text_file(const std::string& path) {
-  if (path == "-") {  // standard input, as every tool's -f - means
+  if (path == "-") {  // standard input, as every tool's -f - means (read once: util/standard_input.h)
+    std::ifstream in(input_path(path), std::ios::binary);
+    KVC_CHECK(in.good(), "cannot read standard input: {}", std::strerror(errno));
     std::ostringstream ss;
-    ss << std::cin.rdbuf();
-    KVC_CHECK(!std::cin.bad(), "cannot read standard input: {}", std::strerror(errno));
+    ss << in.rdbuf();
     return ss.str();
   }
   KVC_CHECK(file_exists(path), "file not found: '{}'", path);

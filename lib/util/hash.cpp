@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "util/error.h"
+#include "util/standard_input.h"
 
 namespace kvc {
 
@@ -20,7 +21,7 @@ uint64_t fnv1a64(const void* data, size_t size, uint64_t seed) {
 std::string hex64(uint64_t value) { return fmt::format("{:016x}", value); }
 
 static uint64_t hash_file_into(const std::string& path, uint64_t seed) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(input_path(path), std::ios::binary);
   KVC_CHECK(in.good(), "cannot open '{}' to hash it", path);
   std::vector<char> buffer(1 << 20);
   uint64_t h = seed;

@@ -8,9 +8,9 @@
 
 namespace kvc {
 
-Progress::Progress(std::string label, int64_t total, std::string unit, bool enabled)
+Progress::Progress(std::string label, int64_t total, std::string unit, bool enabled, double quiet_for_seconds)
     : label_(std::move(label)), unit_(std::move(unit)), total_(std::max<int64_t>(total, 1)),
-      enabled_(enabled), tty_(::isatty(STDERR_FILENO) != 0),
+      enabled_(enabled), tty_(::isatty(STDERR_FILENO) != 0), quiet_for_seconds_(quiet_for_seconds),
       start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
 
 Progress::~Progress() { finish(); }
@@ -21,7 +21,9 @@ void Progress::set(int64_t done) {
   done_ = std::min(done, total_);
   const auto now = std::chrono::steady_clock::now();
   const double since = std::chrono::duration<double>(now - last_draw_).count();
-  if (since >= (tty_ ? 0.1 : 5.0)) {
+  // In a log, the first line comes as soon as a delayed progress may show; then one every 5 s.
+  const double every = tty_ ? 0.1 : (drawn_ || quiet_for_seconds_ <= 0 ? 5.0 : quiet_for_seconds_);
+  if (since >= every) {
     last_draw_ = now;
     draw(false);
   }
@@ -36,6 +38,8 @@ void Progress::finish() {
 void Progress::draw(bool final_line) {
   if (!enabled_) return;
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  if (!drawn_ && elapsed < quiet_for_seconds_) return;
+  drawn_ = true;
   const double rate = elapsed > 0 ? static_cast<double>(done_) / elapsed : 0.0;
   const double eta = rate > 0 ? static_cast<double>(total_ - done_) / rate : 0.0;
   constexpr int kWidth = 24;

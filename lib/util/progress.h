@@ -9,7 +9,10 @@ namespace kvc {
 
 class Progress {
  public:
-  Progress(std::string label, int64_t total, std::string unit = "it", bool enabled = true);
+  // With quiet_for_seconds > 0 nothing is drawn, not even the final line, until the work has run that
+  // long: a phase that is usually quick (a short prompt's prefill) stays silent.
+  Progress(std::string label, int64_t total, std::string unit = "it", bool enabled = true,
+           double quiet_for_seconds = 0);
   ~Progress();
   void advance(int64_t n = 1);
   void set(int64_t done);
@@ -19,7 +22,8 @@ class Progress {
   void draw(bool final_line);
   std::string label_, unit_;
   int64_t total_, done_ = 0;
-  bool enabled_, tty_, finished_ = false;
+  bool enabled_, tty_, finished_ = false, drawn_ = false;
+  double quiet_for_seconds_;
   std::chrono::steady_clock::time_point start_, last_draw_;
 };
 

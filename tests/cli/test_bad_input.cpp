@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -305,6 +306,17 @@ TEST(ChatBadInput, RefusedInOneLine) {
   expect_clean_error(run_command(bin("kvc-eval") + " needle -m " + kStories + " --haystack " + kText +
                                  " --lengths 128 --depths 0 --samples 1 --chat -t 1"),
                      "has no chat template");
+}
+
+// A path or value with control characters (a terminal escape, a carriage return, a newline) is shown
+// as escapes: the error stays one line and cannot recolour or overwrite the user's terminal.
+TEST(ControlCharacters, AreEscapedInErrors) {
+  const auto r = run_command(bin("kvc-generate") + " -m \"$(printf 'no\\033[2Jsuch\\rmodel\\nX')\" -p hi -n 1 -t 1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no\\x1b[2Jsuch\\rmodel\\nX"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 // ---- Outputs ---------------------------------------------------------------------------------------

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -99,8 +101,25 @@ TEST(EvalSweep, StoppedRunResumesWithoutRecomputingFinishedCells) {
   EXPECT_NE(test::slurp(out + "/results.md").find("### kl"), std::string::npos);
   EXPECT_NE(test::slurp(out + "/results.csv").find("task,method,ratio,score"), std::string::npos);
 
-  // Cells made under other settings are never mixed in.
-  expect_clean_error(run_command(sweep_cmd(out, "--seed 5")), "other settings");
+  // Cells made under other settings are never mixed in; the error names the flag that differs.
+  expect_clean_error(run_command(sweep_cmd(out, "--seed 5")), "holds cells made with --seed 0 (this run: 5)");
+}
+
+// Two runs of one sweep on one folder would interleave their records: while a lock holder (here this
+// test, through flock(2) as another kvc-eval would) writes results.jsonl, a second run stops before any
+// work; a shard, which appends to a file of its own, is not held up.
+TEST(EvalSweep, ASecondRunOnTheSameFolderIsRefusedWhileTheFirstWrites) {
+  const std::string out = test::make_temp_dir("kvc-sweep-lock");
+  const int fd = ::open((out + "/.results.jsonl.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  expect_clean_error(run_command(sweep_cmd(out, "--max-cells 1")), "another run is writing results.jsonl there");
+  EXPECT_FALSE(kvc::file_exists(out + "/results.jsonl"));
+  const auto shard = run_command(sweep_cmd(out, "--max-cells 1 --shard 1/2"));
+  EXPECT_EQ(shard.exit_code, 0) << shard.err;
+  ::close(fd);  // the holder ends: the folder is free again
+  const auto r = run_command(sweep_cmd(out, "--max-cells 1"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 TEST(EvalSweep, CtrlCStopsAfterTheCurrentCellWithValidFiles) {

@@ -13,6 +13,7 @@
 #include "io/safetensors.h"
 #include "support/paths.h"
 #include "support/run_command.h"
+#include "util/files.h"
 #include "util/hash.h"
 
 namespace kvc {
@@ -108,9 +109,9 @@ TEST_F(LowRankCli, ResumedTrainingEqualsUninterrupted) {
     EXPECT_EQ(resumed[i].first, whole[i].first);
     EXPECT_NEAR(resumed[i].second, whole[i].second, 1e-6);
   }
-  // Resuming with other settings is refused.
+  // Resuming with other settings is refused, naming the flag that differs and both values.
   expect_clean_error(run_command(train_cmd("--checkpoint " + dir_ + "/b.ckpt --resume --lr 0.1 -o /dev/null")),
-                     "other settings");
+                     "was written with --lr 0.005 (this run: 0.1); resume with the same flags");
   // The gates drive the adaptive cache.
   const auto eval = run_command(bin("kvc-eval") + " kl -m " + kModel + " --file " + kText +
                                 " --window 64 --max-windows 1 --json -t 1 --lowrank " + dir_ + "/a.safetensors");
@@ -207,7 +208,7 @@ TEST_F(LowRankCli, EachLossWinsOnItsOwnHeldOutMeasure) {
   expect_clean_error(run_command(bin("kvc-train") + " -m " + kModel + " --bases " + dir_ + "/bases.safetensors --data " +
                                  kText + " --alpha 4 --steps 40 -c 64 --eval-every 0 -t 1 --loss kl --resume "
                                  "--checkpoint " + dir_ + "/loss_ce.ckpt -o " + dir_ + "/x.safetensors"),
-                     "was written with other settings or another model");
+                     "was written with --loss ce (this run: kl)");
 }
 
 // A sweep's low-rank rows are the caches `kvc-eval kl --lowrank` builds: the same KL, alone and under a press.
@@ -244,6 +245,37 @@ TEST_F(LowRankCli, SweepLowRankRowsEqualTheirOwnRuns) {
   expect_clean_error(run_command(bin("kvc-eval") + " sweep" + common + " --methods none --tasks kl --lowrank-press "
                                  "snapkv --out-dir " + test::make_temp_dir("lowrank_sweep_bad2")),
                      "--lowrank-press");
+}
+
+// "-" for artifacts: calibrate -> train -> generate through pipes gives the bytes and the text that the
+// same steps give through files, and a damaged artifact on stdin is refused naming the flag it came by.
+TEST_F(LowRankCli, ArtifactsFlowThroughPipesAsThroughFiles) {
+  const std::string calibrate = bin("kvc-calibrate") + " -m " + kModel + " -f " + kText +
+                                " --tokens 2000 -c 128 -t 1 -o ";
+  const std::string train = bin("kvc-train") + " -m " + kModel + " -f " + kText +
+                            " --steps 3 -c 32 --eval-every 0 -t 1 --bases ";
+  const std::string generate = bin("kvc-generate") + " -m " + kModel + " -p 'Once upon a time' -n 12 -q -t 1 "
+                               "--json-out - --lowrank ";
+  // run_command redirects the last command's stdin from /dev/null: a pipeline runs as one group.
+  const auto pipeline = [](const std::string& commands) { return "{ " + commands + "; }"; };
+  const std::string files = test::make_temp_dir("lowrank_pipes");
+  ASSERT_EQ(run_command(calibrate + files + "/bases.safetensors").exit_code, 0);
+  ASSERT_EQ(run_command(train + files + "/bases.safetensors -o " + files + "/gates.safetensors").exit_code, 0);
+  const auto by_files = run_command(generate + files + "/gates.safetensors");
+  ASSERT_EQ(by_files.exit_code, 0) << by_files.err;
+  const auto piped = run_command(pipeline(calibrate + "- 2>/dev/null | " + train + "- -o - 2>/dev/null | tee " +
+                                          files + "/piped.safetensors | " + generate + "-"));
+  ASSERT_EQ(piped.exit_code, 0) << piped.err;
+  EXPECT_EQ(test::slurp(files + "/piped.safetensors"), test::slurp(files + "/gates.safetensors"));
+  EXPECT_EQ(nlohmann::json::parse(piped.out)["text"], nlohmann::json::parse(by_files.out)["text"]);
+  expect_clean_error(run_command(pipeline("echo damaged | " + train + "- -o " + files + "/x.safetensors")),
+                     "--bases: '-': header length");
+  expect_clean_error(run_command(train + files + "/missing.safetensors -o " + files + "/x.safetensors"),
+                     "--bases: file not found");
+  expect_clean_error(run_command(pipeline("cat " + files + "/gates.safetensors | " + bin("kvc-generate") + " -m " +
+                                          test::model_dir("kvc-micro-lm") + " -p hi -n 1 --lowrank -")),
+                     "--lowrank - (standard input): made for another model");
+  EXPECT_FALSE(kvc::file_exists(files + "/x.safetensors"));
 }
 
 TEST_F(LowRankCli, ForeignOrIncompleteArtifactsAreRefused) {

@@ -168,6 +168,25 @@ TEST(PressCli, ListPressesAnswersWithoutTheRequiredOptions) {
 }
 
 // --prompt-tokens: benchmarks at an exact context length keep the first N prompt tokens (BOS included).
+// A budget below what the press always keeps (snapkv's 32-entry window) leaves it nothing to select: one
+// warning for the run (not one per layer), naming the numbers; a window that fits the budget is silent.
+TEST(PressCli, WarnsOnceWhenTheBudgetIsBelowTheProtectedWindow) {
+  const std::string run = test::bin("kvc-generate") + " -m " + stories() + " -f " + text() +
+                          " --prompt-tokens 38 -n 2 -q -t 1 --press ";
+  const auto below = test::run_command(run + "snapkv --ratio 0.5");
+  ASSERT_EQ(below.exit_code, 0) << below.err;
+  const std::string expected = "warning: --press snapkv keeps 19 of the 38 prompt entries per KV head in layer 0, "
+                               "fewer than the 32 it always keeps";
+  const auto first = below.err.find(expected);
+  EXPECT_NE(first, std::string::npos) << below.err;
+  EXPECT_EQ(below.err.find("warning:", first + 1), std::string::npos) << "more than one warning: " << below.err;
+  for (const char* fits : {"snapkv --ratio 0.15", "snapkv:window=8 --ratio 0.5", "snapkv --budget 32"}) {
+    const auto r = test::run_command(run + fits);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.err.find("warning:"), std::string::npos) << fits << ": " << r.err;
+  }
+}
+
 TEST(GenerateCli, PromptTokensKeepsExactlyTheFirstN) {
   const std::string dir = test::make_temp_dir("press_cli_prompt_tokens");
   const auto r = test::run_command(test::bin("kvc-generate") + " -m " + stories() + " -f " + text() +
