@@ -18,6 +18,7 @@
 #include <ATen/Parallel.h>
 
 #include "kernels/best_cosine.h"
+#include "press/d2o.h"
 #include "press/kept_dump.h"
 #include "press/press.h"
 #include "runtime/parallel_grain.h"

@@ -70,8 +70,9 @@ void register_method(const std::string& name, const std::string& description, Co
 }
 
 PressConfig build_method_config(const PressParams& p) {
+  registered_presses();  // the built-in methods register their builders on the first lookup
   const auto it = builders().find(p.name);
-  KVC_CHECK(it != builders().end(), "--press: unknown method '{}' (see --list-presses)", p.name);
+  if (it == builders().end()) fail_unknown_press(p.name);
   return it->second(p);
 }
 

@@ -113,14 +113,6 @@ struct SnapKVPooling {
 // Built from the press's kernel=, pad=, pool= parameters (snapkv_keys() lists them with window=).
 std::shared_ptr<const Scorer> make_snapkv_scorer(int64_t window, const PressParams& p);
 std::vector<std::string> snapkv_keys();
-// D2O's merge of the entries not in `keep` into kept ones, in place (defined in d2o.cpp); the caller then
-// evicts them as for any press. The cache must support merging (LayerCache::merge_rows). threshold is
-// the layer's EMA state (<0 unset). `merged`, when given, receives one row (head, evicted slot, slot
-// merged into) per merge.
-void d2o_merge(LayerCache& cache, const at::Tensor& keep, double beta, double& threshold, at::Tensor* merged = nullptr);
-// The same merge for a decode step (one evicted entry per head, `keep` [kv, s - 1] ascending) in tensor
-// operations alone, the threshold a 0-dim float64 tensor beside the keys: on a GPU the host never waits.
-void d2o_merge_one_per_head_on_device(LayerCache& cache, const at::Tensor& keep, double beta, at::Tensor& threshold,
-                                      at::Tensor* merged = nullptr);
+
 
 }  // namespace kvc

@@ -78,7 +78,11 @@ CacheSetup make_press_setup(const PressParams& params, const LlamaModel& model) 
       return setup;
     }
   }
-  fail("--press: unknown method '{}' (known: {})", params.name, fmt::join(press_names(), ", "));
+  fail_unknown_press(params.name);
+}
+
+void fail_unknown_press(const std::string& name) {
+  fail("--press: unknown method '{}' (known: {}; --list-presses describes them)", name, fmt::join(press_names(), ", "));
 }
 
 }  // namespace kvc

@@ -44,6 +44,8 @@ const std::vector<PressEntry>& registered_presses();
 std::vector<std::string> press_names();
 // Throws kvc::Error listing the known names.
 CacheSetup make_press_setup(const PressParams& params, const LlamaModel& model);
+// The one "unknown method" error, naming every registered method.
+[[noreturn]] void fail_unknown_press(const std::string& name);
 
 // Defined by the eviction family (lib/press/); called once before the first lookup.
 void register_builtin_presses();
