@@ -48,7 +48,9 @@ bool prefill_independent(const CacheSetup& setup, const LlamaModel& model, const
   if ((setup.has_layout() && setup.shared_prefill_layout.empty()) || setup.full_precision || !model.device().is_cpu()) {
     return false;
   }
-  return observer == nullptr || !observer->scores_with_repeated_prompt();
+  // Scoring tokens make the prefill a method's own. A fresh observer that scores a prompt with extra
+  // tokens does so for any prompt, so a two-token stand-in tells.
+  return observer == nullptr || observer->scoring_tokens({0, 0}).empty();
 }
 
 AttentionProbe merged(AttentionProbe a, const AttentionProbe& b) {

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include <functional>
+#include <vector>
 
 #include "cache/kept_record.h"
 #include "cache/kv_cache.h"
@@ -36,11 +37,12 @@ class ForwardObserver {
   // The next forward pass is a new prompt of the sequence (a conversation's next turn): an observer that
   // compresses prompts compresses that one too.
   virtual void next_pass_is_prompt() {}
-  // The observer scores a prompt by the attention a second copy of it pays to it (kvpress's KVCompose
-  // feeds the context again as its task). Asked before a prefill into an empty cache: the model then
-  // runs both copies in one pass, caches the prompt alone, hands the observer the prompt's own step
-  // with the statistics of the copy's queries over the prompt's entries, and returns the prompt's logits.
-  virtual bool scores_with_repeated_prompt() const { return false; }
+  // Tokens fed after a prompt only to score it (a method that ranks the context by the attention a
+  // second copy of it, or a question about it, pays to it). Asked before a prefill into an empty
+  // cache: the model runs the prompt and these tokens in one pass, caches the prompt alone, hands the
+  // observer the prompt's own step with the statistics of the scoring tokens' queries over the
+  // prompt's entries, and returns the prompt's logits. Empty: an ordinary prefill.
+  virtual std::vector<int> scoring_tokens(const std::vector<int>& prompt) const { return {}; }
   // What records the entries a compression keeps (--dump-kept); null for observers that keep everything.
   virtual KeptRecorder* kept_recorder() { return nullptr; }
 };

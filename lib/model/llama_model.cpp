@@ -143,20 +143,20 @@ at::Tensor LlamaModel::attention_block(int64_t layer, const at::Tensor& x, const
     lc.append(k, v, positions);
     attn = lc.attend(q_rot, positions, probe, &step.stats);
   } else {
-    // The prompt goes through the cache as in any prefill. The copy's queries attend to both copies
-    // outside it (so no layout ever holds the copy), and only they give the statistics, over the
-    // prompt's entries.
-    KVC_CHECK(!probe.column_sums, "a repeated-prompt pass gives window statistics only");
+    // The prompt goes through the cache as in any prefill. The scoring tokens' queries attend to the
+    // prompt and to themselves outside it (so no layout ever holds them), and only they give the
+    // statistics, over the prompt's entries.
+    KVC_CHECK(!probe.column_sums, "a pass with scoring tokens gives window statistics only");
     lc.append(k.narrow(1, 0, P), v.narrow(1, 0, P), positions.narrow(0, 0, P));
     const at::Tensor prompt_attn = lc.attend(q_rot.narrow(1, 0, P), positions.narrow(0, 0, P), {}, nullptr);
-    AttentionProbe copy_probe = probe;
-    copy_probe.window = std::min(probe.window, T - P);
+    AttentionProbe scoring_probe = probe;
+    scoring_probe.window = std::min(probe.window, T - P);
     const AttentionShape shape = c.is_local_layer(layer) ? c.local_attention_shape() : c.attention_shape();
-    const at::Tensor copy_attn = grouped_attention(
+    const at::Tensor scoring_attn = grouped_attention(
         shape, q_rot.narrow(1, P, T - P), positions.narrow(0, P, T - P),
         rope_for_layer(layer)->apply(k, positions).contiguous(), v.contiguous(),
-        positions.unsqueeze(0).expand({c.num_kv_heads, T}).contiguous(), copy_probe, &step.stats);
-    attn = at::cat({prompt_attn, copy_attn}, 1);
+        positions.unsqueeze(0).expand({c.num_kv_heads, T}).contiguous(), scoring_probe, &step.stats);
+    attn = at::cat({prompt_attn, scoring_attn}, 1);
     if (step.stats.window_probs.defined()) step.stats.window_probs = step.stats.window_probs.narrow(2, 0, P);
   }
   std::function<void()> observe;
@@ -191,12 +191,14 @@ at::Tensor LlamaModel::forward(const std::vector<int>& tokens, KVCache& cache, c
             cache.num_layers(), config_.num_layers);
   const auto T = static_cast<int64_t>(tokens.size());
   const int64_t first = cache.next_position();
-  const bool repeat = options.observer != nullptr && first == 0 && T > 1 &&
-                      options.observer->scores_with_repeated_prompt();
+  const std::vector<int> scoring = options.observer != nullptr && first == 0 && T > 1
+                                      ? options.observer->scoring_tokens(tokens)
+                                      : std::vector<int>{};
+  const bool scored = !scoring.empty();
   // Our kernels split the work over LibTorch's threads; OpenBLAS's own pool would only fight them.
   set_blas_threads(device_.is_cpu() ? 1 : at::get_num_threads());
   std::vector<int64_t> ids(tokens.begin(), tokens.end());
-  if (repeat) ids.insert(ids.end(), tokens.begin(), tokens.end());
+  ids.insert(ids.end(), scoring.begin(), scoring.end());
   const auto fed = static_cast<int64_t>(ids.size());
   for (int64_t id : ids) {
     KVC_CHECK(id >= 0 && id < config_.vocab_size, "token id {} is outside the model's vocabulary (size {})", id,
@@ -215,12 +217,12 @@ at::Tensor LlamaModel::forward(const std::vector<int>& tokens, KVCache& cache, c
     if (options.stop_on_interrupt && interrupted())
       throw InterruptedError(fmt::format("interrupted during a pass over {} tokens, at layer {} of {}", fed, i,
                                          config_.num_layers));
-    x = x + attention_block(i, x, positions, cache, options, repeat ? T : 0);
+    x = x + attention_block(i, x, positions, cache, options, scored ? T : 0);
     x = x + mlp_block(i, x);
     if (options.on_layer) options.on_layer(i + 1, config_.num_layers);
   }
   cache.advance(T);
-  if (repeat) x = x.narrow(0, 0, T);
+  if (scored) x = x.narrow(0, 0, T);
   if (!options.all_logits) x = x.narrow(0, T - 1, 1);
   const at::Tensor logits = project(rms_norm(x, final_norm_), lm_head_);
   return logits.scalar_type() == at::kDouble ? logits : logits.to(at::kFloat);

@@ -79,8 +79,8 @@ class LlamaModel {
  private:
   LlamaModel() = default;
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight) const;
-  // `prompt_tokens` > 0: x holds the prompt followed by a copy of it that only scores it (see
-  // ForwardObserver::scores_with_repeated_prompt); the copy never enters the layer's cache.
+  // `prompt_tokens` > 0: x holds the prompt followed by tokens that only score it (see
+  // ForwardObserver::scoring_tokens); they never enter the layer's cache.
   at::Tensor attention_block(int64_t layer, const at::Tensor& x, const at::Tensor& positions, KVCache& cache,
                              const ForwardOptions& options, int64_t prompt_tokens) const;
   at::Tensor mlp_block(int64_t layer, const at::Tensor& x) const;

@@ -125,7 +125,7 @@ PressConfig build(const PressParams& p, bool per_head) {
   // task=repeat: kvpress feeds the context a second time after itself and scores each token by that
   // copy's attention, so every token is seen by queries that have read the whole context (task=all
   // scores a token only by the queries after it). The copy costs a second prefill's compute.
-  c.repeated_prompt = task == "repeat";
+  if (task == "repeat") c.scoring_tokens = [](const std::vector<int>& prompt) { return prompt; };
   c.scorer = std::make_shared<KVComposeScorer>(task == "window" ? window : std::numeric_limits<int64_t>::max() / 2,
                                                kernel);
   // The paper compresses the context and then asks the task; when the task tokens (the question) end

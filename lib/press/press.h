@@ -57,8 +57,8 @@ struct PressConfig {
   bool current = false;     // track the newest query's attention (TOVA)
   HeadAgg agg = HeadAgg::Mean;
   bool shared_heads = false;  // one selection per layer for all heads (identical retain rows)
-  // Scored by a second copy of the prompt fed after it (ForwardObserver::scores_with_repeated_prompt).
-  bool repeated_prompt = false;
+  // Tokens fed after the prompt only to score it (ForwardObserver::scoring_tokens); empty: none.
+  std::function<std::vector<int>(const std::vector<int>& prompt)> scoring_tokens;
   double ratio = 0;
   int64_t budget = 0;
 

@@ -29,7 +29,9 @@ class PressObserver : public ForwardObserver, public KeptRecorder {
   // them kept, in every layer alike (the allocation over layers is the first prompt's); what the cache
   // held before is left as it is. Bounded presses need no call: they evict on every pass.
   void next_pass_is_prompt() override { prompt_next_ = true; }
-  bool scores_with_repeated_prompt() const override { return config_->repeated_prompt && !prefill_done_; }
+  std::vector<int> scoring_tokens(const std::vector<int>& prompt) const override {
+    return config_->scoring_tokens && !prefill_done_ ? config_->scoring_tokens(prompt) : std::vector<int>{};
+  }
 
   // Records what the compression keeps (positions after prefill, merges) from the next prompt on.
   KeptRecorder* kept_recorder() override { return this; }

@@ -872,7 +872,9 @@ TEST(CompressionPaperEquations, KVComposeEq22BudgetsWithoutATaskTokenFloor) {
 class RepeatingRecorder : public ForwardObserver {
  public:
   AttentionProbe probe(int64_t) const override { return {false, std::numeric_limits<int64_t>::max() / 2}; }
-  bool scores_with_repeated_prompt() const override { return window_probs.empty(); }
+  std::vector<int> scoring_tokens(const std::vector<int>& prompt) const override {
+    return window_probs.empty() ? prompt : std::vector<int>{};
+  }
   void after_attention(const LayerStep& step, KVCache&) override {
     window_probs.push_back(step.stats.window_probs.to(at::kDouble).clone());
   }
