@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "compression/compression_spec.h"
+#include "flag_vocabulary.h"
 #include "util/checked_number.h"
 #include "press/press_registry.h"
 
@@ -24,13 +25,15 @@ struct CompressionOptions {
           if (count && *count <= 0) return given + " keeps nothing: give a positive count of entries per KV head (e.g. 64)";
           return {};
         });
-    app.add_option("--budgets", spec.budgets_file, "Per-layer budgets from kvc-profile (profile.safetensors)");
+    app.add_option("--budgets", spec.budgets_file, "Per-layer budgets from kvc-profile (profile.safetensors)")
+        ->check(refuse_empty_path);
     app.add_option("--lowrank", spec.lowrank_file,
                    "Low-rank cache: gates.safetensors[:tau=T], bases.safetensors with --rank R (or :ranks=r0/r1/...), "
                    "or bases.safetensors:share=S (ranks per layer and K/V searched for a kept share S of the cache); add "
                    "keys=rotated (e.g. bases.safetensors:share=0.3,keys=rotated) to store keys after RoPE in a basis of "
                    "rotated keys, which a decode step scores without rebuilding them; gates take gate=f16 (e.g. "
-                   "gates.safetensors:keys=rotated,gate=f16) to read the gate's matrix in 16 bits, half its bytes per step");
+                   "gates.safetensors:keys=rotated,gate=f16) to read the gate's matrix in 16 bits, half its bytes per step")
+        ->check(refuse_empty_path);
     app.add_option("--rank", spec.rank, "Fixed rank per token with a bases file");
     app.add_option("--retrieval", spec.retrieval,
                    "KV cache on storage, clustered: adaptive|static|local[:topk=4,cache_kb=64,...] (see kvc-cluster --help)");

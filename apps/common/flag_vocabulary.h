@@ -73,18 +73,24 @@ CLI::Option* add_ctx_size(CLI::App& app, Int& tokens, const std::string& what) {
   return app.add_option("-c,--ctx-size", tokens, what);
 }
 
+// An empty path given on purpose ('' from an unset shell variable) would read as "not given" and the
+// run would go on without the file the user asked for.
+inline std::string refuse_empty_path(const std::string& given) {
+  return given.empty() ? "an empty path: give a file or folder name" : std::string();
+}
+
 inline CLI::Option* add_output_file(CLI::App& app, std::string& path, const std::string& what) {
-  return app.add_option("-o,--output", path, what + " ('-' = stdout)");
+  return app.add_option("-o,--output", path, what + " ('-' = stdout)")->check(refuse_empty_path);
 }
 inline CLI::Option* add_out_dir(CLI::App& app, std::string& dir, const std::string& what) {
-  return app.add_option("--out-dir", dir, what);
+  return app.add_option("--out-dir", dir, what)->check(refuse_empty_path);
 }
 
 inline CLI::Option* add_json_switch(CLI::App& app, bool& json, const std::string& what = "Print one JSON object on stdout") {
   return app.add_flag("--json", json, what);
 }
 inline CLI::Option* add_json_out(CLI::App& app, std::string& path, const std::string& what) {
-  return app.add_option("--json-out", path, what + " ('-' = stdout)");
+  return app.add_option("--json-out", path, what + " ('-' = stdout)")->check(refuse_empty_path);
 }
 
 }  // namespace kvc::cli

@@ -319,6 +319,16 @@ TEST(ControlCharacters, AreEscapedInErrors) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
+// An empty path (an unset shell variable) is refused by name, not read as "not given".
+TEST(EmptyPaths, AreRefusedByTheFlag) {
+  const std::string base = bin("kvc-generate") + " -m " + kStories + " -p hi -n 1 -q -t 1 ";
+  expect_clean_error(run_command(base + "--json-out ''"), "--json-out: an empty path");
+  expect_clean_error(run_command(base + "--lowrank ''"), "--lowrank: an empty path");
+  expect_clean_error(run_command(base + "--press pyramidkv --ratio 0.5 --budgets ''"), "--budgets: an empty path");
+  expect_clean_error(run_command(bin("kvc-calibrate") + " -m " + kStories + " -f " + kText + " -o ''"),
+                     "--output: an empty path");
+}
+
 // ---- Outputs ---------------------------------------------------------------------------------------
 
 TEST(PipeSafeOutputs, JsonOutThroughASymlinkKeepsTheLink) {
