@@ -1,4 +1,5 @@
 // kvc-generate: text generation with the (optionally compressed) KV cache, streamed to stdout.
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -186,11 +187,14 @@ int run(GenerateOptions& o) {
   // The text ends its line before the summary on stderr, also when both go to one terminal or pipe.
   if (last_printed != '\n') print("\n");
   const auto& s = result.stats;
+  // The first new token comes from the prefill's logits: a rate needs at least one decode step after it.
+  const std::string decode_rate = s.generated_tokens > 1 ? fmt::format("at {:.1f} tok/s", s.decode_tokens_per_second())
+                                                         : std::string("from the prefill");
   std::fprintf(stderr,
-               "%s: %lld prompt tokens at %.1f tok/s, %lld generated at %.1f tok/s, KV cache %.1f KiB resident at the "
+               "%s: %lld prompt tokens at %.1f tok/s, %lld generated %s, KV cache %.1f KiB resident at the "
                "end (after prefill: %.1f KiB, peak %.1f KiB) (%s)\n",
                kTool, static_cast<long long>(s.prompt_tokens), s.prefill_tokens_per_second(),
-               static_cast<long long>(s.generated_tokens), s.decode_tokens_per_second(),
+               static_cast<long long>(s.generated_tokens), decode_rate.c_str(),
                s.kv_final.resident_bytes / 1024.0, s.kv_after_prefill.resident_bytes / 1024.0,
                s.kv_peak_resident_bytes / 1024.0, result.stop_reason.c_str());
   if (s.kv_final.window_payload_bytes > 0) {

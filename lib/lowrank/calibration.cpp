@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "runtime/interrupt_poll.h"
 #include "util/error.h"
 #include "util/interrupt.h"
 #include "util/progress.h"
@@ -64,7 +65,11 @@ CalibrationResult calibrate(const LlamaModel& model, const std::vector<int>& ids
   }
   Progress progress("calibrate", mine, "tok", options.show_progress && r.is_root());
   at::NoGradGuard no_grad;
-  for (int64_t t0 = 0, w = 0; t0 < total && !interrupted(); t0 += options.seq_len, ++w) {
+  // Each round of windows (one per rank) may begin with a check that no rank was interrupted, so a
+  // Ctrl-C on any rank stops all of them within a fraction of a second, not at the end.
+  InterruptPoll poll(r);
+  for (int64_t t0 = 0, w = 0; t0 < total; t0 += options.seq_len, ++w) {
+    if (w % r.world() == 0 && poll.stop()) break;
     if (w % r.world() != r.rank()) continue;
     const int64_t n = std::min(options.seq_len, total - t0);
     std::vector<int> window(ids.begin() + t0, ids.begin() + t0 + n);

@@ -145,6 +145,30 @@ TEST(PromptIds, ToolsStartAPromptAsLlamaCppDoes) {
   if (checked == 0) GTEST_SKIP() << "neither real GGUF is installed (scripts/setup.sh installs them)";
 }
 
+// A long prompt's prefill shows its progress on stderr (once it has run a second), one layer at a time
+// up to the model's 30; -q silences it, and stdout carries only the text.
+TEST(PrefillProgress, ALongPromptShowsItsLayersAndQuietSilencesIt) {
+  const std::string model = test::smollm2_gguf();
+  if (!std::ifstream(model)) GTEST_SKIP() << "SmolLM2's GGUF is not installed (scripts/setup.sh installs it)";
+  const std::string dir = test::make_temp_dir("kvc-prefill-progress");
+  std::ofstream(dir + "/prompt.txt") << test::slurp(test::data_file("wikitext2/wiki.test.raw")).substr(0, 4800);
+  const std::string base = bin("kvc-generate") + " -m " + model + " -f " + dir + "/prompt.txt -n 1 -t 1 --json-out " +
+                           dir + "/stats.json";
+  const test::CommandResult shown = run_command(base);
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  std::ifstream in(dir + "/stats.json");
+  const nlohmann::json stats = nlohmann::json::parse(in);
+  const int64_t tokens = stats["prompt_tokens"].get<int64_t>();
+  EXPECT_GT(tokens, 1000);
+  if (stats["prefill_seconds"].get<double>() < 1.2) GTEST_SKIP() << "the prefill took under a second here";
+  EXPECT_NE(shown.err.find("prefill " + std::to_string(tokens) + " tokens ["), std::string::npos) << shown.err;
+  EXPECT_NE(shown.err.find("] 30/30 "), std::string::npos) << shown.err;
+  EXPECT_EQ(shown.out.find("prefill"), std::string::npos);
+  const test::CommandResult quiet = run_command(base + " -q");
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_EQ(quiet.err.find("prefill " + std::to_string(tokens) + " tokens"), std::string::npos) << quiet.err;
+}
+
 TEST(CliErrors, MissingModelFolder) {
   expect_clean_error(run_command(generate_cmd("/nonexistent/model")), "not found: '/nonexistent/model'");
 }

@@ -125,6 +125,25 @@ TEST(DistributedCalibrate, TwoRanksGiveTheBasesOfOneProcess) {
   EXPECT_EQ(test::slurp(dir + "/out1.txt"), "");
 }
 
+// Ctrl-C on one rank stops both within a second (not at the end of their shares), each exits 130, and
+// nothing is written.
+TEST(DistributedCalibrate, CtrlCOnOneRankStopsBothAtOnceAndWritesNothing) {
+  const std::string dir = test::make_temp_dir("kvc-dist-calibrate-int");
+  // All of WikiText-2's test split: 9 s of calibration on two ranks here; the signal comes after 2 s.
+  const std::string command = bin("kvc-calibrate") + " -m " + test::model_dir("stories260K") + " -f " +
+                              test::data_file("wikitext2/wiki.test.raw") +
+                              " --ctx-size 128 -t 1 --tokens 100000000 --dist-timeout 30 -o two.safetensors";
+  const auto start = std::chrono::steady_clock::now();
+  const test::CommandResult stopped =
+      run_ranks(command, 2, free_port(), {"", ""}, dir, "sleep 2; kill -INT $p1");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(stopped.out, "130\n130\n") << stopped.err;
+  EXPECT_NE(test::slurp(dir + "/err0.txt").find("calibration interrupted; nothing written"), std::string::npos)
+      << stopped.err;
+  EXPECT_FALSE(std::ifstream(dir + "/two.safetensors").good());
+  EXPECT_LT(seconds, 6.0) << "the ranks went on after the interrupt";
+}
+
 TEST(DistributedCalibrate, AMissingRankEndsInOneLineWithinTheTimeout) {
   const std::string dir = test::make_temp_dir("kvc-dist-missing");
   const auto start = std::chrono::steady_clock::now();
