@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   kvc::eval_app::add_longbench_score_command(app, action);
   kvc::eval_app::add_sweep_command(app, action);
   kvc::eval_app::add_merge_command(app, action);
+  kvc::eval_app::add_report_command(app, action);
   if (int code = kvc::cli::parse_or_exit(app, argc, argv, kTool); code >= 0) return code;
   return kvc::cli::run_tool(kTool, action);
 }

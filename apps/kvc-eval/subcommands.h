@@ -14,5 +14,6 @@ void add_longbench_command(CLI::App& app, std::function<int()>& action);
 void add_longbench_score_command(CLI::App& app, std::function<int()>& action);
 void add_sweep_command(CLI::App& app, std::function<int()>& action);
 void add_merge_command(CLI::App& app, std::function<int()>& action);
+void add_report_command(CLI::App& app, std::function<int()>& action);
 
 }  // namespace kvc::eval_app

@@ -101,6 +101,19 @@ TEST(EvalSweep, StoppedRunResumesWithoutRecomputingFinishedCells) {
   EXPECT_NE(test::slurp(out + "/results.md").find("### kl"), std::string::npos);
   EXPECT_NE(test::slurp(out + "/results.csv").find("task,method,ratio,score"), std::string::npos);
 
+  // kvc-eval report rewrites the same tables from results.jsonl alone, leaving the results file as it was.
+  const std::string md = test::slurp(out + "/results.md"), csv = test::slurp(out + "/results.csv");
+  const std::string results_bytes = test::slurp(out + "/results.jsonl");
+  std::remove((out + "/results.md").c_str());
+  std::remove((out + "/results.csv").c_str());
+  r = run_command(bin("kvc-eval") + " report --out-dir " + out + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["cells"], 4);
+  EXPECT_EQ(test::slurp(out + "/results.md"), md);
+  EXPECT_EQ(test::slurp(out + "/results.csv"), csv);
+  EXPECT_EQ(test::slurp(out + "/results.jsonl"), results_bytes);
+  expect_clean_error(run_command(bin("kvc-eval") + " report --out-dir " + out + "/nothing-here"), "has no results.jsonl");
+
   // Cells made under other settings are never mixed in; the error names the flag that differs.
   expect_clean_error(run_command(sweep_cmd(out, "--seed 5")), "holds cells made with --seed 0 (this run: 5)");
 }
