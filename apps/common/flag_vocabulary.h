@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
+#include <stdexcept>
 
 #include <string>
 #include <utility>
@@ -47,6 +48,34 @@ inline CLI::Validator readable_file() {
         return {};
       },
       "FILE");
+}
+
+// CLI11 saturates an integer beyond 64 bits to the type's limit (`-n 99999999999999999999` would run as
+// INT64_MAX); every integer option refuses such a value instead, naming it and the limit.
+inline std::string integer_out_of_range(const std::string& given, bool is_unsigned) {
+  const size_t digits = !given.empty() && (given[0] == '+' || given[0] == '-') ? 1 : 0;
+  if (digits == given.size() || given.find_first_not_of("0123456789", digits) != std::string::npos)
+    return {};  // not an integer: CLI11's conversion reports it
+  try {
+    if (is_unsigned && given[0] != '-') (void)std::stoull(given);
+    else (void)std::stoll(given);
+    return {};
+  } catch (const std::out_of_range&) {
+  }
+  return given + " is out of range (" +
+         (is_unsigned ? "at most 18446744073709551615" : "from -9223372036854775808 to 9223372036854775807") + ")";
+}
+
+// Adds that check to every integer option of `app` and its subcommands.
+inline void guard_integer_options(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    const std::string type = opt->get_type_name();
+    const bool is_unsigned = type.rfind("UINT", 0) == 0;
+    if (!is_unsigned && type.rfind("INT", 0) != 0) continue;
+    opt->check(CLI::Validator(
+        [is_unsigned](std::string& given) { return integer_out_of_range(given, is_unsigned); }, ""));
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) guard_integer_options(*sub);
 }
 
 // A count that must be at least 1 (tokens, steps, repeats); each comma-separated value is checked, and

@@ -241,6 +241,7 @@ inline int parse_or_exit(CLI::App& app, int argc, char** argv, const char* tool,
     print_error(tool, refusal);
     return 2;
   }
+  guard_integer_options(app);
   std::vector<const char*> rewritten{argv[0]};
   for (const auto& a : args) rewritten.push_back(a.c_str());
   try {

@@ -18,20 +18,6 @@ namespace rt = kvc::retrieval;
 namespace fs = std::filesystem;
 namespace {
 
-// The index records its store relative to the index's own folder, so the pair can move together and
-// `verify` works from any working directory. Building runs in the index's folder to record it so.
-class WorkingDirectory {
- public:
-  explicit WorkingDirectory(const fs::path& dir) : previous_(fs::current_path()) { fs::current_path(dir); }
-  ~WorkingDirectory() {
-    std::error_code ec;
-    fs::current_path(previous_, ec);
-  }
-
- private:
-  fs::path previous_;
-};
-
 // A relative store path is read from the index's folder; indexes that recorded a path from the
 // working directory of their build still verify from there.
 std::string resolve_store_path(const std::string& index, const std::string& recorded) {
@@ -58,22 +44,20 @@ int run_build(const BuildOptions& o) {
   const fs::path index_dir = index_path.parent_path();
   KVC_CHECK(fs::is_directory(index_dir), "--index {}: folder '{}' does not exist", o.index, index_dir.string());
   const fs::path store_path = fs::absolute(o.store).lexically_normal();
-  rt::LoadedIndex index;
-  {
-    const WorkingDirectory in_index_dir(index_dir);
-    const std::string store_from_index = store_path.lexically_relative(index_dir).string();
-    const CacheTypes types = model->cache_types();
-    auto shared = rt::make_retrieval_shared(config, rt::record_format(mc.head_dim, types),
-                                            store_from_index, false);
-    std::vector<rt::RetrievalLayerCache*> layers;
-    KVCache cache = model->new_cache(recording_layers(rt::retrieval_layer_factory(shape, model->rope(), shared), &layers));
-    ForwardOptions last;
-    last.all_logits = false;
-    model->forward(prompt, cache, last);
-    rt::write_index(index_path.filename().string(), *shared, layers, o.model.model_dir);
-    index = rt::read_index(index_path.filename().string());
-    rt::PageStore::verify(index.store_path, index.manifest);
-  }
+  // The index records its store relative to the index's own folder, so the pair can move together and
+  // `verify` works from any working directory; the files are opened by the paths as given, which every
+  // error names.
+  const std::string store_from_index = store_path.lexically_relative(index_dir).string();
+  const CacheTypes types = model->cache_types();
+  auto shared = rt::make_retrieval_shared(config, rt::record_format(mc.head_dim, types), o.store, false);
+  std::vector<rt::RetrievalLayerCache*> layers;
+  KVCache cache = model->new_cache(recording_layers(rt::retrieval_layer_factory(shape, model->rope(), shared), &layers));
+  ForwardOptions last;
+  last.all_logits = false;
+  model->forward(prompt, cache, last);
+  rt::write_index(o.index, *shared, layers, o.model.model_dir, store_from_index);
+  rt::LoadedIndex index = rt::read_index(o.index);
+  rt::PageStore::verify(resolve_store_path(o.index, index.store_path), index.manifest);
   if (o.json) {
     nlohmann::json j = {{"store", o.store}, {"index", o.index}, {"clusters", index.clusters},
                         {"entries", index.entries}, {"thresholds", index.thresholds},

@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "flag_vocabulary.h"
+#include "tool_main.h"
 #include "eval/kl_divergence.h"
 #include "retrieval/index_file.h"
 #include "retrieval/retrieval_layer_cache.h"
@@ -149,8 +150,10 @@ void write_plots(const std::string& dir, const std::vector<Run>& runs) {
   kvc::write_file_atomic(script, gp.str());
   // Paths in the script are relative, so recipes/replot.sh can re-render the folder; no shell runs it.
   const auto result = kvc::run_program({"gnuplot", "plots.gp"}, dir);
-  KVC_CHECK(result && result->exit_code == 0, "gnuplot failed on '{}' (is gnuplot installed with the pngcairo terminal?)",
+  KVC_CHECK(result, "gnuplot could not be started for '{}' (apt-get install gnuplot-nox); the data files are written",
             script);
+  KVC_CHECK(result->exit_code == 0, "gnuplot failed on '{}': {}; the data files are written", script,
+            kvc::cli::first_line(result->output));
 }
 
 }  // namespace
@@ -235,7 +238,7 @@ int run_replay(const ReplayOptions& o) {
                                  static_cast<double>(io.written_bytes), lookups > 0 ? double(hits) / lookups : 1.0,
                                  io.read_seconds * 1e3, (after.compute - before.compute) * 1e3};
       const auto line = [&](const std::vector<double>& v) {
-        std::string text = std::to_string(step) + "," + r.config.name();
+        std::string text = std::to_string(step) + "," + kvc::csv_field(r.config.name());  // a spec holds commas
         for (size_t c = 2; c < v.size(); ++c) text += fmt::format(",{:.9g}", v[c]);
         return text + "\n";
       };

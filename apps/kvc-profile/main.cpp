@@ -19,6 +19,8 @@
 #include "util/subprocess.h"
 #include "harness/gnuplot.h"
 #include "util/hash.h"
+#include "util/interrupt.h"
+#include "util/staged_folder.h"
 
 namespace {
 
@@ -66,10 +68,9 @@ std::string matrix_text(const at::Tensor& m) {
   return s.str();
 }
 
-// Writes the data and a gnuplot script; runs gnuplot when it is installed. Returns the PNGs made.
-std::vector<std::string> plot(const Options& o, const kvc::AttentionProfile& p) {
-  namespace fs = std::filesystem;
-  const std::string dir = o.out_dir;
+// Writes the data and a gnuplot script into `dir`; runs gnuplot there when it is installed. Returns the
+// names of the PNGs made.
+std::vector<std::string> plot(const Options& o, const kvc::AttentionProfile& p, const std::string& dir) {
   kvc::write_file_atomic(dir + "/retention_matrix.txt", matrix_text(p.kvcompose_retention.t()));
   kvc::write_file_atomic(dir + "/cumulative_matrix.txt", matrix_text(p.cumulative_attention.clamp_min(1e-6).log10()));
   std::ostringstream ratios;
@@ -94,9 +95,9 @@ std::vector<std::string> plot(const Options& o, const kvc::AttentionProfile& p) 
     return {};
   }
   const auto result = kvc::run_program({"gnuplot", "heatmap.gp"}, dir);
-  KVC_CHECK(result && result->exit_code == 0, "gnuplot failed on {}/heatmap.gp: {}", dir,
+  KVC_CHECK(result && result->exit_code == 0, "gnuplot failed on {}/heatmap.gp: {}", o.out_dir,
             result ? kvc::cli::first_line(result->output) : std::string("it could not be started"));
-  return {dir + "/heatmap_layers_ratio.png", dir + "/heatmap_layers_tokens.png"};
+  return {"heatmap_layers_ratio.png", "heatmap_layers_tokens.png"};
 }
 
 int run(const Options& o) {
@@ -110,8 +111,10 @@ int run(const Options& o) {
   const kvc::Tokenizer tokenizer = o.model.load_tokenizer();
   const std::vector<int> ids = tokenizer.encode_prompt(kvc::read_text_file(o.data), o.model.bos);
   const kvc::AttentionProfile p = kvc::profile_attention(*model, ids, o.profile);
-  // Made only now that there is a profile to write: an interrupted or failed run leaves no empty folder.
-  std::filesystem::create_directories(o.out_dir);
+  // Made only now that there is a profile to write; every file is written into a staging folder and
+  // moved in together at the end, so a failed or interrupted run (a full disk, gnuplot missing a
+  // terminal) leaves the folder as it was.
+  kvc::StagedFolder out(o.out_dir);
 
   kvc::st::SafetensorsWriter w;
   kvc::add_tensor(w, "layer_variance", p.layer_variance);
@@ -135,9 +138,12 @@ int run(const Options& o) {
   w.set_metadata("task_window", std::to_string(o.profile.task_window));
   w.set_metadata("budget_method", "kvcompose");
   const std::string st_path = o.out_dir + "/profile.safetensors";
-  w.write(st_path);
-  kvc::write_file_atomic(o.out_dir + "/profile.csv", csv(p, o.profile.ratios));
-  const auto pngs = plot(o, p);
+  w.write(out.path("profile.safetensors"));
+  kvc::write_file_atomic(out.path("profile.csv"), csv(p, o.profile.ratios));
+  std::vector<std::string> pngs = plot(o, p, out.staging());
+  if (kvc::interrupted()) throw kvc::InterruptedError("interrupted; nothing written");
+  out.commit();
+  for (std::string& png : pngs) png = o.out_dir + "/" + png;
 
   if (o.json) {
     nlohmann::json j{{"tool", kTool}, {"version", kvc::build_version()}, {"commit", kvc::build_commit()},

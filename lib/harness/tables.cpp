@@ -5,7 +5,6 @@
 #include <cmath>
 
 namespace kvc {
-namespace {
 
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
@@ -13,6 +12,8 @@ std::string csv_field(const std::string& s) {
   for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
   return out + "\"";
 }
+
+namespace {
 
 std::string md_cell(const std::string& s) {
   std::string out;

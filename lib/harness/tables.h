@@ -12,6 +12,8 @@ struct Table {
 
 // RFC 4180: fields with a comma, quote or line break are quoted, quotes doubled.
 std::string to_csv(const Table& table);
+// One CSV field (RFC 4180): quoted, with its quotes doubled, when it holds a comma, quote or line break.
+std::string csv_field(const std::string& s);
 // A GitHub pipe table; '|' inside cells is escaped.
 std::string to_markdown(const Table& table);
 // Fixed-precision number without trailing noise ("0.95", "12.3457").

@@ -6,6 +6,7 @@
 // Reading is zero-copy from a read-only mapping; every malformed input is a one-line kvc::Error.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -83,8 +84,8 @@ class SafetensorsWriter {
   void set_metadata(const std::string& key, const std::string& value);
   // Writes through kvc::OutputFile: "-" is stdout; pipes, devices and symlinks are written through;
   // a regular file is replaced atomically. The header is space-padded to a multiple of 8 bytes so the
-  // data section is 8-aligned.
-  void write(const std::string& path) const;
+  // data section is 8-aligned. `before_rename` as in OutputFile::commit.
+  void write(const std::string& path, const std::function<void()>& before_rename = {}) const;
 
  private:
   struct Pending {

@@ -30,7 +30,7 @@ void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<in
 
 void SafetensorsWriter::set_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
 
-void SafetensorsWriter::write(const std::string& path) const {
+void SafetensorsWriter::write(const std::string& path, const std::function<void()>& before_rename) const {
   // Larger dtypes first keeps every tensor aligned to its own element size without padding holes,
   // which the reference reader would reject.
   std::vector<const std::pair<const std::string, Pending>*> order;
@@ -67,7 +67,7 @@ void SafetensorsWriter::write(const std::string& path) const {
   out.write(length_prefix, sizeof length_prefix);
   out.write(header_text);
   for (const auto* entry : order) out.write(entry->second.bytes.data(), entry->second.bytes.size());
-  out.commit();
+  out.commit(before_rename);
 }
 
 }  // namespace kvc::st

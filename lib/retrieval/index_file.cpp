@@ -9,7 +9,7 @@
 namespace kvc::retrieval {
 
 void write_index(const std::string& path, RetrievalShared& shared, const std::vector<RetrievalLayerCache*>& layers,
-                 const std::string& model_dir) {
+                 const std::string& model_dir, const std::string& store_as_recorded) {
   PageStore& store = *shared.store;
   const int64_t d = store.dim();
   std::vector<float> centroids, variances, thresholds;
@@ -32,7 +32,9 @@ void write_index(const std::string& path, RetrievalShared& shared, const std::ve
       }
     }
   }
-  const StoreManifest m = store.commit();
+  // The store replaces its previous file only once its index is on disk too, just before the index
+  // replaces its own: a build that fails (a full disk under the index) leaves the old pair intact.
+  const StoreManifest m = store.commit(/*publish=*/false);
   for (const ExtentRecord& e : m.extents) {
     int64_t digest;
     std::memcpy(&digest, &e.digest, 8);
@@ -49,7 +51,7 @@ void write_index(const std::string& path, RetrievalShared& shared, const std::ve
   w.add("thresholds", st::DType::F32, {static_cast<int64_t>(layers.size()), kv}, thresholds.data(),
         thresholds.size() * 4);
   w.set_metadata("format", "kvc-cluster-index");
-  w.set_metadata("store", store.path());
+  w.set_metadata("store", store_as_recorded.empty() ? store.path() : store_as_recorded);
   w.set_metadata("generation", std::to_string(m.generation));
   w.set_metadata("head_dim", std::to_string(d));
   w.set_metadata("page_bytes", std::to_string(m.page_bytes));
@@ -58,7 +60,7 @@ void write_index(const std::string& path, RetrievalShared& shared, const std::ve
   w.set_metadata("file_pages", std::to_string(m.file_pages));
   w.set_metadata("strategy", shared.config.name());
   w.set_metadata("model", model_dir);
-  w.write(path);
+  w.write(path, [&store] { store.publish(); });
 }
 
 }  // namespace kvc::retrieval

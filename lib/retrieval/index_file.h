@@ -13,8 +13,10 @@
 
 namespace kvc::retrieval {
 
-// Commits the store and writes the index. Reads every cluster once (for the entry map).
+// Commits the store and writes the index. Reads every cluster once (for the entry map). The index
+// names its store as `store_as_recorded` (empty: the store's path as opened), so that a path relative
+// to the index's folder can be recorded for a store opened by another path.
 void write_index(const std::string& path, RetrievalShared& shared, const std::vector<RetrievalLayerCache*>& layers,
-                 const std::string& model_dir);
+                 const std::string& model_dir, const std::string& store_as_recorded = "");
 
 }  // namespace kvc::retrieval

@@ -304,7 +304,7 @@ void PageStore::drop(int64_t uid) {
   e = Extent{};
 }
 
-StoreManifest PageStore::commit() {
+StoreManifest PageStore::commit(bool publish) {
   std::lock_guard<std::mutex> lock(mutex_);
   StoreManifest m;
   m.generation = generation_;
@@ -335,7 +335,7 @@ StoreManifest PageStore::commit() {
     r.digest = digest_of(crcs);
     m.extents.push_back(r);
   }
-  publish_locked();
+  if (publish) publish_locked();
   return m;
 }
 

@@ -124,8 +124,9 @@ class PageStore {
   std::vector<PageImage> read_pages(const std::vector<int64_t>& uids, int64_t gap_pages = 0);
   bool complete(int64_t uid, const PageImage& image, EntryBlock* out) const;
 
-  // Also publishes the store (below).
-  StoreManifest commit();
+  // Writes the last pages and returns the manifest; also publishes the store (below) unless told not
+  // to, for a caller that publishes it together with its index.
+  StoreManifest commit(bool publish = true);
   // Syncs the file and, the first time, renames it from its temporary name beside path() to path().
   // A store never published is removed when the PageStore dies; path() is untouched until then.
   void publish();

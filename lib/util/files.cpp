@@ -222,9 +222,10 @@ void OutputFile::write(const void* data, size_t size) {
   }
 }
 
-void OutputFile::commit() {
+void OutputFile::commit(const std::function<void()>& before_rename) {
   KVC_CHECK(fd_ >= 0, "cannot write '{}': the file is already closed", user_path_);
   if (temp_path_.empty()) {
+    if (before_rename) before_rename();
     if (owns_fd_ && ::close(fd_) != 0) {
       const int error_number = errno;
       fd_ = -1;
@@ -239,6 +240,7 @@ void OutputFile::commit() {
   const int closed = ::close(fd_);
   fd_ = -1;
   if (closed != 0) fail_with_errno(errno);
+  if (before_rename) before_rename();  // on a throw, the destructor removes the temporary file
   if (::rename(temp_path_.c_str(), target_path_.c_str()) != 0) fail_with_errno(errno);
   temp_path_.clear();
   committed_ = true;

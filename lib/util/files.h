@@ -1,5 +1,6 @@
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <string>
 
 namespace kvc {
@@ -45,7 +46,10 @@ class OutputFile {
 
   void write(const void* data, size_t size);
   void write(const std::string& text) { write(text.data(), text.size()); }
-  void commit();
+  // `before_rename` runs once the new bytes are on disk and just before they replace the target: a
+  // companion file that must not appear without this one (a store beside its index) is published
+  // there. If it throws, the target is left as it was.
+  void commit(const std::function<void()>& before_rename = {});
 
  private:
   [[noreturn]] void fail_with_errno(int error_number);

@@ -21,6 +21,7 @@
 
 #include "util/error.h"
 #include "util/files.h"
+#include "util/staged_folder.h"
 #include "support/expect_error.h"
 
 namespace fs = std::filesystem;
@@ -246,6 +247,62 @@ TEST_F(FileWritersTest, CheckWritableOutputFolder) {
   expect_error([&] { check_writable_output_folder(path("file")); }, "it is not a folder");
   expect_error([&] { check_writable_output_folder(path("file/sub")); },
                "cannot create '" + path("file/sub") + "': '" + path("file") + "' is not a folder");
+}
+
+// Files staged together appear together on commit, replacing an earlier run's; nothing appears, and a
+// folder this run made is gone again, when the run ends without commit.
+TEST_F(FileWritersTest, StagedFolderCommitsAllOrNothing) {
+  write_file_atomic(path("profile.csv"), "old");
+  {
+    StagedFolder out(dir_);
+    write_file_atomic(out.path("profile.csv"), "new");
+    write_file_atomic(out.path("plot.gp"), "plot");
+    EXPECT_EQ(slurp(path("profile.csv")), "old");  // nothing moves before commit
+    out.commit();
+  }
+  EXPECT_EQ(listing(dir_), (std::vector<std::string>{"plot.gp", "profile.csv"}));
+  EXPECT_EQ(slurp(path("profile.csv")), "new");
+  {
+    StagedFolder out(dir_);
+    write_file_atomic(out.path("profile.csv"), "abandoned");
+  }
+  EXPECT_EQ(listing(dir_), (std::vector<std::string>{"plot.gp", "profile.csv"}));
+  EXPECT_EQ(slurp(path("profile.csv")), "new");
+  {
+    StagedFolder out(path("made/here"));
+    write_file_atomic(out.path("x"), "x");
+  }
+  EXPECT_TRUE(fs::exists(path("made")));  // the parent it made on the way stays (it may be the user's now)
+  EXPECT_FALSE(fs::exists(path("made/here")));
+}
+
+// A name taken by something other than a regular file stops the commit before any file moves.
+TEST_F(FileWritersTest, StagedFolderNeverReplacesAFolderOrADevice) {
+  fs::create_directory(path("profile.csv"));
+  StagedFolder out(dir_);
+  write_file_atomic(out.path("a.txt"), "a");
+  write_file_atomic(out.path("profile.csv"), "new");
+  expect_error([&] { out.commit(); }, "it exists and is not a regular file");
+  EXPECT_FALSE(fs::exists(path("a.txt")));
+  EXPECT_TRUE(fs::is_directory(path("profile.csv")));
+}
+
+// The staging folder of a killed run is removed by the next run into the same folder; a live one stays.
+TEST_F(FileWritersTest, StagedFolderOfADeadRunIsRemovedByTheNext) {
+  pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string stale = path(".staging." + std::to_string(dead) + ".0");
+  const std::string live = path(".staging.1.0");  // init's: alive, not ours to remove
+  fs::create_directory(stale);
+  write_file_atomic(stale + "/profile.csv", "partial");
+  fs::create_directory(live);
+  {
+    StagedFolder out(dir_);
+    out.commit();
+  }
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(live));
 }
 
 }  // namespace

@@ -252,6 +252,35 @@ TEST(ProfileBadInput, ZeroWindowsIsRefused) {
   EXPECT_FALSE(fs::exists(out + "/profile.safetensors"));
 }
 
+// A profile whose heatmaps cannot be drawn (here a gnuplot that fails, as on a full disk or without its
+// terminal) is an error that leaves the output folder as it was: no folder where there was none, and an
+// earlier profile untouched.
+TEST(ProfileBadInput, AFailedRunLeavesTheFolderAsItWas) {
+  const std::string dir = test::make_temp_dir("kvc-profile-fails");
+  fs::create_directory(dir + "/bin");
+  {
+    std::ofstream fake(dir + "/bin/gnuplot");
+    fake << "#!/bin/sh\necho 'gnuplot: cannot open output' >&2\nexit 1\n";
+  }
+  fs::permissions(dir + "/bin/gnuplot", fs::perms::owner_all);
+  const std::string profile = bin("kvc-profile") + " -m " + kStories + " -f " + kText + " -c 64 --windows 1 -t 1 --out-dir ";
+  const std::string failing = "PATH=" + dir + "/bin:$PATH " + profile;
+  expect_clean_error(run_command(failing + dir + "/new"), "gnuplot failed");
+  EXPECT_FALSE(fs::exists(dir + "/new"));
+  ASSERT_EQ(run_command(profile + dir + "/old --no-plot").exit_code, 0);
+  const auto listing = [&] {
+    std::vector<std::string> names;  // hidden files (a staging folder) included
+    for (const auto& e : fs::directory_iterator(dir + "/old")) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  const std::vector<std::string> names_before = listing();
+  const std::string before = test::slurp(dir + "/old/profile.safetensors");
+  expect_clean_error(run_command(failing + dir + "/old"), "gnuplot failed");
+  EXPECT_EQ(test::slurp(dir + "/old/profile.safetensors"), before);
+  EXPECT_EQ(listing(), names_before);
+}
+
 // kvc-bench --presses: an unknown method, nothing to compare with, an impossible ratio, no prompt or one that
 // does not fit are each one line; a valid comparison reports every press.
 TEST(BenchPressesBadInput, RefusedInOneLine) {

@@ -3,6 +3,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
 #include "io/safetensors.h"
 #include "support/paths.h"
 #include "support/cli_expectations.h"
@@ -19,6 +24,14 @@ const std::string kModel = test::model_dir("stories260K");
 using test::expect_clean_error;
 
 std::string cluster(const std::string& args) { return bin("kvc-cluster") + " " + args; }
+
+// The names in a folder, hidden files included (a temporary file is ".NAME.tmp.PID.N"), sorted.
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 // Spec parsing is covered in test_retrieval_store; here, that errors reach the user as one line.
 TEST(ClusterCli, BadInput) {
@@ -55,6 +68,30 @@ TEST(ClusterCli, BuildVerifyAndCrash) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = run_command(cluster("verify --index " + dir + "/s.safetensors"));
   EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+// A rebuild whose index cannot be written (here /dev/full: every write fails with ENOSPC, as on a full
+// disk) fails naming the index as given, and leaves the committed pair as it was: the new store never
+// replaces the old one without its index, and no store or temporary file is left.
+TEST(ClusterCli, ARebuildThatCannotWriteItsIndexLeavesTheOldPairWhole) {
+  if (!std::filesystem::is_character_file("/dev/full")) GTEST_SKIP() << "no /dev/full here";
+  const std::string dir = test::make_temp_dir("kvc-cluster-full");
+  const std::string build = cluster("build -m " + kModel + " -p 'Once upon a time there was a little girl named Lily.' " +
+                                    "--store " + dir + "/s.kvs --index ");
+  auto r = run_command(build + dir + "/s.safetensors");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string store_before = test::slurp(dir + "/s.kvs");
+  expect_clean_error(run_command(build + "/dev/full"), "cannot write '/dev/full'");
+  EXPECT_EQ(test::slurp(dir + "/s.kvs"), store_before);
+  r = run_command(cluster("verify --index " + dir + "/s.safetensors"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(names_in(dir), (std::vector<std::string>{"s.kvs", "s.safetensors"}));
+  // A first build that fails leaves no store at all.
+  const std::string fresh = test::make_temp_dir("kvc-cluster-full-fresh");
+  expect_clean_error(run_command(cluster("build -m " + kModel + " -p 'Once upon a time' --store " + fresh +
+                                         "/s.kvs --index /dev/full")),
+                     "cannot write '/dev/full'");
+  EXPECT_TRUE(names_in(fresh).empty());
 }
 
 TEST(ClusterCli, ReplayJson) {

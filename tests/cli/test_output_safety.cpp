@@ -200,6 +200,17 @@ TEST_F(OutputSafety, BadValuesAreNamedAndAFifoStoreDoesNotBlock) {
   expect_clean_error(run_command(generate + "--press h2o --budget -5"), "-5 keeps nothing");
   expect_clean_error(run_command(generate + "--prompt-tokens 0"), "0 is not a positive count");
   expect_clean_error(run_command(bin("kvc-bench") + " -m " + model_ + " --contexts -1"), "-1 is not a positive count");
+  // Beyond 64 bits: CLI11 would saturate to INT64_MAX and run; the value and the limit are named.
+  expect_clean_error(run_command(generate + "-n 99999999999999999999"),
+                     "99999999999999999999 is out of range (from -9223372036854775808 to 9223372036854775807)");
+  expect_clean_error(run_command(generate + "--press h2o --budget 99999999999999999999"),
+                     "--budget: 99999999999999999999 is out of range");
+  expect_clean_error(run_command(bin("kvc-eval") + " needle -m " + model_ + " --haystack " + text() +
+                                 " --lengths 64 --depths 0 --samples 1 --seed 99999999999999999999999"),
+                     "is out of range (at most 18446744073709551615)");
+  // A line break in a method's spec would split the CSV row or gnuplot line its label is written into.
+  expect_clean_error(run_command(generate + "--press " + shell_word("h2o:agg=mean\n!touch P") + " --budget 4"),
+                     "control characters");
   const std::string store = dir_ + "/s.kvs", index = dir_ + "/s.safetensors";
   auto r = run_command(bin("kvc-cluster") + " build -m " + model_ + " -p 'Once upon a time there was a girl' --store " +
                        store + " --index " + index);
