@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "util/checked_number.h"
+#include "util/progress.h"
 #include "util/run_files.h"
 
 namespace kvc::cli {
@@ -76,6 +77,14 @@ inline void guard_integer_options(CLI::App& app) {
         [is_unsigned](std::string& given) { return integer_out_of_range(given, is_unsigned); }, ""));
   }
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) guard_integer_options(*sub);
+}
+
+// -q/--quiet in every tool (each subcommand of kvc-eval and kvc-cluster): no progress lines on stderr.
+// A tool with a -q of its own (kvc-generate: no text either) turns progress off in its own handler.
+inline void add_quiet_flags(CLI::App& app) {
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) add_quiet_flags(*sub);
+  if (app.get_option_no_throw("-q") != nullptr || app.get_option_no_throw("--quiet") != nullptr) return;
+  app.add_flag_callback("-q,--quiet", [] { set_progress_lines(false); }, "No progress lines on stderr");
 }
 
 // A count that must be at least 1 (tokens, steps, repeats); each comma-separated value is checked, and

@@ -242,6 +242,7 @@ inline int parse_or_exit(CLI::App& app, int argc, char** argv, const char* tool,
     return 2;
   }
   guard_integer_options(app);
+  add_quiet_flags(app);
   std::vector<const char*> rewritten{argv[0]};
   for (const auto& a : args) rewritten.push_back(a.c_str());
   try {

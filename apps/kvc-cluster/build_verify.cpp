@@ -12,6 +12,7 @@
 #include "retrieval/index_file.h"
 #include "retrieval/retrieval_setup.h"
 #include "util/error.h"
+#include "util/progress.h"
 
 namespace kvc::cluster_cli {
 namespace rt = kvc::retrieval;
@@ -54,7 +55,13 @@ int run_build(const BuildOptions& o) {
   KVCache cache = model->new_cache(recording_layers(rt::retrieval_layer_factory(shape, model->rope(), shared), &layers));
   ForwardOptions last;
   last.all_logits = false;
+  last.stop_on_interrupt = true;  // Ctrl-C stops between layers; nothing is published
+  // A long prompt's pass (clustering each layer as it goes) shows its progress after a second.
+  kvc::Progress progress(fmt::format("build {} tokens", prompt.size()), mc.num_layers, "layers", !o.json,
+                         /*quiet_for_seconds=*/1.0);
+  last.on_layer = [&](int64_t done, int64_t) { progress.set(done); };
   model->forward(prompt, cache, last);
+  progress.finish();
   rt::write_index(o.index, *shared, layers, o.model.model_dir, store_from_index);
   rt::LoadedIndex index = rt::read_index(o.index);
   rt::PageStore::verify(resolve_store_path(o.index, index.store_path), index.manifest);

@@ -28,6 +28,7 @@
 #include "util/files.h"
 #include "util/subprocess.h"
 #include "harness/gnuplot.h"
+#include "harness/tables.h"
 #include "util/hash.h"
 #include "util/interrupt.h"
 #include "util/output_lock.h"

@@ -274,7 +274,7 @@ int main(int argc, char** argv) {
   app.add_option("-s,--seed", o.sampling.seed, "Sampling seed")->capture_default_str();
   app.add_flag("--ignore-eos", o.ignore_eos, "Keep generating after EOS");
   kvc::generate_app::add_chat_flags(app, o);
-  app.add_flag("-q,--quiet", o.quiet, "Do not print the text (with --json-out for benchmarks)");
+  app.add_flag("-q,--quiet", o.quiet, "Do not print the text or progress lines (with --json-out for benchmarks)");
   app.add_flag("--count-ops", o.count_ops,
                "Report the ATen operator calls per decode step (decode_aten_ops_per_step in the JSON, by "
                "operator name in decode_aten_ops_per_step_by_name): the "

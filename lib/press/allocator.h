@@ -25,6 +25,7 @@ struct ModelShape {
   int64_t num_layers = 0;
   std::vector<int64_t> layers;  // model layer of each press layer
   int64_t model_layers = 0;     // every layer of the model, compressed or not
+  int64_t context = 0;          // the model's context (max_position_embeddings); 0: unknown
 };
 
 // What an allocator may read of, and do to, the sequence being compressed.

@@ -40,6 +40,7 @@ CacheSetup make_setup(PressConfig config, const PressParams& p, const LlamaModel
     if (!c.is_local_layer(l)) shape.layers.push_back(l);
   shape.num_layers = static_cast<int64_t>(shape.layers.size());
   shape.model_layers = c.num_layers;
+  shape.context = c.max_position_embeddings;
   if (!p.budgets_file.empty()) {
     KVC_CHECK(p.ratio > 0, "--budgets needs --ratio (the file holds per-layer budgets for given ratios)");
     AllocatorFactory inner = config.allocator;

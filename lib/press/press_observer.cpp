@@ -213,8 +213,12 @@ void PressObserver::decode_layer(const LayerStep& step, KVCache& cache) {
 
 void PressObserver::reserve_bound(int64_t layer, int64_t bound, KVCache& cache) const {
   // A bounded cache holds `bound` entries + one spare slot for the token being added, reserved once:
-  // its resident size never changes and decoding never reallocates.
-  if (config_->bounded) layer_cache(cache, layer).reserve(bound + 1);
+  // its resident size never changes and decoding never reallocates. A bound past the model's context
+  // (--budget 100000000) reserves only the context: a sequence that outgrows it grows the cache as an
+  // uncompressed one does, instead of allocating for entries no run feeds.
+  if (!config_->bounded) return;
+  const int64_t room = shape_.context > 0 ? std::min(bound, shape_.context) : bound;
+  layer_cache(cache, layer).reserve(room + 1);
 }
 
 at::Tensor PressObserver::compress(int64_t layer, const at::Tensor& importance, int64_t keep, KVCache& cache) {

@@ -4,9 +4,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 
 namespace kvc {
+namespace {
+
+std::atomic<bool> progress_lines{true};
+
+}  // namespace
+
+void set_progress_lines(bool shown) { progress_lines = shown; }
 
 Progress::Progress(std::string label, int64_t total, std::string unit, bool enabled, double quiet_for_seconds)
     : label_(std::move(label)), unit_(std::move(unit)), total_(std::max<int64_t>(total, 1)),
@@ -36,7 +44,7 @@ void Progress::finish() {
 }
 
 void Progress::draw(bool final_line) {
-  if (!enabled_) return;
+  if (!enabled_ || !progress_lines) return;
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   if (!drawn_ && elapsed < quiet_for_seconds_) return;
   drawn_ = true;

@@ -7,6 +7,9 @@
 
 namespace kvc {
 
+// Off for the whole process after a tool's -q/--quiet: no progress line is drawn, whatever a caller asks.
+void set_progress_lines(bool shown);
+
 class Progress {
  public:
   // With quiet_for_seconds > 0 nothing is drawn, not even the final line, until the work has run that

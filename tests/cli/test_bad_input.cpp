@@ -263,7 +263,7 @@ TEST(ProfileBadInput, AFailedRunLeavesTheFolderAsItWas) {
     fake << "#!/bin/sh\necho 'gnuplot: cannot open output' >&2\nexit 1\n";
   }
   fs::permissions(dir + "/bin/gnuplot", fs::perms::owner_all);
-  const std::string profile = bin("kvc-profile") + " -m " + kStories + " -f " + kText + " -c 64 --windows 1 -t 1 --out-dir ";
+  const std::string profile = bin("kvc-profile") + " -m " + kStories + " -f " + kText + " -c 64 --windows 1 -t 1 -q --out-dir ";
   const std::string failing = "PATH=" + dir + "/bin:$PATH " + profile;
   expect_clean_error(run_command(failing + dir + "/new"), "gnuplot failed");
   EXPECT_FALSE(fs::exists(dir + "/new"));

@@ -460,5 +460,28 @@ TEST(SmallerItems, HelpExamplesUseRepositoryPaths) {
   }
 }
 
+// -q/--quiet is every tool's way to silence its progress lines (each subcommand of kvc-eval and
+// kvc-cluster takes it too); without it a long phase shows one on stderr.
+TEST(SmallerItems, QuietSilencesProgressInEveryTool) {
+  const std::string ppl = eval_ppl("-f " + kText + " -c 64 --max-windows 2");
+  auto r = run_command(ppl);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("ppl ["), std::string::npos) << r.err;
+  r = run_command(ppl + " -q");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("ppl ["), std::string::npos) << r.err;
+  const std::string out = test::make_temp_dir("kvc-quiet");
+  r = run_command(bin("kvc-profile") + " -m " + kStories + " -f " + kText + " -c 64 --windows 1 -t 1 --no-plot -q " +
+                  "--out-dir " + out + "/p");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("profile ["), std::string::npos) << r.err;
+  for (const std::string cmd : {"kvc-eval kl", "kvc-eval needle", "kvc-eval tasks", "kvc-eval sweep",
+                                "kvc-eval longbench", "kvc-calibrate", "kvc-train", "kvc-cluster build",
+                                "kvc-cluster replay", "kvc-bench", "kvc-generate"}) {
+    r = run_command(bin("") + cmd + " --help");
+    EXPECT_NE(r.out.find("-q,--quiet"), std::string::npos) << cmd;
+  }
+}
+
 }  // namespace
 }  // namespace kvc

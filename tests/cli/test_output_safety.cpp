@@ -2,6 +2,7 @@
 // overwrote a model, a bases file or a device node, or ran a shell or gnuplot command built from a
 // folder name or a label, now end in one line naming the problem, with every input as it was.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -200,6 +201,7 @@ TEST_F(OutputSafety, BadValuesAreNamedAndAFifoStoreDoesNotBlock) {
   expect_clean_error(run_command(generate + "--press h2o --budget -5"), "-5 keeps nothing");
   expect_clean_error(run_command(generate + "--prompt-tokens 0"), "0 is not a positive count");
   expect_clean_error(run_command(bin("kvc-bench") + " -m " + model_ + " --contexts -1"), "-1 is not a positive count");
+  test::CommandResult r0;
   // Beyond 64 bits: CLI11 would saturate to INT64_MAX and run; the value and the limit are named.
   expect_clean_error(run_command(generate + "-n 99999999999999999999"),
                      "99999999999999999999 is out of range (from -9223372036854775808 to 9223372036854775807)");
@@ -208,6 +210,14 @@ TEST_F(OutputSafety, BadValuesAreNamedAndAFifoStoreDoesNotBlock) {
   expect_clean_error(run_command(bin("kvc-eval") + " needle -m " + model_ + " --haystack " + text() +
                                  " --lengths 64 --depths 0 --samples 1 --seed 99999999999999999999999"),
                      "is out of range (at most 18446744073709551615)");
+  // A budget far past the model's context (512) reserves no more than the context: the run works in a
+  // few hundred MB instead of asking for 12.8 GB.
+  r0 = run_command("ulimit -v 8000000 && " + generate + "--press h2o --budget 100000000 --json");
+  ASSERT_EQ(r0.exit_code, 0) << r0.err;
+  const auto stats = nlohmann::json::parse(r0.out);
+  // stories260K: 5 layers x 4 KV heads x (head_dim 8 x (K + V) x 4 bytes + an 8-byte position) per
+  // entry, room for at most the context + 1 entries.
+  EXPECT_LE(stats["kv_peak_resident_bytes"].get<int64_t>(), int64_t{5 * 4 * (8 * 2 * 4 + 8)} * 513);
   // A line break in a method's spec would split the CSV row or gnuplot line its label is written into.
   expect_clean_error(run_command(generate + "--press " + shell_word("h2o:agg=mean\n!touch P") + " --budget 4"),
                      "control characters");
