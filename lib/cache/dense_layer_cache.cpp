@@ -93,14 +93,10 @@ void DenseLayerCache::retain(const at::Tensor& indices) {
   assign(rows(keys()), rows(values()), positions().gather(1, idx));
 }
 
-at::Tensor DenseLayerCache::evict_one(const at::Tensor& slots) {
+void DenseLayerCache::evict_one(const at::Tensor& slots) {
   const int64_t KV = shape_.num_kv_heads, last = length_ - 1;
   KVC_CHECK(slots.dim() == 1 && slots.size(0) == KV && length_ > 0, "evict_one: expected {} slots", KV);
   if (!keys_.device().is_cpu()) {
-    // The new storage order: every slot keeps its entry but the freed one, which now holds the last.
-    at::Tensor order = at::arange(last, slots.options()).unsqueeze(0).repeat({KV, 1});
-    const at::Tensor freed = slots.clamp_max(last - 1);
-    order.scatter_(1, freed.unsqueeze(1), at::where(slots < last, at::full_like(slots, last), freed).unsqueeze(1));
     // On a GPU the slots stay there (reading them back would wait for the GPU every step): each head's
     // last entry is scattered into its slot, a copy onto itself where the slot is the last one.
     const at::Tensor to = slots.to(keys_.device(), at::kLong).view({KV, 1});
@@ -108,21 +104,16 @@ at::Tensor DenseLayerCache::evict_one(const at::Tensor& slots) {
     values_.scatter_(1, to.unsqueeze(-1).expand({KV, 1, values_.size(2)}), values_.narrow(1, last, 1).clone());
     positions_.scatter_(1, to, positions_.narrow(1, last, 1).clone());
     length_ = last;
-    return order;
+    return;
   }
   const at::Tensor s = slots.to(at::kCPU, at::kLong).contiguous();
   const int64_t* slot = s.data_ptr<int64_t>();
-  // The same order built on the host in one pass (this runs for every layer at every decode step).
-  at::Tensor order = at::empty({KV, last}, at::TensorOptions().dtype(at::kLong));
-  int64_t* o = order.data_ptr<int64_t>();
   for (int64_t h = 0; h < KV; ++h) {
     KVC_CHECK(slot[h] >= 0 && slot[h] <= last, "evict_one: slot {} out of range for {} entries", slot[h], length_);
-    for (int64_t i = 0; i < last; ++i) o[h * last + i] = i;
-    if (slot[h] < last) o[h * last + slot[h]] = last;
   }
-  if (keys_.device().is_cpu() && keys_.is_contiguous() && values_.is_contiguous()) {
+  if (keys_.is_contiguous() && values_.is_contiguous()) {
     move_last_into(slot);
-    return order;
+    return;
   }
   for (int64_t h = 0; h < KV; ++h) {
     if (slot[h] == last) continue;
@@ -131,18 +122,6 @@ at::Tensor DenseLayerCache::evict_one(const at::Tensor& slots) {
     positions_[h][slot[h]].copy_(positions_[h][last]);
   }
   length_ = last;
-  return order;
-}
-
-bool DenseLayerCache::swap_remove(const std::vector<int64_t>& slots) {
-  if (!keys_.defined() || !keys_.device().is_cpu() || !keys_.is_contiguous() || !values_.is_contiguous()) return false;
-  KVC_CHECK(static_cast<int64_t>(slots.size()) == shape_.num_kv_heads && length_ > 0, "swap_remove: expected {} slots",
-            shape_.num_kv_heads);
-  for (const int64_t slot : slots) {
-    KVC_CHECK(slot >= 0 && slot < length_, "swap_remove: slot {} out of range for {} entries", slot, length_);
-  }
-  move_last_into(slots.data());
-  return true;
 }
 
 void DenseLayerCache::move_last_into(const int64_t* slot) {
@@ -169,8 +148,8 @@ void DenseLayerCache::assign(const at::Tensor& rotated_keys, const at::Tensor& v
   length_ = capacity_ = keys_.size(1);
 }
 
-LayerCache::Rows DenseLayerCache::merge_rows() {
-  KVC_CHECK(supports_merge(), "a {} / {} cache cannot rewrite entries in place (rows of blocks share one scale)",
+MergeableRows::Rows DenseLayerCache::merge_rows() {
+  KVC_CHECK(can_merge(), "a {} / {} cache cannot rewrite entries in place (rows of blocks share one scale)",
             cache_type_name(types_.keys), cache_type_name(types_.values));
   return {keys(), values()};
 }

@@ -11,7 +11,7 @@
 
 namespace kvc {
 
-class DenseLayerCache : public LayerCache {
+class DenseLayerCache : public LayerCache, public PerHeadLayout, public MergeableRows {
  public:
   // `options`: device (and the dtype of keys and values not given in `types`).
   DenseLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options,
@@ -34,24 +34,24 @@ class DenseLayerCache : public LayerCache {
   // Keeps, per KV head, the entries at `indices` [n_kv, n_keep] (storage order), into exactly-sized
   // buffers: the old ones are released.
   void retain(const at::Tensor& indices) override;
-  // Evicts one entry per KV head in place: slots [n_kv] int64, one slot per head; the last entry moves
-  // into the freed slot (positions travel with it), so nothing else is copied. What a bounded cache
-  // does on every decode step.
-  at::Tensor evict_one(const at::Tensor& slots) override;
-  bool swap_remove(const std::vector<int64_t>& slots) override;  // in CPU memory
+  // In place: the last entry of each head is copied into its freed slot (positions travel with it),
+  // so nothing else moves.
+  void evict_one(const at::Tensor& slots) override;
   // Replaces the whole content with exactly sized buffers: keys rotated, [n_kv, n, d] in any floating
   // type or already stored; positions [n_kv, n].
   void assign(const at::Tensor& rotated_keys, const at::Tensor& values, const at::Tensor& positions);
   void reserve(int64_t capacity) override;
 
-  // Heads keep different lengths by moving into the per-head (ragged) layout.
-  bool supports_per_head_lengths() const override { return true; }
-  std::unique_ptr<LayerCache> retain_per_head(const std::vector<at::Tensor>& per_head) override;
-  // Merging rewrites rows in place, which a row of blocks sharing one scale cannot take.
-  bool supports_merge() const override { return !types_.any_block_format(); }
-  Rows merge_rows() override;
-  at::Tensor entry_positions(int64_t head) const override { return positions()[head]; }
   std::unique_ptr<LayerCache> clone() const override;
+
+  // Heads keep different lengths by moving into the per-head (ragged) layout.
+  PerHeadLayout* per_head_layout() override { return this; }
+  std::unique_ptr<LayerCache> retain_per_head(const std::vector<at::Tensor>& per_head) override;
+  at::Tensor entry_positions(int64_t head) const override { return positions()[head]; }
+  // Merging rewrites rows in place, which a row of blocks sharing one scale cannot take.
+  MergeableRows* mergeable_rows() override { return this; }
+  bool can_merge() const override { return !types_.any_block_format(); }
+  Rows merge_rows() override;
 
  protected:
   // After a member-wise copy: buffers of its own, so the copy and the original never write each other's.

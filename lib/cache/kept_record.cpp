@@ -3,6 +3,11 @@
 #include "cache/kv_cache.h"
 
 namespace kvc {
+namespace {
+
+constexpr const char* kPositionsPurpose = "expose positions per KV head (--dump-kept needs them)";
+
+}  // namespace
 
 void KeptRecord::reset(int64_t layers, int64_t kv_heads) {
   num_layers = layers;
@@ -15,9 +20,10 @@ void KeptRecord::reset(int64_t layers, int64_t kv_heads) {
 void KeptRecord::add_merges(int64_t layer, const at::Tensor& rows, const LayerCache& cache) {
   const at::Tensor r = rows.to(at::kCPU);
   auto& per_head = merged[static_cast<size_t>(layer)];
+  const PerHeadLayout& layout = require_per_head_layout(cache, kPositionsPurpose);
   std::vector<at::Tensor> positions;
   for (size_t h = 0; h < per_head.size(); ++h) {
-    positions.push_back(cache.entry_positions(static_cast<int64_t>(h)).to(at::kCPU));
+    positions.push_back(layout.entry_positions(static_cast<int64_t>(h)).to(at::kCPU));
   }
   for (int64_t i = 0; i < r.size(0); ++i) {
     const auto h = static_cast<size_t>(r[i][0].item<int64_t>());
@@ -31,8 +37,9 @@ std::vector<std::vector<at::Tensor>> KeptRecord::positions_of(const KVCache& cac
   for (int64_t l = 0; l < cache.num_layers(); ++l) {
     std::vector<at::Tensor> heads;
     const LayerCache& layer = cache.layer(l);
+    const PerHeadLayout& layout = require_per_head_layout(layer, kPositionsPurpose);
     const int64_t kv_heads = layer.lengths().numel();
-    for (int64_t h = 0; h < kv_heads; ++h) heads.push_back(std::get<0>(layer.entry_positions(h).to(at::kCPU).sort()));
+    for (int64_t h = 0; h < kv_heads; ++h) heads.push_back(std::get<0>(layout.entry_positions(h).to(at::kCPU).sort()));
     out.push_back(std::move(heads));
   }
   return out;

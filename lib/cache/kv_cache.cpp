@@ -3,7 +3,8 @@
 namespace kvc {
 
 void KVCache::retain_per_head(int64_t i, const std::vector<at::Tensor>& per_head) {
-  if (auto replacement = layer(i).retain_per_head(per_head)) replace_layer(i, std::move(replacement));
+  PerHeadLayout& layout = require_per_head_layout(layer(i), "keep a different number of entries per KV head");
+  if (auto replacement = layout.retain_per_head(per_head)) replace_layer(i, std::move(replacement));
 }
 
 void KVCache::reserve(int64_t entries) {

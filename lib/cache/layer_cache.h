@@ -52,6 +52,12 @@ struct CacheFootprint {
   }
 };
 
+class PerHeadLayout;
+class MergeableRows;
+
+// The interface every layout implements: append, attend, keep a subset, and say what it holds. What
+// only some layouts can do (heads of different lengths, rows rewritten in place) is a capability,
+// reached through per_head_layout() / mergeable_rows(), which are null where the layout lacks it.
 class LayerCache {
  public:
   virtual ~LayerCache() = default;
@@ -66,9 +72,14 @@ class LayerCache {
   virtual at::Tensor attend(const at::Tensor& queries, const at::Tensor& q_positions, const AttentionProbe& probe,
                             AttentionStats* stats) = 0;
 
-  // Keeps, per KV head, the entries at `indices` [n_kv_heads, n_keep] (storage order) and frees the
-  // rest. Layouts that share entries across heads (low-rank latents) need identical rows.
+  // Keeps, per KV head, the entries at `indices` [n_kv_heads, n_keep] (storage order; the kept entries
+  // take that order) and frees the rest. Layouts that share entries across heads (low-rank latents)
+  // need identical rows.
   virtual void retain(const at::Tensor& indices) = 0;
+  // Drops the entry at slots[h] ([n_kv_heads] int64) of every KV head, the head's last entry moving into
+  // the freed slot: the new storage order is swap_order(slots, n). What a bounded cache does at every
+  // decode step; the default retains that order, a layout that can move one row in place overrides it.
+  virtual void evict_one(const at::Tensor& slots);
 
   // Number of entries held by each KV head: [n_kv_heads] int64.
   virtual at::Tensor lengths() const = 0;
@@ -76,42 +87,54 @@ class LayerCache {
   // footprint().resident_bytes, for each decode step: a layout whose other figures need a read from the
   // device answers this one without it.
   virtual int64_t resident_bytes() const { return footprint().resident_bytes; }
-
   // The storage scheme's name, for errors ("dense", "low-rank", ...).
   virtual std::string layout() const = 0;
 
-  // Capabilities compression methods rely on; setup checks them so impossible combinations fail early.
   // Room for `entries` per KV head, so appends up to that size never reallocate (no-op where storage
   // does not grow in place).
   virtual void reserve(int64_t entries) {}
-  // Heads may keep different numbers of entries (retain_per_head works).
-  virtual bool supports_per_head_lengths() const { return false; }
-  // Keys and values are per-head rows that can be rewritten in place (merge_rows works).
-  virtual bool supports_merge() const { return false; }
-
-  // Keeps, for KV head h, the entries at per_head[h] (indices within that head's entries, storage
-  // order); heads may keep different numbers. Returns null when done in place, or the layer in a
-  // per-head layout to take this one's place (KVCache::retain_per_head swaps it in).
-  virtual std::unique_ptr<LayerCache> retain_per_head(const std::vector<at::Tensor>& per_head);
-  // Drops the entry at slots[h] ([n_kv_heads] int64) of every KV head; returns the new storage order
-  // [n_kv_heads, n - 1] (old index per slot). The default retains the others in order; a layout that
-  // can move its last entry into the freed slot does that instead.
-  virtual at::Tensor evict_one(const at::Tensor& slots);
-  // evict_one for a layout that moves its last entry into each freed slot, without building the storage
-  // order: callers that track rows per entry apply the same move to them (TrackedRows::swap_remove).
-  // Returns false, having done nothing, where the layout cannot (then evict_one).
-  virtual bool swap_remove(const std::vector<int64_t>& /*slots*/) { return false; }
-  // Writable views of the rotated keys and values [n_kv_heads, n, d], for methods that fold evicted
-  // entries into kept ones (D2O).
-  struct Rows {
-    at::Tensor keys, values;
-  };
-  virtual Rows merge_rows();
-  // Token positions [n] int64 of KV head h's entries, in storage order.
-  virtual at::Tensor entry_positions(int64_t head) const;
   // A deep copy: same entries, same capacity, nothing shared (a shared prefill hands each compression
   // method its own copy of the uncompressed cache). Layouts with state outside their buffers refuse.
   virtual std::unique_ptr<LayerCache> clone() const;
+
+  // Capabilities (null: the layout lacks it).
+  virtual PerHeadLayout* per_head_layout() { return nullptr; }
+  const PerHeadLayout* per_head_layout() const { return const_cast<LayerCache*>(this)->per_head_layout(); }
+  virtual MergeableRows* mergeable_rows() { return nullptr; }
 };
+
+// Heads keep different numbers of entries, each head's entries readable by position.
+class PerHeadLayout {
+ public:
+  virtual ~PerHeadLayout() = default;
+  // Keeps, for KV head h, the entries at per_head[h] (indices within that head's entries, storage
+  // order); heads may keep different numbers. Returns null when done in place, or the layer in a
+  // per-head layout to take this one's place (KVCache::retain_per_head swaps it in).
+  virtual std::unique_ptr<LayerCache> retain_per_head(const std::vector<at::Tensor>& per_head) = 0;
+  // Token positions [n] int64 of KV head h's entries, in storage order.
+  virtual at::Tensor entry_positions(int64_t head) const = 0;
+};
+
+// Keys and values are per-head rows that can be rewritten in place, for methods that fold evicted
+// entries into kept ones (D2O).
+class MergeableRows {
+ public:
+  virtual ~MergeableRows() = default;
+  // False where the layout's element types cannot take a rewrite of one row (rows of blocks).
+  virtual bool can_merge() const = 0;
+  struct Rows {
+    at::Tensor keys, values;  // writable views of the rotated keys and values [n_kv_heads, n, d]
+  };
+  virtual Rows merge_rows() = 0;
+};
+
+// The storage order after evict_one(slots) on heads of `length` entries: [n_kv_heads, length - 1],
+// each head's slots in order but slots[h], which holds the old last entry (where slots[h] is not it).
+at::Tensor swap_order(const at::Tensor& slots, int64_t length);
+
+// `cache`'s capability, or a kvc::Error naming the layout and what `purpose` needed.
+PerHeadLayout& require_per_head_layout(LayerCache& cache, const char* purpose);
+const PerHeadLayout& require_per_head_layout(const LayerCache& cache, const char* purpose);
+MergeableRows& require_mergeable_rows(LayerCache& cache, const char* purpose);
 
 }  // namespace kvc

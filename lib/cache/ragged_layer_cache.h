@@ -15,7 +15,7 @@
 
 namespace kvc {
 
-class RaggedLayerCache : public LayerCache {
+class RaggedLayerCache : public LayerCache, public PerHeadLayout {
  public:
   RaggedLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, at::TensorOptions options,
                    CacheTypes types = {});
@@ -36,7 +36,7 @@ class RaggedLayerCache : public LayerCache {
   at::Tensor lengths() const override;
   CacheFootprint footprint() const override;
   std::string layout() const override { return "ragged"; }
-  bool supports_per_head_lengths() const override { return true; }
+  PerHeadLayout* per_head_layout() override { return this; }
   std::unique_ptr<LayerCache> retain_per_head(const std::vector<at::Tensor>& per_head) override {
     retain_ragged(per_head);
     return nullptr;

@@ -58,12 +58,13 @@ namespace {
 
 // The press's needs against a layer of the cache `cache_flag` asked for.
 void check_layout(const CacheSetup& setup, const std::string& press, const std::string& cache_flag) {
-  const std::unique_ptr<LayerCache> layer = setup.factory(0);
-  KVC_CHECK(!setup.needs.merge || layer->supports_merge(),
+  const std::unique_ptr<LayerCache> layer = setup.layout()(0);
+  const MergeableRows* rows = layer->mergeable_rows();
+  KVC_CHECK(!setup.needs.merge || (rows != nullptr && rows->can_merge()),
             "--press {} merges evicted entries into kept ones and needs the dense cache; it cannot be combined with {} "
             "(the {} cache)",
             press, cache_flag, layer->layout());
-  KVC_CHECK(!setup.needs.per_head_lengths || layer->supports_per_head_lengths(),
+  KVC_CHECK(!setup.needs.per_head_lengths || layer->per_head_layout() != nullptr,
             "--press {} keeps a different number of entries per KV head, which the {} cache cannot; it cannot be "
             "combined with {}",
             press, layer->layout(), cache_flag);
@@ -88,7 +89,7 @@ CacheSetup build_cache_setup(const CompressionSpec& spec, const LlamaModel& mode
   CacheSetup setup = make_press_setup(params, model);
   // Low-rank storage composes with eviction: the press keeps its observer and calls retain() on it.
   if (!spec.lowrank_file.empty()) {
-    setup.factory = lowrank::make_lowrank_factory(lowrank::parse_lowrank_spec(spec.lowrank_file, spec.rank), model);
+    setup.set_layer_factory(lowrank::make_lowrank_factory(lowrank::parse_lowrank_spec(spec.lowrank_file, spec.rank), model));
     check_layout(setup, params.name, "--lowrank");
     // A press compresses a low-rank layer after that layer's prefill attention, as it does a dense one.
     setup.shared_prefill_layout = fmt::format("lowrank {} rank={}", spec.lowrank_file, spec.rank);

@@ -23,10 +23,9 @@ struct LayoutNeeds {
 
 struct CacheSetup {
   std::string name = "none";
-  LayerCacheFactory factory;  // empty: the model's dense cache
-  // For layouts with state per cache (a store file per sequence): called once per new cache, instead of
-  // `factory`.
-  std::function<LayerCacheFactory()> fresh_factory;
+  // The layer factory of each new cache (called once per cache, so a layout with state per cache, a
+  // store file per sequence, starts fresh); empty: the model's dense cache.
+  std::function<LayerCacheFactory()> layout;
   std::function<std::unique_ptr<ForwardObserver>()> make_observer;  // empty: no observer; one per sequence
   bool bounded = false;  // RAM stays within a fixed size while decoding (eviction, or a cache on storage)
   // Picks the entries each new token attends to (retrieval): a pass of several tokens attends to every
@@ -43,8 +42,7 @@ struct CacheSetup {
 
   KVCache new_cache(const LlamaModel& model) const {
     if (full_precision) return model.full_precision_cache();
-    if (fresh_factory) return model.new_cache(fresh_factory());
-    if (factory) return model.new_cache(factory);
+    if (layout) return model.new_cache(layout());
     return typed() ? model.typed_cache(cache_types) : model.new_cache();
   }
   bool typed() const { return cache_types.keys != at::ScalarType::Undefined; }
@@ -54,7 +52,11 @@ struct CacheSetup {
     return typed() ? cache_types : model.cache_types();
   }
   std::unique_ptr<ForwardObserver> new_observer() const { return make_observer ? make_observer() : nullptr; }
-  bool has_layout() const { return static_cast<bool>(factory) || static_cast<bool>(fresh_factory); }
+  bool has_layout() const { return static_cast<bool>(layout); }
+  // A layout whose every cache is made by the same factory.
+  void set_layer_factory(LayerCacheFactory factory) {
+    layout = [factory = std::move(factory)] { return factory; };
+  }
   // Names a layout whose prefill fills every layer the same whatever the observer does after it (the
   // observer only removes entries): setups with the same name may share one prefill. Empty: a layout
   // that runs its own prefill (or none).

@@ -26,6 +26,8 @@
 namespace kvc {
 namespace {
 
+constexpr const char* kMergePurpose = "merge evicted entries into (D2O needs the dense cache)";
+
 // Elements of one block of the merge's similarity matrix (1 MB of float32: it stays in L2).
 constexpr int64_t kSimilarityBlockElements = int64_t{1} << 18;
 
@@ -118,7 +120,7 @@ class D2OAllocator : public Allocator {
   // d2o_merge's one-pass kernel; this test costs them nothing.)
   static bool evicts_one_per_head_on_device(LayerCache& cache, const at::Tensor& kept) {
     if (kept.device().is_cpu()) return false;
-    const int64_t s = cache.merge_rows().keys.size(1);
+    const int64_t s = require_mergeable_rows(cache, kMergePurpose).merge_rows().keys.size(1);
     return s > 1 && kept.size(1) == s - 1;
   }
 
@@ -195,7 +197,7 @@ void merge_one_per_head(at::Tensor& keys, at::Tensor& values, const at::Tensor& 
 
 void d2o_merge_one_per_head_on_device(LayerCache& cache, const at::Tensor& keep, double beta, at::Tensor& threshold,
                                       at::Tensor* merged) {
-  const LayerCache::Rows rows_of_cache = cache.merge_rows();
+  const MergeableRows::Rows rows_of_cache = require_mergeable_rows(cache, kMergePurpose).merge_rows();
   at::Tensor keys = rows_of_cache.keys, values = rows_of_cache.values;
   const int64_t kv = keys.size(0), s = keys.size(1), d = keys.size(2);
   KVC_CHECK(keep.size(1) == s - 1 && s > 1, "d2o: the device merge takes one evicted entry per head");
@@ -234,7 +236,7 @@ void d2o_merge(LayerCache& cache, const at::Tensor& keep, double beta, double& t
   // In place on the cache's own storage: while decoding, one pass over the keys for norms and one for
   // similarities, and only the kept rows that receive a merge are rewritten, because copying the whole
   // cache at every decode step would cost more than eviction saves.
-  const LayerCache::Rows rows_of_cache = cache.merge_rows();
+  const MergeableRows::Rows rows_of_cache = require_mergeable_rows(cache, kMergePurpose).merge_rows();
   at::Tensor keys = rows_of_cache.keys, values = rows_of_cache.values;
   const int64_t kv = keys.size(0), s = keys.size(1), d = keys.size(2), k = keep.size(1), e = s - k;
   if (e <= 0) return;

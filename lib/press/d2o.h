@@ -8,7 +8,7 @@
 namespace kvc {
 
 // D2O's merge of the entries not in `keep` into kept ones, in place; the caller then
-// evicts them as for any press. The cache must support merging (LayerCache::merge_rows). threshold is
+// evicts them as for any press. The cache must support merging (MergeableRows). threshold is
 // the layer's EMA state (<0 unset). `merged`, when given, receives one row (head, evicted slot, slot
 // merged into) per merge.
 void d2o_merge(LayerCache& cache, const at::Tensor& keep, double beta, double& threshold, at::Tensor* merged = nullptr);

@@ -231,35 +231,34 @@ at::Tensor PressObserver::compress(int64_t layer, const at::Tensor& importance, 
   if (!prefill_done_) warn_if_fewer_than_protected(layer, importance, keep);
   LayerCache& lc = layer_cache(cache, layer);
   const at::Tensor ranked = config_->shared_heads ? importance.mean(0, /*keepdim=*/true) : importance;
-  at::Tensor kept;
   if (prefill_done_ && config_->bounded && keep == S - 1) {
-    // Every decode step of a bounded cache evicts one entry per head: the least important, found in one
-    // pass (not a top-k of S - 1 and a sort), which the layout evicts in place where it can; `kept`
-    // then becomes the new storage order.
-    const at::Tensor slots = row_argmin(ranked).expand({KV});
-    if (!allocator_->merges() && !recording_ && slots.is_cpu()) {
-      // Nothing reads the order: the layout and the bookkeeping move their last entry into each freed
-      // slot without building it (the step's eviction is O(1) per head).
-      const at::Tensor slot = slots.contiguous();
-      const std::vector<int64_t> per_head(slot.data_ptr<int64_t>(), slot.data_ptr<int64_t>() + KV);
-      if (lc.swap_remove(per_head)) {
-        for (TrackedRows* rows : {&positions_[li], &cumulative_[li], &current_[li]})
-          if (rows->defined()) rows->swap_remove(per_head);
-        reserve_bound(layer, keep, cache);
-        return at::Tensor();
+    // Every decode step of a bounded cache evicts one entry per head, the least important, found in one
+    // pass (not a top-k of S - 1 and a sort): the layout moves each head's last entry into the freed
+    // slot, and the bookkeeping rows make the same move.
+    const at::Tensor slots = row_argmin(ranked).expand({KV}).contiguous();
+    at::Tensor order;  // the new storage order, built only where something reads it
+    if (allocator_->merges() || recording_) {
+      order = swap_order(slots, S);
+      allocator_->before_evict(shape_.layers[li], lc, order, recording_ ? &record_ : nullptr);
+    }
+    lc.evict_one(slots);
+    std::vector<int64_t> per_head;
+    if (slots.is_cpu()) per_head.assign(slots.data_ptr<int64_t>(), slots.data_ptr<int64_t>() + KV);
+    for (TrackedRows* rows : {&positions_[li], &cumulative_[li], &current_[li]}) {
+      if (!rows->defined()) continue;
+      if (slots.is_cpu() && rows->view().is_cpu()) {
+        rows->swap_remove(per_head);  // O(1) per head
+        continue;
       }
+      if (!order.defined()) order = swap_order(slots, S);
+      rows->reorder(order.to(rows->view().device()));
     }
-    if (allocator_->merges() || recording_) {  // only a merge (and its record) reads what stays
-      const at::Tensor j = at::arange(S - 1, slots.options()).unsqueeze(0);
-      kept = j + (j >= slots.unsqueeze(1)).to(at::kLong);  // every index but the slot, ascending
-      allocator_->before_evict(shape_.layers[li], lc, kept, recording_ ? &record_ : nullptr);
-    }
-    kept = lc.evict_one(slots.contiguous());
-  } else {
-    kept = top_indices(ranked, keep).expand({KV, keep}).contiguous();
-    allocator_->before_evict(shape_.layers[li], lc, kept, recording_ ? &record_ : nullptr);
-    lc.retain(kept);
+    reserve_bound(layer, keep, cache);
+    return order;
   }
+  const at::Tensor kept = top_indices(ranked, keep).expand({KV, keep}).contiguous();
+  allocator_->before_evict(shape_.layers[li], lc, kept, recording_ ? &record_ : nullptr);
+  lc.retain(kept);
   reserve_bound(layer, keep, cache);
   for (TrackedRows* rows : {&positions_[li], &cumulative_[li], &current_[li]})
     if (rows->defined()) rows->reorder(kept);

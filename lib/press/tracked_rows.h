@@ -22,8 +22,8 @@ class TrackedRows {
   // Reorders every row as the cache did: row[h][i] = old row[h][order[h][i]], order [n_kv, n] with n
   // at most the length (entries not in `order` are dropped).
   void reorder(const at::Tensor& order);
-  // Drops entry slots[h] of row h, the last entry moving into the freed slot, as a cache that evicts by
-  // swap-removal (LayerCache::swap_remove) moved its entries: O(1) per row. Rows on the CPU.
+  // Drops entry slots[h] of row h, the last entry moving into the freed slot, as LayerCache::evict_one
+  // moved the cache's entries: O(1) per row. Rows on the CPU.
   void swap_remove(const std::vector<int64_t>& slots);
   void reset() { buffer_ = view_ = at::Tensor(); }
 

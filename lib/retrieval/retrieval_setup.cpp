@@ -91,7 +91,7 @@ CacheSetup make_retrieval_setup(const std::string& spec, const std::string& stor
   setup.bounded = true;
   setup.selects_per_token = true;
   const CacheTypes types = model.cache_types();
-  setup.fresh_factory = [run, shape, rope, types]() {
+  setup.layout = [run, shape, rope, types]() {
     const bool temporary = run->store_path.empty();
     KVC_CHECK(temporary || run->caches == 0,
               "--retrieval-store {} holds one cache; this run makes several: leave --retrieval-store out",

@@ -238,7 +238,7 @@ TEST(Gemma3Gguf, RepeatedPromptScoringLeavesOnlyThePromptInEveryLayer) {
   int64_t global_entries = 0;
   for (int64_t l = 0; l < c.num_layers; ++l) {
     for (int64_t h = 0; h < c.num_kv_heads; ++h) {
-      const at::Tensor p = cache.layer(l).entry_positions(h);
+      const at::Tensor p = require_per_head_layout(cache.layer(l), "expose positions").entry_positions(h);
       EXPECT_LT(p.max().item<int64_t>(), 300) << l;
       if (c.is_local_layer(l)) {
         EXPECT_EQ(p.numel(), 300) << "local layer " << l;

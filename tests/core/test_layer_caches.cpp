@@ -19,6 +19,26 @@ const LlamaModel& model() {
   return *m;
 }
 
+// The order evict_one leaves, against the rule written out per head: slot s takes the last entry.
+TEST(SwapOrder, TheLastEntryTakesEachFreedSlot) {
+  const at::Tensor slots = at::tensor({0, 2, 1, 3}, at::kLong);
+  const at::Tensor order = swap_order(slots, 4);
+  ASSERT_EQ(order.sizes(), (at::IntArrayRef{4, 3}));
+  for (int64_t h = 0; h < 4; ++h) {
+    std::vector<int64_t> expected;
+    for (int64_t i = 0; i < 4; ++i)
+      if (i != slots[h].item<int64_t>()) expected.push_back(i);
+    // The last entry, unless it is the one evicted, now sits where the evicted one was.
+    const int64_t s = slots[h].item<int64_t>();
+    if (s != 3) {
+      expected.pop_back();
+      expected.insert(expected.begin() + s, 3);
+    }
+    EXPECT_TRUE(order[h].equal(at::tensor(expected, at::kLong))) << h << ": " << order[h];
+  }
+  EXPECT_EQ(swap_order(at::tensor({0, 0}, at::kLong), 1).sizes(), (at::IntArrayRef{2, 0}));
+}
+
 TEST(DenseCache, EvictOneMovesTheLastEntryIntoTheFreedSlot) {
   const auto& c = model().config();
   const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, 0};
@@ -31,13 +51,12 @@ TEST(DenseCache, EvictOneMovesTheLastEntryIntoTheFreedSlot) {
   // Head 0 frees slot 1 (entry 4 moves there); every other head evicts its newest entry.
   at::Tensor slots = at::full({c.num_kv_heads}, 4, at::kLong);
   slots[0] = 1;
-  // swap_remove does the same move without building the storage order.
+  // The default eviction of a layout without an in-place move, retain(swap_order(...)), makes the same
+  // storage order.
   DenseLayerCache swapped(shape, model().rope(), at::TensorOptions().dtype(at::kFloat));
   swapped.reserve(6);
   swapped.append(key_input, value_input, at::arange(5, at::kLong));
-  std::vector<int64_t> per_head(static_cast<size_t>(c.num_kv_heads), 4);
-  per_head[0] = 1;
-  ASSERT_TRUE(swapped.swap_remove(per_head));
+  swapped.retain(swap_order(slots, 5));
   cache.evict_one(slots);
   ASSERT_EQ(cache.size(), 4);
   ASSERT_EQ(swapped.size(), 4);

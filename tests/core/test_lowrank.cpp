@@ -550,8 +550,14 @@ TEST(LowRankWithPress, ImpossibleCombinationsFailAtSetup) {
   EXPECT_NO_THROW(setup("d2o:merge=0"));
   EXPECT_NO_THROW(setup("snapkv:heads=shared"));
   // The capability itself: the low-rank layer says it cannot, naming its layout.
-  const auto layer = setup("snapkv:heads=shared").factory(0);
-  test::expect_error([&] { layer->retain_per_head({at::arange(2), at::arange(3)}); },
+  const auto layer = setup("snapkv:heads=shared").layout()(0);
+  EXPECT_EQ(layer->per_head_layout(), nullptr);
+  KVCache cache = [&] {
+    std::vector<std::unique_ptr<LayerCache>> layers;
+    layers.push_back(setup("snapkv:heads=shared").layout()(0));
+    return KVCache(std::move(layers));
+  }();
+  test::expect_error([&] { cache.retain_per_head(0, {at::arange(2), at::arange(3)}); },
                      "the low-rank cache cannot keep a different number of entries per KV head");
 }
 
