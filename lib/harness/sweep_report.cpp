@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "harness/compression_curve.h"
 #include "harness/gnuplot.h"
 #include "util/files.h"
 
@@ -84,6 +85,76 @@ std::string file_safe(const std::string& s) {
   return out;
 }
 
+// A method's score–ratio curve on a task: the uncompressed score at 0, then its cells. Empty where the
+// method lacks a ratio of the task's grid, or where its ratio 0 is already compressed: a low-rank,
+// retrieval or typed row ("lowrank/…", "cache/…") and a press combined with one ("snapkv+cache/q8_0"),
+// whose ratios press on top of another compression.
+std::vector<CurvePoint> curve_of(const std::vector<nlohmann::json>& records, const std::string& task,
+                                 const std::string& method, const std::vector<double>& ratios,
+                                 const nlohmann::json& baseline) {
+  if (method == "none" || method.find_first_of("+/") != std::string::npos ||
+      find(records, task, method, 0.0) != nullptr)
+    return {};
+  std::vector<CurvePoint> curve{{0.0, baseline["result"]["score"].get<double>()}};
+  for (double r : ratios) {
+    if (r == 0.0) continue;
+    const nlohmann::json* cell = find(records, task, method, r);
+    if (cell == nullptr) return {};
+    curve.push_back({r, (*cell)["result"]["score"].get<double>()});
+  }
+  return curve.size() >= 2 ? curve : std::vector<CurvePoint>{};
+}
+
+std::string achievable_cell(const std::optional<Achievable>& a) {
+  if (!a) return "";
+  return (a->at_least ? "≥ " : "") + format_number(a->ratio, 3);
+}
+
+// KVCompose's two summaries per method over the tasks with a higher-is-better score and an uncompressed
+// baseline (compression_curve.h); empty when no method has a whole curve.
+std::string curve_summary_markdown(const std::vector<nlohmann::json>& records) {
+  std::vector<std::string> tasks;
+  for (const auto& task : unique_in_order(records, "task")) {
+    const nlohmann::json* baseline = find(records, task, "none", 0.0);
+    if (baseline != nullptr && (*baseline)["result"]["higher_is_better"].get<bool>()) tasks.push_back(task);
+  }
+  Table t;
+  t.columns.push_back("method");
+  for (const auto& task : tasks) t.columns.push_back("AUC " + task);
+  if (tasks.size() > 1) t.columns.push_back("mean AUC");
+  t.columns.insert(t.columns.end(), {"achievable, ε0 = 10%", "achievable, ε0 = 20%"});
+  std::vector<std::string> methods;
+  for (const auto& task : tasks)
+    for (const auto& m : unique_in_order(records, "method", task))
+      if (std::find(methods.begin(), methods.end(), m) == methods.end()) methods.push_back(m);
+  for (const auto& method : methods) {
+    std::vector<std::vector<CurvePoint>> curves;
+    std::vector<std::string> row{method};
+    double auc_sum = 0;
+    for (const auto& task : tasks) {
+      const std::vector<CurvePoint> c = curve_of(records, task, method, ratios_of(records, task),
+                                                 *find(records, task, "none", 0.0));
+      if (c.empty()) break;
+      const double auc = *normalised_area(c);
+      auc_sum += auc;
+      row.push_back(format_number(auc, 4));
+      curves.push_back(c);
+    }
+    if (curves.size() != tasks.size()) continue;  // a method is summarised over every task or not at all
+    if (tasks.size() > 1) row.push_back(format_number(auc_sum / static_cast<double>(tasks.size()), 4));
+    row.push_back(achievable_cell(achievable_compression(curves, 0.10)));
+    row.push_back(achievable_cell(achievable_compression(curves, 0.20)));
+    t.rows.push_back(row);
+  }
+  if (t.rows.empty()) return "";
+  return "### Across the compression range\n\n"
+         "AUC: the area under each score–ratio curve divided by its span of ratios (the mean score over the range); "
+         "achievable: the largest ratio whose relative drop from the uncompressed score, averaged over the tasks, stays "
+         "within ε0 there and at every smaller ratio (linear between measured ratios; ≥: never exceeded), as "
+         "KVCompose reports them.\n\n" +
+         to_markdown(t) + "\n";
+}
+
 }  // namespace
 
 Table sweep_table(const std::vector<nlohmann::json>& records) {
@@ -141,7 +212,7 @@ std::string sweep_markdown(const std::vector<nlohmann::json>& records) {
     }
     out += to_markdown(t) + "\n";
   }
-  return out;
+  return out + curve_summary_markdown(records);
 }
 
 std::vector<std::string> write_sweep_report(const std::string& dir, const std::vector<nlohmann::json>& records) {

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 
+#include "harness/compression_curve.h"
 #include "harness/gnuplot.h"
 #include "harness/needle_report.h"
 #include "harness/result_store.h"
@@ -247,6 +248,52 @@ TEST(SweepReport, CellsCarryTheirSampleCountAndStandardError) {
   nlohmann::json ppl = fake_record("ppl", "none", 0, 12.5);
   ppl["result"]["windows"] = 8;
   EXPECT_NE(sweep_markdown({ppl}).find("8 windows per cell"), std::string::npos) << sweep_markdown({ppl});
+}
+
+// KVCompose's summaries on hand-made curves, against the trapezoids and crossings worked out by hand.
+TEST(CompressionCurve, AreaAndAchievableCompressionOnHandMadeCurves) {
+  // (0, 1), (0.5, 0.5), (1, 0): trapezoids 0.375 + 0.125 over a span of 1.
+  EXPECT_DOUBLE_EQ(*normalised_area({{0, 1}, {0.5, 0.5}, {1, 0}}), 0.5);
+  // Uneven ratios: 0.1 × 1 + 0.8 × (1 + 0.2) / 2 = 0.58, over a span of 0.9.
+  EXPECT_NEAR(*normalised_area({{0, 1}, {0.1, 1}, {0.9, 0.2}}), 0.58 / 0.9, 1e-12);
+  EXPECT_FALSE(normalised_area({{0, 1}}));
+  EXPECT_FALSE(normalised_area({{0.5, 1}, {0.2, 1}}));  // unsorted
+  // Relative drops 0, 0.05, 0.15, 0.5: 10% is crossed halfway from 0.25 to 0.5; 20% a seventh of the way
+  // from 0.5 to 0.75 ((0.2 − 0.15) / (0.5 − 0.15)).
+  const std::vector<CurvePoint> one{{0, 1.0}, {0.25, 0.95}, {0.5, 0.85}, {0.75, 0.5}};
+  EXPECT_NEAR(achievable_compression({one}, 0.10)->ratio, 0.375, 1e-12);
+  EXPECT_NEAR(achievable_compression({one}, 0.20)->ratio, 0.5 + 0.25 / 7, 1e-12);
+  EXPECT_FALSE(achievable_compression({one}, 0.10)->at_least);
+  // Never beyond the tolerance: the largest ratio measured, as a lower bound.
+  const auto whole = achievable_compression({one}, 0.6);
+  EXPECT_EQ(whole->ratio, 0.75);
+  EXPECT_TRUE(whole->at_least);
+  // Two tasks average their relative drops (the second halves: 0, 0.5, 0.5, 0.5 → means 0, 0.275, ...):
+  // 20% is crossed at 0.25 × 0.2 / 0.275 of the first interval. A task scoring 0 uncompressed is left out.
+  const std::vector<CurvePoint> other{{0, 0.4}, {0.25, 0.2}, {0.5, 0.2}, {0.75, 0.2}};
+  const std::vector<CurvePoint> zero{{0, 0}, {0.25, 0}, {0.5, 0}, {0.75, 0}};
+  EXPECT_NEAR(achievable_compression({one, other, zero}, 0.20)->ratio, 0.25 * 0.2 / 0.275, 1e-12);
+  EXPECT_FALSE(achievable_compression({zero}, 0.2));
+  // A curve that dips past the tolerance and recovers: the first crossing counts.
+  EXPECT_NEAR(achievable_compression({{{0, 1}, {0.5, 0.6}, {0.9, 1}}}, 0.2)->ratio, 0.25, 1e-12);
+}
+
+TEST(SweepReport, SummarisesEachMethodsCurveOverTheTasks) {
+  const std::vector<nlohmann::json> records{
+      fake_record("needle", "none", 0, 1.0),     fake_record("needle", "fake", 0.25, 0.95),
+      fake_record("needle", "fake", 0.5, 0.85),  fake_record("needle", "fake", 0.75, 0.5),
+      fake_record("needle", "half", 0.25, 0.5),  // no cell at 0.5 and 0.75: no whole curve
+      fake_record("needle", "lowrank/b", 0, 0.9),  // compressed at ratio 0 already
+      fake_record("needle", "fake+cache/q4_0", 0.25, 0.9), fake_record("needle", "fake+cache/q4_0", 0.5, 0.8),
+      fake_record("needle", "fake+cache/q4_0", 0.75, 0.4)};
+  const std::string md = sweep_markdown(records);
+  EXPECT_NE(md.find("### Across the compression range"), std::string::npos) << md;
+  // AUC: (0.25 × 1.95 + 0.25 × 1.8 + 0.25 × 1.35) / 2 / 0.75 = 0.85.
+  EXPECT_NE(md.find("| fake | 0.85 | 0.375 | 0.536 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| half | 1 | 0.5 |  |  |"), std::string::npos) << md;
+  EXPECT_EQ(md.rfind("| half |"), md.find("| half |")) << md;  // only in the task's own table
+  EXPECT_EQ(md.rfind("| lowrank/b |"), md.find("| lowrank/b |")) << md;
+  EXPECT_EQ(md.rfind("| fake+cache/q4_0 |"), md.find("| fake+cache/q4_0 |")) << md;
 }
 
 TEST(Tables, CsvQuotingAndMarkdownEscaping) {
