@@ -208,7 +208,8 @@ TEST(ProtectEnds, MatchesASortOfEachRow) {
 TEST(PressBattery, RegistryHasEveryMethod) {
   const auto names = presses();
   for (const char* want : {"streaming_llm", "h2o", "tova", "snapkv", "pyramidkv", "knorm", "random", "dynamickv", "d2o",
-                           "kvcompose", "kvcompose_unstructured", "ada"}) {
+                           "kvcompose", "kvcompose_unstructured", "ada", "keydiff", "expected_attention", "lagkv",
+                           "leverage", "non_causal_attention", "cur", "compactor", "criticalkv", "cap", "qfilter"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
   }
 }
@@ -1017,6 +1018,23 @@ TEST(PressErrors, BadParametersAreOneLineErrors) {
   EXPECT_NE(message("nosuch").find("unknown method"), std::string::npos);
   EXPECT_NE(message("d2o:beta=nan").find("beta=nan is not a number"), std::string::npos);
   EXPECT_NE(message("snapkv:window=3x").find("window=3x is not an integer"), std::string::npos);
+  // The kvpress catalogue: typed keys, unknown ones refused, wrappers around what they cannot wrap.
+  EXPECT_NE(message("keydiff:window=8").find("unknown parameter 'window'"), std::string::npos);
+  EXPECT_NE(message("expected_attention:future=0").find("future must be >= 1"), std::string::npos);
+  EXPECT_NE(message("expected_attention:covariance=yes").find("covariance"), std::string::npos);
+  EXPECT_NE(message("lagkv:lag=0").find("lag must be >= 1"), std::string::npos);
+  EXPECT_NE(message("cur:leverage=cosine").find("leverage"), std::string::npos);
+  EXPECT_NE(message("compactor:chunk=0").find("chunk must be >= 1"), std::string::npos);
+  EXPECT_NE(message("non_causal_attention:chunk=-2").find("chunk must be >= 1"), std::string::npos);
+  EXPECT_NE(message("leverage:ridge=-1").find("ridge"), std::string::npos);
+  EXPECT_NE(message("cap:tau=nan").find("tau=nan"), std::string::npos);
+  EXPECT_NE(message("criticalkv:base=h2o").find("evicts while decoding"), std::string::npos);
+  EXPECT_NE(message("criticalkv:base=pyramidkv").find("own allocator"), std::string::npos);
+  EXPECT_NE(message("criticalkv:first_stage=2").find("first_stage"), std::string::npos);
+  EXPECT_NE(message("criticalkv:safeguard=0.2").find("criticalkv_ada"), std::string::npos);
+  EXPECT_NE(message("ada:base=criticalkv_ada").find("own allocator"), std::string::npos);
+  for (const std::string& bad : {"keydiff:window=8", "criticalkv:base=h2o", "lagkv:lag=0", "cur:leverage=cosine"})
+    EXPECT_EQ(message(bad).find('\n'), std::string::npos) << bad;
 }
 
 TEST(PressErrors, BudgetsFileForAnotherModelIsRefused) {
