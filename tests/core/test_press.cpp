@@ -1073,6 +1073,50 @@ TEST(PressErrors, BudgetsFileForAnotherModelIsRefused) {
 }
 
 
+// kvpress' names for what kvc has under others keep the same entries: AdaKVPress is `adakv` (an alias of
+// `ada`); PerLayerCompressionPress(press, ratios) is the press with --ratio mean(ratios) and --budgets
+// holding each layer's share (1 − r_l) / Σ(1 − r_j) of the kept total: each layer keeps what the press keeps
+// at that layer's own budget.
+TEST(PressMethods, KvpressNamesKeepTheSameEntries) {
+  const auto kept = [](const PressRun& r) {
+    std::vector<std::vector<at::Tensor>> out;
+    for (int64_t l = 0; l < r.cache.num_layers(); ++l) out.push_back(head_positions(r.cache.layer(l)));
+    return out;
+  };
+  const auto same = [](const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t h = 0; h < a.size(); ++h)
+      if (!a[h].equal(b[h])) return false;
+    return true;
+  };
+  const auto ada = kept(run(setup_for("ada:base=snapkv,window=8,safeguard=0.2", 0.5), prompt(kPrompt), 0));
+  const auto adakv = kept(run(setup_for("adakv:base=snapkv,window=8,safeguard=0.2", 0.5), prompt(kPrompt), 0));
+  for (size_t l = 0; l < ada.size(); ++l) EXPECT_TRUE(same(ada[l], adakv[l])) << "layer " << l;
+
+  const int64_t L = model().config().num_layers;
+  ASSERT_EQ(L, 5);
+  // Per-layer ratios 1 − keep/160 (mean 0.5). --budgets gives every layer one entry and splits the rest of the
+  // total (80 · 5) by the file's shares: shares (keep − 1) / Σ(keep − 1) give each layer exactly its keep.
+  const std::vector<int64_t> keep{150, 100, 50, 25, 75};
+  std::vector<double> shares;
+  for (int64_t k : keep) shares.push_back(static_cast<double>(k - 1) / (L * 80.0 - L));
+  const std::string dir = test::make_temp_dir("per_layer_ratios");
+  st::SafetensorsWriter w;
+  add_tensor(w, "ratios", at::tensor({0.5}, at::kDouble));
+  add_tensor(w, "layer_budget_shares", at::tensor(shares, at::kDouble).view({1, L}));
+  w.set_metadata("config_hash", model().config().config_hash);
+  w.write(dir + "/per_layer.safetensors");
+  CompressionSpec spec;
+  spec.press = "snapkv:window=8";
+  spec.ratio = 0.5;
+  spec.budgets_file = dir + "/per_layer.safetensors";
+  const auto per_layer = kept(run(build_cache_setup(spec, model()), prompt(kPrompt), 0));
+  for (int64_t l = 0; l < L; ++l) {
+    const auto at_own_budget = kept(run(setup_for("snapkv:window=8", 0, keep[static_cast<size_t>(l)]), prompt(kPrompt), 0));
+    EXPECT_TRUE(same(per_layer[static_cast<size_t>(l)], at_own_budget[static_cast<size_t>(l)])) << "layer " << l;
+  }
+}
+
 // A conversation's next turn (ForwardObserver::next_pass_is_prompt) is compressed by a prompt-time press
 // on its own: what the cache held stays as it was, and 1 - ratio of the turn's entries are kept, the
 // press's window among them; without the mark the pass is kept whole, as before.
