@@ -11,12 +11,16 @@
 namespace kvc {
 namespace {
 
-// x [n_kv, P, lag, d] -> [n_kv, P − 1, lag]: partition p normalised by the range of partition p + 1.
+// x [n_kv, P, lag, d] -> [n_kv, P − 1, lag]: partition p normalised by the range of partition p + 1. A channel
+// constant over the next partition (zero range; Gemma 3 has such key channels) counts as 0, where kvpress
+// divides by zero and scores the whole partition NaN.
 at::Tensor lag_relative(const at::Tensor& x) {
   const int64_t p = x.size(1);
   const at::Tensor ref = x.narrow(1, 1, p - 1), cur = x.narrow(1, 0, p - 1);
   const at::Tensor lo = std::get<0>(ref.min(2, /*keepdim=*/true)), hi = std::get<0>(ref.max(2, /*keepdim=*/true));
-  return ((cur - lo) / (hi - lo)).std(-1, /*unbiased=*/true).softmax(-1);
+  const at::Tensor range = hi - lo;
+  const at::Tensor normalised = at::where(range > 0, (cur - lo) / range.clamp_min(1e-300), at::zeros_like(cur));
+  return normalised.std(-1, /*unbiased=*/true).softmax(-1);
 }
 
 class LagKVScorer : public Scorer {

@@ -299,8 +299,15 @@ TEST(PressScorers, ExpectedAttentionIsTheGaussianExpectationUnderAveragedRope) {
 // softmax within the partition, keys and values averaged; ranks / lag without cross.
 TEST(PressScorers, LagKVScoresEachPartitionAgainstTheNext) {
   const int64_t sinks = 4, lag = 16;
+  // Also a step whose keys are 0 in one rotation pair of dimensions: those channels are constant after RoPE.
+  std::vector<LayerStep> cases = steps(kS);
+  LayerStep constant_channel = cases[1];
+  constant_channel.keys = constant_channel.keys.clone();
+  constant_channel.keys.select(2, 0).zero_();
+  constant_channel.keys.select(2, model().config().head_dim / 2).zero_();
+  cases.push_back(constant_channel);
   for (const bool cross : {false, true}) {
-    for (const LayerStep& step : steps(kS)) {
+    for (const LayerStep& step : cases) {
       const std::string what = "layer " + std::to_string(step.layer) + (cross ? " cross" : "");
       const at::Tensor got = scores_of("lagkv:sinks=4,lag=16,cross=" + std::to_string(cross), input_for(step, 36));
       const int64_t parts = (kS - sinks) / lag, end = sinks + parts * lag;  // 4 partitions; the 4th with the rest is kept
@@ -320,7 +327,8 @@ TEST(PressScorers, LagKVScoresEachPartitionAgainstTheNext) {
                   const double ref = (*x)[static_cast<size_t>(sinks + (p + 1) * lag + j)][c];
                   lo = std::min(lo, ref), hi = std::max(hi, ref);
                 }
-                z.push_back(((*x)[static_cast<size_t>(sinks + p * lag + i)][c] - lo) / (hi - lo));
+                // A channel constant over the reference (zero range) counts as 0.
+                z.push_back(hi > lo ? ((*x)[static_cast<size_t>(sinks + p * lag + i)][c] - lo) / (hi - lo) : 0.0);
               }
               double m = 0, ss = 0;
               for (double v : z) m += v / static_cast<double>(d);
@@ -342,6 +350,7 @@ TEST(PressScorers, LagKVScoresEachPartitionAgainstTheNext) {
           expect[h].insert(expect[h].end(), part.begin(), part.end());
         }
       }
+      ASSERT_TRUE(at::isfinite(got).all().item<bool>()) << what;
       expect_protected(got, 0, sinks, what);
       expect_protected(got, end - lag, kS, what);
       expect_rows(got, expect, sinks, 1e-9, what);
