@@ -28,7 +28,7 @@ class CapScorer : public Scorer {
     const at::Tensor q = prerope_queries(in, "cap").to(at::kDouble).narrow(1, sinks, n);  // [H, n, d]
     const int64_t h = q.size(0);
     const int64_t next = in.step->positions[s - 1].item<int64_t>() + 1;
-    const at::Tensor r = average_rotation(*in.step->rope, next, o_.future);
+    const at::Tensor r = average_rotation(*in.step->rope, next, o_.future).to(q.device());
     const at::Tensor anchor = at::matmul(q, r.t()).mean(1);  // [H, d]
     const at::Tensor k = k_all.narrow(1, sinks, n).repeat_interleave(h / kv, 0);                            // [H, n, d]
     const at::Tensor v = in.step->values.to(at::kDouble).narrow(1, sinks, n).repeat_interleave(h / kv, 0);  // [H, n, d]

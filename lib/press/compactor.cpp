@@ -26,7 +26,7 @@ class CompactorScorer : public Scorer {
     const LayerStep& step = *in.step;
     const int64_t kv = k_rot.size(0), s = k_rot.size(1);
     const int64_t left = std::min(o_.sinks, s), right = std::min(o_.recent, s - left), n = s - left - right;
-    const auto opts = at::TensorOptions().dtype(at::kDouble);
+    const auto opts = k_rot.options().dtype(at::kDouble);
     at::Tensor middle = at::zeros({kv, n}, opts);
     if (n > 0) {
       const double blend = o_.blend ? *o_.blend : 1.0 - static_cast<double>(in.budget) / static_cast<double>(s);

@@ -33,7 +33,7 @@ class ExpectedAttentionScorer : public Scorer {
     const at::Tensor q = q_all.narrow(1, s - n_q, n_q);
     const at::Tensor mu = q.mean(1);  // [H, d]
     const int64_t next = in.step->positions[s - 1].item<int64_t>() + 1;
-    const at::Tensor r = average_rotation(*in.step->rope, next, o_.future);  // [d, d]
+    const at::Tensor r = average_rotation(*in.step->rope, next, o_.future).to(q.device());  // [d, d]
     const at::Tensor mu_r = at::matmul(mu, r.t());                          // R̄μ per head
     // Keys of query head i: its KV head's (grouped-query attention).
     const at::Tensor k = k_all.narrow(1, sinks, s - sinks).repeat_interleave(h / kv, 0);  // [H, n, d]
