@@ -140,6 +140,9 @@ METHODS = {
                           f"criticalkv:base=snapkv,window={WINDOW},kernel=5,pad=zeros,pool=context,epsilon={WINDOW * 1e-4:g}",
                           lambda r: ["--budget", str(n_kept(r))]),
     "cap": (lambda r: kvpress.CapPress(compression_ratio=r), "cap", lambda r: ["--budget", str(n_kept(r))]),
+    # chunks of 64, 64, 64 and 8 tokens, each keeping its share: the shares of kvc's budget are kvpress' counts.
+    "chunk_keydiff": (lambda r: kvpress.ChunkPress(kvpress.KeyDiffPress(compression_ratio=r), chunk_length=64),
+                      "chunk:base=keydiff,size=64", lambda r: ["--budget", str(n_kept(r))]),
 }
 
 
@@ -205,7 +208,8 @@ def compared_layers(model):
 def run_kvpress(model_dir, method, ratio, ids):
     make_press = METHODS[method][0]
     press = make_press(ratio)
-    attn = "sdpa" if method == "ada_snapkv" else "eager"  # AdaKV refuses eager; ObservedAttention needs it
+    # AdaKV refuses eager attention and ChunkPress its attention weights; ObservedAttention needs them.
+    attn = "sdpa" if method in ("ada_snapkv", "chunk_keydiff") else "eager"
     model = load_model(model_dir, attn)
     L, KV = model.config.num_hidden_layers, model.config.num_key_value_heads
     kept = {}

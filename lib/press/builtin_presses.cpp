@@ -24,6 +24,7 @@ void register_compactor();
 void register_criticalkv();
 void register_cap();
 void register_qfilter();
+void register_chunk();
 
 void register_builtin_presses() {
   register_streaming_llm();
@@ -47,6 +48,7 @@ void register_builtin_presses() {
   register_criticalkv();
   register_cap();
   register_qfilter();
+  register_chunk();
 }
 
 }  // namespace kvc

@@ -209,7 +209,8 @@ TEST(PressBattery, RegistryHasEveryMethod) {
   const auto names = presses();
   for (const char* want : {"streaming_llm", "h2o", "tova", "snapkv", "pyramidkv", "knorm", "random", "dynamickv", "d2o",
                            "kvcompose", "kvcompose_unstructured", "ada", "keydiff", "expected_attention", "lagkv",
-                           "leverage", "non_causal_attention", "cur", "compactor", "criticalkv", "cap", "qfilter"}) {
+                           "leverage", "non_causal_attention", "cur", "compactor", "criticalkv", "cap", "qfilter", "adakv",
+                           "criticalkv_ada", "chunk"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
   }
 }
@@ -1033,6 +1034,9 @@ TEST(PressErrors, BadParametersAreOneLineErrors) {
   EXPECT_NE(message("criticalkv:first_stage=2").find("first_stage"), std::string::npos);
   EXPECT_NE(message("criticalkv:safeguard=0.2").find("criticalkv_ada"), std::string::npos);
   EXPECT_NE(message("ada:base=criticalkv_ada").find("own allocator"), std::string::npos);
+  EXPECT_NE(message("chunk:base=snapkv").find("attention statistics"), std::string::npos);
+  EXPECT_NE(message("chunk:base=h2o").find("not a prompt-time scorer"), std::string::npos);
+  EXPECT_NE(message("chunk:size=0").find("size must be >= 1"), std::string::npos);
   for (const std::string& bad : {"keydiff:window=8", "criticalkv:base=h2o", "lagkv:lag=0", "cur:leverage=cosine"})
     EXPECT_EQ(message(bad).find('\n'), std::string::npos) << bad;
 }

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <set>
 #include <vector>
 
 #include "compression/compression_spec.h"
@@ -610,6 +611,40 @@ TEST(PressScorers, QFilterProjectsKeysOnTheQueriesDominantDirection) {
       expect.push_back(r);
     }
     expect_rows(got, expect, 0, 1e-6, "layer " + std::to_string(step.layer));
+  }
+}
+
+// ChunkPress: each chunk scored alone by the base (KeyDiff on the chunk's own keys) keeps its top share of
+// the budget, shares by chunk length with the largest remainders rounded up.
+TEST(PressScorers, ChunkKeepsEachChunksOwnTopShare) {
+  const int64_t size = 16, budget = 31;  // chunks of 16, 16, 16, 16 and 8 tokens
+  for (const LayerStep& step : steps(kS)) {
+    const at::Tensor got = scores_of("chunk:base=keydiff,size=16", input_for(step, budget));
+    const auto keys = hand_rotated_keys(step);
+    for (size_t h = 0; h < keys.size(); ++h) {
+      std::set<int64_t> expect;
+      // Largest remainder: 31 · 16/72 = 6.89 (x4), 31 · 8/72 = 3.44 -> floors 6, 6, 6, 6, 3 (27); the four
+      // largest remainders take the other 4.
+      const std::vector<int64_t> share{7, 7, 7, 7, 3};
+      for (int64_t c = 0; c * size < kS; ++c) {
+        const int64_t a = c * size, len = std::min(size, kS - a);
+        std::vector<double> anchor(keys[h][0].size(), 0.0);
+        for (int64_t i = a; i < a + len; ++i)
+          for (size_t d = 0; d < anchor.size(); ++d)
+            anchor[d] += keys[h][static_cast<size_t>(i)][d] / norm(keys[h][static_cast<size_t>(i)]) / static_cast<double>(len);
+        std::vector<std::pair<double, int64_t>> scored;
+        for (int64_t i = a; i < a + len; ++i) {
+          const auto& k = keys[h][static_cast<size_t>(i)];
+          scored.emplace_back(-dot(k, anchor) / (norm(k) * norm(anchor)), i);
+        }
+        std::sort(scored.rbegin(), scored.rend());
+        for (int64_t j = 0; j < share[static_cast<size_t>(c)]; ++j) expect.insert(scored[static_cast<size_t>(j)].second);
+      }
+      std::set<int64_t> kept;
+      for (int64_t i = 0; i < kS; ++i)
+        if (got[static_cast<int64_t>(h)][i].item<double>() > 0) kept.insert(i);
+      EXPECT_EQ(kept, expect) << "layer " << step.layer << " head " << h;
+    }
   }
 }
 
