@@ -140,6 +140,10 @@ METHODS = {
                           f"criticalkv:base=snapkv,window={WINDOW},kernel=5,pad=zeros,pool=context,epsilon={WINDOW * 1e-4:g}",
                           lambda r: ["--budget", str(n_kept(r))]),
     "cap": (lambda r: kvpress.CapPress(compression_ratio=r), "cap", lambda r: ["--budget", str(n_kept(r))]),
+    "criticalkv_ada_snapkv": (lambda r: kvpress.CriticalAdaKVPress(kvpress.SnapKVPress(compression_ratio=r, window_size=WINDOW,
+                                                                                      kernel_size=5)),
+                              f"criticalkv_ada:base=snapkv,window={WINDOW},kernel=5,pad=zeros,pool=context,"
+                              f"epsilon={WINDOW * 1e-4:g},safeguard=0.2", lambda r: ["--budget", str(n_kept(r))]),
     # chunks of 64, 64, 64 and 8 tokens, each keeping its share: the shares of kvc's budget are kvpress' counts.
     "chunk_keydiff": (lambda r: kvpress.ChunkPress(kvpress.KeyDiffPress(compression_ratio=r), chunk_length=64),
                       "chunk:base=keydiff,size=64", lambda r: ["--budget", str(n_kept(r))]),
@@ -209,7 +213,7 @@ def run_kvpress(model_dir, method, ratio, ids):
     make_press = METHODS[method][0]
     press = make_press(ratio)
     # AdaKV refuses eager attention and ChunkPress its attention weights; ObservedAttention needs them.
-    attn = "sdpa" if method in ("ada_snapkv", "chunk_keydiff") else "eager"
+    attn = "sdpa" if method in ("ada_snapkv", "criticalkv_ada_snapkv", "chunk_keydiff") else "eager"
     model = load_model(model_dir, attn)
     L, KV = model.config.num_hidden_layers, model.config.num_key_value_heads
     kept = {}
@@ -233,7 +237,7 @@ def run_kvpress(model_dir, method, ratio, ids):
             l = int(module.layer_idx)
             masked = getattr(module, "masked_key_indices", None)
             for h in range(KV):
-                if method == "ada_snapkv":
+                if method in ("ada_snapkv", "criticalkv_ada_snapkv"):
                     evicted = set(int(s) for hh, s in zip(masked[1].tolist(), masked[2].tolist()) if hh == h)
                     kept[(l, h)] = [i for i in range(keys.shape[2]) if i not in evicted]
                 else:

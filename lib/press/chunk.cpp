@@ -61,7 +61,7 @@ class ChunkScorer : public Scorer {
 void register_chunk() {
   register_method("chunk",
                   "the base scorer on each chunk of the prompt alone, each keeping its share of the budget "
-                  "(kvpress' ChunkPress; base=knorm,size=1024)",
+                  "(kvpress' ChunkPress, after FINCH, TACL 2024; base=knorm,size=1024)",
                   [](const PressParams& p) {
                     PressParams base = p;
                     base.name = p.get_string("base", "knorm");
