@@ -144,6 +144,9 @@ METHODS = {
                                                                                       kernel_size=5)),
                               f"criticalkv_ada:base=snapkv,window={WINDOW},kernel=5,pad=zeros,pool=context,"
                               f"epsilon={WINDOW * 1e-4:g},safeguard=0.2", lambda r: ["--budget", str(n_kept(r))]),
+    # blocks of 32 joining what is held (the KeyDiff paper's streaming compression).
+    "block_keydiff": (lambda r: kvpress.BlockPress(kvpress.KeyDiffPress(compression_ratio=r), block_size=32),
+                      "block:base=keydiff,size=32", lambda r: ["--budget", str(n_kept(r))]),
     # chunks of 64, 64, 64 and 8 tokens, each keeping its share: the shares of kvc's budget are kvpress' counts.
     "chunk_keydiff": (lambda r: kvpress.ChunkPress(kvpress.KeyDiffPress(compression_ratio=r), chunk_length=64),
                       "chunk:base=keydiff,size=64", lambda r: ["--budget", str(n_kept(r))]),
@@ -212,8 +215,8 @@ def compared_layers(model):
 def run_kvpress(model_dir, method, ratio, ids):
     make_press = METHODS[method][0]
     press = make_press(ratio)
-    # AdaKV refuses eager attention and ChunkPress its attention weights; ObservedAttention needs them.
-    attn = "sdpa" if method in ("ada_snapkv", "criticalkv_ada_snapkv", "chunk_keydiff") else "eager"
+    # AdaKV refuses eager attention, ChunkPress and BlockPress its attention weights; ObservedAttention needs them.
+    attn = "sdpa" if method in ("ada_snapkv", "criticalkv_ada_snapkv", "chunk_keydiff", "block_keydiff") else "eager"
     model = load_model(model_dir, attn)
     L, KV = model.config.num_hidden_layers, model.config.num_key_value_heads
     kept = {}

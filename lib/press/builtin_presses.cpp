@@ -25,6 +25,7 @@ void register_criticalkv();
 void register_cap();
 void register_qfilter();
 void register_chunk();
+void register_block();
 
 void register_builtin_presses() {
   register_streaming_llm();
@@ -49,6 +50,7 @@ void register_builtin_presses() {
   register_cap();
   register_qfilter();
   register_chunk();
+  register_block();
 }
 
 }  // namespace kvc

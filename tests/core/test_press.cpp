@@ -210,7 +210,7 @@ TEST(PressBattery, RegistryHasEveryMethod) {
   for (const char* want : {"streaming_llm", "h2o", "tova", "snapkv", "pyramidkv", "knorm", "random", "dynamickv", "d2o",
                            "kvcompose", "kvcompose_unstructured", "ada", "keydiff", "expected_attention", "lagkv",
                            "leverage", "non_causal_attention", "cur", "compactor", "criticalkv", "cap", "qfilter", "adakv",
-                           "criticalkv_ada", "chunk"}) {
+                           "criticalkv_ada", "chunk", "block"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
   }
 }
@@ -1037,6 +1037,9 @@ TEST(PressErrors, BadParametersAreOneLineErrors) {
   EXPECT_NE(message("chunk:base=snapkv").find("attention statistics"), std::string::npos);
   EXPECT_NE(message("chunk:base=h2o").find("not a prompt-time scorer"), std::string::npos);
   EXPECT_NE(message("chunk:size=0").find("size must be >= 1"), std::string::npos);
+  EXPECT_NE(message("block:base=tova").find("not a prompt-time scorer"), std::string::npos);
+  EXPECT_NE(message("block:base=kvcompose").find("not a prompt-time scorer"), std::string::npos);
+  EXPECT_NE(message("block:base=snapkv").find("attention statistics"), std::string::npos);
   for (const std::string& bad : {"keydiff:window=8", "criticalkv:base=h2o", "lagkv:lag=0", "cur:leverage=cosine"})
     EXPECT_EQ(message(bad).find('\n'), std::string::npos) << bad;
 }

@@ -174,7 +174,8 @@ TEST(CompressionParityWithKvpress, EveryComparedMethodHasGoldenFiles) {
   for (const char* method : {"streaming_llm", "snapkv", "tova", "knorm", "observed_attention", "pyramidkv",
                              "pyramidkv_beta2", "kvcompose", "ada_snapkv", "keydiff", "expected_attention",
                              "lagkv_cross", "leverage", "non_causal_attention", "cur", "compactor",
-                             "criticalkv_snapkv", "criticalkv_ada_snapkv", "cap", "chunk_keydiff"}) {
+                             "criticalkv_snapkv", "criticalkv_ada_snapkv", "cap", "chunk_keydiff",
+                             "block_keydiff"}) {
     EXPECT_EQ(ratios[method], all) << method;
   }
   // LagKV's rank scores tie across partitions: kvpress' choice among ties at 0.9 is arbitrary (the script).

@@ -648,6 +648,41 @@ TEST(PressScorers, ChunkKeepsEachChunksOwnTopShare) {
   }
 }
 
+// BlockPress: the first `budget` entries, then each block of 16 joins them and KeyDiff over that union (its
+// own mean unit key) keeps the top `budget`.
+TEST(PressScorers, BlockKeepsTheTopOfWhatIsHeldPlusEachBlock) {
+  const int64_t size = 16, budget = 30;
+  for (const LayerStep& step : steps(kS)) {
+    const at::Tensor got = scores_of("block:base=keydiff,size=16", input_for(step, budget));
+    const auto keys = hand_rotated_keys(step);
+    for (size_t h = 0; h < keys.size(); ++h) {
+      std::vector<int64_t> held;
+      for (int64_t i = 0; i < budget; ++i) held.push_back(i);
+      for (int64_t a = budget; a < kS; a += size) {
+        std::vector<int64_t> candidates = held;
+        for (int64_t i = a; i < std::min(kS, a + size); ++i) candidates.push_back(i);
+        std::vector<double> anchor(keys[h][0].size(), 0.0);
+        for (int64_t i : candidates)
+          for (size_t d = 0; d < anchor.size(); ++d)
+            anchor[d] += keys[h][static_cast<size_t>(i)][d] / norm(keys[h][static_cast<size_t>(i)]) /
+                         static_cast<double>(candidates.size());
+        std::vector<std::pair<double, int64_t>> scored;
+        for (int64_t i : candidates) {
+          const auto& k = keys[h][static_cast<size_t>(i)];
+          scored.emplace_back(-dot(k, anchor) / (norm(k) * norm(anchor)), i);
+        }
+        std::sort(scored.rbegin(), scored.rend());
+        held.clear();
+        for (int64_t j = 0; j < budget; ++j) held.push_back(scored[static_cast<size_t>(j)].second);
+      }
+      std::set<int64_t> kept, expect(held.begin(), held.end());
+      for (int64_t i = 0; i < kS; ++i)
+        if (got[static_cast<int64_t>(h)][i].item<double>() > 0) kept.insert(i);
+      EXPECT_EQ(kept, expect) << "layer " << step.layer << " head " << h;
+    }
+  }
+}
+
 // The scorers that rotate keys need the layer's RoPE, which a step built by hand lacks: one line naming
 // the press.
 TEST(PressScorers, AStepWithoutTheModelsPartsIsAOneLineError) {
