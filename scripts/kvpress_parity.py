@@ -16,7 +16,8 @@ layer's prefill attention, so the global layers see the same hidden states eithe
 KVCompose split one budget over layers, which kvpress does over all 18 layers and kvc over the 3 global
 ones, so they are not compared on Gemma 3.
 
-Needs kvpress, transformers, torch, sentencepiece and safetensors (not dependencies of kvc or CI):
+Needs kvpress, transformers, torch, sentencepiece and safetensors, and gguf for Gemma 3 (not dependencies of
+kvc or CI):
     python -m venv VENV && VENV/bin/pip install kvpress transformers torch sentencepiece
     VENV/bin/python scripts/kvpress_parity.py --build build [--out data/parity] > parity.md
 """
@@ -42,6 +43,7 @@ PROMPT_TOKENS = 200  # a multiple of 20, so that every ratio keeps a whole numbe
 WINDOW = 16  # SnapKV/PyramidKV/Ada observation window on both sides: at 200 tokens kvpress' default (64)
 # would exceed the budget at 0.75 and 0.9, where its ties among window entries are broken arbitrarily.
 RATIOS = [0.25, 0.5, 0.75, 0.9]
+SKETCH = 1024  # LeverageScore's Gaussian sketch width on kvpress' side (above every head size compared)
 MODELS = {
     "stories260K": "data/text/tinystories/tinystories_excerpt_30k.txt",
     "kvc-micro-lm": "data/text/pg_essays",
@@ -77,8 +79,9 @@ def prompt_ids(model, build):
                              check=True, capture_output=True, text=True).stdout
         Path(f.name).unlink()
         return json.loads(out)["ids"][:PROMPT_TOKENS]
-    sp = sentencepiece.SentencePieceProcessor(model_file=str(ROOT / "data/models" / model / "tokenizer.model"))
-    cfg = json.loads((ROOT / "data/models" / model / "config.json").read_text())
+    folder = Path(model_path(model))
+    sp = sentencepiece.SentencePieceProcessor(model_file=str(folder / "tokenizer.model"))
+    cfg = json.loads((folder / "config.json").read_text())
     ids = [cfg["bos_token_id"]] + sp.encode(prompt_text(model))
     return ids[:PROMPT_TOKENS]
 
@@ -111,7 +114,54 @@ METHODS = {
                                                                     kernel_size=5), alpha_safeguard=0.2),
                    f"ada:base=snapkv,window={WINDOW},kernel=5,pad=zeros,pool=context,safeguard=0.2",
                    lambda r: ["--budget", str(n_kept(r))]),
+    "keydiff": (lambda r: kvpress.KeyDiffPress(compression_ratio=r), "keydiff", lambda r: ["--budget", str(n_kept(r))]),
+    "expected_attention": (lambda r: kvpress.ExpectedAttentionPress(compression_ratio=r), "expected_attention",
+                           lambda r: ["--budget", str(n_kept(r))]),
+    # lag 32: kvpress' default of 128 needs prompts of 260 tokens or more before it scores anything.
+    "lagkv": (lambda r: kvpress.LagKVPress(compression_ratio=r, lag_size=32), "lagkv:lag=32",
+              lambda r: ["--budget", str(n_kept(r))]),
+    # lag 8: the sinks and the last partition (16 entries) fit every budget here, and cross scores do not tie.
+    "lagkv_cross": (lambda r: kvpress.LagKVPress(compression_ratio=r, lag_size=8, cross_scoring=True),
+                    "lagkv:lag=8,cross=1", lambda r: ["--budget", str(n_kept(r))]),
+    # kvpress sketches the keys with torch's global RNG; a sketch wider than any head here keeps the leverage
+    # close to the exact one kvc computes (leverage.cpp).
+    "leverage": (lambda r: kvpress.LeverageScorePress(compression_ratio=r, sketch_dimension=SKETCH), "leverage",
+                 lambda r: ["--budget", str(n_kept(r))]),
+    # chunks that tile the prompt: kvpress pads a shorter last chunk with keys masked by -1e-9 (non_causal_attention.cpp).
+    "non_causal_attention": (lambda r: kvpress.NonCausalAttnPress(compression_ratio=r, chunk_size=100),
+                             "non_causal_attention:chunk=100", lambda r: ["--budget", str(n_kept(r))]),
+    "cur": (lambda r: kvpress.CURPress(compression_ratio=r), "cur", lambda r: ["--budget", str(n_kept(r))]),
+    # 200 - 8 sinks - 4 recent = 188 = 2 chunks of 94; blend = the ratio, as kvpress' default.
+    "compactor": (lambda r: kvpress.CompactorPress(compression_ratio=r, chunk_size=94, sketch_dimension=SKETCH),
+                  lambda r: f"compactor:chunk=94,blend={r}", lambda r: ["--budget", str(n_kept(r))]),
+    # kvpress' SnapKV averages the window's attention, kvc's sums it: epsilon x window on kvc's side.
+    "criticalkv_snapkv": (lambda r: kvpress.CriticalKVPress(kvpress.SnapKVPress(compression_ratio=r, window_size=WINDOW,
+                                                                                kernel_size=5)),
+                          f"criticalkv:base=snapkv,window={WINDOW},kernel=5,pad=zeros,pool=context,epsilon={WINDOW * 1e-4:g}",
+                          lambda r: ["--budget", str(n_kept(r))]),
+    "cap": (lambda r: kvpress.CapPress(compression_ratio=r), "cap", lambda r: ["--budget", str(n_kept(r))]),
+    "criticalkv_ada_snapkv": (lambda r: kvpress.CriticalAdaKVPress(kvpress.SnapKVPress(compression_ratio=r, window_size=WINDOW,
+                                                                                      kernel_size=5)),
+                              f"criticalkv_ada:base=snapkv,window={WINDOW},kernel=5,pad=zeros,pool=context,"
+                              f"epsilon={WINDOW * 1e-4:g},safeguard=0.2", lambda r: ["--budget", str(n_kept(r))]),
+    # blocks of 32 joining what is held (the KeyDiff paper's streaming compression).
+    "block_keydiff": (lambda r: kvpress.BlockPress(kvpress.KeyDiffPress(compression_ratio=r), block_size=32),
+                      "block:base=keydiff,size=32", lambda r: ["--budget", str(n_kept(r))]),
+    # chunks of 64, 64, 64 and 8 tokens, each keeping its share: the shares of kvc's budget are kvpress' counts.
+    "chunk_keydiff": (lambda r: kvpress.ChunkPress(kvpress.KeyDiffPress(compression_ratio=r), chunk_length=64),
+                      "chunk:base=keydiff,size=64", lambda r: ["--budget", str(n_kept(r))]),
 }
+
+
+# Ratios left out where kvpress' own selection is arbitrary: LagKV (lag 32) scores ranks within partitions,
+# which tie across its 5 partitions (budgets of 0.25-0.75 take whole tie groups), and at 0.9 its 40 entries of
+# equal top score (sinks and last partition) exceed the 19 kept, among which torch.topk picks any.
+METHOD_RATIOS = {"lagkv": [0.25, 0.5, 0.75]}
+
+
+def kvc_spec(method, ratio):
+    spec = METHODS[method][1]
+    return spec(ratio) if callable(spec) else spec
 
 
 def rows_in(kept_keys, all_keys):
@@ -124,9 +174,27 @@ def rows_in(kept_keys, all_keys):
 _loaded = {}
 
 
+def default_to_global_rope():
+    """kvpress' ExpectedAttention and CAP call the model's rotary embedding without a layer type, which
+    Gemma 3's (one per layer type in transformers 5) refuses: without one it answers with the global layers'
+    RoPE, the layers compared here (the model's own calls name their type)."""
+    from transformers.models.gemma3 import modeling_gemma3
+    rotary = modeling_gemma3.Gemma3RotaryEmbedding
+    if getattr(rotary, "_kvc_parity_default", False):
+        return
+    forward = rotary.forward
+
+    def with_default(self, x, position_ids, layer_type=None):
+        return forward(self, x, position_ids, "full_attention" if layer_type is None else layer_type)
+
+    rotary.forward = with_default
+    rotary._kvc_parity_default = True
+
+
 def load_model(model_dir, attn):
     if (model_dir, attn) not in _loaded:
         if model_dir.endswith(".gguf"):
+            default_to_global_rope()
             path = Path(model_dir)
             model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32,
                                                          attn_implementation=attn)
@@ -147,7 +215,8 @@ def compared_layers(model):
 def run_kvpress(model_dir, method, ratio, ids):
     make_press = METHODS[method][0]
     press = make_press(ratio)
-    attn = "sdpa" if method == "ada_snapkv" else "eager"  # AdaKV refuses eager; ObservedAttention needs it
+    # AdaKV refuses eager attention, ChunkPress and BlockPress its attention weights; ObservedAttention needs them.
+    attn = "sdpa" if method in ("ada_snapkv", "criticalkv_ada_snapkv", "chunk_keydiff", "block_keydiff") else "eager"
     model = load_model(model_dir, attn)
     L, KV = model.config.num_hidden_layers, model.config.num_key_value_heads
     kept = {}
@@ -171,7 +240,7 @@ def run_kvpress(model_dir, method, ratio, ids):
             l = int(module.layer_idx)
             masked = getattr(module, "masked_key_indices", None)
             for h in range(KV):
-                if method == "ada_snapkv":
+                if method in ("ada_snapkv", "criticalkv_ada_snapkv"):
                     evicted = set(int(s) for hh, s in zip(masked[1].tolist(), masked[2].tolist()) if hh == h)
                     kept[(l, h)] = [i for i in range(keys.shape[2]) if i not in evicted]
                 else:
@@ -194,6 +263,21 @@ def golden_path(out, model, method, ratio):
 REASONS = {
     "kvcompose": "kvpress keeps int(L x S x (1 - ratio)) entries over all layers, computed in float64: at 0.9 "
                  "that truncates 99.99... to 99 of the 100 that kvc's budget x L keeps, so one more entry differs",
+    "leverage": "kvpress estimates the leverage through a random Gaussian sketch drawn from torch's global RNG, "
+                "with a Cholesky jitter of 0.01 in the sketched space; kvc computes the exact ridge leverage (ridge=0.01). "
+                "With fewer prompt tokens than head dimensions (Gemma 3: 200 < 256) every exact leverage is 1 - 1/S, "
+                "and the ranking is the ridge's (kvc) or the sketch's (kvpress)",
+    "lagkv": "Gemma 3's global layers 5 and 17 hold key channels constant over a partition: kvpress divides by "
+             "their zero range (NaN scores, any selection), kvc counts those channels as 0",
+    "lagkv_cross": "Gemma 3's global layers 5 and 17 hold key channels constant over a partition: kvpress divides by "
+                   "their zero range (NaN scores, any selection), kvc counts those channels as 0",
+    "compactor": "the leverage half of the blend: kvpress sketches the keys with torch's global RNG, kvc computes the "
+                 "exact ridge leverage (degenerate with fewer tokens than head dimensions, as Gemma 3's 256)",
+    "criticalkv_snapkv": "at 0.9 kvpress' first stage keeps 9 entries, fewer than SnapKV's window of 16, and rescales "
+                         "the other window entries by ||W_o v||; kvc keeps the window whole",
+    "expected_attention": "kvpress computes the expected attention's softmax in float32, where a peaked head's "
+                          "scores underflow to exactly 0 for most keys and torch.topk picks among those ties; kvc "
+                          "computes it in float64 and ranks them",
     "knorm": "ties: a token repeated in the prompt has the same key before RoPE in the first layer, so the same "
              "norm; kvpress ranks such ties by the float32 rounding of the rotated keys, kvc by their order in top-k",
 }
@@ -204,7 +288,7 @@ def write_golden(path, ids, kept, layers, KV, method, ratio, mean_jaccard):
     tensors = {"prompt": np.asarray(ids, dtype=np.int32)}
     for (l, h), pos in kept.items():
         tensors[f"kept.{l}.{h}"] = np.asarray(pos, dtype=np.int32)
-    spec, budget = METHODS[method][1], METHODS[method][2](ratio)
+    spec, budget = kvc_spec(method, ratio), METHODS[method][2](ratio)
     meta = {"method": method, "ratio": str(ratio), "kvc_press": spec, "kvc_budget": " ".join(budget),
             "kvpress_version": importlib.metadata.version("kvpress"),
             "layers": ",".join(str(l) for l in layers), "num_kv_heads": str(KV),
@@ -220,6 +304,8 @@ def run_kvc(build, model, spec, budget, ids_count, tmp):
     prompt.write_text(prompt_text(model))
     cmd = [str(build / "bin/kvc-generate"), "-m", model_path(model), "-f", str(prompt),
            "--prompt-tokens", str(ids_count), "-n", "1", "-q", "--press", spec, *budget, "--dump-kept", str(dump)]
+    if model in GGUF_MODELS:
+        cmd += ["--dtype", "float32"]  # the blocks dequantized as transformers does (and the test loads them)
     subprocess.run(cmd, check=True, capture_output=True)
     return load_file(str(dump))
 
@@ -248,10 +334,10 @@ def main():
         for method in args.methods.split(","):
             if model in GGUF_MODELS and method in NOT_ON_GGUF_MODELS:
                 continue
-            for ratio in RATIOS:
+            for ratio in METHOD_RATIOS.get(method, RATIOS):
                 layers, KV, kept = run_kvpress(model_dir, method, ratio, ids)
                 with tempfile.TemporaryDirectory() as tmp:
-                    dump = run_kvc(build, model, METHODS[method][1], METHODS[method][2](ratio), len(ids), tmp)
+                    dump = run_kvc(build, model, kvc_spec(method, ratio), METHODS[method][2](ratio), len(ids), tmp)
                 scores = [jaccard(dump[f"kept.{l}.{h}"], kept[(l, h)]) for l in layers for h in range(KV)]
                 write_golden(golden_path(out, model, method, ratio), ids, kept, layers, KV, method, ratio,
                              sum(scores) / len(scores))
@@ -263,10 +349,11 @@ def main():
         print("|---|---|---|---|---|---|---|")
         for method in args.methods.split(","):
             for model in models:
-                cells = [f"{r[3]:.3f}" for r in rows if r[0] == method and r[1] == model]
-                if not cells:
+                found = {r[2]: r[3] for r in rows if r[0] == method and r[1] == model}
+                if not found:
                     continue
-                print(f"| {method} | `{METHODS[method][1]}` | {model} | " + " | ".join(cells) + " |")
+                cells = [f"{found[ratio]:.3f}" if ratio in found else "—" for ratio in RATIOS]
+                print(f"| {method} | `{kvc_spec(method, 'R')}` | {model} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

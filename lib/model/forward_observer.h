@@ -11,6 +11,9 @@
 
 namespace kvc {
 
+class Rope;
+class LinearWeight;
+
 // What the layer just computed for the new tokens.
 struct LayerStep {
   int64_t layer = 0;
@@ -19,6 +22,11 @@ struct LayerStep {
   at::Tensor queries;    // rotated [n_heads, T, d]
   at::Tensor positions;  // [T]
   AttentionStats stats;  // what probe() asked for
+  // The layer's own parts, for scorers that read more than the step's tensors: its RoPE (rotated keys,
+  // future positions) and its output projection W_o [hidden, n_heads * d]. Owned by the model; null
+  // where a caller builds a step of its own.
+  const Rope* rope = nullptr;
+  const LinearWeight* output_projection = nullptr;
 };
 
 class ForwardObserver {

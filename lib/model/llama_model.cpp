@@ -166,6 +166,8 @@ at::Tensor LlamaModel::attention_block(int64_t layer, const at::Tensor& x, const
     step.values = v.narrow(1, 0, P);
     step.queries = q_rot.narrow(1, 0, P);
     step.positions = positions.narrow(0, 0, P);
+    step.rope = rope_for_layer(layer).get();
+    step.output_projection = &l.o_proj;
     // The observer (a press's eviction, say) changes only what later steps read, not this layer's
     // output: while decoding, it runs as the output projection's weights start streaming.
     observe = [&] { observer->after_attention(step, cache); };

@@ -41,26 +41,33 @@ class AdaAllocator : public Allocator {
 
 }  // namespace
 
+namespace {
+
+PressConfig build_ada(const PressParams& p) {
+  PressParams base = p;
+  base.name = p.get_string("base", "snapkv");
+  base.values.erase("base");
+  base.values.erase("safeguard");
+  KVC_CHECK(base.name != "ada" && base.name != "adakv", "--press {}: base cannot be {}", p.name, base.name);
+  PressConfig c = build_method_config(base);
+  KVC_CHECK(!c.new_allocator()->splits_budget(),
+            "--press ada: base={} has its own allocator; use a uniform scorer (snapkv, h2o, tova, "
+            "knorm, random, streaming_llm)", base.name);
+  // safeguard=α: every head keeps at least ⌊α · budget⌋ entries (kvpress' alpha_safeguard).
+  const double safeguard = p.get_double("safeguard", 0.0);
+  KVC_CHECK(safeguard >= 0 && safeguard <= 1, "--press ada: safeguard must be in [0, 1]");
+  // Replaces the base's allocator, and with it any merge (D2O's).
+  c.allocator = [safeguard] { return std::make_unique<AdaAllocator>(safeguard); };
+  c.bounded = false;  // per-head lengths differ after prefill; decoding is not bounded
+  return c;
+}
+
+}  // namespace
+
 void register_ada() {
-  register_method("ada", "per-head budgets: top entries across a layer's heads, around base= (default snapkv)",
-                  [](const PressParams& p) {
-                    PressParams base = p;
-                    base.name = p.get_string("base", "snapkv");
-                    base.values.erase("base");
-                    base.values.erase("safeguard");
-                    KVC_CHECK(base.name != "ada", "--press ada: base cannot be ada");
-                    PressConfig c = build_method_config(base);
-                    KVC_CHECK(!c.new_allocator()->splits_budget(),
-                              "--press ada: base={} has its own allocator; use a uniform scorer (snapkv, h2o, tova, "
-                              "knorm, random, streaming_llm)", base.name);
-                    // safeguard=α: every head keeps at least ⌊α · budget⌋ entries (kvpress' alpha_safeguard).
-                    const double safeguard = p.get_double("safeguard", 0.0);
-                    KVC_CHECK(safeguard >= 0 && safeguard <= 1, "--press ada: safeguard must be in [0, 1]");
-                    // Replaces the base's allocator, and with it any merge (D2O's).
-                    c.allocator = [safeguard] { return std::make_unique<AdaAllocator>(safeguard); };
-                    c.bounded = false;  // per-head lengths differ after prefill; decoding is not bounded
-                    return c;
-                  });
+  register_method("ada", "per-head budgets: top entries across a layer's heads, around base= (default snapkv)", build_ada);
+  // kvpress' name for the same wrapper (AdaKVPress, alpha_safeguard = safeguard).
+  register_method("adakv", "alias of ada (kvpress' AdaKVPress)", build_ada);
 }
 
 }  // namespace kvc

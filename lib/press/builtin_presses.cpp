@@ -14,6 +14,18 @@ void register_dynamickv();
 void register_d2o();
 void register_kvcompose();
 void register_ada();
+void register_keydiff();
+void register_expected_attention();
+void register_lagkv();
+void register_leverage();
+void register_non_causal_attention();
+void register_cur();
+void register_compactor();
+void register_criticalkv();
+void register_cap();
+void register_qfilter();
+void register_chunk();
+void register_block();
 
 void register_builtin_presses() {
   register_streaming_llm();
@@ -27,6 +39,18 @@ void register_builtin_presses() {
   register_d2o();
   register_kvcompose();
   register_ada();
+  register_keydiff();
+  register_expected_attention();
+  register_lagkv();
+  register_leverage();
+  register_non_causal_attention();
+  register_cur();
+  register_compactor();
+  register_criticalkv();
+  register_cap();
+  register_qfilter();
+  register_chunk();
+  register_block();
 }
 
 }  // namespace kvc

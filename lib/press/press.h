@@ -90,6 +90,18 @@ at::Tensor row_argmin(const at::Tensor& scores);
 // Indices (sorted ascending, storage order) of the top `keep` entries per row of scores [n, S].
 at::Tensor top_indices(const at::Tensor& scores, int64_t keep);
 
+// Scorers that read the model's own parts beyond attention statistics (scorer_inputs.cpp); each fails in
+// one line naming the press where the step lacks what it needs.
+// The step's keys rotated as the cache holds them [n_kv, T, d] (the layer's RoPE at the step's positions).
+at::Tensor rotated_keys(const ScoreInput& in, const std::string& press);
+// The step's queries before RoPE [n_heads, T, d] (as attention scales them).
+at::Tensor prerope_queries(const ScoreInput& in, const std::string& press);
+// Standard score over every entry of every head: (x − mean) / max(std, 1e-6), std with Bessel's correction
+// (kvpress' normalisation of the scores Compactor blends).
+at::Tensor zscore(const at::Tensor& x);
+// A 0|1 parameter (default `fallback`).
+bool get_flag(const PressParams& p, const std::string& key, bool fallback);
+
 // Parses the parameters every press accepts (agg=mean|max, heads=shared|per) into config.
 void parse_common(const PressParams& p, PressConfig& config);
 // Per-layer shares from a kvc-profile file for params.ratio; refuses files made for another model.

@@ -208,7 +208,9 @@ TEST(ProtectEnds, MatchesASortOfEachRow) {
 TEST(PressBattery, RegistryHasEveryMethod) {
   const auto names = presses();
   for (const char* want : {"streaming_llm", "h2o", "tova", "snapkv", "pyramidkv", "knorm", "random", "dynamickv", "d2o",
-                           "kvcompose", "kvcompose_unstructured", "ada"}) {
+                           "kvcompose", "kvcompose_unstructured", "ada", "keydiff", "expected_attention", "lagkv",
+                           "leverage", "non_causal_attention", "cur", "compactor", "criticalkv", "cap", "qfilter", "adakv",
+                           "criticalkv_ada", "chunk", "block"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
   }
 }
@@ -1017,6 +1019,29 @@ TEST(PressErrors, BadParametersAreOneLineErrors) {
   EXPECT_NE(message("nosuch").find("unknown method"), std::string::npos);
   EXPECT_NE(message("d2o:beta=nan").find("beta=nan is not a number"), std::string::npos);
   EXPECT_NE(message("snapkv:window=3x").find("window=3x is not an integer"), std::string::npos);
+  // The kvpress catalogue: typed keys, unknown ones refused, wrappers around what they cannot wrap.
+  EXPECT_NE(message("keydiff:window=8").find("unknown parameter 'window'"), std::string::npos);
+  EXPECT_NE(message("expected_attention:future=0").find("future must be >= 1"), std::string::npos);
+  EXPECT_NE(message("expected_attention:covariance=yes").find("covariance"), std::string::npos);
+  EXPECT_NE(message("lagkv:lag=0").find("lag must be >= 1"), std::string::npos);
+  EXPECT_NE(message("cur:leverage=cosine").find("leverage"), std::string::npos);
+  EXPECT_NE(message("compactor:chunk=0").find("chunk must be >= 1"), std::string::npos);
+  EXPECT_NE(message("non_causal_attention:chunk=-2").find("chunk must be >= 1"), std::string::npos);
+  EXPECT_NE(message("leverage:ridge=-1").find("ridge"), std::string::npos);
+  EXPECT_NE(message("cap:tau=nan").find("tau=nan"), std::string::npos);
+  EXPECT_NE(message("criticalkv:base=h2o").find("evicts while decoding"), std::string::npos);
+  EXPECT_NE(message("criticalkv:base=pyramidkv").find("own allocator"), std::string::npos);
+  EXPECT_NE(message("criticalkv:first_stage=2").find("first_stage"), std::string::npos);
+  EXPECT_NE(message("criticalkv:safeguard=0.2").find("criticalkv_ada"), std::string::npos);
+  EXPECT_NE(message("ada:base=criticalkv_ada").find("own allocator"), std::string::npos);
+  EXPECT_NE(message("chunk:base=snapkv").find("attention statistics"), std::string::npos);
+  EXPECT_NE(message("chunk:base=h2o").find("not a prompt-time scorer"), std::string::npos);
+  EXPECT_NE(message("chunk:size=0").find("size must be >= 1"), std::string::npos);
+  EXPECT_NE(message("block:base=tova").find("not a prompt-time scorer"), std::string::npos);
+  EXPECT_NE(message("block:base=kvcompose").find("not a prompt-time scorer"), std::string::npos);
+  EXPECT_NE(message("block:base=snapkv").find("attention statistics"), std::string::npos);
+  for (const std::string& bad : {"keydiff:window=8", "criticalkv:base=h2o", "lagkv:lag=0", "cur:leverage=cosine"})
+    EXPECT_EQ(message(bad).find('\n'), std::string::npos) << bad;
 }
 
 TEST(PressErrors, BudgetsFileForAnotherModelIsRefused) {
@@ -1054,6 +1079,50 @@ TEST(PressErrors, BudgetsFileForAnotherModelIsRefused) {
   EXPECT_THROW(build_cache_setup(spec, model()), Error);
 }
 
+
+// kvpress' names for what kvc has under others keep the same entries: AdaKVPress is `adakv` (an alias of
+// `ada`); PerLayerCompressionPress(press, ratios) is the press with --ratio mean(ratios) and --budgets
+// holding each layer's share (1 − r_l) / Σ(1 − r_j) of the kept total: each layer keeps what the press keeps
+// at that layer's own budget.
+TEST(PressMethods, KvpressNamesKeepTheSameEntries) {
+  const auto kept = [](const PressRun& r) {
+    std::vector<std::vector<at::Tensor>> out;
+    for (int64_t l = 0; l < r.cache.num_layers(); ++l) out.push_back(head_positions(r.cache.layer(l)));
+    return out;
+  };
+  const auto same = [](const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t h = 0; h < a.size(); ++h)
+      if (!a[h].equal(b[h])) return false;
+    return true;
+  };
+  const auto ada = kept(run(setup_for("ada:base=snapkv,window=8,safeguard=0.2", 0.5), prompt(kPrompt), 0));
+  const auto adakv = kept(run(setup_for("adakv:base=snapkv,window=8,safeguard=0.2", 0.5), prompt(kPrompt), 0));
+  for (size_t l = 0; l < ada.size(); ++l) EXPECT_TRUE(same(ada[l], adakv[l])) << "layer " << l;
+
+  const int64_t L = model().config().num_layers;
+  ASSERT_EQ(L, 5);
+  // Per-layer ratios 1 − keep/160 (mean 0.5). --budgets gives every layer one entry and splits the rest of the
+  // total (80 · 5) by the file's shares: shares (keep − 1) / Σ(keep − 1) give each layer exactly its keep.
+  const std::vector<int64_t> keep{150, 100, 50, 25, 75};
+  std::vector<double> shares;
+  for (int64_t k : keep) shares.push_back(static_cast<double>(k - 1) / (L * 80.0 - L));
+  const std::string dir = test::make_temp_dir("per_layer_ratios");
+  st::SafetensorsWriter w;
+  add_tensor(w, "ratios", at::tensor({0.5}, at::kDouble));
+  add_tensor(w, "layer_budget_shares", at::tensor(shares, at::kDouble).view({1, L}));
+  w.set_metadata("config_hash", model().config().config_hash);
+  w.write(dir + "/per_layer.safetensors");
+  CompressionSpec spec;
+  spec.press = "snapkv:window=8";
+  spec.ratio = 0.5;
+  spec.budgets_file = dir + "/per_layer.safetensors";
+  const auto per_layer = kept(run(build_cache_setup(spec, model()), prompt(kPrompt), 0));
+  for (int64_t l = 0; l < L; ++l) {
+    const auto at_own_budget = kept(run(setup_for("snapkv:window=8", 0, keep[static_cast<size_t>(l)]), prompt(kPrompt), 0));
+    EXPECT_TRUE(same(per_layer[static_cast<size_t>(l)], at_own_budget[static_cast<size_t>(l)])) << "layer " << l;
+  }
+}
 
 // A conversation's next turn (ForwardObserver::next_pass_is_prompt) is compressed by a prompt-time press
 // on its own: what the cache held stays as it was, and 1 - ratio of the turn's entries are kept, the

@@ -1,0 +1,86 @@
+// ChunkPress (kvpress; the chunked selection of FINCH, Corallo & Papotti 2024, TACL): the prompt is cut into
+// chunks of `size` tokens, the base scorer (base=, default knorm) scores each chunk as a prompt of its own
+// (its keys, values, queries and positions alone, so its sinks and windows are the chunk's), and every chunk
+// keeps its own top share of the layer's budget, split over the chunks by their lengths (largest remainder):
+// the selection is spread evenly over the context. The base must score from the step's tensors: attention
+// statistics cover the whole prompt, not a chunk. Usage: chunk:base=expected_attention,size=512 (other keys go
+// to the base).
+#include <algorithm>
+#include <vector>
+
+#include "press/press.h"
+
+namespace kvc {
+namespace {
+
+class ChunkScorer : public Scorer {
+ public:
+  ChunkScorer(std::shared_ptr<const Scorer> base, int64_t size) : base_(std::move(base)), size_(size) {}
+  at::Tensor score(const ScoreInput& in) const override {
+    KVC_CHECK(in.step != nullptr && in.step->keys.defined(),
+              "--press chunk: scores the prompt's chunks; it has no prompt step here (layer {})", in.layer);
+    const LayerStep& step = *in.step;
+    const int64_t s = step.keys.size(1), kv = step.keys.size(0);
+    std::vector<double> lengths;
+    for (int64_t a = 0; a < s; a += size_) lengths.push_back(static_cast<double>(std::min(size_, s - a)));
+    const auto n = static_cast<int64_t>(lengths.size());
+    std::vector<int64_t> lo(static_cast<size_t>(n), 0), hi;
+    for (double l : lengths) hi.push_back(static_cast<int64_t>(l));
+    const std::vector<int64_t> keep = distribute(lengths, std::min(in.budget, s), lo, hi);
+    // The kept entries of every chunk score above every dropped one: the layer's top `budget` is their union.
+    at::Tensor out = at::full({kv, s}, -1.0, step.keys.options().dtype(at::kDouble));
+    for (int64_t c = 0; c < n; ++c) {
+      const int64_t a = c * size_, len = hi[static_cast<size_t>(c)], k = keep[static_cast<size_t>(c)];
+      if (k == 0) continue;
+      LayerStep chunk = step;
+      chunk.keys = step.keys.narrow(1, a, len);
+      chunk.values = step.values.narrow(1, a, len);
+      chunk.queries = step.queries.narrow(1, a, len);
+      chunk.positions = step.positions.narrow(0, a, len);
+      chunk.stats = {};
+      ScoreInput sub = in;
+      sub.step = &chunk;
+      sub.budget = k;
+      sub.positions = at::Tensor();
+      sub.cumulative = at::Tensor();
+      sub.current = at::Tensor();
+      const at::Tensor scores = base_->score(sub).to(at::kDouble);
+      const at::Tensor top = std::get<1>(scores.topk(k, 1)) + a;
+      out.scatter_(1, top, 1.0);
+    }
+    return out;
+  }
+
+ private:
+  std::shared_ptr<const Scorer> base_;
+  int64_t size_;
+};
+
+}  // namespace
+
+void register_chunk() {
+  register_method("chunk",
+                  "the base scorer on each chunk of the prompt alone, each keeping its share of the budget "
+                  "(kvpress' ChunkPress, after FINCH, TACL 2024; base=knorm,size=1024)",
+                  [](const PressParams& p) {
+                    PressParams base = p;
+                    base.name = p.get_string("base", "knorm");
+                    for (const char* key : {"base", "size"}) base.values.erase(key);
+                    KVC_CHECK(base.name != p.name, "--press {}: base cannot be {}", p.name, base.name);
+                    PressConfig c = build_method_config(base);
+                    KVC_CHECK(!c.new_allocator()->splits_budget() && !c.bounded,
+                              "--press {}: base={} is not a prompt-time scorer with uniform budgets (use keydiff, "
+                              "knorm, expected_attention, cur, ...)", p.name, base.name);
+                    const AttentionProbe probe = c.scorer->probe();
+                    KVC_CHECK(!probe.column_sums && probe.window == 0 && !c.scoring_tokens,
+                              "--press {}: base={} scores from attention statistics of the whole prompt, not of a "
+                              "chunk; use a scorer of keys, values and queries (keydiff, knorm, expected_attention, "
+                              "cur, ...)", p.name, base.name);
+                    const int64_t size = p.typed().get_int("size", 1024);
+                    KVC_CHECK(size >= 1, "--press {}: size must be >= 1 (tokens per chunk), got {}", p.name, size);
+                    c.scorer = std::make_shared<ChunkScorer>(c.scorer, size);
+                    return c;
+                  });
+}
+
+}  // namespace kvc
