@@ -36,7 +36,7 @@ void check_flag_combination(const CompressionSpec& spec) {
   KVC_CHECK(spec.budgets_file.empty() || name != "none",
             "--budgets {} needs a method to apply it: add --press NAME (e.g. --press snapkv) and --ratio",
             spec.budgets_file);
-  KVC_CHECK(name == "none" || spec.ratio > 0 || spec.budget > 0,
+  KVC_CHECK(name == "none" || spec.ratio > 0 || spec.budget > 0 || press_sizes_itself(name),
             "--press {} compresses nothing without a size: add --ratio R (share of the cache removed, e.g. 0.5) or "
             "--budget N (entries kept per KV head)",
             spec.press);

@@ -50,6 +50,10 @@ class PressContext {
   virtual at::Tensor compress(int64_t layer, const at::Tensor& importance, int64_t keep) = 0;
   // Keeps keep[h] entries of KV head h (the layer's bound becomes the largest); tracking of the layer stops.
   virtual void compress_per_head(int64_t layer, const at::Tensor& importance, const std::vector<int64_t>& keep) = 0;
+  // The layer's cache, for methods that change what an entry holds rather than which entries stay (keys
+  // re-rotated, key channels pruned); replace_layer_cache swaps in a cache of another layout.
+  virtual LayerCache& layer_cache(int64_t layer) = 0;
+  virtual void replace_layer_cache(int64_t layer, std::unique_ptr<LayerCache> replacement) = 0;
 };
 
 class Allocator {

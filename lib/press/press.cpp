@@ -30,6 +30,7 @@ void parse_common(const PressParams& p, PressConfig& config) {
 
 CacheSetup make_setup(PressConfig config, const PressParams& p, const LlamaModel& model) {
   parse_common(p, config);
+  if (config.bind_model) config.bind_model(config, model);
   config.name = p.name;
   config.ratio = p.ratio;
   config.budget = p.budget;
@@ -63,11 +64,11 @@ CacheSetup make_setup(PressConfig config, const PressParams& p, const LlamaModel
   return setup;
 }
 
-void register_method(const std::string& name, const std::string& description, ConfigBuilder build) {
+void register_method(const std::string& name, const std::string& description, ConfigBuilder build, bool sizes_itself) {
   builders()[name] = build;
-  register_press({name, description, [build](const PressParams& p, const LlamaModel& model) {
-                    return make_setup(build(p), p, model);
-                  }});
+  register_press({name, description,
+                  [build](const PressParams& p, const LlamaModel& model) { return make_setup(build(p), p, model); },
+                  sizes_itself});
 }
 
 PressConfig build_method_config(const PressParams& p) {

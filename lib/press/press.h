@@ -57,8 +57,14 @@ struct PressConfig {
   bool current = false;     // track the newest query's attention (TOVA)
   HeadAgg agg = HeadAgg::Mean;
   bool shared_heads = false;  // one selection per layer for all heads (identical retain rows)
+  // The allocator runs at every prefill, with or without --ratio/--budget: the method decides what it keeps
+  // by its own parameters (registered with sizes_itself).
+  bool sizes_itself = false;
   // Tokens fed after the prompt only to score it (ForwardObserver::scoring_tokens); empty: none.
   std::function<std::vector<int>(const std::vector<int>& prompt)> scoring_tokens;
+  // Completes the config with what only the loaded model gives (its tokenizer, to encode a press's own
+  // text); make_setup calls it once. Empty: nothing to bind.
+  std::function<void(PressConfig&, const LlamaModel&)> bind_model;
   double ratio = 0;
   int64_t budget = 0;
 
@@ -99,6 +105,9 @@ at::Tensor prerope_queries(const ScoreInput& in, const std::string& press);
 // Standard score over every entry of every head: (x − mean) / max(std, 1e-6), std with Bessel's correction
 // (kvpress' normalisation of the scores Compactor blends).
 at::Tensor zscore(const at::Tensor& x);
+// `text` in the model's own tokenizer (no BOS/EOS), for a press that feeds text of its own (KVzip's repeat
+// prompt); a one-line error naming the press where the model has no tokenizer.
+std::vector<int> encode_with_model_tokenizer(const LlamaModel& model, const std::string& text, const std::string& press);
 // A 0|1 parameter (default `fallback`).
 bool get_flag(const PressParams& p, const std::string& key, bool fallback);
 
@@ -112,7 +121,9 @@ CacheSetup make_setup(PressConfig config, const PressParams& p, const LlamaModel
 
 // A method file registers a builder (params -> config); wrappers (ada) build their base through it.
 using ConfigBuilder = std::function<PressConfig(const PressParams&)>;
-void register_method(const std::string& name, const std::string& description, ConfigBuilder build);
+// sizes_itself: the method keeps what its own parameters say, without --ratio or --budget (PressEntry).
+void register_method(const std::string& name, const std::string& description, ConfigBuilder build,
+                     bool sizes_itself = false);
 PressConfig build_method_config(const PressParams& p);
 
 // Shared scorers other presses reuse (SnapKV's window attention; H2O's cumulative attention).

@@ -35,6 +35,10 @@ class PressObserver::Context : public PressContext {
   void compress_per_head(int64_t layer, const at::Tensor& importance, const std::vector<int64_t>& keep) override {
     o_.compress_per_head(layer, importance, keep, cache_);
   }
+  LayerCache& layer_cache(int64_t layer) override { return o_.layer_cache(cache_, layer); }
+  void replace_layer_cache(int64_t layer, std::unique_ptr<LayerCache> replacement) override {
+    cache_.replace_layer(o_.shape_.layers[static_cast<size_t>(layer)], std::move(replacement));
+  }
 
  private:
   PressObserver& o_;
@@ -102,7 +106,7 @@ void PressObserver::after_press_layer(const LayerStep& model_step, int64_t layer
   if (!prefill_done_) {
     prefill_layer(step, cache);
     if (step.layer + 1 == shape_.num_layers) {
-      if (budget_ < prompt_len_) {
+      if (budget_ < prompt_len_ || config_->sizes_itself) {
         Context ctx(*this, cache);
         allocator_->finish_prefill(ctx);
       }
@@ -180,7 +184,7 @@ void PressObserver::prefill_layer(const LayerStep& step, KVCache& cache) {
     const at::Tensor w = step.stats.window_probs;
     current_[li].assign(aggregate_heads(w.select(1, w.size(1) - 1), KV, config_->agg));
   }
-  if (budget_ >= S) {
+  if (budget_ >= S && !config_->sizes_itself) {
     reserve_bound(l, budget_, cache);
     return;
   }

@@ -64,6 +64,12 @@ const std::vector<PressEntry>& registered_presses() {
   return entries();
 }
 
+bool press_sizes_itself(const std::string& name) {
+  for (const auto& e : registered_presses())
+    if (e.name == name) return e.sizes_itself;
+  return false;
+}
+
 std::vector<std::string> press_names() {
   std::vector<std::string> names;
   for (const auto& e : registered_presses()) names.push_back(e.name);

@@ -37,11 +37,16 @@ struct PressEntry {
   std::string name;
   std::string description;
   PressFactory factory;
+  // The method decides how much it keeps by its own parameters (a threshold, a share of channels or heads):
+  // it runs without --ratio or --budget.
+  bool sizes_itself = false;
 };
 
 void register_press(PressEntry entry);
 const std::vector<PressEntry>& registered_presses();
 std::vector<std::string> press_names();
+// Whether the named method runs without --ratio or --budget (PressEntry::sizes_itself); false for unknown names.
+bool press_sizes_itself(const std::string& name);
 // Throws kvc::Error listing the known names.
 CacheSetup make_press_setup(const PressParams& params, const LlamaModel& model);
 // The one "unknown method" error, naming every registered method.
