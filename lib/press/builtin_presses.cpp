@@ -26,6 +26,11 @@ void register_cap();
 void register_qfilter();
 void register_chunk();
 void register_block();
+void register_kvzip();
+void register_key_rerotation();
+void register_think();
+void register_simlayerkv();
+void register_duo_attention();
 
 void register_builtin_presses() {
   register_streaming_llm();
@@ -51,6 +56,11 @@ void register_builtin_presses() {
   register_qfilter();
   register_chunk();
   register_block();
+  register_kvzip();
+  register_key_rerotation();
+  register_think();
+  register_simlayerkv();
+  register_duo_attention();
 }
 
 }  // namespace kvc

@@ -4,6 +4,7 @@
 #include "io/safetensors.h"
 #include "model/forward_observer.h"
 #include "model/tensor_bridge.h"
+#include "press/channel_pruned_cache.h"
 #include "util/error.h"
 
 namespace kvc {
@@ -15,9 +16,13 @@ void write_kept_dump(const std::string& path, const KeptRecord& record, const KV
   const auto name = [](const char* kind, size_t l, size_t h) { return std::string(kind) + "." + std::to_string(l) + "." + std::to_string(h); };
   const auto final_positions = KeptRecord::positions_of(cache);
   for (size_t l = 0; l < record.after_prefill.size(); ++l) {
+    // A layer that stores some key channels only (ThinK) names them.
+    const auto* pruned = dynamic_cast<const ChannelPrunedLayerCache*>(&cache.layer(static_cast<int64_t>(l)));
     for (size_t h = 0; h < record.after_prefill[l].size(); ++h) {
       add_tensor(writer, name("kept", l, h), record.after_prefill[l][h].to(at::kInt));
       add_tensor(writer, name("final", l, h), final_positions[l][h].to(at::kInt));
+      if (pruned != nullptr)
+        add_tensor(writer, name("channels", l, h), pruned->channels()[static_cast<int64_t>(h)].to(at::kCPU, at::kInt));
       const auto& pairs = record.merged[l][h];
       if (pairs.empty()) continue;
       at::Tensor m = at::empty({static_cast<int64_t>(pairs.size()), 2}, at::kInt);

@@ -21,6 +21,7 @@
 #include "press/press_registry.h"
 #include "support/expect_error.h"
 #include "support/paths.h"
+#include "support/press_names.h"
 #include "support/run_command.h"
 
 namespace kvc {
@@ -97,8 +98,7 @@ TEST(CacheTypes, SixteenBitCacheHoldsHalfTheBytesAndStaysClose) {
 
 TEST(CacheTypes, EveryPressRunsOnAHalfCache) {
   const auto full = load("f32", "f32"), half = load("f16", "f16");
-  for (const std::string& press : press_names()) {
-    if (press == "none") continue;
+  for (const std::string& press : test::ratio_presses()) {
     SCOPED_TRACE(press);
     CompressionSpec spec;
     spec.press = press;
@@ -204,8 +204,9 @@ TEST(CacheTypes, BlockCachesHoldTheirBlockBytesAndStayClose) {
 
 TEST(CacheTypes, EveryEvictingPressRunsOnABlockCache) {
   const auto full = load_tiny("f32", "f32"), q8 = load_tiny("q8_0", "q4_0");
-  for (const std::string& press : press_names()) {
-    if (press == "none") continue;
+  for (const std::string& press : test::ratio_presses()) {
+    // Re-rotation rewrites keys, which rows of blocks sharing one scale cannot take (a one-line refusal).
+    if (press == "key_rerotation") continue;
     SCOPED_TRACE(press);
     CompressionSpec spec;
     spec.press = press == "d2o" ? "d2o:merge=0" : press;

@@ -14,6 +14,7 @@
 #include "press/press_registry.h"
 #include "support/head_positions.h"
 #include "support/paths.h"
+#include "support/press_names.h"
 #include "support/run_command.h"
 #include "tokenizer/tokenizer.h"
 
@@ -53,8 +54,11 @@ std::vector<int> text_prompt(const Loaded& m, int64_t n) {
 std::vector<CacheSetup> every_press(const LlamaModel& model, double ratio, const std::string& cache_type = "") {
   std::vector<std::string> specs{"none", "snapkv:window=4", "pyramidkv:window=16"};
   const bool blocks = cache_type == "q8_0" || cache_type == "q4_0";
-  for (const auto& name : press_names())
-    if (name != "none") specs.push_back(name == "d2o" && blocks ? "d2o:merge=0" : name);
+  // key_rerotation rewrites keys, which rows of blocks cannot take; kvzip scores a reconstruction of the
+  // prompt, which prefills alone (as kvcompose:task=repeat, tested on its own below).
+  for (const auto& name : test::ratio_presses())
+    if (!(blocks && name == "key_rerotation") && name != "kvzip")
+      specs.push_back(name == "d2o" && blocks ? "d2o:merge=0" : name);
   std::vector<CacheSetup> setups;
   for (const auto& spec : specs) {
     CompressionSpec c;

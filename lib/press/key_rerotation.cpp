@@ -1,0 +1,91 @@
+// KeyRerotation (kvpress' KeyRerotationPress; the re-rotation of SinkCache and FINCH): after a base press
+// compressed a layer at prefill, its kept entries take the continuous positions 0..n−1, each key rotated by
+// RoPE from its original position p to its new one (k' = R(i − p) k, done as R(i) R(p)⁻¹ k in float64).
+// kvc's cache stores rotated keys with their positions, so the positions are rewritten with the keys: later
+// tokens keep the positions they would have had (the prompt's length onwards), as kvpress' pipeline feeds the
+// question at the context's length; attention masks by position, which the re-rotation leaves in order.
+// Only the prompt's compression re-rotates (a later prompt of a conversation is compressed as the base does).
+// Usage: key_rerotation:base=snapkv,window=16 (other keys go to the base).
+#include "cache/dense_layer_cache.h"
+#include "core/rope.h"
+#include "press/press.h"
+
+namespace kvc {
+namespace {
+
+// Rewrites a dense layer's keys and positions so that head h's i-th entry sits at position i.
+void rerotate(LayerCache& layer, const Rope& rope) {
+  auto* dense = dynamic_cast<DenseLayerCache*>(&layer);
+  KVC_CHECK(dense != nullptr && dense->can_merge(),
+            "--press key_rerotation: rewrites keys in the dense cache of floating-point rows; this layer is '{}'",
+            layer.layout());
+  const at::Tensor old_positions = dense->positions();
+  const int64_t KV = old_positions.size(0), n = old_positions.size(1);
+  const at::Tensor positions = at::arange(n, old_positions.options()).unsqueeze(0).expand({KV, n}).contiguous();
+  const at::Tensor keys = dense->keys();
+  const at::Tensor prerope = rope.unapply(keys.to(at::kDouble), old_positions);
+  const at::Tensor rotated = rope.apply(prerope, positions).to(keys.scalar_type());
+  dense->assign(rotated, dense->values().clone(), positions);
+}
+
+// Delegates everything to the base allocator and re-rotates each layer once the base compressed it. The
+// observer's own bookkeeping keeps the original positions: it only orders a layer's entries, which the
+// re-rotation does not change.
+class RerotatingAllocator : public Allocator {
+ public:
+  explicit RerotatingAllocator(std::unique_ptr<Allocator> base) : base_(std::move(base)) {}
+
+  void adjust_probe(AttentionProbe& probe) const override { base_->adjust_probe(probe); }
+  std::vector<int64_t> layer_bounds(const PressContext& ctx) override { return base_->layer_bounds(ctx); }
+  void prefill_layer(PressContext& ctx, const LayerStep& step) override {
+    ropes_.resize(static_cast<size_t>(ctx.shape().num_layers), nullptr);
+    KVC_CHECK(step.rope != nullptr, "--press key_rerotation: the model gave layer {} no RoPE", step.layer);
+    ropes_[static_cast<size_t>(step.layer)] = step.rope;
+    base_->prefill_layer(ctx, step);
+    if (!base_->splits_budget()) rerotate(ctx.layer_cache(step.layer), *step.rope);
+  }
+  void finish_prefill(PressContext& ctx) override {
+    base_->finish_prefill(ctx);
+    // A base that allocates over layers compresses them only now.
+    if (base_->splits_budget())
+      for (int64_t l = 0; l < ctx.shape().num_layers; ++l) rerotate(ctx.layer_cache(l), *ropes_[static_cast<size_t>(l)]);
+  }
+  void before_evict(int64_t layer, LayerCache& cache, const at::Tensor& kept, KeptRecord* record) override {
+    base_->before_evict(layer, cache, kept, record);
+  }
+  bool splits_budget() const override { return base_->splits_budget(); }
+  bool per_head_budgets() const override { return false; }
+  bool merges() const override { return base_->merges(); }
+
+ private:
+  std::unique_ptr<Allocator> base_;
+  std::vector<const Rope*> ropes_;
+};
+
+PressConfig build(const PressParams& p) {
+  PressParams base = p;
+  base.name = p.get_string("base", "snapkv");
+  base.values.erase("base");
+  KVC_CHECK(base.name != p.name, "--press {}: base cannot be {}", p.name, base.name);
+  PressConfig c = build_method_config(base);
+  const AllocatorFactory inner = c.allocator ? c.allocator : [] { return std::make_unique<Allocator>(); };
+  KVC_CHECK(!inner()->per_head_budgets(),
+            "--press {}: base={} keeps different numbers of entries per head; re-rotation needs one count per head",
+            p.name, base.name);
+  // A base that evicts while decoding (streaming_llm, h2o) compresses the prompt only, as kvpress' presses do:
+  // entries evicted later would leave gaps among the continuous positions.
+  c.bounded = false;
+  c.allocator = [inner] { return std::make_unique<RerotatingAllocator>(inner()); };
+  return c;
+}
+
+}  // namespace
+
+void register_key_rerotation() {
+  register_method("key_rerotation",
+                  "a base press (base=, default snapkv) whose kept keys are re-rotated to the positions 0..n-1 "
+                  "(kvpress' KeyRerotationPress)",
+                  build);
+}
+
+}  // namespace kvc
