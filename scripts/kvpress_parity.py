@@ -52,7 +52,8 @@ MODELS = {
 }
 GGUF_MODELS = {"gemma3-270m"}
 OUTSIDE_MODELS = GGUF_MODELS | {"kvc-tiny-lm"}  # not in data/models: scripts/model_path.sh NAME
-NOT_ON_GGUF_MODELS = {"pyramidkv", "pyramidkv_beta2", "kvcompose"}  # budgets split over layers (see above)
+# Budgets split over layers (see above); kvpress' KVzip refuses Gemma 3.
+NOT_ON_GGUF_MODELS = {"pyramidkv", "pyramidkv_beta2", "kvcompose", "kvzip", "kvzip_layerwise"}
 
 
 def model_path(model):
@@ -150,7 +151,20 @@ METHODS = {
     # chunks of 64, 64, 64 and 8 tokens, each keeping its share: the shares of kvc's budget are kvpress' counts.
     "chunk_keydiff": (lambda r: kvpress.ChunkPress(kvpress.KeyDiffPress(compression_ratio=r), chunk_length=64),
                       "chunk:base=keydiff,size=64", lambda r: ["--budget", str(n_kept(r))]),
+    # One budget over layers and heads: kvc's round(S (1 - r)) per head keeps kvpress' numel - int(numel r) at
+    # these ratios (int(S (1 - r)) would keep one fewer per head at 0.9).
+    "kvzip": (lambda r: kvpress.KVzipPress(compression_ratio=r), "kvzip", lambda r: ["--ratio", str(r)]),
+    "kvzip_layerwise": (lambda r: kvpress.KVzipPress(compression_ratio=r, layerwise=True), "kvzip:layerwise=1",
+                        lambda r: ["--ratio", str(r)]),
+    # The sweep's value is the lazy threshold (SimLayerKV sizes itself); 64 recent entries at 200 tokens.
+    "simlayerkv": (lambda r: kvpress.SimLayerKVPress(lazy_threshold=r, n_recent=64),
+                   lambda r: f"simlayerkv:threshold={r},recent=64", lambda r: []),
+    # The sweep's value is the share of key channels pruned; the golden files hold the kept channels.
+    "think": (lambda r: kvpress.ThinKPress(key_channel_compression_ratio=r), lambda r: f"think:channels={r}",
+              lambda r: []),
 }
+# Methods whose golden files hold kept key channels per layer x head (channels.l.h of --dump-kept), not positions.
+CHANNEL_METHODS = {"think"}
 
 
 # Ratios left out where kvpress' own selection is arbitrary: LagKV (lag 32) scores ranks within partitions,
@@ -212,16 +226,38 @@ def compared_layers(model):
     return [l for l, t in enumerate(types) if t == "full_attention"]
 
 
+class SentencePieceTokenizer:
+    """What KVzipPress reads of AutoTokenizer, over the model folder's tokenizer.model: transformers cannot load
+    these folders' tokenizers without protobuf, and SentencePiece already encodes the prompts here. No chat
+    template: KVzip's suffix is "\n", as kvpress takes it for such tokenizers."""
+    chat_template = None
+
+    def __init__(self, folder):
+        self.sp = sentencepiece.SentencePieceProcessor(model_file=str(Path(folder) / "tokenizer.model"))
+
+    @classmethod
+    def from_pretrained(cls, folder, *args, **kwargs):
+        return cls(folder)
+
+    def encode(self, text, return_tensors=None, add_special_tokens=False):
+        ids = self.sp.encode(text)
+        return torch.tensor([ids]) if return_tensors == "pt" else ids
+
+
 def run_kvpress(model_dir, method, ratio, ids):
     make_press = METHODS[method][0]
     press = make_press(ratio)
-    # AdaKV refuses eager attention, ChunkPress and BlockPress its attention weights; ObservedAttention needs them.
-    attn = "sdpa" if method in ("ada_snapkv", "criticalkv_ada_snapkv", "chunk_keydiff", "block_keydiff") else "eager"
+    # AdaKV and KVzip refuse eager attention, ChunkPress and BlockPress its attention weights; ObservedAttention
+    # needs them.
+    attn = "sdpa" if method in ("ada_snapkv", "criticalkv_ada_snapkv", "chunk_keydiff", "block_keydiff", "kvzip",
+                                "kvzip_layerwise") else "eager"
     model = load_model(model_dir, attn)
     L, KV = model.config.num_hidden_layers, model.config.num_key_value_heads
     kept = {}
 
-    if method == "kvcompose":
+    if method.startswith("kvzip"):
+        kvpress.presses.kvzip_press.AutoTokenizer = SentencePieceTokenizer
+    elif method == "kvcompose":
         original = press.compress_cache
 
         def capture(m):
@@ -240,7 +276,10 @@ def run_kvpress(model_dir, method, ratio, ids):
             l = int(module.layer_idx)
             masked = getattr(module, "masked_key_indices", None)
             for h in range(KV):
-                if method in ("ada_snapkv", "criticalkv_ada_snapkv"):
+                if method in CHANNEL_METHODS:  # pruned channels are zeroed in every entry
+                    zero = (out_keys[0, h] == 0).all(0)
+                    kept[(l, h)] = [c for c in range(zero.numel()) if not bool(zero[c])]
+                elif method in ("ada_snapkv", "criticalkv_ada_snapkv"):
                     evicted = set(int(s) for hh, s in zip(masked[1].tolist(), masked[2].tolist()) if hh == h)
                     kept[(l, h)] = [i for i in range(keys.shape[2]) if i not in evicted]
                 else:
@@ -250,6 +289,12 @@ def run_kvpress(model_dir, method, ratio, ids):
         press.compress = capture
     with torch.no_grad(), press(model):
         model(input_ids=torch.tensor([ids]), past_key_values=DynamicCache(), use_cache=True)
+    if method.startswith("kvzip"):  # KVzip scores after the prefill, on leaving the context, and masks its evictions
+        for l in range(L):
+            _, heads, seq = model.model.layers[l].self_attn.masked_key_indices
+            for h in range(KV):
+                evicted = set(int(s) for hh, s in zip(heads.tolist(), seq.tolist()) if hh == h)
+                kept[(l, h)] = [i for i in range(len(ids)) if i not in evicted]
     assert len(kept) == L * KV, f"{method}: kvpress compressed {len(kept)} of {L * KV} layer x head caches"
     layers = compared_layers(model)
     return layers, KV, {(l, h): pos for (l, h), pos in kept.items() if l in layers}
@@ -290,6 +335,7 @@ def write_golden(path, ids, kept, layers, KV, method, ratio, mean_jaccard):
         tensors[f"kept.{l}.{h}"] = np.asarray(pos, dtype=np.int32)
     spec, budget = kvc_spec(method, ratio), METHODS[method][2](ratio)
     meta = {"method": method, "ratio": str(ratio), "kvc_press": spec, "kvc_budget": " ".join(budget),
+            "selects": "channels" if method in CHANNEL_METHODS else "positions",
             "kvpress_version": importlib.metadata.version("kvpress"),
             "layers": ",".join(str(l) for l in layers), "num_kv_heads": str(KV),
             "parity": "exact" if mean_jaccard == 1.0 else "approximate", "kvc_jaccard": f"{mean_jaccard:.6f}",
@@ -338,7 +384,8 @@ def main():
                 layers, KV, kept = run_kvpress(model_dir, method, ratio, ids)
                 with tempfile.TemporaryDirectory() as tmp:
                     dump = run_kvc(build, model, kvc_spec(method, ratio), METHODS[method][2](ratio), len(ids), tmp)
-                scores = [jaccard(dump[f"kept.{l}.{h}"], kept[(l, h)]) for l in layers for h in range(KV)]
+                what = "channels" if method in CHANNEL_METHODS else "kept"
+                scores = [jaccard(dump[f"{what}.{l}.{h}"], kept[(l, h)]) for l in layers for h in range(KV)]
                 write_golden(golden_path(out, model, method, ratio), ids, kept, layers, KV, method, ratio,
                              sum(scores) / len(scores))
                 rows.append((method, model, ratio, sum(scores) / len(scores), min(scores)))

@@ -16,6 +16,7 @@
 #include "cache/ragged_layer_cache.h"
 #include "compression/compression_spec.h"
 #include "harness/shared_prefill.h"
+#include "press/channel_pruned_cache.h"
 #include "press/press_registry.h"
 #include "io/safetensors.h"
 #include "model/llama_model.h"
@@ -87,7 +88,16 @@ bool check_golden(const Golden& g, const KVCache& cache) {
   int count = 0;
   for (int64_t l = 0; l < cache.num_layers(); ++l) {
     if (!g.file->contains("kept." + std::to_string(l) + ".0")) continue;  // a layer the file leaves out
-    const auto heads = head_positions(cache.layer(l));
+    // A file of kept key channels (ThinK) is compared with the channels the layer stores.
+    const bool channels = meta.count("selects") != 0 && meta.at("selects") == "channels";
+    const auto* pruned = dynamic_cast<const ChannelPrunedLayerCache*>(&cache.layer(l));
+    if (channels) EXPECT_NE(pruned, nullptr) << "layer " << l << " stores every key channel";
+    std::vector<at::Tensor> heads;
+    if (channels && pruned != nullptr) {
+      for (int64_t h = 0; h < pruned->channels().size(0); ++h) heads.push_back(pruned->channels()[h]);
+    } else if (!channels) {
+      heads = head_positions(cache.layer(l));
+    }
     for (size_t h = 0; h < heads.size(); ++h) {
       const auto golden = as_set(load_tensor(g.file, "kept." + std::to_string(l) + "." + std::to_string(h)));
       const auto ours = as_set(heads[h]);
@@ -127,7 +137,7 @@ TEST(CompressionParityWithKvpress, KeptPositionsMatchTheGoldenFiles) {
     std::string name, value;
     flag >> name >> value;
     if (name == "--budget") spec.budget = std::stoll(value);
-    else spec.ratio = std::stod(value);
+    else if (name == "--ratio") spec.ratio = std::stod(value);  // none: a press that sizes itself
     g.setup = build_cache_setup(spec, model(model_name));
     by_model[model_name].push_back(std::move(g));
   }
@@ -175,7 +185,7 @@ TEST(CompressionParityWithKvpress, EveryComparedMethodHasGoldenFiles) {
                              "pyramidkv_beta2", "kvcompose", "ada_snapkv", "keydiff", "expected_attention",
                              "lagkv_cross", "leverage", "non_causal_attention", "cur", "compactor",
                              "criticalkv_snapkv", "criticalkv_ada_snapkv", "cap", "chunk_keydiff",
-                             "block_keydiff"}) {
+                             "block_keydiff", "kvzip", "kvzip_layerwise", "simlayerkv", "think"}) {
     EXPECT_EQ(ratios[method], all) << method;
   }
   // LagKV's rank scores tie across partitions: kvpress' choice among ties at 0.9 is arbitrary (the script).
