@@ -21,6 +21,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/decode_attention.h"
 #include "kernels/eviction_scan.h"
+#include "kernels/gated_activation.h"
 #include "kernels/matvec.h"
 #include "kernels/per_head_products.h"
 #include "kernels/prefill_attention.h"
@@ -405,6 +406,23 @@ TEST_F(KernelTest, DecodeAttentionWithNothingVisibleIsZero) {
 TEST_F(KernelTest, DecodeAttentionDeclinesOddHeadDims) {
   const at::Tensor q = at::randn({2, 1, 6}), k = at::randn({1, 3, 6}), v = at::randn({1, 3, 6});
   EXPECT_FALSE(kvc::fast_decode_attention(q, 3, k, v, at::arange(3, at::kLong).unsqueeze(0), 0).defined());
+}
+
+TEST_F(KernelTest, GatedActivationMatchesLibTorch) {
+  for (const bool gelu : {false, true}) {
+    for (const auto& [T, inter] : std::vector<std::pair<int64_t, int64_t>>{{1, 1536}, {3, 13}, {2, 2048}}) {
+      const at::Tensor gate_up = at::randn({T, 2 * inter}) * 4;
+      // Large gates of both signs, where exp saturates.
+      gate_up.narrow(1, 0, 4).copy_(at::tensor({-100.0f, 100.0f, -30.0f, 30.0f}).expand({T, 4}));
+      const at::Tensor fast = kvc::fast_gated_activation(gate_up, inter, gelu);
+      ASSERT_TRUE(fast.defined());
+      const at::Tensor g = gate_up.narrow(1, 0, inter).to(at::kDouble), up = gate_up.narrow(1, inter, inter).to(at::kDouble);
+      const at::Tensor expected = (gelu ? at::gelu(g, "tanh") : at::silu(g)) * up;
+      EXPECT_LT(((fast.to(at::kDouble) - expected).abs() / (expected.abs() + 1e-3)).max().item<double>(), 2e-6)
+          << (gelu ? "gelu" : "silu") << " " << T << "x" << inter;
+    }
+  }
+  EXPECT_FALSE(kvc::fast_gated_activation(at::randn({2, 10}).t(), 1, false).defined());  // not contiguous
 }
 
 TEST_F(KernelTest, RmsNormMatchesFloat64Formula) {
