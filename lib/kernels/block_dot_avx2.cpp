@@ -43,34 +43,46 @@ KVC_AVX2 inline __m256i pair_sums(__m256i u8, __m256i s8) {
 
 // Per format: the block's bytes, its codes as unsigned bytes, and what is subtracted from them.
 struct Q4_0 {
+  static constexpr bool kSigned = false;
   static constexpr int64_t kBytes = 18;
   static constexpr int kOffset = 8;
   static constexpr bool kMin = false;
   KVC_AVX2 static __m256i codes(const uint8_t* b) { return nibbles16(b + 2); }
 };
 struct Q4_1 {
+  static constexpr bool kSigned = false;
   static constexpr int64_t kBytes = 20;
   static constexpr int kOffset = 0;
   static constexpr bool kMin = true;
   KVC_AVX2 static __m256i codes(const uint8_t* b) { return nibbles16(b + 4); }
 };
 struct Q5_0 {
+  static constexpr bool kSigned = false;
   static constexpr int64_t kBytes = 22;
   static constexpr int kOffset = 16;
   static constexpr bool kMin = false;
   KVC_AVX2 static __m256i codes(const uint8_t* b) { return _mm256_or_si256(nibbles16(b + 6), fifth_bits(b + 2)); }
 };
 struct Q5_1 {
+  static constexpr bool kSigned = false;
   static constexpr int64_t kBytes = 24;
   static constexpr int kOffset = 0;
   static constexpr bool kMin = true;
   KVC_AVX2 static __m256i codes(const uint8_t* b) { return _mm256_or_si256(nibbles16(b + 8), fifth_bits(b + 4)); }
 };
 
-// The kernels below take R rows at a time: each activation block is loaded once for all of them, and
-// R independent accumulators hide the FMA latency that one row's serial chain would wait on. Every row
-// goes through the same R-row kernel (rows past the end repeat the last one, their results dropped),
-// so a row's sum is in the same order whichever rows it is computed with.
+// Q8_0's codes are signed: vpmaddubsw takes |w| and the activations with w's sign.
+struct Q8_0 {
+  static constexpr bool kSigned = true;
+  static constexpr int64_t kBytes = 34;
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = false;
+  KVC_AVX2 static __m256i codes(const uint8_t* b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)); }
+};
+
+// Each row is read front to back, as the hardware prefetchers expect of a stream (several rows read in
+// step fell behind them when the weights come from memory). The 32-value formats take four blocks per
+// step: their half scales widened by one conversion, four independent accumulators.
 
 // Lane r of the result: the horizontal sum of acc[r], for R <= 4 (lanes past R are 0).
 template <int R>
@@ -81,61 +93,71 @@ KVC_AVX2 inline __m128 horizontal_sums(const __m256* acc) {
   return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
 }
 
-// The first eight bytes of four rows' blocks at `offset`, interleaved by 32 bits and widened as halves:
-// lanes 2r and 2r + 1 are row r's halves at offset and offset + 2 (d, and m for the _1 formats).
-KVC_AVX2 inline __m256 leading_halves(const uint8_t* const* row, int64_t offset) {
-  const auto head = [&](int r) { return _mm_loadu_si32(row[r] + offset); };
+// The first four bytes of four consecutive blocks (`stride` bytes apart) widened as halves: lanes 2k and
+// 2k + 1 are block k's halves at offset 0 and 2 (d, and m for the _1 formats).
+KVC_AVX2 inline __m256 leading_halves(const uint8_t* first, int64_t stride) {
+  const auto head = [&](int k) { return _mm_loadu_si32(first + k * stride); };
   const __m128i pairs = _mm_unpacklo_epi64(_mm_unpacklo_epi32(head(0), head(1)), _mm_unpacklo_epi32(head(2), head(3)));
   return _mm256_cvtph_ps(pairs);
 }
 
 KVC_AVX2 inline __m256 lane_of(__m256 v, int lane) { return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(lane)); }
 
-// Four rows of a 32-value format. The _0 formats' offset and the _1 formats' minimum both scale the
-// activation block's sum: one product per block for the four rows (in lanes 2r + 1 and 2r), kept apart
-// from the codes' sums.
+// One block's codes times the activations: eight int32 lanes.
 template <class F>
-KVC_AVX2 void dot_q32(const uint8_t* const* row, int64_t blocks, const Q8Row& a, float* out) {
+KVC_AVX2 inline __m256i block_dot(const uint8_t* b, const int8_t* x) {
+  const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+  if constexpr (F::kSigned) {
+    const __m256i w = F::codes(b);
+    return pair_sums(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xv, w));
+  } else {
+    return pair_sums(F::codes(b), xv);
+  }
+}
+
+// Four floats spread over eight lanes in pairs: lanes 2k and 2k + 1 hold v[k].
+KVC_AVX2 inline __m256 pairs_of(__m128 v) {
+  return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v), _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+}
+
+// A row of a 32-value format (Q8_0 included). The _0 formats' offset and the _1 formats' minimum both
+// scale the activation block's sum: one product per four blocks (lanes 2k + 1 and 2k), kept apart from
+// the codes' sums.
+template <class F>
+KVC_AVX2 float dot_q32(const uint8_t* row, int64_t blocks, const Q8Row& a) {
   __m256 acc[4];
   for (auto& v : acc) v = _mm256_setzero_ps();
   __m256 sum_terms = _mm256_setzero_ps();
-  for (int64_t i = 0; i < blocks; ++i) {
-    const int64_t at = i * F::kBytes;
-    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + i * 32));
-    const __m256 halves = leading_halves(row, at);
-    const __m256 scale = _mm256_mul_ps(halves, _mm256_set1_ps(a.d[i]));
-    if constexpr (F::kMin) sum_terms = _mm256_fmadd_ps(halves, _mm256_set1_ps(a.dsum[i]), sum_terms);
+  int64_t i = 0;
+  for (; i + 4 <= blocks; i += 4) {
+    const uint8_t* b = row + i * F::kBytes;
+    const __m256 halves = leading_halves(b, F::kBytes);
+    const __m256 scale = _mm256_mul_ps(halves, pairs_of(_mm_loadu_ps(a.d + i)));
+    if constexpr (F::kMin) sum_terms = _mm256_fmadd_ps(halves, pairs_of(_mm_loadu_ps(a.dsum + i)), sum_terms);
     if constexpr (F::kOffset != 0) {
-      sum_terms = _mm256_fnmadd_ps(scale, _mm256_set1_ps(static_cast<float>(F::kOffset * a.sum[i])), sum_terms);
+      const __m128 sums = _mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.sum + i)));
+      sum_terms = _mm256_fnmadd_ps(scale, pairs_of(_mm_mul_ps(sums, _mm_set1_ps(F::kOffset))), sum_terms);
     }
-    for (int r = 0; r < 4; ++r) {
-      const __m256i dot = pair_sums(F::codes(row[r] + at), x);
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), lane_of(scale, 2 * r), acc[r]);
+    for (int k = 0; k < 4; ++k) {
+      const __m256i dot = block_dot<F>(b + k * F::kBytes, a.q + (i + k) * 32);
+      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), lane_of(scale, 2 * k), acc[k]);
     }
   }
-  // Lanes 2r + 1 (the minima) or 2r (the offsets) of the sum terms, one per row.
+  float tail = 0.0f;
+  for (; i < blocks; ++i) {
+    const uint8_t* b = row + i * F::kBytes;
+    const float scale = half_at(b) * a.d[i];
+    acc[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_dot<F>(b, a.q + i * 32)), _mm256_set1_ps(scale), acc[0]);
+    if constexpr (F::kMin) tail += half_at(b + 2) * a.dsum[i];
+    if constexpr (F::kOffset != 0) tail -= scale * static_cast<float>(F::kOffset * a.sum[i]);
+  }
+  // Lanes 2k + 1 (the minima) or 2k (the offsets) of the sum terms.
   alignas(32) float terms[8];
   _mm256_store_ps(terms, sum_terms);
-  const __m128 per_row = F::kMin ? _mm_setr_ps(terms[1], terms[3], terms[5], terms[7])
-                                 : _mm_setr_ps(terms[0], terms[2], terms[4], terms[6]);
-  _mm_storeu_ps(out, _mm_add_ps(horizontal_sums<4>(acc), per_row));
-}
-
-// Four rows of Q8_0. Its codes are signed: vpmaddubsw takes |w| and the activations with w's sign.
-KVC_AVX2 void dot_q8_0(const uint8_t* const* row, int64_t blocks, const Q8Row& a, float* out) {
-  __m256 acc[4];
-  for (auto& v : acc) v = _mm256_setzero_ps();
-  for (int64_t i = 0; i < blocks; ++i) {
-    const int64_t at = i * 34;
-    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + i * 32));
-    const __m256 scale = _mm256_mul_ps(leading_halves(row, at), _mm256_set1_ps(a.d[i]));
-    for (int r = 0; r < 4; ++r) {
-      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[r] + at + 2));
-      const __m256i dot = pair_sums(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), lane_of(scale, 2 * r), acc[r]);
-    }
-  }
-  _mm_storeu_ps(out, horizontal_sums<4>(acc));
+  const int first = F::kMin ? 1 : 0;
+  const float per_row = (terms[first] + terms[first + 2]) + (terms[first + 4] + terms[first + 6]);
+  return simd::horizontal_sum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))) + per_row +
+         tail;
 }
 
 // The eight 6-bit scales (bytes 0..7) and minima (bytes 8..15) of a Q4_K/Q5_K super-block, widened to
@@ -256,30 +278,31 @@ KVC_AVX2 void dot_q6_k(const uint8_t* const* row, int64_t blocks, const Q8Row& a
   for (int r = 0; r < R; ++r) out[r] = sums[r];
 }
 
-template <void (*Dot)(const uint8_t* const*, int64_t, const Q8Row&, float*), int R, int64_t BlockValues>
+template <float (*Dot)(const uint8_t*, int64_t, const Q8Row&), int64_t BlockValues>
 void rows(const uint8_t* w, int64_t row_bytes, int64_t cols, const Q8Row& a, float* y, int64_t r0, int64_t r1) {
-  const int64_t blocks = cols / BlockValues;
-  for (int64_t r = r0; r < r1; r += R) {
-    const uint8_t* row[R];
-    for (int k = 0; k < R; ++k) row[k] = w + std::min(r + k, r1 - 1) * row_bytes;
-    float out[R];
-    Dot(row, blocks, a, out);
-    for (int k = 0; k < R && r + k < r1; ++k) y[r + k] = out[k];
-  }
+  for (int64_t r = r0; r < r1; ++r) y[r] = Dot(w + r * row_bytes, cols / BlockValues, a);
+}
+
+// The K formats' kernels (written for R rows) on one row.
+template <void (*Dot)(const uint8_t* const*, int64_t, const Q8Row&, float*)>
+KVC_AVX2 float one_row(const uint8_t* row, int64_t blocks, const Q8Row& a) {
+  float out;
+  Dot(&row, blocks, a, &out);
+  return out;
 }
 
 }  // namespace
 
 BlockRowsKernel avx2_block_kernel(BlockType type) {
   switch (type) {
-    case BlockType::Q4_0: return rows<dot_q32<Q4_0>, 4, 32>;
-    case BlockType::Q4_1: return rows<dot_q32<Q4_1>, 4, 32>;
-    case BlockType::Q5_0: return rows<dot_q32<Q5_0>, 4, 32>;
-    case BlockType::Q5_1: return rows<dot_q32<Q5_1>, 4, 32>;
-    case BlockType::Q8_0: return rows<dot_q8_0, 4, 32>;
-    case BlockType::Q4_K: return rows<dot_q45_k<false, 2>, 2, 256>;
-    case BlockType::Q5_K: return rows<dot_q45_k<true, 2>, 2, 256>;
-    case BlockType::Q6_K: return rows<dot_q6_k<2>, 2, 256>;
+    case BlockType::Q4_0: return rows<dot_q32<Q4_0>, 32>;
+    case BlockType::Q4_1: return rows<dot_q32<Q4_1>, 32>;
+    case BlockType::Q5_0: return rows<dot_q32<Q5_0>, 32>;
+    case BlockType::Q5_1: return rows<dot_q32<Q5_1>, 32>;
+    case BlockType::Q8_0: return rows<dot_q32<Q8_0>, 32>;
+    case BlockType::Q4_K: return rows<one_row<dot_q45_k<false, 1>>, 256>;
+    case BlockType::Q5_K: return rows<one_row<dot_q45_k<true, 1>>, 256>;
+    case BlockType::Q6_K: return rows<one_row<dot_q6_k<1>>, 256>;
     default: return nullptr;
   }
 }
