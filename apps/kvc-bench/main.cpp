@@ -12,6 +12,7 @@
 #include "block_kernel_bench.h"
 #include "cache/kv_cache.h"
 #include "flag_vocabulary.h"
+#include "instruction_counting.h"
 #include "model_options.h"
 #include "press_comparison.h"
 #include "tool_main.h"
@@ -128,12 +129,18 @@ Examples:
     }
     std::fprintf(stderr, "measuring memory bandwidth and GEMM peak with %d threads...\n", threads);
     const bool gpu = !model->device().is_cpu();
-    kvc::MemoryBandwidth bw = gpu ? kvc::measure_device_bandwidth(model->device()) : kvc::measure_memory_bandwidth();
+    const bool valgrind = KVC_UNDER_VALGRIND();
+    if (valgrind) std::fprintf(stderr, "under valgrind: the machine's limits are measured on token sizes (meaningless)\n");
+    kvc::MemoryBandwidth bw = gpu        ? kvc::measure_device_bandwidth(model->device())
+                              : valgrind ? kvc::measure_memory_bandwidth(int64_t{1} << 20, 1)
+                                         : kvc::measure_memory_bandwidth();
     // The read limit is the best of a synthetic buffer and the model's own weights in their pages.
-    const double weights_read = gpu ? 0.0 : kvc::measure_read_bandwidth(model->decode_weights());
+    const double weights_read = gpu || valgrind ? 0.0 : kvc::measure_read_bandwidth(model->decode_weights());
     bw.read_bytes_per_second = std::max(bw.read_bytes_per_second, weights_read);
     // On a GPU the GEMM peak is the model's dtype (bf16 runs on the tensor cores).
-    const double gemm = gpu ? kvc::measure_device_gemm_flops(model->device(), model->dtype()) : kvc::measure_gemm_flops();
+    const double gemm = gpu        ? kvc::measure_device_gemm_flops(model->device(), model->dtype())
+                        : valgrind ? kvc::measure_gemm_flops(64, 1)
+                                   : kvc::measure_gemm_flops();
     const int64_t weight_bytes = model->weight_bytes();
     const int64_t linear_params = model->parameter_count() - c.vocab_size * c.hidden_size * (c.tie_word_embeddings ? 1 : 2);
 
@@ -203,10 +210,12 @@ Examples:
       double decode_s = 1e30;
       for (int r = 0; r < decode_repeats; ++r) {
         t0 = std::chrono::steady_clock::now();
+        KVC_COUNT_INSTRUCTIONS_START();
         for (int64_t i = 0; i < decode_tokens; ++i) {
           logits = model->forward({next}, cache, last_only);
           next = static_cast<int>(logits[0].argmax().item<int64_t>());
         }
+        KVC_COUNT_INSTRUCTIONS_STOP();
         decode_s = std::min(decode_s, kvc::seconds_since(t0) / static_cast<double>(decode_tokens));
       }
       const kvc::CacheFootprint kv = cache.footprint();

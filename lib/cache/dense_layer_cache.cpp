@@ -4,6 +4,8 @@
 
 #include "cache/capacity_growth.h"
 #include "cache/ragged_layer_cache.h"
+#include "kernels/half_precision.h"
+#include "runtime/gradient_recording.h"
 #include "util/error.h"
 
 namespace kvc {
@@ -40,10 +42,61 @@ void DenseLayerCache::append(const at::Tensor& keys, const at::Tensor& values, c
     // Geometric growth keeps appends amortised O(1); prefill reserves exactly what it needs.
     reserve(length_ == 0 ? t : grown_capacity(length_ + t, capacity_));
   }
-  keys_.narrow(1, length_, t).copy_(encode_rows(rope_->apply(keys, positions), types_.keys));
-  values_.narrow(1, length_, t).copy_(encode_rows(values, types_.values));
-  positions_.narrow(1, length_, t).copy_(positions.to(positions_.device()).unsqueeze(0).expand({shape_.num_kv_heads, t}));
+  const at::Tensor rotated = rope_->apply(keys, positions);
+  if (!write_rows(rotated, values, positions)) {
+    keys_.narrow(1, length_, t).copy_(encode_rows(rotated, types_.keys));
+    values_.narrow(1, length_, t).copy_(encode_rows(values, types_.values));
+    positions_.narrow(1, length_, t).copy_(positions.to(positions_.device()).unsqueeze(0).expand({shape_.num_kv_heads, t}));
+  }
   length_ += t;
+}
+
+namespace {
+
+// Rows of fp32 values [n, t, d] (each row contiguous) at a tensor's strides.
+bool readable_rows(const at::Tensor& t) {
+  return t.device().is_cpu() && t.scalar_type() == at::kFloat && t.dim() == 3 && t.stride(2) == 1;
+}
+
+void store_row(at::ScalarType type, const float* src, void* dst, int64_t d) {
+  if (type == at::kFloat) {
+    std::memcpy(dst, src, static_cast<size_t>(d) * sizeof(float));
+  } else {
+    float_to_half(type, src, dst, d);
+  }
+}
+
+}  // namespace
+
+// What append does by tensor operations, row by row into the buffers (a decode step appends one row
+// per head to every layer: a dozen LibTorch calls per layer otherwise). fp32/f16/bf16 rows on the CPU.
+bool DenseLayerCache::write_rows(const at::Tensor& rotated_keys, const at::Tensor& values,
+                                 const at::Tensor& positions) {
+  const auto plain = [](at::ScalarType type) { return type == at::kFloat || is_half_type(type); };
+  if (!plain(types_.keys) || !plain(types_.values) || !readable_rows(rotated_keys) || !readable_rows(values) ||
+      !keys_.device().is_cpu() || !keys_.is_contiguous() || !values_.is_contiguous() || !positions.device().is_cpu() ||
+      positions.scalar_type() != at::kLong || positions.dim() != 1 || records_gradient({rotated_keys, values})) {
+    return false;
+  }
+  const int64_t KV = shape_.num_kv_heads, d = shape_.head_dim, t = rotated_keys.size(1);
+  const at::Tensor pos = positions.contiguous();
+  const int64_t* p = pos.data_ptr<int64_t>();
+  const float* k = rotated_keys.data_ptr<float>();
+  const float* v = values.data_ptr<float>();
+  auto* kb = static_cast<char*>(keys_.data_ptr());
+  auto* vb = static_cast<char*>(values_.data_ptr());
+  int64_t* pb = positions_.data_ptr<int64_t>();
+  const int64_t key_row = d * static_cast<int64_t>(at::elementSize(types_.keys));
+  const int64_t value_row = d * static_cast<int64_t>(at::elementSize(types_.values));
+  for (int64_t h = 0; h < KV; ++h) {
+    for (int64_t i = 0; i < t; ++i) {
+      const int64_t slot = h * capacity_ + length_ + i;
+      store_row(types_.keys, k + h * rotated_keys.stride(0) + i * rotated_keys.stride(1), kb + slot * key_row, d);
+      store_row(types_.values, v + h * values.stride(0) + i * values.stride(1), vb + slot * value_row, d);
+      pb[slot] = p[i];
+    }
+  }
+  return true;
 }
 
 at::Tensor DenseLayerCache::attend(const at::Tensor& queries, const at::Tensor& q_positions,

@@ -58,6 +58,9 @@ class DenseLayerCache : public LayerCache, public PerHeadLayout, public Mergeabl
   void own_buffers();
 
  private:
+  // Writes the rows of an append straight into the buffers; false (nothing written) where that does
+  // not apply (block formats, a GPU), and append then goes through LibTorch.
+  bool write_rows(const at::Tensor& rotated_keys, const at::Tensor& values, const at::Tensor& positions);
   // Moves each head's last entry into slot[h] (where that is not the last) in CPU memory; shortens by one.
   void move_last_into(const int64_t* slot);
   AttentionShape shape_;

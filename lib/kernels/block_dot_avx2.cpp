@@ -5,6 +5,7 @@
 #include "kernels/block_dot.h"
 
 #if defined(__x86_64__)
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/simd_avx2.h"
@@ -42,150 +43,252 @@ KVC_AVX2 inline __m256i pair_sums(__m256i u8, __m256i s8) {
 
 // Per format: the block's bytes, its codes as unsigned bytes, and what is subtracted from them.
 struct Q4_0 {
+  static constexpr bool kSigned = false;
   static constexpr int64_t kBytes = 18;
   static constexpr int kOffset = 8;
   static constexpr bool kMin = false;
   KVC_AVX2 static __m256i codes(const uint8_t* b) { return nibbles16(b + 2); }
 };
 struct Q4_1 {
+  static constexpr bool kSigned = false;
   static constexpr int64_t kBytes = 20;
   static constexpr int kOffset = 0;
   static constexpr bool kMin = true;
   KVC_AVX2 static __m256i codes(const uint8_t* b) { return nibbles16(b + 4); }
 };
 struct Q5_0 {
+  static constexpr bool kSigned = false;
   static constexpr int64_t kBytes = 22;
   static constexpr int kOffset = 16;
   static constexpr bool kMin = false;
   KVC_AVX2 static __m256i codes(const uint8_t* b) { return _mm256_or_si256(nibbles16(b + 6), fifth_bits(b + 2)); }
 };
 struct Q5_1 {
+  static constexpr bool kSigned = false;
   static constexpr int64_t kBytes = 24;
   static constexpr int kOffset = 0;
   static constexpr bool kMin = true;
   KVC_AVX2 static __m256i codes(const uint8_t* b) { return _mm256_or_si256(nibbles16(b + 8), fifth_bits(b + 4)); }
 };
 
+// Q8_0's codes are signed: vpmaddubsw takes |w| and the activations with w's sign.
+struct Q8_0 {
+  static constexpr bool kSigned = true;
+  static constexpr int64_t kBytes = 34;
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = false;
+  KVC_AVX2 static __m256i codes(const uint8_t* b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)); }
+};
+
+// Each row is read front to back, as the hardware prefetchers expect of a stream (several rows read in
+// step fell behind them when the weights come from memory). The 32-value formats take four blocks per
+// step: their half scales widened by one conversion, four independent accumulators.
+
+// Lane r of the result: the horizontal sum of acc[r], for R <= 4 (lanes past R are 0).
+template <int R>
+KVC_AVX2 inline __m128 horizontal_sums(const __m256* acc) {
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256 a = acc[0], b = R > 1 ? acc[1] : zero, c = R > 2 ? acc[2] : zero, d = R > 3 ? acc[3] : zero;
+  const __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+  return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+}
+
+// The first four bytes of four consecutive blocks (`stride` bytes apart) widened as halves: lanes 2k and
+// 2k + 1 are block k's halves at offset 0 and 2 (d, and m for the _1 formats).
+KVC_AVX2 inline __m256 leading_halves(const uint8_t* first, int64_t stride) {
+  const auto head = [&](int k) { return _mm_loadu_si32(first + k * stride); };
+  const __m128i pairs = _mm_unpacklo_epi64(_mm_unpacklo_epi32(head(0), head(1)), _mm_unpacklo_epi32(head(2), head(3)));
+  return _mm256_cvtph_ps(pairs);
+}
+
+KVC_AVX2 inline __m256 lane_of(__m256 v, int lane) { return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(lane)); }
+
+// One block's codes times the activations: eight int32 lanes.
+template <class F>
+KVC_AVX2 inline __m256i block_dot(const uint8_t* b, const int8_t* x) {
+  const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+  if constexpr (F::kSigned) {
+    const __m256i w = F::codes(b);
+    return pair_sums(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xv, w));
+  } else {
+    return pair_sums(F::codes(b), xv);
+  }
+}
+
+// Four floats spread over eight lanes in pairs: lanes 2k and 2k + 1 hold v[k].
+KVC_AVX2 inline __m256 pairs_of(__m128 v) {
+  return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v), _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+}
+
+// A row of a 32-value format (Q8_0 included). The _0 formats' offset and the _1 formats' minimum both
+// scale the activation block's sum: one product per four blocks (lanes 2k + 1 and 2k), kept apart from
+// the codes' sums.
 template <class F>
 KVC_AVX2 float dot_q32(const uint8_t* row, int64_t blocks, const Q8Row& a) {
-  __m256 acc = _mm256_setzero_ps();
-  float min_sum = 0.0f;
-  for (int64_t i = 0; i < blocks; ++i) {
+  __m256 acc[4];
+  for (auto& v : acc) v = _mm256_setzero_ps();
+  __m256 sum_terms = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 4 <= blocks; i += 4) {
     const uint8_t* b = row + i * F::kBytes;
-    __m256i dot = pair_sums(F::codes(b), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + i * 32)));
-    // The offset times the activations' sum, an eighth in each of the eight lanes.
-    if constexpr (F::kOffset != 0) dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(F::kOffset / 8 * a.sum[i]));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(half_at(b) * a.d[i]), acc);
-    if constexpr (F::kMin) min_sum += half_at(b + 2) * a.dsum[i];
+    const __m256 halves = leading_halves(b, F::kBytes);
+    const __m256 scale = _mm256_mul_ps(halves, pairs_of(_mm_loadu_ps(a.d + i)));
+    if constexpr (F::kMin) sum_terms = _mm256_fmadd_ps(halves, pairs_of(_mm_loadu_ps(a.dsum + i)), sum_terms);
+    if constexpr (F::kOffset != 0) {
+      const __m128 sums = _mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.sum + i)));
+      sum_terms = _mm256_fnmadd_ps(scale, pairs_of(_mm_mul_ps(sums, _mm_set1_ps(F::kOffset))), sum_terms);
+    }
+    for (int k = 0; k < 4; ++k) {
+      const __m256i dot = block_dot<F>(b + k * F::kBytes, a.q + (i + k) * 32);
+      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), lane_of(scale, 2 * k), acc[k]);
+    }
   }
-  return simd::horizontal_sum(acc) + min_sum;
-}
-
-// Q8_0's codes are signed: vpmaddubsw takes |w| and the activations with w's sign.
-KVC_AVX2 float dot_q8_0(const uint8_t* row, int64_t blocks, const Q8Row& a) {
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < blocks; ++i) {
-    const uint8_t* b = row + i * 34;
-    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
-    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + i * 32));
-    const __m256i dot = pair_sums(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(half_at(b) * a.d[i]), acc);
+  float tail = 0.0f;
+  for (; i < blocks; ++i) {
+    const uint8_t* b = row + i * F::kBytes;
+    const float scale = half_at(b) * a.d[i];
+    acc[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_dot<F>(b, a.q + i * 32)), _mm256_set1_ps(scale), acc[0]);
+    if constexpr (F::kMin) tail += half_at(b + 2) * a.dsum[i];
+    if constexpr (F::kOffset != 0) tail -= scale * static_cast<float>(F::kOffset * a.sum[i]);
   }
-  return simd::horizontal_sum(acc);
+  // Lanes 2k + 1 (the minima) or 2k (the offsets) of the sum terms.
+  alignas(32) float terms[8];
+  _mm256_store_ps(terms, sum_terms);
+  const int first = F::kMin ? 1 : 0;
+  const float per_row = (terms[first] + terms[first + 2]) + (terms[first + 4] + terms[first + 6]);
+  return simd::horizontal_sum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))) + per_row +
+         tail;
 }
 
-// The eight 6-bit scales and minima of a Q4_K/Q5_K super-block.
-inline void scales_and_mins(const uint8_t* packed, uint8_t scale[8], uint8_t min[8]) {
-  for (int j = 0; j < 4; ++j) {
-    scale[j] = packed[j] & 63;
-    min[j] = packed[j + 4] & 63;
-    scale[j + 4] = static_cast<uint8_t>((packed[j + 8] & 15) | ((packed[j] >> 6) << 4));
-    min[j + 4] = static_cast<uint8_t>((packed[j + 8] >> 4) | ((packed[j + 4] >> 6) << 4));
-  }
+// The eight 6-bit scales (bytes 0..7) and minima (bytes 8..15) of a Q4_K/Q5_K super-block, widened to
+// 16 bits: scales j < 4 and minima j < 4 are the low 6 bits of bytes j and j + 4; j >= 4 take their
+// low 4 bits from byte j + 4 (scale: low nibble, minimum: high nibble) and their top 2 bits from the
+// top of bytes j - 4 and j.
+KVC_AVX2 inline __m256i scales_and_mins(const uint8_t* packed) {
+  uint32_t w[3];
+  std::memcpy(w, packed, sizeof w);
+  const uint32_t scales_lo = w[0] & 0x3F3F3F3F, mins_lo = w[1] & 0x3F3F3F3F;
+  const uint32_t scales_hi = (w[2] & 0x0F0F0F0F) | (((w[0] >> 6) & 0x03030303) << 4);
+  const uint32_t mins_hi = ((w[2] >> 4) & 0x0F0F0F0F) | (((w[1] >> 6) & 0x03030303) << 4);
+  return _mm256_cvtepu8_epi16(_mm_set_epi32(static_cast<int>(mins_hi), static_cast<int>(mins_lo),
+                                            static_cast<int>(scales_hi), static_cast<int>(scales_lo)));
 }
 
-// The minima's term: sum over sub-blocks of min * (activation sum of the sub-block).
-KVC_AVX2 inline int32_t mins_dot(const uint8_t min[8], const int16_t* sum32) {
-  const __m128i m = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(min)));
-  __m128i p = _mm_madd_epi16(m, _mm_loadu_si128(reinterpret_cast<const __m128i*>(sum32)));
-  p = _mm_add_epi32(p, _mm_shuffle_epi32(p, 0x4E));
-  p = _mm_add_epi32(p, _mm_shuffle_epi32(p, 0xB1));
-  return _mm_cvtsi128_si32(p);
-}
-
-template <bool FiveBits>
-KVC_AVX2 float dot_q45_k(const uint8_t* row, int64_t blocks, const Q8Row& a) {
+template <bool FiveBits, int R>
+KVC_AVX2 void dot_q45_k(const uint8_t* const* row, int64_t blocks, const Q8Row& a, float* out) {
   constexpr int64_t kBytes = FiveBits ? 176 : 144;
   const __m256i low4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
-  __m256 acc = _mm256_setzero_ps();
-  float min_sum = 0.0f;
-  for (int64_t i = 0; i < blocks; ++i) {
-    const uint8_t* b = row + i * kBytes;
-    const uint8_t* low = b + (FiveBits ? 48 : 16);
-    const int8_t* q = a.q + i * 256;
-    uint8_t scale[8], min[8];
-    scales_and_mins(b + 4, scale, min);
-    const __m256i high = FiveBits ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16)) : _mm256_setzero_si256();
-    __m256i sum = _mm256_setzero_si256();
-    for (int g = 0; g < 4; ++g) {
-      const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(low + 32 * g));
-      __m256i v0 = _mm256_and_si256(bytes, low4), v1 = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
-      if constexpr (FiveBits) {
-        // Bit 2g (and 2g + 1) of each high byte moved to bit 4.
-        v0 = _mm256_or_si256(v0, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(high, 2 * g), 4), bit4));
-        v1 = _mm256_or_si256(v1, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(high, 2 * g + 1), 4), bit4));
-      }
-      const __m256i p0 = _mm256_maddubs_epi16(v0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * g)));
-      const __m256i p1 = _mm256_maddubs_epi16(v1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * g + 32)));
-      sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p0, _mm256_set1_epi16(scale[2 * g])));
-      sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p1, _mm256_set1_epi16(scale[2 * g + 1])));
-    }
-    const float d = half_at(b) * a.d[i];
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(d), acc);
-    min_sum += half_at(b + 2) * a.d[i] * static_cast<float>(mins_dot(min, a.sum32 + i * 8));
+  // Shuffles that spread scale k (16 bits) over all 16 lanes of a 128-bit half.
+  const __m256i spread[8] = {
+      _mm256_set1_epi16(0x0100), _mm256_set1_epi16(0x0302), _mm256_set1_epi16(0x0504), _mm256_set1_epi16(0x0706),
+      _mm256_set1_epi16(0x0908), _mm256_set1_epi16(0x0B0A), _mm256_set1_epi16(0x0D0C), _mm256_set1_epi16(0x0F0E)};
+  __m256 acc[R];
+  __m128 acc_min[R];
+  for (int r = 0; r < R; ++r) {
+    acc[r] = _mm256_setzero_ps();
+    acc_min[r] = _mm_setzero_ps();
   }
-  return simd::horizontal_sum(acc) - min_sum;
+  for (int64_t i = 0; i < blocks; ++i) {
+    const int8_t* q = a.q + i * 256;
+    const __m128i sum32 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.sum32 + i * 8));
+    const float ad = a.d[i];
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* b = row[r] + i * kBytes;
+      const uint8_t* low = b + (FiveBits ? 48 : 16);
+      const __m256i sm = scales_and_mins(b + 4);
+      const __m128i scales128 = _mm256_castsi256_si128(sm);
+      const __m256i scales = _mm256_inserti128_si256(_mm256_castsi128_si256(scales128), scales128, 1);
+      // The minima's term: sum over sub-blocks of min * (activation sum of the sub-block).
+      const __m128i mins = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), sum32);
+      acc_min[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(mins), _mm_set1_ps(half_at(b + 2) * ad), acc_min[r]);
+      const __m256i high =
+          FiveBits ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16)) : _mm256_setzero_si256();
+      __m256i sum = _mm256_setzero_si256();
+      for (int g = 0; g < 4; ++g) {
+        const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(low + 32 * g));
+        __m256i v0 = _mm256_and_si256(bytes, low4), v1 = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
+        if constexpr (FiveBits) {
+          // Bit 2g (and 2g + 1) of each high byte moved to bit 4.
+          v0 = _mm256_or_si256(v0, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(high, 2 * g), 4), bit4));
+          v1 = _mm256_or_si256(v1, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(high, 2 * g + 1), 4), bit4));
+        }
+        const __m256i p0 = _mm256_maddubs_epi16(v0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * g)));
+        const __m256i p1 = _mm256_maddubs_epi16(v1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * g + 32)));
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p0, _mm256_shuffle_epi8(scales, spread[2 * g])));
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p1, _mm256_shuffle_epi8(scales, spread[2 * g + 1])));
+      }
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(half_at(b) * ad), acc[r]);
+    }
+  }
+  alignas(16) float sums[4], mins[4];
+  _mm_store_ps(sums, horizontal_sums<R>(acc));
+  for (int r = 0; r < R; ++r) {
+    __m128 m = _mm_add_ps(acc_min[r], _mm_movehl_ps(acc_min[r], acc_min[r]));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    mins[r] = _mm_cvtss_f32(m);
+  }
+  for (int r = 0; r < R; ++r) out[r] = sums[r] - mins[r];
 }
 
-KVC_AVX2 float dot_q6_k(const uint8_t* row, int64_t blocks, const Q8Row& a) {
+template <int R>
+KVC_AVX2 void dot_q6_k(const uint8_t* const* row, int64_t blocks, const Q8Row& a, float* out) {
   const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(0x30);
-  __m256 acc = _mm256_setzero_ps();
+  // Run k of a half takes scale 2k of that half in its low 128 bits and 2k + 1 in its high 128 bits.
+  const __m256i spread[4] = {_mm256_setr_epi64x(0x0100010001000100, 0x0100010001000100, 0x0302030203020302, 0x0302030203020302),
+                             _mm256_setr_epi64x(0x0504050405040504, 0x0504050405040504, 0x0706070607060706, 0x0706070607060706),
+                             _mm256_setr_epi64x(0x0908090809080908, 0x0908090809080908, 0x0B0A0B0A0B0A0B0A, 0x0B0A0B0A0B0A0B0A),
+                             _mm256_setr_epi64x(0x0D0C0D0C0D0C0D0C, 0x0D0C0D0C0D0C0D0C, 0x0F0E0F0E0F0E0F0E, 0x0F0E0F0E0F0E0F0E)};
+  __m256 acc[R];
+  for (auto& v : acc) v = _mm256_setzero_ps();
   for (int64_t i = 0; i < blocks; ++i) {
-    const uint8_t* b = row + i * 210;
-    const auto* scales = reinterpret_cast<const int8_t*>(b + 192);
     const int8_t* q = a.q + i * 256;
-    __m256i sum = _mm256_setzero_si256();
-    for (int h = 0; h < 2; ++h) {
-      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 64 * h));
-      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 64 * h + 32));
-      const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * h));
-      // The four runs of 32 values: low 4 bits | high 2 bits at bit 4.
-      const __m256i v[4] = {
-          _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), two)),
-          _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), two)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(hb, two)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
-                          _mm256_and_si256(_mm256_srli_epi16(hb, 2), two)),
-      };
-      for (int k = 0; k < 4; ++k) {
-        const int s = 8 * h + 2 * k;  // the scales of the run's two groups of 16
-        const __m256i p = _mm256_maddubs_epi16(v[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 128 * h + 32 * k)));
-        const __m256i sc = _mm256_set_m128i(_mm_set1_epi16(scales[s + 1]), _mm_set1_epi16(scales[s]));
-        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, sc));
+    const __m256i group_sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sum16 + i * 16));
+    const float ad = a.d[i];
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* b = row[r] + i * 210;
+      // The sixteen int8 scales (one per 16 values) widened: scales 0..7 in the low half, 8..15 high.
+      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)));
+      const __m256i halves[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00), _mm256_permute2x128_si256(sc16, sc16, 0x11)};
+      __m256i sum = _mm256_setzero_si256();
+      for (int h = 0; h < 2; ++h) {
+        const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 64 * h));
+        const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 64 * h + 32));
+        const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * h));
+        // The four runs of 32 values: low 4 bits | high 2 bits at bit 4.
+        const __m256i v[4] = {
+            _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), two)),
+            _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), two)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(hb, two)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                            _mm256_and_si256(_mm256_srli_epi16(hb, 2), two)),
+        };
+        for (int k = 0; k < 4; ++k) {
+          const __m256i p = _mm256_maddubs_epi16(v[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 128 * h + 32 * k)));
+          sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(halves[h], spread[k])));
+        }
       }
+      // The codes are 0..63 for values -32..31: 32 times each scale times its group's activation sum.
+      const __m256i offset = _mm256_madd_epi16(sc16, group_sums);
+      sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(offset, 5));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(half_at(b + 208) * ad), acc[r]);
     }
-    // The codes are 0..63 for values -32..31: 32 times each scale times its group's activation sum.
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
-    const __m256i offset = _mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sum16 + i * 16)));
-    sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(offset, 5));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(half_at(b + 208) * a.d[i]), acc);
   }
-  return simd::horizontal_sum(acc);
+  alignas(16) float sums[4];
+  _mm_store_ps(sums, horizontal_sums<R>(acc));
+  for (int r = 0; r < R; ++r) out[r] = sums[r];
 }
 
 template <float (*Dot)(const uint8_t*, int64_t, const Q8Row&), int64_t BlockValues>
 void rows(const uint8_t* w, int64_t row_bytes, int64_t cols, const Q8Row& a, float* y, int64_t r0, int64_t r1) {
   for (int64_t r = r0; r < r1; ++r) y[r] = Dot(w + r * row_bytes, cols / BlockValues, a);
+}
+
+// The K formats' kernels (written for R rows) on one row.
+template <void (*Dot)(const uint8_t* const*, int64_t, const Q8Row&, float*)>
+KVC_AVX2 float one_row(const uint8_t* row, int64_t blocks, const Q8Row& a) {
+  float out;
+  Dot(&row, blocks, a, &out);
+  return out;
 }
 
 }  // namespace
@@ -196,10 +299,10 @@ BlockRowsKernel avx2_block_kernel(BlockType type) {
     case BlockType::Q4_1: return rows<dot_q32<Q4_1>, 32>;
     case BlockType::Q5_0: return rows<dot_q32<Q5_0>, 32>;
     case BlockType::Q5_1: return rows<dot_q32<Q5_1>, 32>;
-    case BlockType::Q8_0: return rows<dot_q8_0, 32>;
-    case BlockType::Q4_K: return rows<dot_q45_k<false>, 256>;
-    case BlockType::Q5_K: return rows<dot_q45_k<true>, 256>;
-    case BlockType::Q6_K: return rows<dot_q6_k, 256>;
+    case BlockType::Q8_0: return rows<dot_q32<Q8_0>, 32>;
+    case BlockType::Q4_K: return rows<one_row<dot_q45_k<false, 1>>, 256>;
+    case BlockType::Q5_K: return rows<one_row<dot_q45_k<true, 1>>, 256>;
+    case BlockType::Q6_K: return rows<one_row<dot_q6_k<1>>, 256>;
     default: return nullptr;
   }
 }

@@ -8,6 +8,7 @@
 #include "kernels/block_isa.h"
 #include "kernels/block_matvec.h"
 #include "kernels/block_panels.h"
+#include "kernels/parallel_linear.h"
 #include "runtime/balanced_parallel_for.h"
 #include "runtime/blas_threads.h"
 #include "util/error.h"
@@ -68,6 +69,27 @@ at::Tensor dequantized_panels(const BlockMatrix& w, const at::Tensor& x) {
   return y;
 }
 
+// Many tokens (at least this many per thread): blocks of rows dequantized once into buffers that all
+// threads share, each thread multiplying its share of the tokens (parallel_linear.h), instead of a
+// panel of 64 rows per GEMM, each of which repacks every token.
+constexpr int64_t kSharedBlockTokens = 64;
+
+at::Tensor shared_blocks(const BlockMatrix& w, const at::Tensor& x, int64_t threads) {
+  at::Tensor y = at::empty({x.size(0), w.rows()}, x.options());
+  set_blas_threads(1);
+  const int64_t cols = w.cols();
+  widened_linear_split_rows(
+      x, w.rows(), cols,
+      [&](int64_t first, int64_t count, float* out) {
+        for (int64_t r = first; r < first + count; ++r) {
+          const BlockSegment& s = w.segment_of(r);
+          dequantize_block_rows(s.type, w.stored_row(r), s.row_bytes, cols, 1, out + (r - first) * cols);
+        }
+      },
+      y, threads);
+  return y;
+}
+
 }  // namespace
 
 at::Tensor block_linear(const BlockMatrix& w, const at::Tensor& x, const at::Tensor& bias) {
@@ -75,7 +97,10 @@ at::Tensor block_linear(const BlockMatrix& w, const at::Tensor& x, const at::Ten
             "block_linear: the input must be [tokens, {}] fp32 values on the CPU", w.cols());
   const int64_t T = x.size(0), cols = w.cols();
   if (block_isa() != BlockIsa::Avx512Vnni || T < kMinPanelTokens) {
-    at::Tensor y = T < kMinPanelTokens ? token_by_token(w, x) : dequantized_panels(w, x.contiguous());
+    const int64_t threads = at::get_num_threads();
+    at::Tensor y = T < kMinPanelTokens         ? token_by_token(w, x)
+                   : T >= kSharedBlockTokens * threads ? shared_blocks(w, x.contiguous(), threads)
+                                                       : dequantized_panels(w, x.contiguous());
     if (bias.defined()) y.add_(bias);
     return y;
   }

@@ -2,12 +2,14 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "kernels/cpu_features.h"
 #include "kernels/half_precision.h"
+#include "runtime/balanced_parallel_for.h"
 #include "runtime/gradient_recording.h"
 #include "runtime/parallel_grain.h"
 #include "kernels/cache_rows_avx2.h"
@@ -18,161 +20,242 @@ namespace kvc {
 namespace {
 
 #if defined(__x86_64__)
-struct HeadView {
-  const float* queries;  // [G, d]
-  const void* keys;      // S rows of d values in the keys' stored format
-  const void* values;    // S rows of d values in the values' stored format
-  const int64_t* positions;
-  float* out;    // [G, d]
-  float* probs;  // [G, S] or null
+// A KV head's entries are attended in chunks of this many, one task each, whose softmax partials are
+// merged afterwards: a model with fewer KV heads than threads (Gemma 3 has one) or a count that does not
+// divide among them (SmolLM2's three on two threads) still spreads its cache over every thread. The
+// chunks depend on the entry count only, so the result does not depend on the thread count.
+constexpr int64_t kChunkEntries = 256;
+// Query heads of a group handled per pass over a chunk's rows: each row is widened once per pass.
+constexpr int64_t kGroupPass = 4;
+
+// One task: the entries [0, n) of one chunk of one KV head, as the chunk's first rows.
+struct ChunkView {
+  const float* queries;      // [G, d]
+  const void* keys;          // the chunk's rows in the keys' stored format
+  const void* values;        // the chunk's rows in the values' stored format
+  const int64_t* positions;  // [n]
+  int64_t n;
+  float* out;     // [G, d]: the sum of exp(score - max) v over the chunk
+  float* max;     // [G]: the chunk's largest visible score (-inf when none)
+  float* sum;     // [G]: its sum of exp(score - max)
+  float* probs;   // row g at probs + g * probs_stride, the chunk's columns; null when not asked for
+  int64_t probs_stride;
 };
 
-// scores[g, s] = scale * q_g . k_s, eight keys at a time (one transpose-sum per eight dot products).
-// D8 = head_dim / 8 when known at compile time (the loops then unroll into registers), else 0.
-template <int D8, typename Keys>
-KVC_AVX2 void score_keys(const HeadView& h, int64_t G, int64_t S, int64_t d_runtime, float scale, float* scores) {
+// scores[g * stride + s] = scale * q_g . k_s for GN queries: KB keys at a time, GN * KB <= 8 sums
+// finished by one transpose-sum, so each key row is widened once for all GN queries.
+// D8 = head_dim / 8 when known at compile time (the loops then unroll), else 0.
+template <int D8, int GN, typename Keys>
+KVC_AVX2 void score_keys(const float* q, const void* keys, int64_t n, int64_t d_runtime, float scale, float* scores,
+                         int64_t stride) {
+  constexpr int KB = GN == 1 ? 8 : GN == 2 ? 4 : 2;
   const int64_t d = D8 > 0 ? D8 * 8 : d_runtime;
   using Element = typename Keys::Element;
-  const __m256 scale_v = _mm256_set1_ps(scale);
   int64_t s = 0;
-  for (; s + 8 <= S; s += 8) {
-    const Element* k[8];
-    for (int i = 0; i < 8; ++i) k[i] = Keys::row(h.keys, s + i, d);
-    for (int64_t g = 0; g < G; ++g) {
-      const float* q = h.queries + g * d;
-      __m256 acc[8];
-      for (auto& a : acc) a = _mm256_setzero_ps();
-      for (int64_t c = 0; c < d; c += 8) {
-        const __m256 qv = _mm256_loadu_ps(q + c);
-        for (int i = 0; i < 8; ++i) acc[i] = _mm256_fmadd_ps(Keys::load8(k[i], c), qv, acc[i]);
+  for (; s + KB <= n; s += KB) {
+    const Element* k[KB];
+    for (int i = 0; i < KB; ++i) k[i] = Keys::row(keys, s + i, d);
+    __m256 acc[8];
+    for (auto& a : acc) a = _mm256_setzero_ps();
+    for (int64_t c = 0; c < d; c += 8) {
+      __m256 kv[KB];
+      for (int i = 0; i < KB; ++i) kv[i] = Keys::load8(k[i], c);
+      for (int g = 0; g < GN; ++g) {
+        const __m256 qv = _mm256_loadu_ps(q + g * d + c);
+        for (int i = 0; i < KB; ++i) acc[g * KB + i] = _mm256_fmadd_ps(kv[i], qv, acc[g * KB + i]);
       }
-      _mm256_storeu_ps(scores + g * S + s, _mm256_mul_ps(simd::transpose_sum8(acc), scale_v));
+    }
+    alignas(32) float lane[8];
+    _mm256_store_ps(lane, _mm256_mul_ps(simd::transpose_sum8(acc), _mm256_set1_ps(scale)));
+    for (int g = 0; g < GN; ++g) {
+      for (int i = 0; i < KB; ++i) scores[g * stride + s + i] = lane[g * KB + i];
     }
   }
-  for (; s < S; ++s) {
-    const Element* k = Keys::row(h.keys, s, d);
-    for (int64_t g = 0; g < G; ++g) {
+  for (; s < n; ++s) {
+    const Element* k = Keys::row(keys, s, d);
+    for (int g = 0; g < GN; ++g) {
       __m256 acc = _mm256_setzero_ps();
-      for (int64_t c = 0; c < d; c += 8) {
-        acc = _mm256_fmadd_ps(Keys::load8(k, c), _mm256_loadu_ps(h.queries + g * d + c), acc);
-      }
-      scores[g * S + s] = scale * simd::horizontal_sum(acc);
+      for (int64_t c = 0; c < d; c += 8) acc = _mm256_fmadd_ps(Keys::load8(k, c), _mm256_loadu_ps(q + g * d + c), acc);
+      scores[g * stride + s] = scale * simd::horizontal_sum(acc);
     }
   }
 }
 
-// Turns one row of scores into unnormalised probabilities exp(x - max) in place; returns their sum
-// (0 when no entry is visible).
-KVC_AVX2 float exponentiate(float* row, int64_t S) {
-  const float max = simd::max_of(row, S);
-  if (max == -std::numeric_limits<float>::infinity()) {
-    std::fill(row, row + S, 0.0f);
-    return 0.0f;
+// out[g] = sum_s p[g * stride + s] v_s for GN queries, TILE * 8 columns at a time: each value row is
+// widened once per pass for all GN queries, GN * TILE accumulators.
+template <int D8, int GN, int TILE, typename Values>
+KVC_AVX2 void weigh_values_tiled(const float* p, int64_t stride, const void* values, int64_t n, int64_t d_runtime,
+                                 float* out) {
+  const int64_t d = D8 > 0 ? D8 * 8 : d_runtime;
+  for (int64_t c = 0; c < d; c += 8 * TILE) {
+    __m256 acc[GN][TILE];
+    for (auto& row : acc) {
+      for (auto& a : row) a = _mm256_setzero_ps();
+    }
+    for (int64_t s = 0; s < n; ++s) {
+      const auto* v = Values::row(values, s, d);
+      __m256 vv[TILE];
+      for (int t = 0; t < TILE; ++t) vv[t] = Values::load8(v, c + 8 * t);
+      for (int g = 0; g < GN; ++g) {
+        const __m256 w = _mm256_broadcast_ss(p + g * stride + s);
+        for (int t = 0; t < TILE; ++t) acc[g][t] = _mm256_fmadd_ps(w, vv[t], acc[g][t]);
+      }
+    }
+    for (int g = 0; g < GN; ++g) {
+      for (int t = 0; t < TILE; ++t) _mm256_storeu_ps(out + g * d + c + 8 * t, acc[g][t]);
+    }
   }
-  return simd::exp_shifted(row, S, max);
 }
 
-// out[g] = sum_s p[g, s] v_s. With the head size known, each value row is read once into D8
-// independent accumulators; otherwise in blocks that stay in L1 across the group.
-template <int D8, typename Values>
-KVC_AVX2 void weigh_values(const HeadView& h, int64_t G, int64_t S, int64_t d_runtime, const float* probs) {
-  if constexpr (D8 > 0) {
-    constexpr int64_t d = D8 * 8;
+template <int D8, int GN, typename Values>
+KVC_AVX2 void weigh_values(const float* p, int64_t stride, const void* values, int64_t n, int64_t d, float* out) {
+  constexpr int kTile = GN <= 2 ? 4 : 2;
+  if (d % (8 * kTile) == 0) return weigh_values_tiled<D8, GN, kTile, Values>(p, stride, values, n, d, out);
+  weigh_values_tiled<D8, GN, 1, Values>(p, stride, values, n, d, out);
+}
+
+// Query heads g0 .. g0 + gn of the group (gn <= kGroupPass), by the pass for that many.
+template <int D8, typename Keys, typename Values>
+struct GroupPass {
+  KVC_AVX2 static void scores(int64_t gn, const float* q, const void* keys, int64_t n, int64_t d, float scale,
+                              float* scores, int64_t stride) {
+    switch (gn) {
+      case 1: return score_keys<D8, 1, Keys>(q, keys, n, d, scale, scores, stride);
+      case 2: return score_keys<D8, 2, Keys>(q, keys, n, d, scale, scores, stride);
+      case 3: return score_keys<D8, 3, Keys>(q, keys, n, d, scale, scores, stride);
+      default: return score_keys<D8, 4, Keys>(q, keys, n, d, scale, scores, stride);
+    }
+  }
+  KVC_AVX2 static void values(int64_t gn, const float* p, int64_t stride, const void* values, int64_t n, int64_t d,
+                              float* out) {
+    switch (gn) {
+      case 1: return weigh_values<D8, 1, Values>(p, stride, values, n, d, out);
+      case 2: return weigh_values<D8, 2, Values>(p, stride, values, n, d, out);
+      case 3: return weigh_values<D8, 3, Values>(p, stride, values, n, d, out);
+      default: return weigh_values<D8, 4, Values>(p, stride, values, n, d, out);
+    }
+  }
+};
+
+// One chunk: scores, mask, exp(score - the chunk's max), and the values weighed by them, unnormalised.
+// Entries outside the visible span at either end are not read at all (a sliding-window layer holds up
+// to twice its window, in position order).
+template <int D8, typename Keys, typename Values>
+KVC_AVX2 void attend_chunk(const ChunkView& t, int64_t G, int64_t d, int64_t q_position, int64_t window) {
+  const auto visible = [&](int64_t p) { return p <= q_position && (window <= 0 || p > q_position - window); };
+  int64_t lo = 0, hi = t.n;
+  while (lo < hi && !visible(t.positions[lo])) ++lo;
+  while (hi > lo && !visible(t.positions[hi - 1])) --hi;
+  if (t.probs != nullptr) {
     for (int64_t g = 0; g < G; ++g) {
-      const float* p = probs + g * S;
-      __m256 acc[D8];
-      for (auto& a : acc) a = _mm256_setzero_ps();
-      for (int64_t s = 0; s < S; ++s) {
-        const __m256 weight = _mm256_set1_ps(p[s]);
-        const auto* v = Values::row(h.values, s, d);
-        for (int c = 0; c < D8; ++c) acc[c] = _mm256_fmadd_ps(weight, Values::load8(v, 8 * c), acc[c]);
-      }
-      for (int c = 0; c < D8; ++c) _mm256_storeu_ps(h.out + g * d + 8 * c, acc[c]);
+      std::fill(t.probs + g * t.probs_stride, t.probs + g * t.probs_stride + lo, 0.0f);
+      std::fill(t.probs + g * t.probs_stride + hi, t.probs + g * t.probs_stride + t.n, 0.0f);
     }
+  }
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  if (lo == hi) {
+    std::fill(t.out, t.out + G * d, 0.0f);
+    std::fill(t.max, t.max + G, neg_inf);
+    std::fill(t.sum, t.sum + G, 0.0f);
     return;
   }
-  const int64_t d = d_runtime;
-  constexpr int64_t kBlock = 64;
-  for (int64_t b0 = 0; b0 < S; b0 += kBlock) {
-    const int64_t b1 = std::min(S, b0 + kBlock);
-    for (int64_t g = 0; g < G; ++g) {
-      const float* p = probs + g * S;
-      float* out = h.out + g * d;
-      for (int64_t c = 0; c < d; c += 8) {
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-        int64_t s = b0;
-        for (; s + 2 <= b1; s += 2) {
-          a0 = _mm256_fmadd_ps(_mm256_set1_ps(p[s]), Values::load8(Values::row(h.values, s, d), c), a0);
-          a1 = _mm256_fmadd_ps(_mm256_set1_ps(p[s + 1]), Values::load8(Values::row(h.values, s + 1, d), c), a1);
-        }
-        if (s < b1) a0 = _mm256_fmadd_ps(_mm256_set1_ps(p[s]), Values::load8(Values::row(h.values, s, d), c), a0);
-        _mm256_storeu_ps(out + c, _mm256_add_ps(_mm256_loadu_ps(out + c), _mm256_add_ps(a0, a1)));
-      }
+  const int64_t n = hi - lo;
+  // Per-thread scratch that only grows: no allocation (and no zero fill) per chunk per step.
+  thread_local std::vector<float> scratch;
+  if (scratch.size() < static_cast<size_t>(G * n)) scratch.resize(static_cast<size_t>(G * n));
+  float* scores = scratch.data();
+  const void* keys = Keys::row(t.keys, lo, d);
+  const void* values = Values::row(t.values, lo, d);
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  using Pass = GroupPass<D8, Keys, Values>;
+  for (int64_t g0 = 0; g0 < G; g0 += kGroupPass) {
+    Pass::scores(std::min(kGroupPass, G - g0), t.queries + g0 * d, keys, n, d, scale, scores + g0 * n, n);
+  }
+  for (int64_t s = lo + 1; s < hi - 1; ++s) {
+    if (!visible(t.positions[s])) {
+      for (int64_t g = 0; g < G; ++g) scores[g * n + s - lo] = neg_inf;
     }
+  }
+  for (int64_t g = 0; g < G; ++g) {
+    float* row = scores + g * n;
+    t.max[g] = simd::max_of(row, n);  // finite: the ends are visible
+    t.sum[g] = simd::exp_shifted(row, n, t.max[g]);
+  }
+  for (int64_t g0 = 0; g0 < G; g0 += kGroupPass) {
+    Pass::values(std::min(kGroupPass, G - g0), scores + g0 * n, n, values, n, d, t.out + g0 * d);
+  }
+  if (t.probs != nullptr) {
+    for (int64_t g = 0; g < G; ++g) std::copy_n(scores + g * n, n, t.probs + g * t.probs_stride + lo);
   }
 }
 
-template <int D8, typename Keys, typename Values>
-KVC_AVX2 void attend_head(const HeadView& h, int64_t G, int64_t S, int64_t d, int64_t q_position, int64_t window) {
-  // Per-thread scratch that only grows: no allocation (and no zero fill) per head per step.
-  thread_local std::vector<float> scratch;
-  if (scratch.size() < static_cast<size_t>(G * S + G)) scratch.resize(static_cast<size_t>(G * S + G));
-  float* scores = scratch.data();
-  float* inverse_sums = scores + G * S;
-  score_keys<D8, Keys>(h, G, S, d, static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))), scores);
-  const float neg_inf = -std::numeric_limits<float>::infinity();
-  for (int64_t s = 0; s < S; ++s) {
-    const int64_t p = h.positions[s];
-    if (p > q_position || (window > 0 && p <= q_position - window)) {
-      for (int64_t g = 0; g < G; ++g) scores[g * S + s] = neg_inf;
-    }
-  }
-  for (int64_t g = 0; g < G; ++g) {
-    const float sum = exponentiate(scores + g * S, S);
-    inverse_sums[g] = sum > 0 ? 1.0f / sum : 0.0f;
-  }
-  for (int64_t i = 0; i < G * d; ++i) h.out[i] = 0.0f;
-  weigh_values<D8, Values>(h, G, S, d, scores);
-  for (int64_t g = 0; g < G; ++g) {
-    const float inv = inverse_sums[g];
-    for (int64_t c = 0; c < d; ++c) h.out[g * d + c] *= inv;
-    if (h.probs != nullptr) {
-      for (int64_t s = 0; s < S; ++s) h.probs[g * S + s] = scores[g * S + s] * inv;
-    }
-  }
-}
+using ChunkKernel = void (*)(const ChunkView&, int64_t, int64_t, int64_t, int64_t);
 
 template <typename Keys, typename Values>
-KVC_AVX2 void attend_head_sized(const HeadView& h, int64_t G, int64_t S, int64_t d, int64_t q_position,
-                                int64_t window) {
+ChunkKernel chunk_kernel_sized(int64_t d) {
   switch (d) {
-    case 32: return attend_head<4, Keys, Values>(h, G, S, d, q_position, window);
-    case 64: return attend_head<8, Keys, Values>(h, G, S, d, q_position, window);
-    case 128: return attend_head<16, Keys, Values>(h, G, S, d, q_position, window);
-    default: return attend_head<0, Keys, Values>(h, G, S, d, q_position, window);
+    case 32: return attend_chunk<4, Keys, Values>;
+    case 64: return attend_chunk<8, Keys, Values>;
+    case 128: return attend_chunk<16, Keys, Values>;
+    case 256: return attend_chunk<32, Keys, Values>;
+    default: return attend_chunk<0, Keys, Values>;
   }
 }
 
 template <typename Keys>
-KVC_AVX2 void attend_head_values(at::ScalarType values, const HeadView& h, int64_t G, int64_t S, int64_t d,
-                                 int64_t q_position, int64_t window) {
+ChunkKernel chunk_kernel_values(at::ScalarType values, int64_t d) {
   switch (values) {
-    case at::kBFloat16: return attend_head_sized<Keys, simd::PlainCacheRows<simd::Bf16Rows>>(h, G, S, d, q_position, window);
-    case at::kHalf: return attend_head_sized<Keys, simd::PlainCacheRows<simd::F16Rows>>(h, G, S, d, q_position, window);
-    case kCacheQ8_0: return attend_head_sized<Keys, simd::Q8_0CacheRows>(h, G, S, d, q_position, window);
-    case kCacheQ4_0: return attend_head_sized<Keys, simd::Q4_0CacheRows>(h, G, S, d, q_position, window);
-    default: return attend_head_sized<Keys, simd::PlainCacheRows<simd::Fp32Rows>>(h, G, S, d, q_position, window);
+    case at::kBFloat16: return chunk_kernel_sized<Keys, simd::PlainCacheRows<simd::Bf16Rows>>(d);
+    case at::kHalf: return chunk_kernel_sized<Keys, simd::PlainCacheRows<simd::F16Rows>>(d);
+    case kCacheQ8_0: return chunk_kernel_sized<Keys, simd::Q8_0CacheRows>(d);
+    case kCacheQ4_0: return chunk_kernel_sized<Keys, simd::Q4_0CacheRows>(d);
+    default: return chunk_kernel_sized<Keys, simd::PlainCacheRows<simd::Fp32Rows>>(d);
   }
 }
 
-KVC_AVX2 void attend_head_any(at::ScalarType keys, at::ScalarType values, const HeadView& h, int64_t G, int64_t S,
-                              int64_t d, int64_t q_position, int64_t window) {
+ChunkKernel chunk_kernel(at::ScalarType keys, at::ScalarType values, int64_t d) {
   switch (keys) {
-    case at::kBFloat16: return attend_head_values<simd::PlainCacheRows<simd::Bf16Rows>>(values, h, G, S, d, q_position, window);
-    case at::kHalf: return attend_head_values<simd::PlainCacheRows<simd::F16Rows>>(values, h, G, S, d, q_position, window);
-    case kCacheQ8_0: return attend_head_values<simd::Q8_0CacheRows>(values, h, G, S, d, q_position, window);
-    case kCacheQ4_0: return attend_head_values<simd::Q4_0CacheRows>(values, h, G, S, d, q_position, window);
-    default: return attend_head_values<simd::PlainCacheRows<simd::Fp32Rows>>(values, h, G, S, d, q_position, window);
+    case at::kBFloat16: return chunk_kernel_values<simd::PlainCacheRows<simd::Bf16Rows>>(values, d);
+    case at::kHalf: return chunk_kernel_values<simd::PlainCacheRows<simd::F16Rows>>(values, d);
+    case kCacheQ8_0: return chunk_kernel_values<simd::Q8_0CacheRows>(values, d);
+    case kCacheQ4_0: return chunk_kernel_values<simd::Q4_0CacheRows>(values, d);
+    default: return chunk_kernel_values<simd::PlainCacheRows<simd::Fp32Rows>>(values, d);
+  }
+}
+
+// The chunks of one query head merged: out = sum_c e^(max_c - M) out_c / sum_c e^(max_c - M) sum_c,
+// M the largest max_c; the probabilities rescaled by the same factors. Nothing visible: zeros.
+void merge_chunks(int64_t chunks, int64_t G, int64_t d, int64_t g, const float* part_out, const float* part_max,
+                  const float* part_sum, float* out, float* probs, int64_t S) {
+  float M = -std::numeric_limits<float>::infinity();
+  for (int64_t c = 0; c < chunks; ++c) M = std::max(M, part_max[c * G + g]);
+  float factor[64];
+  float* f = chunks <= 64 ? factor : nullptr;
+  std::vector<float> heap;
+  if (f == nullptr) {
+    heap.resize(static_cast<size_t>(chunks));
+    f = heap.data();
+  }
+  float total = 0.0f;
+  for (int64_t c = 0; c < chunks; ++c) {
+    const float m = part_max[c * G + g];
+    f[c] = m == -std::numeric_limits<float>::infinity() ? 0.0f : chunks == 1 ? 1.0f : std::exp(m - M);
+    total += f[c] * part_sum[c * G + g];
+  }
+  const float inv = total > 0 ? 1.0f / total : 0.0f;
+  for (int64_t i = 0; i < d; ++i) out[i] = 0.0f;
+  for (int64_t c = 0; c < chunks; ++c) {
+    const float w = f[c] * inv;
+    const float* o = part_out + (c * G + g) * d;
+    if (chunks == 1) {
+      for (int64_t i = 0; i < d; ++i) out[i] = o[i] * inv;
+    } else if (w != 0.0f) {
+      for (int64_t i = 0; i < d; ++i) out[i] += w * o[i];
+    }
+    if (probs != nullptr) {
+      const int64_t s0 = c * kChunkEntries, s1 = std::min(S, s0 + kChunkEntries);
+      for (int64_t s = s0; s < s1; ++s) probs[s] *= w;
+    }
   }
 }
 #endif
@@ -212,6 +295,7 @@ at::Tensor fast_decode_attention(const at::Tensor& queries, int64_t q_position, 
   const auto* kp = static_cast<const char*>(keys.data_ptr());
   const auto* vp = static_cast<const char*>(values.data_ptr());
   const int64_t key_stride = keys.stride(0) * keys.element_size(), value_stride = values.stride(0) * values.element_size();
+  const int64_t key_row = stored_row_bytes(key_type, d), value_row = stored_row_bytes(value_type, d);
   const int64_t* pp = key_positions.data_ptr<int64_t>();
   float* op = out.data_ptr<float>();
   float* pp_out = nullptr;
@@ -219,14 +303,39 @@ at::Tensor fast_decode_attention(const at::Tensor& queries, int64_t q_position, 
     *probabilities = at::empty({H, S}, queries.options());
     pp_out = probabilities->data_ptr<float>();
   }
-  at::parallel_for(0, KV, parallel_grain(2 * G * S * d), [&](int64_t h0, int64_t h1) {
-    for (int64_t h = h0; h < h1; ++h) {
-      const HeadView view{qp + h * G * d, kp + h * key_stride, vp + h * value_stride,
-                          pp + h * key_positions.stride(0), op + h * G * d,
-                          pp_out == nullptr ? nullptr : pp_out + h * G * S};
-      attend_head_any(key_type, value_type, view, G, S, d, q_position, sliding_window);
+  const ChunkKernel kernel = chunk_kernel(key_type, value_type, d);
+  const int64_t chunks = (S + kChunkEntries - 1) / kChunkEntries, tasks = KV * chunks;
+  // The partial results of every chunk, on the calling thread (the workers write disjoint parts).
+  thread_local std::vector<float> partials;
+  const size_t need = static_cast<size_t>(tasks * G * (d + 2));
+  if (partials.size() < need) partials.resize(need);
+  float* part_out = partials.data();
+  float* part_max = part_out + tasks * G * d;
+  float* part_sum = part_max + tasks * G;
+  const auto run = [&](int64_t t0, int64_t t1) {
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t h = task / chunks, first = task % chunks * kChunkEntries;
+      const ChunkView view{qp + h * G * d,
+                           kp + h * key_stride + first * key_row,
+                           vp + h * value_stride + first * value_row,
+                           pp + h * key_positions.stride(0) + first,
+                           std::min(kChunkEntries, S - first),
+                           part_out + task * G * d,
+                           part_max + task * G,
+                           part_sum + task * G,
+                           pp_out == nullptr ? nullptr : pp_out + h * G * S + first,
+                           S};
+      kernel(view, G, d, q_position, sliding_window);
     }
-  });
+  };
+  // Small caches stay on the calling thread (waking the others costs more than they would save).
+  balanced_parallel_for(tasks, KV * G * S * d < 2 * kMinParallelWork ? tasks : 1, run);
+  for (int64_t h = 0; h < KV; ++h) {
+    for (int64_t g = 0; g < G; ++g) {
+      merge_chunks(chunks, G, d, g, part_out + h * chunks * G * d, part_max + h * chunks * G, part_sum + h * chunks * G,
+                   op + (h * G + g) * d, pp_out == nullptr ? nullptr : pp_out + (h * G + g) * S, S);
+    }
+  }
   return out;
 #else
   return {};

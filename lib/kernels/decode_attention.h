@@ -2,8 +2,10 @@
 // Attention of one decoding token over a cache's dense per-KV-head entries on CPU (fp32 queries; keys
 // and values stored in fp32, bf16, f16, Q8_0 or Q4_0, widened in registers, never copied): scores,
 // position mask, softmax and the weighted sum of values in two streaming passes (keys, then values),
-// parallel over KV heads. At long context decode is bound by reading the cache; the generic path
-// ran these tiny batched products single-threaded and synchronised on the positions every step.
+// parallel over chunks of each KV head's entries whose softmax partials are merged at the end, so that
+// one KV head still uses every thread. At long context decode is bound by reading the cache; the
+// generic path ran these tiny batched products single-threaded and synchronised on the positions
+// every step.
 #include <ATen/ATen.h>
 
 namespace kvc {

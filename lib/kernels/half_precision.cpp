@@ -113,6 +113,51 @@ void limit_half_precision_isa(HalfPrecisionIsa isa) { isa_limit.store(isa); }
 
 bool is_half_type(at::ScalarType type) { return type == at::kBFloat16 || type == at::kHalf; }
 
+namespace {
+
+template <typename Half>
+void narrow_portable(const float* src, void* dst, int64_t n) {
+  auto* d = static_cast<Half*>(dst);
+  for (int64_t i = 0; i < n; ++i) d[i] = Half(src[i]);
+}
+
+#if defined(__x86_64__)
+// Eight fp32 values rounded to the nearest 16-bit value, ties to even, as LibTorch's conversion rounds
+// them (bf16: NaN becomes the quiet NaN 0x7FC0).
+template <bool Bf16>
+KVC_AVX2 __m128i narrow8(__m256 v) {
+  if constexpr (Bf16) {
+    const __m256i u = _mm256_castps_si256(v);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7FFF))), 16);
+    r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7FC0), _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+    return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08));
+  } else {
+    return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+}
+
+template <bool Bf16>
+KVC_AVX2 void narrow_avx2(const float* src, void* dst, int64_t n) {
+  auto* d = static_cast<uint16_t*>(dst);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), narrow8<Bf16>(_mm256_loadu_ps(src + i)));
+  }
+  if (i < n) narrow_portable<Scalar<Bf16>>(src + i, d + i, n - i);
+}
+#endif
+
+}  // namespace
+
+void float_to_half(at::ScalarType type, const float* src, void* dst, int64_t n) {
+  const bool bf16 = type == at::kBFloat16;
+#if defined(__x86_64__)
+  if (has_avx2()) return bf16 ? narrow_avx2<true>(src, dst, n) : narrow_avx2<false>(src, dst, n);
+#endif
+  bf16 ? narrow_portable<c10::BFloat16>(src, dst, n) : narrow_portable<c10::Half>(src, dst, n);
+}
+
 void half_to_float(at::ScalarType type, const void* src, float* dst, int64_t n) {
   const bool bf16 = type == at::kBFloat16;
 #if defined(__x86_64__)

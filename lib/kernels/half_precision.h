@@ -11,6 +11,9 @@ bool is_half_type(at::ScalarType type);  // bf16 or f16
 
 // dst[i] = float(src[i]) for i < n; `src` holds n values of `type` (bf16 or f16). Exact.
 void half_to_float(at::ScalarType type, const void* src, float* dst, int64_t n);
+// The reverse: n values of `type` rounded from fp32 as LibTorch's conversion rounds them (to nearest,
+// ties to even), so that a row written here holds the bits that `.to(type)` gives.
+void float_to_half(at::ScalarType type, const float* src, void* dst, int64_t n);
 
 // y[r] = sum_i float(w[r][i]) * x[i] for r in [r0, r1), w holding rows of n values, each row summed in
 // a fixed order (so thread count does not matter). The instruction set is chosen once per call, not

@@ -27,35 +27,40 @@ struct HalfWeight {
   void widen(int64_t first, int64_t count, float* out) const { half_to_float(type, data + first * cols, out, count * cols); }
 };
 
+}  // namespace
+
 // Many input rows: every thread multiplies its share of the rows by each block, and widens its share
 // of the next block into the other buffer meanwhile, so that the block is widened once for all threads.
-void half_linear_split_rows(const at::Tensor& x, const HalfWeight& w, at::Tensor& y, int64_t threads) {
-  const int64_t block = std::max<int64_t>(64, kSharedBlockElements / w.cols / 64 * 64);
-  const int64_t T = x.size(0), blocks = (w.rows + block - 1) / block;
+void widened_linear_split_rows(const at::Tensor& x, int64_t rows, int64_t cols, const WidenRows& widen, at::Tensor& y,
+                               int64_t threads) {
+  const int64_t block = std::max<int64_t>(64, kSharedBlockElements / cols / 64 * 64);
+  const int64_t T = x.size(0), blocks = (rows + block - 1) / block;
   const int64_t row_share = (T + threads - 1) / threads, widen_share = (block + threads - 1) / threads;
-  at::Tensor buffers[2] = {at::empty({block, w.cols}, x.options()), at::empty({block, w.cols}, x.options())};
-  const auto block_rows = [&](int64_t b) { return std::min(block, w.rows - b * block); };
+  at::Tensor buffers[2] = {at::empty({block, cols}, x.options()), at::empty({block, cols}, x.options())};
+  const auto block_rows = [&](int64_t b) { return std::min(block, rows - b * block); };
   const auto widen_part = [&](int64_t b, int64_t part) {
     const int64_t begin = part * widen_share, n = std::min(widen_share, block_rows(b) - begin);
-    if (n > 0) w.widen(b * block + begin, n, buffers[b % 2].data_ptr<float>() + begin * w.cols);
+    if (n > 0) widen(b * block + begin, n, buffers[b % 2].data_ptr<float>() + begin * cols);
   };
   at::parallel_for(0, threads, 1, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) widen_part(0, i);
   });
   for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t rows = block_rows(b);
+    const int64_t n_rows = block_rows(b);
     at::parallel_for(0, threads, 1, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t begin = i * row_share, n = std::min(row_share, T - begin);
         if (n > 0) {
-          at::Tensor y_part = y.narrow(0, begin, n).narrow(1, b * block, rows);
-          at::mm_out(y_part, x.narrow(0, begin, n), buffers[b % 2].narrow(0, 0, rows).t());
+          at::Tensor y_part = y.narrow(0, begin, n).narrow(1, b * block, n_rows);
+          at::mm_out(y_part, x.narrow(0, begin, n), buffers[b % 2].narrow(0, 0, n_rows).t());
         }
         if (b + 1 < blocks) widen_part(b + 1, i);
       }
     });
   }
 }
+
+namespace {
 
 // Few input rows: each thread owns whole blocks of output columns and widens them itself.
 void half_linear_split_columns(const at::Tensor& x, const HalfWeight& w, at::Tensor& y, int64_t threads) {
@@ -94,7 +99,8 @@ at::Tensor parallel_linear(const at::Tensor& x, const at::Tensor& weight, const 
   if (half) {
     const HalfWeight w{static_cast<const uint16_t*>(weight.data_ptr()), weight.scalar_type(), out, x.size(1)};
     if (split_rows) {
-      half_linear_split_rows(xc, w, y, threads);
+      widened_linear_split_rows(xc, out, x.size(1), [&](int64_t first, int64_t n, float* dst) { w.widen(first, n, dst); },
+                                y, threads);
     } else {
       half_linear_split_columns(xc, w, y, threads);
     }

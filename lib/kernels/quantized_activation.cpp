@@ -91,7 +91,10 @@ void Q8Rows::quantize(const float* x, int64_t rows, int64_t cols, int64_t block)
     sum_[static_cast<size_t>(b)] = total;
     dsum_[static_cast<size_t>(b)] = *d * static_cast<float>(total);
   }
-  if (block == 32) {
+  // The pairs' lanes only feed the AVX-512 kernels: other levels skip them (a decode step quantizes its
+  // input before every product).
+  pairs_ = block == 32 && block_isa() == BlockIsa::Avx512Vnni;
+  if (pairs_) {
     const int64_t pairs = cols / 64;  // per row
     pair_d_.resize(static_cast<size_t>(rows * pairs * 16));
     pair_dsum_.resize(pair_d_.size());
@@ -119,7 +122,7 @@ Q8Row Q8Rows::row(int64_t r) const {
   row.dsum = dsum_.data() + r * blocks;
   row.sum16 = sum16_.data() + r * cols_ / 16;
   if (block_ == 256) row.sum32 = sum32_.data() + r * cols_ / 32;
-  if (block_ == 32) {
+  if (pairs_) {
     const int64_t pair_lanes = cols_ / 64 * 16;
     row.pair_d = pair_d_.data() + r * pair_lanes;
     row.pair_dsum = pair_dsum_.data() + r * pair_lanes;

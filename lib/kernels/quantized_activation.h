@@ -17,7 +17,8 @@ struct Q8Row {
   const float* dsum = nullptr;   // per block: d times that sum (the product of a constant weight row)
   const int16_t* sum16 = nullptr;  // sums of q over each 16 values
   const int16_t* sum32 = nullptr;  // 256-value blocks only: over each 32 values
-  // 32-value blocks only, for kernels that take two blocks per 512-bit register: per pair of blocks p,
+  // 32-value blocks quantized while the level is AVX-512 only (null otherwise), for kernels that take
+  // two blocks per 512-bit register: per pair of blocks p,
   // 16 lanes, the first 8 for block 2p and the last 8 for block 2p + 1, holding its d, its dsum / 8
   // and minus its sum (so that lanes summed give the block's figure). Empty for the last block of an
   // odd count.
@@ -38,6 +39,7 @@ class Q8Rows {
 
  private:
   int64_t rows_ = 0, cols_ = 0, block_ = 0;
+  bool pairs_ = false;  // the pair_* lanes were filled
   std::vector<int8_t> q_;
   std::vector<float> d_, dsum_;
   std::vector<int32_t> sum_;

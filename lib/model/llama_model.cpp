@@ -10,6 +10,7 @@
 
 #include "cache/attention.h"
 #include "cache/dense_layer_cache.h"
+#include "kernels/gated_activation.h"
 #include "kernels/rms_norm.h"
 #include "cache/local_window_cache.h"
 #include "runtime/blas_threads.h"
@@ -180,9 +181,11 @@ at::Tensor LlamaModel::mlp_block(int64_t layer, const at::Tensor& x) const {
   const LayerWeights& l = layers_[static_cast<size_t>(layer)];
   const int64_t inter = config_.intermediate_size;
   const at::Tensor gate_up = project(rms_norm(x, l.mlp_norm), l.gate_up);
-  const at::Tensor gate = gate_up.narrow(1, 0, inter);
-  const at::Tensor act = (config_.traits.gelu_tanh_mlp ? at::gelu(gate, "tanh") : at::silu(gate)) *
-                         gate_up.narrow(1, inter, inter);
+  at::Tensor act = fast_gated_activation(gate_up, inter, config_.traits.gelu_tanh_mlp);
+  if (!act.defined()) {
+    const at::Tensor gate = gate_up.narrow(1, 0, inter);
+    act = (config_.traits.gelu_tanh_mlp ? at::gelu(gate, "tanh") : at::silu(gate)) * gate_up.narrow(1, inter, inter);
+  }
   const at::Tensor out = project(act, l.down);
   return l.post_mlp_norm.defined() ? rms_norm(out, l.post_mlp_norm) : out;
 }

@@ -360,6 +360,40 @@ TEST_F(BlockKernels, MatrixProductsOfStackedSegmentsInOutputOrder) {
   EXPECT_TRUE(at::allclose(y.narrow(1, 7, 3), at::mm(x, single.t()), 1e-4, 1e-4));
 }
 
+// Many tokens on the levels without panel products: blocks of rows dequantized once and shared by the
+// threads, more rows than one block holds, segments of mixed formats, one reordered; against the float64
+// product of the dequantized matrix in output order (the input as it is, fp32 rounding only).
+TEST_F(BlockKernels, ManyTokensShareDequantizedBlocks) {
+  std::mt19937 rng(21);
+  const int64_t cols = 512, tokens = 131;
+  const int64_t rows_a = 6150, rows_b = 70, rows_c = 9;  // a block is 6144 rows of 512 values
+  const std::vector<uint8_t> a = random_blocks(BlockType::Q4_1, rows_a, cols, rng), b = random_blocks(BlockType::Q6_K, rows_b, cols, rng),
+                             c = random_blocks(BlockType::Q8_0, rows_c, cols, rng);
+  std::vector<int32_t> order(static_cast<size_t>(rows_b));
+  for (int32_t i = 0; i < rows_b; ++i) order[static_cast<size_t>(i)] = (i * 17) % rows_b;  // 17 and 70 coprime
+  kvc::BlockMatrix m(cols, nullptr);
+  m.append(BlockType::Q4_1, a.data(), rows_a);
+  m.append(BlockType::Q6_K, b.data(), rows_b, order);
+  m.append(BlockType::Q8_0, c.data(), rows_c);
+  std::vector<float> w = dequantized(BlockType::Q4_1, a.data(), rows_a, cols);
+  const std::vector<float> wb = dequantized(BlockType::Q6_K, b.data(), rows_b, cols), wc = dequantized(BlockType::Q8_0, c.data(), rows_c, cols);
+  w.resize(static_cast<size_t>((rows_a + rows_b + rows_c) * cols));
+  for (int64_t r = 0; r < rows_b; ++r) {
+    std::copy_n(&wb[static_cast<size_t>(r * cols)], cols, &w[static_cast<size_t>((rows_a + order[static_cast<size_t>(r)]) * cols)]);
+  }
+  std::copy(wc.begin(), wc.end(), w.begin() + (rows_a + rows_b) * cols);
+  const at::Tensor wt = at::from_blob(w.data(), {m.rows(), cols}, at::kFloat).to(at::kDouble);
+  const at::Tensor x = at::randn({tokens, cols});
+  const at::Tensor expected = at::mm(x.to(at::kDouble), wt.t()), magnitude = at::mm(x.abs().to(at::kDouble), wt.abs().t());
+  for (BlockIsa isa : levels()) {
+    if (isa == BlockIsa::Avx512Vnni) continue;  // the panel products, with their own test
+    kvc::limit_block_isa(isa);
+    const at::Tensor y = kvc::block_linear(m, x);
+    const at::Tensor excess = (y.to(at::kDouble) - expected).abs() - (1e-5 * magnitude + 1e-30);
+    EXPECT_LE(excess.max().item<double>(), 0.0) << kvc::block_isa_name(isa);
+  }
+}
+
 TEST_F(BlockKernels, ResultsDoNotDependOnTheThreadCount) {
   std::mt19937 rng(16);
   for (BlockType t : kQuantized) {

@@ -44,6 +44,29 @@ TEST_P(HalfWeights, WideningIsExactIncludingSpecialValues) {
   EXPECT_TRUE(tail.equal(expected.narrow(0, 0, 13)));
 }
 
+// Narrowing rounds as LibTorch's conversion: ties to even, overflow to infinity, subnormals, NaN.
+TEST_P(HalfWeights, NarrowingRoundsAsLibTorch) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  at::Tensor x = at::cat({at::randn({4000}) * 3, at::randn({1000}) * 1e-6, at::randn({1000}) * 1e5,
+                          at::tensor({0.0f, -0.0f, inf, -inf, nan, 65504.0f, 65520.0f, 70000.0f, 6e-8f, 3e-8f, 1e-45f,
+                                      1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 1.0f + 1.0f / 256, 1.0f + 3.0f / 256})});
+  // Floats of any sign and exponent exactly halfway between two bf16 values (f16's ties: the 1 + k/2048
+  // above).
+  const at::Tensor halfway = (at::randint(-32768, 32768, {2000}, at::kInt) * 65536 + 32768).view(at::kFloat);
+  x = at::cat({x, halfway.masked_fill(halfway.isnan(), 1.0f)});
+  for (const int64_t n : {x.numel(), int64_t{13}}) {
+    at::Tensor narrowed = at::empty({n}, type());
+    float_to_half(type(), x.data_ptr<float>(), narrowed.data_ptr(), n);
+    const at::Tensor expected = x.narrow(0, 0, n).to(type());
+    // NaN stays NaN (LibTorch's vector and scalar conversions give it different payloads); the rest bit
+    // for bit.
+    const at::Tensor nan_in = expected.isnan();
+    EXPECT_TRUE(narrowed.isnan().equal(nan_in));
+    const at::Tensor differ = (narrowed.view(at::kShort) != expected.view(at::kShort)).logical_and(nan_in.logical_not());
+    EXPECT_EQ(differ.sum().item<int64_t>(), 0) << "first at " << x.narrow(0, 0, n).masked_select(differ);
+  }
+}
+
 TEST_P(HalfWeights, MatvecMatchesFloat64Product) {
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {7, 13}, {64, 64}, {130, 771}, {2304, 768}, {5, 4099}}) {
     const at::Tensor w = at::randn({rows, cols}).to(type()), x = at::randn({cols}), b = at::randn({rows});

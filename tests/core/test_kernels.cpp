@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
+#include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/decode_attention.h"
 #include "kernels/eviction_scan.h"
+#include "kernels/gated_activation.h"
 #include "kernels/matvec.h"
 #include "kernels/per_head_products.h"
 #include "kernels/prefill_attention.h"
@@ -253,6 +255,53 @@ TEST_F(KernelTest, DecodeAttentionReportsTheAttentionRow) {
   }
 }
 
+// Caches longer than one chunk of entries (the kernel splits each KV head's entries into chunks of 256
+// and merges their softmax partials): one KV head (Gemma 3), three (SmolLM2), groups of five (two passes
+// over each chunk), head sizes 32..256 and a generic 96, a sliding window over entries in position
+// order (whole chunks out of it) and shuffled positions; fp32 and f16 rows.
+TEST_F(KernelTest, DecodeAttentionOverManyChunksMatchesBruteForce) {
+  const AttentionCase cases[] = {{4, 1, 1100, 256, 0, false}, {9, 3, 700, 64, 0, false}, {5, 1, 600, 32, 0, true},
+                                 {4, 1, 1024, 256, 512, false}, {6, 2, 777, 96, 300, true}, {3, 3, 257, 128, 0, false},
+                                 {8, 2, 513, 64, 100, false}};
+  for (const auto& c : cases) {
+    for (const at::ScalarType type : {at::kFloat, at::kHalf}) {
+      const at::Tensor q = at::randn({c.heads, 1, c.head_dim}) * 2;
+      const at::Tensor k = at::randn({c.kv_heads, c.entries + 3, c.head_dim}).to(type).narrow(1, 0, c.entries);
+      const at::Tensor v = at::randn({c.kv_heads, c.entries + 3, c.head_dim}).to(type).narrow(1, 0, c.entries);
+      at::Tensor pos = at::arange(c.entries, at::kLong).unsqueeze(0).repeat({c.kv_heads, 1});
+      if (c.shuffled_positions) {
+        std::vector<at::Tensor> rows;
+        for (int64_t h = 0; h < c.kv_heads; ++h) rows.push_back(at::randperm(c.entries, at::kLong));
+        pos = at::stack(rows);
+      }
+      const int64_t q_pos = c.shuffled_positions ? c.entries * 2 / 3 : c.entries - 1;
+      at::Tensor probs;
+      const at::Tensor fast = kvc::fast_decode_attention(q, q_pos, k, v, pos, c.window, &probs);
+      ASSERT_TRUE(fast.defined());
+      at::Tensor expected_probs;
+      const at::Tensor expected = brute_force_attention(q, at::tensor({q_pos}, at::kLong), k, v, pos, c.window, &expected_probs);
+      const std::string what = fmt::format("{}/{} heads, {} entries, d {}, window {}, {}", c.heads, c.kv_heads,
+                                           c.entries, c.head_dim, c.window, c10::toString(type));
+      EXPECT_LT((fast.to(at::kDouble) - expected).abs().max().item<double>(), 1e-5) << what;
+      EXPECT_LT((probs.to(at::kDouble) - expected_probs.squeeze(1)).abs().max().item<double>(), 1e-6) << what;
+    }
+  }
+}
+
+// The chunks depend on the entry count only: one thread and two give the same bits.
+TEST_F(KernelTest, DecodeAttentionDoesNotDependOnTheThreadCount) {
+  const int64_t H = 9, KV = 3, S = 1500, d = 64;
+  const at::Tensor q = at::randn({H, 1, d}), k = at::randn({KV, S, d}).to(at::kHalf), v = at::randn({KV, S, d}).to(at::kHalf);
+  const at::Tensor pos = at::arange(S, at::kLong).unsqueeze(0).repeat({KV, 1});
+  at::Tensor probs_two, probs_one;
+  const at::Tensor two = kvc::fast_decode_attention(q, S, k, v, pos, 0, &probs_two);
+  at::set_num_threads(1);
+  const at::Tensor one = kvc::fast_decode_attention(q, S, k, v, pos, 0, &probs_one);
+  at::set_num_threads(2);
+  EXPECT_TRUE(one.equal(two));
+  EXPECT_TRUE(probs_one.equal(probs_two));
+}
+
 TEST_F(KernelTest, PrefillAttentionMatchesBruteForce) {
   // Long enough prompts split into several query blocks and key chunks per head; windows; unsorted
   // positions as a compressed cache holds them; head sizes with and without an 8-column tail.
@@ -357,6 +406,23 @@ TEST_F(KernelTest, DecodeAttentionWithNothingVisibleIsZero) {
 TEST_F(KernelTest, DecodeAttentionDeclinesOddHeadDims) {
   const at::Tensor q = at::randn({2, 1, 6}), k = at::randn({1, 3, 6}), v = at::randn({1, 3, 6});
   EXPECT_FALSE(kvc::fast_decode_attention(q, 3, k, v, at::arange(3, at::kLong).unsqueeze(0), 0).defined());
+}
+
+TEST_F(KernelTest, GatedActivationMatchesLibTorch) {
+  for (const bool gelu : {false, true}) {
+    for (const auto& [T, inter] : std::vector<std::pair<int64_t, int64_t>>{{1, 1536}, {3, 13}, {2, 2048}}) {
+      const at::Tensor gate_up = at::randn({T, 2 * inter}) * 4;
+      // Large gates of both signs, where exp saturates.
+      gate_up.narrow(1, 0, 4).copy_(at::tensor({-100.0f, 100.0f, -30.0f, 30.0f}).expand({T, 4}));
+      const at::Tensor fast = kvc::fast_gated_activation(gate_up, inter, gelu);
+      ASSERT_TRUE(fast.defined());
+      const at::Tensor g = gate_up.narrow(1, 0, inter).to(at::kDouble), up = gate_up.narrow(1, inter, inter).to(at::kDouble);
+      const at::Tensor expected = (gelu ? at::gelu(g, "tanh") : at::silu(g)) * up;
+      EXPECT_LT(((fast.to(at::kDouble) - expected).abs() / (expected.abs() + 1e-3)).max().item<double>(), 2e-6)
+          << (gelu ? "gelu" : "silu") << " " << T << "x" << inter;
+    }
+  }
+  EXPECT_FALSE(kvc::fast_gated_activation(at::randn({2, 10}).t(), 1, false).defined());  // not contiguous
 }
 
 TEST_F(KernelTest, RmsNormMatchesFloat64Formula) {

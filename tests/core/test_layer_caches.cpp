@@ -81,6 +81,34 @@ TEST(DenseCache, EvictOneMovesTheLastEntryIntoTheFreedSlot) {
             1e-6);
 }
 
+// Appends of fp32/f16/bf16 rows write the buffers directly: the same bits as the tensor route
+// (rotated keys converted by LibTorch), from views at a projection's strides, one row and several.
+TEST(DenseCache, AppendWritesWhatTheTensorRouteWrites) {
+  const auto& c = model().config();
+  const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, 0};
+  const int64_t KV = c.num_kv_heads, d = c.head_dim;
+  for (const at::ScalarType type : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    DenseLayerCache cache(shape, model().rope(), at::TensorOptions().dtype(at::kFloat), {type, type});
+    std::vector<at::Tensor> keys, values;
+    int64_t next = 0;
+    for (const int64_t t : {3, 1, 1, 4}) {
+      // [t, 2 KV d] as a stacked k/v projection gives them: each row's heads at a stride.
+      const at::Tensor kv = at::randn({t, 2 * KV * d});
+      const at::Tensor k = kv.narrow(1, 0, KV * d).view({t, KV, d}).transpose(0, 1);
+      const at::Tensor v = kv.narrow(1, KV * d, KV * d).view({t, KV, d}).transpose(0, 1);
+      const at::Tensor pos = at::arange(next, next + t, at::kLong);
+      cache.append(k, v, pos);
+      keys.push_back(model().rope()->apply(k, pos).to(type));
+      values.push_back(v.to(type));
+      next += t;
+    }
+    ASSERT_EQ(cache.size(), next);
+    EXPECT_TRUE(cache.keys().equal(at::cat(keys, 1))) << c10::toString(type);
+    EXPECT_TRUE(cache.values().equal(at::cat(values, 1))) << c10::toString(type);
+    EXPECT_TRUE(cache.positions().equal(at::arange(next, at::kLong).unsqueeze(0).expand({KV, next})));
+  }
+}
+
 TEST(RaggedCache, AttentionMatchesDenseAndStats) {
   const auto& c = model().config();
   const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, 0};
