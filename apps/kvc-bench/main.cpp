@@ -184,18 +184,25 @@ Examples:
     }
     std::fprintf(table, "%8s | %12s | %9s | %6s | %11s | %14s | %6s | %9s | %10s\n", "context", "prefill t/s", "GFLOP/s",
                 "%peak", "decode t/s", "bound t/s", "%bound", "%rd-bound", "KV MB");
+    // Ctrl-C stops between layers of a prefill and between timed runs; nothing is printed or written.
+    const auto stop_if_interrupted = [] {
+      if (kvc::interrupted()) throw kvc::InterruptedError("benchmark interrupted; nothing written");
+    };
     for (int64_t n : contexts) {
+      stop_if_interrupted();
       KVC_CHECK(n + decode_tokens * decode_repeats <= c.max_position_embeddings,
                 "--contexts: {} + {} decode tokens exceeds the model's context of {}", n, decode_tokens * decode_repeats,
                 c.max_position_embeddings);
       const std::vector<int> prompt = random_tokens(n, c.vocab_size, static_cast<uint64_t>(n));
       kvc::ForwardOptions last_only;
       last_only.all_logits = false;
+      last_only.stop_on_interrupt = true;
       kvc::KVCache cache = model->new_cache();
       at::Tensor logits;
       int next = 0;
       double prefill_s = 1e30;
       for (int r = 0; r < prefill_repeats; ++r) {
+        stop_if_interrupted();
         cache = model->new_cache();
         // As kvc-generate does: room for the prompt and every decode step, so the cache never grows.
         cache.reserve(n + decode_tokens * decode_repeats);
@@ -209,6 +216,7 @@ Examples:
       // --decode-repeats runs) so that the ratio compares like with like on a noisy VM.
       double decode_s = 1e30;
       for (int r = 0; r < decode_repeats; ++r) {
+        stop_if_interrupted();
         t0 = std::chrono::steady_clock::now();
         KVC_COUNT_INSTRUCTIONS_START();
         for (int64_t i = 0; i < decode_tokens; ++i) {

@@ -260,6 +260,12 @@ TEST_F(OutputSafety, CtrlCExits130) {
             130)
       << slurp(dir_ + "/train.err");
   EXPECT_FALSE(fs::exists(dir_ + "/gates.safetensors")) << "an interrupted training wrote its -o file";
+  // kvc-bench stops between timed runs (here prefills) and writes no --json-out file.
+  EXPECT_EQ(interrupted_status(bin("kvc-bench") + " -m " + model_ + " --contexts 256 --prefill-repeats 100000000 " +
+                               "--decode-tokens 1 -t 1 --json-out " + dir_ + "/bench.json", dir_ + "/bench.err"),
+            130)
+      << slurp(dir_ + "/bench.err");
+  EXPECT_FALSE(fs::exists(dir_ + "/bench.json")) << "an interrupted benchmark wrote its --json-out file";
   // kvc-eval ppl stops before the next window and says how many of the planned windows it scored.
   const std::string wiki = test::data_file("wikitext2/wiki.test.raw");
   EXPECT_EQ(interrupted_status(bin("kvc-eval") + " ppl -m " + model_ + " -f " + wiki + " -c 16 -t 1", dir_ + "/ppl.err"),
