@@ -30,7 +30,7 @@ runs=(
   "kvc-eval needle|$work/needle|$BIN/kvc-eval needle -m $TINY --haystack $STORY --lengths 256,384 --depths 0,0.25,0.5,0.75,1 --samples 50 --out-dir $work/needle"
   "kvc-calibrate|$work/bases_out.safetensors|$BIN/kvc-calibrate -m $TINY -f $WIKI --tokens 100000000 -c 64 -o $work/bases_out.safetensors"
   "kvc-train|$work/gates.safetensors|$BIN/kvc-train -m $TINY -f $STORY --bases $work/bases.safetensors --steps 1000000 -c 64 -o $work/gates.safetensors"
-  "kvc-cluster build (SmolLM2, 6,500 tokens)|$work/store.kvs|$BIN/kvc-cluster build -m $SMOL -f $work/long_prompt.txt --store $work/store.kvs --index $work/store.safetensors"
+  "kvc-cluster build (SmolLM2, 6,500 tokens)|$work/store.kvs|$BIN/kvc-cluster build -m $SMOL -f $work/long_prompt.txt --prompt-tokens 0 --store $work/store.kvs --index $work/store.safetensors"
   "kvc-bench, an 8,192-token prefill (SmolLM2)|-|$BIN/kvc-bench -m $SMOL --contexts 8192 --decode-tokens 64"
   "kvc-profile|$work/profile|$BIN/kvc-profile -m $TINY -f $WIKI -c 256 --windows 100000 --no-plot --out-dir $work/profile"
 )
