@@ -278,7 +278,7 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
       "  kvc-eval merge --out-dir out/sharded\n",
       fmt::join(ruler_task_names(), ", "), fmt::join(synthetic_task_names(), ", ")));
   o->add_common_to(*cmd, /*with_compression=*/false);
-  cmd->add_option("--methods", o->methods, "Press specs NAME[:key=val,...], comma-separated, or all")
+  cmd->add_option("--methods", o->methods, "Press specs NAME[:key=val,...], comma-separated, or all (every method that --ratios sizes)")
       ->delimiter('\0')
       ->capture_default_str();
   cmd->add_option("--retrieval", o->retrieval,

@@ -19,8 +19,20 @@ std::vector<std::string> sweep_task_names() {
 
 bool is_text_task(const std::string& task) { return task == "ppl" || task == "kl"; }
 
+// What --methods all runs: every method that a compression ratio sizes. The methods that size themselves
+// (think, simlayerkv, duo_attention: a share of channels, a threshold, a share of heads) take no --ratios
+// and are named with their own parameter instead.
+namespace {
+std::vector<std::string> ratio_methods() {
+  std::vector<std::string> out;
+  for (const auto& name : press_names())
+    if (!press_sizes_itself(name)) out.push_back(name);
+  return out;
+}
+}  // namespace
+
 std::vector<SweepCell> plan_cells(const SweepOptions& o, const std::vector<std::string>& tasks) {
-  const std::vector<std::string> methods = resolve_methods(o.methods, press_names());
+  const std::vector<std::string> methods = resolve_methods(o.methods, press_names(), ratio_methods());
   const std::vector<std::string> lowrank_presses =
       o.lowrank_presses.empty() ? std::vector<std::string>{} : resolve_methods(o.lowrank_presses, press_names());
   KVC_CHECK(lowrank_presses.empty() || !o.lowrank.empty(),

@@ -15,6 +15,12 @@ std::string method_name(const std::string& spec) { return spec.substr(0, spec.fi
 
 std::vector<std::string> resolve_methods(const std::vector<std::string>& items,
                                          const std::vector<std::string>& registered) {
+  return resolve_methods(items, registered, registered);
+}
+
+std::vector<std::string> resolve_methods(const std::vector<std::string>& items,
+                                         const std::vector<std::string>& registered,
+                                         const std::vector<std::string>& all) {
   std::vector<std::string> out;
   for (const auto& item : items) {
     size_t begin = 0;
@@ -28,7 +34,7 @@ std::vector<std::string> resolve_methods(const std::vector<std::string>& items,
           out.back().find(':') != std::string::npos) {
         out.back() += "," + piece;  // a parameter of the previous method
       } else if (piece == "all") {
-        for (const auto& name : registered)
+        for (const auto& name : all)
           if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
       } else {
         out.push_back(piece);

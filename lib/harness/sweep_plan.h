@@ -14,10 +14,13 @@ struct SweepCell {
 };
 
 // Splits a --methods list at commas, keeping press parameters with their method ("snapkv:window=32,kernel=5,h2o"
-// is two methods: a piece with '=' and no ':' continues the previous spec). "all" expands to `registered`.
-// Throws kvc::Error naming --methods for an unknown method name.
+// is two methods: a piece with '=' and no ':' continues the previous spec). "all" expands to `all`
+// (by default `registered`). Throws kvc::Error naming --methods for an unknown method name.
 std::vector<std::string> resolve_methods(const std::vector<std::string>& items,
                                          const std::vector<std::string>& registered);
+std::vector<std::string> resolve_methods(const std::vector<std::string>& items,
+                                         const std::vector<std::string>& registered,
+                                         const std::vector<std::string>& all);
 
 // Checks task names against `known` (kvc::Error naming --tasks and listing them).
 void check_task_names(const std::vector<std::string>& tasks, const std::vector<std::string>& known);

@@ -142,6 +142,8 @@ TEST(SweepPlan, MethodsTimesRatiosPlusOneBaselinePerTask) {
   const auto methods = resolve_methods({"none,snapkv:window=32,kernel=5,h2o"}, registered);
   EXPECT_EQ(methods, (std::vector<std::string>{"none", "snapkv:window=32,kernel=5", "h2o"}));
   EXPECT_EQ(resolve_methods({"all"}, registered), registered);
+  EXPECT_EQ(resolve_methods({"h2o,all"}, registered, {"none", "snapkv"}),
+            (std::vector<std::string>{"h2o", "none", "snapkv"}));
   EXPECT_THROW(resolve_methods({"snapkv,bogus"}, registered), Error);
   const auto cells = plan_sweep({"kl", "needle"}, methods, {0.25, 0.5, 0});
   ASSERT_EQ(cells.size(), 2u * (1 + 2 * 2));
