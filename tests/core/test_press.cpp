@@ -13,6 +13,7 @@
 #include "compression/compression_spec.h"
 #include "press/press_registry.h"
 #include "harness/sample_runner.h"
+#include "harness/shared_prefill.h"
 #include "io/safetensors.h"
 #include "model/llama_model.h"
 #include "model/tensor_bridge.h"
@@ -785,47 +786,69 @@ TEST(CompressionPaperEquations, D2OEq5LayerBudgetsAreTheInverseVarianceSoftmax) 
 
 // DynamicKV Alg. 1 with one update after the last layer (m = L): global top-k, k = (wt − ws) · H · L,
 // over every non-window SnapKV score of all layers (line 6); Z = B^l · count / max(count) (line 8);
-// normalised to (wt − ws) · L (lines 9–10), capped at the B^l entries each layer holds.
+// normalised to (wt − ws) · L (lines 9–10), capped at the entries each layer holds (B^l, or the prompt
+// outside the window when that is fewer). Under the defaults (the official code's: window 8, kernel 7
+// averaging the context columns alone over zero padding, rmax 10) and the committed results' (window 32,
+// kernel 5 averaging what exists over every column, rmax 2).
 TEST(CompressionPaperEquations, DynamicKVAlgorithm1BudgetsFromTheGlobalTopK) {
+  struct Setting {
+    std::string params;
+    int64_t ws, kernel;
+    bool zeros_over_context;
+    double rmax;
+  };
   const auto ids = prompt(kPrompt);
-  const int64_t L = model().config().num_layers, KV = model().config().num_kv_heads, ws = 32;
-  const StatsRecorder rec = record_stats(ids, ws);
-  const int64_t budget = kPrompt / 2, a = budget - ws, bmax = 2 * a;
-  std::vector<at::Tensor> scored;
-  std::vector<int64_t> layer_of;
-  for (int64_t l = 0; l < L; ++l) {
-    // SnapKV's score: window attention summed over queries, group mean, pooled with kernel 5 (edges
-    // averaging what exists); the window itself is not scored.
-    const at::Tensor votes = rec.window_probs[static_cast<size_t>(l)].sum(1);
-    const at::Tensor kv = votes.reshape({KV, -1, kPrompt}).mean(1);
-    at::Tensor pooled = at::zeros_like(kv);
-    for (int64_t j = 0; j < kPrompt; ++j) {
-      const int64_t lo = std::max<int64_t>(0, j - 2), hi = std::min<int64_t>(kPrompt, j + 3);
-      pooled.select(1, j).copy_(kv.narrow(1, lo, hi - lo).mean(1));
+  const int64_t L = model().config().num_layers, KV = model().config().num_kv_heads;
+  for (const Setting& set : {Setting{"", 8, 7, true, 10.0}, Setting{"window=32,kernel=5,pad=edge,pool=all,rmax=2,", 32, 5, false, 2.0}}) {
+    SCOPED_TRACE(set.params);
+    const int64_t ws = set.ws, half = set.kernel / 2;
+    const StatsRecorder rec = record_stats(ids, ws);
+    const int64_t budget = kPrompt / 2, a = budget - ws, bmax = std::llround(set.rmax * static_cast<double>(a));
+    const int64_t pooled_len = set.zeros_over_context ? kPrompt - ws : kPrompt;
+    std::vector<at::Tensor> scored;
+    std::vector<int64_t> layer_of;
+    for (int64_t l = 0; l < L; ++l) {
+      // SnapKV's score: window attention summed over queries, group mean, average-pooled; the window itself is
+      // not scored.
+      const at::Tensor votes = rec.window_probs[static_cast<size_t>(l)].sum(1);
+      const at::Tensor kv = votes.reshape({KV, -1, kPrompt}).mean(1);
+      at::Tensor pooled = at::zeros_like(kv);
+      for (int64_t j = 0; j < pooled_len; ++j) {
+        const int64_t lo = std::max<int64_t>(0, j - half), hi = std::min<int64_t>(pooled_len, j + half + 1);
+        const at::Tensor sum = kv.narrow(1, lo, hi - lo).sum(1);
+        pooled.select(1, j).copy_(sum / static_cast<double>(set.zeros_over_context ? set.kernel : hi - lo));
+      }
+      const at::Tensor outside = pooled.narrow(1, 0, kPrompt - ws).reshape({-1});
+      scored.push_back(outside);
+      for (int64_t i = 0; i < outside.numel(); ++i) layer_of.push_back(l);
     }
-    const at::Tensor outside = pooled.narrow(1, 0, kPrompt - ws).reshape({-1});
-    scored.push_back(outside);
-    for (int64_t i = 0; i < outside.numel(); ++i) layer_of.push_back(l);
+    const at::Tensor all = at::cat(scored);
+    const at::Tensor top = std::get<1>(all.topk(a * KV * L));
+    std::vector<double> counts(static_cast<size_t>(L), 0);
+    for (int64_t i = 0; i < top.numel(); ++i) counts[static_cast<size_t>(layer_of[static_cast<size_t>(top[i].item<int64_t>())])] += 1;
+    const double max_count = *std::max_element(counts.begin(), counts.end());
+    std::vector<double> z;
+    for (double c : counts) z.push_back(static_cast<double>(bmax) * c / max_count);
+    const double held = static_cast<double>(std::min(bmax, kPrompt - ws));
+    const auto expected = proportional(z, static_cast<double>(a * L), held);
+    const auto got = layer_budgets("dynamickv:" + set.params + "m=" + std::to_string(L), 0.5, ids);
+    int64_t sum = 0;
+    for (int64_t l = 0; l < L; ++l) {
+      EXPECT_NEAR(static_cast<double>(got[static_cast<size_t>(l)] - ws), expected[static_cast<size_t>(l)], 1.0) << l;
+      sum += got[static_cast<size_t>(l)];
+    }
+    EXPECT_EQ(sum, budget * L);
+    // Intermediate updates (m = 1) normalise to (wt − ws) · L as well, so they trim little and the total
+    // still comes out exact.
+    const auto stepwise = layer_budgets("dynamickv:" + set.params + "m=1", 0.5, ids);
+    EXPECT_EQ(std::accumulate(stepwise.begin(), stepwise.end(), int64_t{0}), budget * L);
   }
-  const at::Tensor all = at::cat(scored);
-  const at::Tensor top = std::get<1>(all.topk(a * KV * L));
-  std::vector<double> counts(static_cast<size_t>(L), 0);
-  for (int64_t i = 0; i < top.numel(); ++i) counts[static_cast<size_t>(layer_of[static_cast<size_t>(top[i].item<int64_t>())])] += 1;
-  const double max_count = *std::max_element(counts.begin(), counts.end());
-  std::vector<double> z;
-  for (double c : counts) z.push_back(static_cast<double>(bmax) * c / max_count);
-  const auto expected = proportional(z, static_cast<double>(a * L), static_cast<double>(bmax));
-  const auto got = layer_budgets("dynamickv:m=" + std::to_string(L), 0.5, ids);
-  int64_t sum = 0;
-  for (int64_t l = 0; l < L; ++l) {
-    EXPECT_NEAR(static_cast<double>(got[static_cast<size_t>(l)] - ws), expected[static_cast<size_t>(l)], 1.0) << l;
-    sum += got[static_cast<size_t>(l)];
-  }
-  EXPECT_EQ(sum, budget * L);
-  // Intermediate updates (m = 1) normalise to (wt − ws) · L as well, so they trim little and the total
-  // still comes out exact.
-  const auto stepwise = layer_budgets("dynamickv:m=1", 0.5, ids);
-  EXPECT_EQ(std::accumulate(stepwise.begin(), stepwise.end(), int64_t{0}), budget * L);
+  // The defaults are the official code's, spelt out.
+  EXPECT_EQ(layer_budgets("dynamickv", 0.5, ids),
+            layer_budgets("dynamickv:window=8,kernel=7,pad=zeros,pool=context,m=4,rmax=10", 0.5, ids));
+  EXPECT_THROW(setup_for("dynamickv:rmax=0.5", 0.5), Error);
+  EXPECT_THROW(setup_for("dynamickv:m=0", 0.5), Error);
+  EXPECT_THROW(setup_for("dynamickv:pool=some", 0.5), Error);
 }
 
 // KVCompose Eq. 14–22: scores = max over the task tokens' attention, mean over a KV group's query heads,
@@ -850,7 +873,7 @@ TEST(CompressionPaperEquations, KVComposeEq22BudgetsWithoutATaskTokenFloor) {
     const at::Tensor top = std::get<1>(at::cat(composites).topk(budget * L));
     std::vector<double> expected(static_cast<size_t>(L), 0);
     for (int64_t i = 0; i < top.numel(); ++i) expected[static_cast<size_t>(top[i].item<int64_t>() / kPrompt)] += 1;
-    const CacheSetup setup = setup_for("kvcompose:kernel=1", ratio);  // the paper scores without pooling
+    const CacheSetup setup = setup_for("kvcompose:task=window,kernel=1", ratio);  // the paper scores without pooling
     KVCache cache = setup.new_cache(model());
     auto observer = setup.new_observer();
     ForwardOptions o;
@@ -919,6 +942,31 @@ TEST(CompressionPaperEquations, KVComposeRepeatedPromptIsTheCopysAttentionAndLea
   const at::Tensor next = m.forward({ids[1]}, cache, ForwardOptions{true, &repeating});
   EXPECT_LT((next - m.forward({ids[1]}, plain)).abs().max().item<double>(), 1e-9);
   EXPECT_EQ(repeating.window_probs.size(), static_cast<size_t>(2 * L));
+}
+
+// KVCompose's defaults are the paper's task-agnostic setting: T = {C}, the context fed as the task
+// (task=repeat), scores not pooled (kernel=1); task=window,kernel=5 (the committed results') stays selectable.
+TEST(CompressionPaperEquations, KVComposeDefaultsToTheTaskAgnosticContextTaskSet) {
+  const auto kept = [](const std::string& spec) {
+    const PressRun r = run(setup_for(spec, 0.5), prompt(kPrompt), 0);
+    std::vector<at::Tensor> out;
+    for (int64_t l = 0; l < r.cache.num_layers(); ++l)
+      for (const auto& h : head_positions(r.cache.layer(l))) out.push_back(std::get<0>(h.sort()));
+    return out;
+  };
+  const auto same = [](const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!a[i].equal(b[i])) return false;
+    return true;
+  };
+  const auto defaults = kept("kvcompose");
+  EXPECT_TRUE(same(defaults, kept("kvcompose:task=repeat,kernel=1")));
+  EXPECT_FALSE(same(defaults, kept("kvcompose:task=window,kernel=5")));
+  EXPECT_TRUE(same(kept("kvcompose_unstructured"), kept("kvcompose_unstructured:task=repeat,kernel=1")));
+  // The repeated context is a second prefill: it cannot share one with the other presses.
+  EXPECT_FALSE(shares_prefill(setup_for("kvcompose", 0.5), model()));
+  EXPECT_TRUE(shares_prefill(setup_for("kvcompose:task=window", 0.5), model()));
 }
 
 // --dump-kept: per layer × KV head the positions kept after prefill and held at the end, and D2O's
