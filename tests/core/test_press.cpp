@@ -622,6 +622,63 @@ TEST(PressMethods, D2OAblationParameters) {
   EXPECT_THROW(setup_for("d2o:layers=pyramid", 0.5), Error);
 }
 
+// The paper's Table 6 ablations as parameters. "w.o. Layer Operation" is layers=uniform (above); without
+// the layer split and the merge D2O is H2O: sinks=0 and merge=0 keep what H2O keeps, prompt and decode.
+TEST(PressMethods, D2OWithoutMergeOrLayerSplitIsH2O) {
+  const PressRun d2o = run(setup_for("d2o:sinks=0,recent=0.5,merge=0,layers=uniform", 0.5), prompt(kPrompt), 6);
+  const PressRun h2o = run(setup_for("h2o:recent=0.5", 0.5), prompt(kPrompt), 6);
+  for (int64_t l = 0; l < d2o.cache.num_layers(); ++l) {
+    const auto a = head_positions(d2o.cache.layer(l)), b = head_positions(h2o.cache.layer(l));
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t h = 0; h < a.size(); ++h) EXPECT_TRUE(std::get<0>(a[h].sort()).equal(std::get<0>(b[h].sort()))) << l;
+  }
+  for (size_t i = 0; i < d2o.logits.size(); ++i) EXPECT_TRUE(d2o.logits[i].equal(h2o.logits[i])) << i;
+}
+
+// "w.o. EMA-Threshold" (Table 6): threshold=none merges every evicted entry into its most similar kept
+// one; threshold=C compares each best similarity with a fixed cosine C that no merge moves.
+TEST(PressMethods, D2OFixedThresholdsMergeByTheirOwnRule) {
+  const auto& c = model().config();
+  const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, 0};
+  const int64_t n = 16, kv = c.num_kv_heads;
+  at::manual_seed(17);
+  const at::Tensor k = at::randn({kv, n, c.head_dim}, at::kDouble), v = at::randn({kv, n, c.head_dim}, at::kDouble);
+  const std::vector<int64_t> kept{0, 3, 4, 9, 15};
+  const at::Tensor keep = at::tensor(kept, at::kLong).unsqueeze(0).expand({kv, 5}).contiguous();
+  // Each evicted entry's best cosine over the kept keys as the cache holds them (after RoPE), by brute force.
+  DenseLayerCache held(shape, model().rope(), at::TensorOptions().dtype(at::kDouble));
+  held.append(k, v, at::arange(n, at::kLong));
+  const at::Tensor K = held.keys().clone();
+  std::vector<double> best;
+  for (int64_t h = 0; h < kv; ++h)
+    for (int64_t e = 0; e < n; ++e) {
+      if (std::find(kept.begin(), kept.end(), e) != kept.end()) continue;
+      double b = -2;
+      for (int64_t j : kept) b = std::max(b, (at::dot(K[h][e], K[h][j]) / (K[h][e].norm() * K[h][j].norm())).item<double>());
+      best.push_back(b);
+    }
+  std::vector<double> sorted = best;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[sorted.size() / 2];
+  for (const double fixed : {-std::numeric_limits<double>::infinity(), median}) {
+    SCOPED_TRACE(fixed);
+    DenseLayerCache cache(shape, model().rope(), at::TensorOptions().dtype(at::kDouble));
+    cache.append(k, v, at::arange(n, at::kLong));
+    double threshold = fixed;
+    at::Tensor merged;
+    d2o_merge(cache, keep, 0.7, threshold, &merged, /*ema=*/false);
+    EXPECT_EQ(threshold, fixed);
+    const auto expected = std::count_if(best.begin(), best.end(), [&](double b) { return b >= fixed; });
+    ASSERT_TRUE(merged.defined());
+    EXPECT_EQ(merged.size(0), expected);
+    if (std::isinf(fixed)) EXPECT_EQ(expected, static_cast<int64_t>(best.size()));
+  }
+  for (const char* spec : {"d2o:threshold=none", "d2o:threshold=0.5", "d2o:threshold=-1", "d2o:layers=uniform,threshold=none"})
+    EXPECT_NO_THROW(setup_for(spec, 0.5)) << spec;
+  for (const char* spec : {"d2o:threshold=1.5", "d2o:threshold=often", "d2o:merge=0,threshold=none"})
+    EXPECT_THROW(setup_for(spec, 0.5), Error) << spec;
+}
+
 // A decode step evicts one entry per head; float32 caches take a one-pass path, and caches on a GPU a
 // path of tensor operations alone (run here on the CPU). Both must merge as the general path does (run
 // here on a float64 copy of the same cache): same targets, rows and threshold.
@@ -774,7 +831,17 @@ TEST(CompressionPaperEquations, D2OEq5LayerBudgetsAreTheInverseVarianceSoftmax) 
   const auto expected = proportional(exp_inv, static_cast<double>(budget * L), kPrompt);
   const auto got = layer_budgets("d2o", 0.5, ids);
   for (int64_t l = 0; l < L; ++l) EXPECT_NEAR(static_cast<double>(got[static_cast<size_t>(l)]), expected[static_cast<size_t>(l)], 1.0) << l;
-  // layers=scaled keeps the former split: exp(τ · (1/σ²) / mean(1/σ²)) over the head-averaged variance.
+  // Table 4's other splits over the same variances: 1/σ² (reciprocal) and exp(−σ²) (exponential decay).
+  std::vector<double> decay;
+  for (double v : inv) decay.push_back(std::exp(-1.0 / v));
+  for (const auto& [spec, weights] : std::vector<std::pair<std::string, std::vector<double>>>{
+           {"d2o:layers=reciprocal", inv}, {"d2o:layers=exp_decay", decay}}) {
+    const auto want = proportional(weights, static_cast<double>(budget * L), kPrompt);
+    const auto split = layer_budgets(spec, 0.5, ids);
+    for (int64_t l = 0; l < L; ++l)
+      EXPECT_NEAR(static_cast<double>(split[static_cast<size_t>(l)]), want[static_cast<size_t>(l)], 1.0) << spec << l;
+  }
+  // layers=scaled: exp(τ · (1/σ²) / mean(1/σ²)) over the head-averaged variance.
   std::vector<double> scaled_inv, scaled;
   for (const auto& cs : rec.column_sums) scaled_inv.push_back(1.0 / cs.mean(0).var().item<double>());
   const double mean_inv = std::accumulate(scaled_inv.begin(), scaled_inv.end(), 0.0) / static_cast<double>(L);
