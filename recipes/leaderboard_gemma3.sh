@@ -101,7 +101,7 @@ if [ -n "$GATES" ]; then
     gate_sets+=("$set=$gates.safetensors")
   done
   if [ ! -s "$OUT/gates.tau.tsv" ]; then
-    python3 recipes/lib/matched_memory.py --bin "$BIN" --model "$MODEL" --text "$TRAIN_TEXT" --threads "$THREADS" \
+    python3 recipes/lib/matched_memory.py --rate tau --bin "$BIN" --model "$MODEL" --text "$TRAIN_TEXT" --threads "$THREADS" \
       --bisect "$BISECT" --shares $GATE_SHARES --gates "${gate_sets[@]}" > "$OUT/gates.tau.tsv.part"
     mv "$OUT/gates.tau.tsv.part" "$OUT/gates.tau.tsv"
   fi
