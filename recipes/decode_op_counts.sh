@@ -15,6 +15,7 @@ NEW=${NEW:-65}
 RATIO=${RATIO:-0.9}
 MODEL=${MODEL:-/tmp/kvc-llama-125m-16k}
 source "$ROOT/recipes/lib/bench_tokenizer.sh"
+. "$ROOT/recipes/lib/committed_settings.sh"  # dynamickv and kvcompose* run the settings of the committed results
 PRESSES=${PRESSES:-"none streaming_llm snapkv kvcompose h2o tova d2o"}
 # KVC_SMOKE=1 (the README test suite): the same commands at small sizes.
 if [ -n "${KVC_SMOKE:-}" ]; then CONTEXT=128; NEW=5; PRESSES="none h2o"; MODEL=${MODEL_SMOKE:-/tmp/kvc-smoke-llama}; OUT=$(mktemp -d); fi
@@ -30,7 +31,7 @@ head -c $((CONTEXT * 6)) "$TMP/all.txt" > "$TMP/prompt.txt"
 for press in $PRESSES; do
   ratio=$RATIO; [ "$press" = none ] && ratio=0
   "$BUILD/bin/kvc-generate" -m "$MODEL" --prompt-file "$TMP/prompt.txt" --prompt-tokens "$CONTEXT" -n "$NEW" \
-    --ignore-eos -q -t 1 --press "$press" --ratio "$ratio" --count-ops --json-out "$TMP/$press.json"
+    --ignore-eos -q -t 1 --press "$(press_spec "$press")" --ratio "$ratio" --count-ops --json-out "$TMP/$press.json"
 done
 python3 - "$TMP" "$OUT/decode_op_counts.csv" "$RATIO" $PRESSES <<'PY'
 import json, sys

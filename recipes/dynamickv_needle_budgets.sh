@@ -3,10 +3,12 @@
 # question seen: the same 40-sample grid as recipes/eviction_needle.sh, with DynamicKV's per-layer cap
 # rmax from 1 (every layer the same budget, which is SnapKV) to 3, and what each kept (--dump-kept):
 #   - the share of the kept entries each layer holds, and needle accuracy;
-#   - for the samples SnapKV answers and DynamicKV (rmax 2, the paper's setting) misses, the layers in
+#   - for the samples SnapKV answers and DynamicKV (rmax 2) misses, the layers in
 #     which DynamicKV dropped entries near the needle that SnapKV kept;
 #   - each layer's attention entropy (kvc-profile on the same essays), the quantity Alg. 1's global
 #     top-k over raw attention scores rewards: a flat layer's scores beat a peaked layer's tail.
+# DynamicKV runs window=32,kernel=5,pad=edge,pool=all,m=2, the settings the committed table was made with
+# (the press's defaults are the official code's: docs/eviction.md#defaults-and-their-sources).
 # Writes data/results/eviction/needle/dynamickv_budgets.{json,md}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +31,7 @@ needle() {  # press, name
     > "$work/$2.json" 2> /dev/null
 }
 needle snapkv snapkv
-for r in $RMAX; do needle "dynamickv:rmax=$r" "rmax$r"; done
+for r in $RMAX; do needle "dynamickv:window=32,kernel=5,pad=edge,pool=all,m=2,rmax=$r" "rmax$r"; done
 cat data/text/pg_essays/*.txt > "$work/all_essays.txt"
 head -c 60000 "$work/all_essays.txt" > "$work/essays.txt"
 "$BIN/kvc-profile" -m "$MODEL" -f "$work/essays.txt" -c 512 --windows 8 -t 1 --out-dir "$work/profile" --no-plot \
@@ -89,7 +91,7 @@ result = {"snapkv_accuracy": json.loads((work / "snapkv.json").read_text())["acc
 (out / "dynamickv_budgets.json").write_text(json.dumps(result, indent=1) + "\n")
 
 head = " | ".join(f"layer {l}" for l in range(layers))
-lines = [f"DynamicKV on kvc-tiny-lm, needle grid (lengths {'/'.join(lengths)} x {len(depths)} depths x {samples} "
+lines = [f"DynamicKV (window=32,kernel=5,pad=edge,pool=all,m=2) on kvc-tiny-lm, needle grid (lengths {'/'.join(lengths)} x {len(depths)} depths x {samples} "
          "samples), ratio 0.5, question "
          f"seen; SnapKV (every layer the same budget): {result['snapkv_accuracy']:.3f}.", "",
          f"| rmax | accuracy | share of the kept entries: {head} |", "|---|---|" + "---|" * layers]

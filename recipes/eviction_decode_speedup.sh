@@ -22,6 +22,7 @@ REPEATS=${REPEATS:-1}
 THREADS=${THREADS:-2}
 MODEL=${MODEL:-/tmp/kvc-llama-125m-16k}
 source "$ROOT/recipes/lib/bench_tokenizer.sh"
+. "$ROOT/recipes/lib/committed_settings.sh"  # dynamickv and kvcompose* run the settings of the committed results
 PRESSES=${PRESSES:-"none streaming_llm h2o tova snapkv d2o kvcompose"}
 # KVC_SMOKE=1 (the README test suite): the same commands at small sizes.
 if [ -n "${KVC_SMOKE:-}" ]; then CONTEXT=256; NEW=4; PRESSES="none snapkv"; MODEL=${MODEL_SMOKE:-/tmp/kvc-smoke-llama}; fi
@@ -40,7 +41,7 @@ for repeat in $(seq "$REPEATS"); do
     ratio=$RATIO; [ "$press" = none ] && ratio=0
     echo "eviction_decode_speedup: $press ratio=$ratio context=$CONTEXT (run $repeat of $REPEATS)" >&2
     "$BUILD/bin/kvc-generate" -m "$MODEL" --prompt-file "$TMP/prompt.txt" --prompt-tokens "$CONTEXT" \
-      -n "$NEW" --ignore-eos -q -t "$THREADS" --press "$press" --ratio "$ratio" --stats-json "$TMP/$press.$repeat.json"
+      -n "$NEW" --ignore-eos -q -t "$THREADS" --press "$(press_spec "$press")" --ratio "$ratio" --stats-json "$TMP/$press.$repeat.json"
   done
 done
 python3 - "$TMP" "$OUT" "$CONTEXT" "$RATIO" "$REPEATS" $PRESSES <<'PY'

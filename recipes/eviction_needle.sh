@@ -22,11 +22,12 @@ if [ -n "${KVC_SMOKE:-}" ]; then METHODS=none,snapkv; RATIOS=0.5; LENGTHS=256; D
 # repository's kvc-micro-lm.
 . recipes/lib/needle_model.sh
 . recipes/lib/committed_results.sh
+. recipes/lib/committed_settings.sh  # dynamickv and kvcompose* run the settings of the committed results
 MODEL=$(needle_model)
 for mode in $MODES; do
   echo "eviction_needle: query-$mode" >&2
   unpack_results "$OUT/$mode"
-  "$BUILD/bin/kvc-eval" sweep -m "$MODEL" --methods "$METHODS" --ratios "$RATIOS" --tasks needle \
+  "$BUILD/bin/kvc-eval" sweep -m "$MODEL" --methods "$METHODS" "${COMMITTED_METHOD_SPECS[@]}" --ratios "$RATIOS" --tasks needle \
     --haystack "$HAYSTACK" --needle-lengths "$LENGTHS" --needle-depths "$DEPTHS" --samples 4 --seed 0 \
     --query "$mode" -t "$THREADS" --out "$OUT/$mode"
 done

@@ -15,6 +15,7 @@ if [ -n "${KVC_SMOKE:-}" ]; then REPEATS=1; PRESSES="none snapkv"; fi
 # Measured on kvc-tiny-lm (2.4M parameters, from ../shared: scripts/model_path.sh); the smoke run uses the
 # repository's kvc-micro-lm.
 . "$ROOT/recipes/lib/needle_model.sh"
+. "$ROOT/recipes/lib/committed_settings.sh"  # dynamickv and kvcompose* run the settings of the committed results
 MODEL=$(needle_model)
 
 mkdir -p "$OUT"
@@ -26,7 +27,7 @@ base=""
 for press in $PRESSES; do
   ratio=0.5; [ "$press" = none ] && ratio=0
   for i in $(seq "$REPEATS"); do
-    "$BIN/kvc-generate" -m "$MODEL" --prompt-file "$TMP/prompt.txt" --press "$press" --ratio "$ratio" -n 1 -q \
+    "$BIN/kvc-generate" -m "$MODEL" --prompt-file "$TMP/prompt.txt" --press "$(press_spec "$press")" --ratio "$ratio" -n 1 -q \
       -t "${THREADS:-1}" --stats-json "$TMP/$press.$i.json" 2>/dev/null
   done
   line=$(python3 - "$TMP" "$press" "$REPEATS" "$base" <<'PY'

@@ -6,6 +6,7 @@
 # Usage: recipes/eviction_sweep.sh [BUILD_DIR] [OUT_DIR]   (or BUILD=dir; e.g. PRESSES=d2o BUILD=build)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/recipes/lib/committed_settings.sh"  # dynamickv and kvcompose* run the settings of the committed results
 BIN=${1:-${BUILD:-$ROOT/build}}/bin
 OUT=${2:-$ROOT/data/results/eviction}
 MODEL=${MODEL:-$ROOT/data/models/stories260K}
@@ -28,7 +29,7 @@ for press in $PRESSES; do
   for ratio in $RATIOS; do
     echo "eviction_sweep: $press ratio=$ratio" >&2
     "$BIN/kvc-eval" kl -m "$MODEL" --file "$DATA" --window 256 --max-windows 8 -t "$THREADS" \
-      --press "$press" --ratio "$ratio" --json 2>/dev/null |
+      --press "$(press_spec "$press")" --ratio "$ratio" --json 2>/dev/null |
       python3 -c "import json,sys; d=json.load(sys.stdin); d['press']='$press'; d['ratio']=$ratio; print(json.dumps(d))" \
       >> "$OUT/sweep.jsonl"
   done

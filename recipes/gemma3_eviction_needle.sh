@@ -6,6 +6,7 @@
 #   recipes/gemma3_eviction_needle.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. recipes/lib/committed_settings.sh  # dynamickv and kvcompose* run the settings of the committed results
 BIN=build/bin
 GGUF=$(scripts/model_path.sh gemma3-270m)
 LENGTH=4096
@@ -21,7 +22,7 @@ rows="$OUT/eviction_needle.jsonl"
 for method in "${METHODS[@]}"; do
   for ratio in "${RATIOS[@]}"; do
     "$BIN/kvc-eval" needle -m "$GGUF" --dtype float32 --haystack data/text/pg_essays --lengths $LENGTH --depths 0,0.5,1 \
-      --samples $SAMPLES --seed 0 --press "$method" --ratio "$ratio" --json \
+      --samples $SAMPLES --seed 0 --press "$(press_spec "$method")" --ratio "$ratio" --json \
       | python3 -c "import json,sys; d=json.load(sys.stdin); print(json.dumps({'method': sys.argv[1], 'ratio': float(sys.argv[2]), 'accuracy': d['accuracy'], 'samples': sum(len(c['samples']) for c in d['cells']), 'compression_ratio': sum(s['compression_ratio'] for c in d['cells'] for s in c['samples']) / sum(len(c['samples']) for c in d['cells'])}))" "$method" "$ratio" \
       >> "$rows"
   done

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # KVCompose's task sets on kvc-tiny-lm's needle grid (the settings of eviction_needle.sh: lengths 512 and
 # 1000 x 5 depths x 4 samples, seed 0), query-aware and query-agnostic, at ratios 0.25/0.5/0.9:
-#   task=window  the prompt's last 32 tokens (its question, when aware), scores pooled over 5 tokens (default)
-#   task=repeat  a copy of the prompt fed after it, the paper's task-agnostic set and kvpress's scoring
+#   task=window  the prompt's last 32 tokens (its question, when aware), scores pooled over 5 tokens (the
+#                setting of the other committed eviction tables)
+#   task=repeat  a copy of the prompt fed after it, the paper's task-agnostic set and kvpress's scoring (with
+#                kernel=1, the default)
 #   task=all     the prompt's own tokens, causally (each token scored only by the queries after it)
 # Writes OUT/kvcompose_tasks.{jsonl,md}.
 # Usage: BUILD=build recipes/kvcompose_tasks_needle.sh [OUT_DIR]   (~4 min at -t 1 on an idle 2-core box)
@@ -12,7 +14,7 @@ BUILD=$(cd "${BUILD:-$ROOT/build}" && pwd)
 cd "$ROOT"
 OUT=${1:-data/results/eviction/needle}
 RATIOS=${RATIOS:-"0.25 0.5 0.9"}
-SPECS=${SPECS:-"kvcompose kvcompose:task=repeat,kernel=1 kvcompose:task=all,kernel=1"}
+SPECS=${SPECS:-"kvcompose:task=window,kernel=5 kvcompose:task=repeat,kernel=1 kvcompose:task=all,kernel=1"}
 LENGTHS=${LENGTHS:-512,1000}; DEPTHS=${DEPTHS:-0,0.25,0.5,0.75,1}; SAMPLES=${SAMPLES:-4}
 if [ -n "${KVC_SMOKE:-}" ]; then RATIOS=0.5; SPECS="kvcompose:task=repeat,kernel=1"; LENGTHS=256; DEPTHS=0.5; SAMPLES=1; fi
 # Measured on kvc-tiny-lm (2.4M parameters, from ../shared: scripts/model_path.sh); the smoke run uses the

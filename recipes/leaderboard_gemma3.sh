@@ -101,7 +101,7 @@ if [ -n "$GATES" ]; then
     gate_sets+=("$set=$gates.safetensors")
   done
   if [ ! -s "$OUT/gates.tau.tsv" ]; then
-    python3 recipes/lib/matched_memory.py --bin "$BIN" --model "$MODEL" --text "$TRAIN_TEXT" --threads "$THREADS" \
+    python3 recipes/lib/matched_memory.py --rate tau --bin "$BIN" --model "$MODEL" --text "$TRAIN_TEXT" --threads "$THREADS" \
       --bisect "$BISECT" --shares $GATE_SHARES --gates "${gate_sets[@]}" > "$OUT/gates.tau.tsv.part"
     mv "$OUT/gates.tau.tsv.part" "$OUT/gates.tau.tsv"
   fi
@@ -111,6 +111,7 @@ fi
 # half fed 64 tokens at a time (kl) or one (kl_retrieval) and scored. Cells run one by one.
 kl_args=(--tasks kl -f "$KL_TEXT" -c "$KL_WINDOW" --max-windows 4)
 source recipes/lib/committed_results.sh
+source recipes/lib/committed_settings.sh  # dynamickv and kvcompose* run the settings of the committed results
 for task in $TASKS; do
   unpack_results "$OUT/$task"
   if [ "$task" = kl ]; then
@@ -133,7 +134,7 @@ for task in $TASKS; do
     continue
   fi
   # Each invocation appends its summary (cells run and reused, prefill and decode seconds) to OUT/<task>.runs.jsonl.
-  "$BIN/kvc-eval" sweep "${common[@]}" --methods all "${lowrank[@]}" "${rows[@]}" "${typed[@]}" --json >> "$OUT/$task.runs.jsonl"
+  "$BIN/kvc-eval" sweep "${common[@]}" --methods all "${COMMITTED_METHOD_SPECS[@]}" "${lowrank[@]}" "${rows[@]}" "${typed[@]}" --json >> "$OUT/$task.runs.jsonl"
   if [ ${#lowrank[@]} -gt 0 ] && [ -n "$LOWRANK_PRESS" ]; then
     # The same folder: the cells above are reused, the press storing its kept entries low-rank is added.
     "$BIN/kvc-eval" sweep "${common[@]}" --methods none "${lowrank[@]:0:2}" --lowrank-press "$LOWRANK_PRESS" \

@@ -29,6 +29,7 @@ trap 'rm -rf "$TMP"' EXIT
 [ -n "$MODEL" ] || MODEL=$TMP/model  # the smoke run's model lives and dies with the run
 # The same checkpoint as recipes/eviction_decode_speedup.sh.
 source "$ROOT/recipes/lib/bench_tokenizer.sh"
+. "$ROOT/recipes/lib/committed_settings.sh"  # dynamickv and kvcompose* run the settings of the committed results
 if [ ! -f "$MODEL/config.json" ]; then
   "$BUILD/bin/kvc-make-checkpoint" "${SHAPE[@]}" "${VOCAB[@]}" --tokenizer "$TOKENIZER" -o "$MODEL"
 fi
@@ -39,7 +40,7 @@ for context in $CONTEXTS; do
     for i in $(seq "$REPEATS"); do
       echo "prefill_statistics_cost: $press ratio=$ratio context=$context run $i/$REPEATS" >&2
       "$BUILD/bin/kvc-generate" -m "$MODEL" --prompt-file "$TMP/prompt.txt" --prompt-tokens "$context" -n 1 \
-        --ignore-eos -q -t "$THREADS" --press "$press" --ratio "$ratio" --stats-json "$TMP/$context.$press.$i.json"
+        --ignore-eos -q -t "$THREADS" --press "$(press_spec "$press")" --ratio "$ratio" --stats-json "$TMP/$context.$press.$i.json"
     done
   done
 done

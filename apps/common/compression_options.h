@@ -32,7 +32,10 @@ struct CompressionOptions {
                    "or bases.safetensors:share=S (ranks per layer and K/V searched for a kept share S of the cache); add "
                    "keys=rotated (e.g. bases.safetensors:share=0.3,keys=rotated) to store keys after RoPE in a basis of "
                    "rotated keys, which a decode step scores without rebuilding them; gates take gate=f16 (e.g. "
-                   "gates.safetensors:keys=rotated,gate=f16) to read the gate's matrix in 16 bits, half its bytes per step")
+                   "gates.safetensors:keys=rotated,gate=f16) to read the gate's matrix in 16 bits, half its bytes per step; "
+                   "Palu's grouped bases: bases.safetensors:group=S (a basis per group of S KV heads, from the "
+                   "calibration) or palu[:group=S] (from the K/V projection weights' SVD; every KV head one group by default), "
+                   "with --rank R")
         ->check(refuse_empty_path);
     app.add_option("--rank", spec.rank, "Fixed rank per token with a bases file");
     app.add_option("--retrieval", spec.retrieval,

@@ -13,6 +13,7 @@
 #include "harness/sweep_shards.h"
 #include "flag_vocabulary.h"
 #include "harness_options.h"
+#include "press/press_registry.h"
 #include "subcommands.h"
 #include "sweep_inputs.h"
 #include "tasks/synthetic.h"
@@ -43,6 +44,8 @@ int run(SweepOptions& o) {
   // Checked whatever the tasks: a bad value must not pass silently because no ppl/kl cell ran this time.
   KVC_CHECK(o.kl.chunk >= 1, "--chunk must be >= 1, got {}", o.kl.chunk);
   const std::vector<SweepCell> cells = plan_cells(o, tasks);
+  // Not part of the settings: a recipe pins what its committed cells were made with.
+  const std::map<std::string, std::string> pins = parse_method_specs(o.method_specs, press_names());
   KVC_CHECK(!o.out.empty(), "--out-dir is required (the folder for results.jsonl, tables and plots)");
   const SweepShard shard = o.shard.empty() ? SweepShard{} : parse_sweep_shard(o.shard);
   ensure_out_dir(o.out);
@@ -110,9 +113,12 @@ int run(SweepOptions& o) {
   const int64_t todo = status.owned - status.done;
   // Every cell to run builds its compression first: a spec the model cannot serve stops the sweep before any runs.
   std::map<std::string, CacheSetup> setups_by_cell;
-  for (size_t i = 0; i < cells.size(); ++i)
-    if (shard.owns(i) && !done(cells[i]))
-      setups_by_cell.emplace(cells[i].key(), build_cache_setup(cell_compression(cells[i]), model));
+  for (size_t i = 0; i < cells.size(); ++i) {
+    if (!shard.owns(i) || done(cells[i])) continue;
+    CompressionSpec compression = cell_compression(cells[i]);
+    compression.press = pinned_press(compression.press, pins);
+    setups_by_cell.emplace(cells[i].key(), build_cache_setup(compression, model));
+  }
   if (shard.sharded()) write_shard_status(o.out, status);
   if (!o.json) {
     const std::string part = shard.sharded() ? fmt::format("shard {} of {}: {} of ", shard.index, shard.count,
@@ -129,6 +135,8 @@ int run(SweepOptions& o) {
     nlohmann::json meta = harness_metadata(o.model, model, data, cell.method, o.harness, secs);
     meta["ratio"] = cell.ratio;
     meta["prefill"] = o.prefill;
+    if (const std::string press = cell_compression(cell).press; pinned_press(press, pins) != press)
+      meta["press_spec"] = pinned_press(press, pins);
     store.append({{"cell", cell.key()},
                   {"settings", settings},
                   {"task", cell.task},
@@ -281,6 +289,10 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--methods", o->methods, "Press specs NAME[:key=val,...], comma-separated, or all (every method that --ratios sizes)")
       ->delimiter('\0')
       ->capture_default_str();
+  cmd->add_option("--method-spec", o->method_specs,
+                  "NAME=SPEC: the cells of method NAME (bare in --methods, or from all) run SPEC, a spec of NAME, "
+                  "and keep the name NAME, e.g. dynamickv=dynamickv:window=32,rmax=2 (repeatable)")
+      ->delimiter('\0');
   cmd->add_option("--retrieval", o->retrieval,
                   "Also evaluate the cache on storage: a retrieval spec per cell row, e.g. adaptive:budget=64 (repeatable)")
       ->delimiter('\0');

@@ -17,6 +17,7 @@ namespace kvc::eval_app {
 
 struct SweepOptions : TaskCommandOptions {
   std::vector<std::string> methods{"none"};
+  std::vector<std::string> method_specs;  // NAME=SPEC: the cells of NAME run SPEC
   std::vector<std::string> retrieval;
   std::vector<std::string> lowrank;
   std::vector<std::string> lowrank_presses;

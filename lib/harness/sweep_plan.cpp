@@ -13,6 +13,28 @@ std::string SweepCell::key() const { return fmt::format("{}|{}|{}", task, method
 
 std::string method_name(const std::string& spec) { return spec.substr(0, spec.find(':')); }
 
+std::map<std::string, std::string> parse_method_specs(const std::vector<std::string>& items,
+                                                      const std::vector<std::string>& registered) {
+  std::map<std::string, std::string> pins;
+  for (const auto& item : items) {
+    const size_t eq = item.find('=');
+    KVC_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < item.size() && item.find(':') > eq,
+              "--method-spec: '{}' is not NAME=SPEC (e.g. dynamickv=dynamickv:window=32,rmax=2)", item);
+    const std::string name = item.substr(0, eq), spec = item.substr(eq + 1);
+    KVC_CHECK(std::find(registered.begin(), registered.end(), name) != registered.end(),
+              "--method-spec: unknown method '{}' (registered: {})", name, fmt::join(registered, ", "));
+    KVC_CHECK(method_name(spec) == name, "--method-spec: '{}' pins {} to a spec of {}; give a spec of {} itself", item,
+              name, method_name(spec), name);
+    KVC_CHECK(pins.emplace(name, spec).second, "--method-spec: {} is pinned twice", name);
+  }
+  return pins;
+}
+
+std::string pinned_press(const std::string& press, const std::map<std::string, std::string>& pins) {
+  const auto it = pins.find(press);
+  return it == pins.end() ? press : it->second;
+}
+
 std::vector<std::string> resolve_methods(const std::vector<std::string>& items,
                                          const std::vector<std::string>& registered) {
   return resolve_methods(items, registered, registered);

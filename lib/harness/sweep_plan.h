@@ -1,6 +1,7 @@
 #pragma once
 // The cells of a sweep: tasks × methods × compression ratios, plus one uncompressed baseline per task
 // (method "none", ratio 0). A cell's key names it in the resumable result file.
+#include <map>
 #include <string>
 #include <vector>
 
@@ -32,5 +33,15 @@ std::vector<SweepCell> plan_sweep(const std::vector<std::string>& tasks, const s
 
 // The method's name without parameters ("snapkv:window=32" -> "snapkv").
 std::string method_name(const std::string& spec);
+
+// --method-spec NAME=SPEC items: the cells of method NAME (given bare in --methods, or from all) run the
+// press SPEC, a spec of the same method, and keep NAME in their key and row. A recipe names the
+// parameters its committed cells were made with this way, whatever the press's defaults are.
+// Throws kvc::Error naming --method-spec for a malformed item, an unknown method or a SPEC of another one.
+std::map<std::string, std::string> parse_method_specs(const std::vector<std::string>& items,
+                                                      const std::vector<std::string>& registered);
+
+// The press to run for a cell's press `press`: its pinned spec, or `press` itself.
+std::string pinned_press(const std::string& press, const std::map<std::string, std::string>& pins);
 
 }  // namespace kvc

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "lowrank/grouped_basis.h"
 #include "lowrank/lowrank_artifacts.h"
 #include "lowrank/lowrank_layer_cache.h"
 #include "lowrank/rank_search.h"
@@ -61,6 +62,30 @@ std::shared_ptr<RankedProjection> to_device(const Projection& p, const Attention
   return r;
 }
 
+// Palu's bases from the model's own projection weights: per layer, the SVD of each group's rows of W_k
+// and W_v. A key normalised per head after its projection (Gemma 3's k_norm) is not linear in the
+// weights, so their SVD does not describe it.
+Artifact palu_artifact(const LlamaModel& model, int64_t group_size) {
+  const ModelConfig& c = model.config();
+  Artifact a;
+  a.path = LowRankSpec::kPaluPath;
+  a.kind = kBasesKind;
+  const int64_t q = c.num_heads * c.head_dim, kv = c.kv_dim();
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& w = model.layer_weights(l);
+    KVC_CHECK(!w.k_norm.defined(), "--lowrank palu: layer {} normalises its keys after the projection (k_norm), so "
+              "the weights' SVD does not describe them; use a bases file from kvc-calibrate with group=", l);
+    const at::Tensor rows = at::arange(q, q + 2 * kv, at::TensorOptions().dtype(at::kLong));
+    const at::Tensor kv_rows = (w.qkv.is_blocks() ? w.qkv.lookup_rows(rows) : w.qkv.dense().index_select(0, rows))
+                                   .to(at::kCPU, at::kDouble);
+    LayerBasis basis;
+    basis.key = grouped_from_weight(kv_rows.narrow(0, 0, kv), c.num_kv_heads, group_size);
+    basis.value = grouped_from_weight(kv_rows.narrow(0, kv, kv), c.num_kv_heads, group_size);
+    a.layers.push_back(basis);
+  }
+  return a;
+}
+
 }  // namespace
 
 std::vector<int64_t> lowrank_layers(const ModelConfig& config) {
@@ -80,7 +105,7 @@ LowRankSpec parse_lowrank_spec(const std::string& text, int64_t rank) {
       (text.find('=', colon) != std::string::npos || text.find_first_not_of(" \t", colon + 1) == std::string::npos)) {
     spec.path = text.substr(0, colon);
     const SpecValues values(parse_spec_params(text.substr(colon + 1), "--lowrank", text), "--lowrank", text);
-    values.check_known_keys({"tau", "ranks", "share", "keys", "gate"});
+    values.check_known_keys({"tau", "ranks", "share", "keys", "gate", "group"});
     const std::string keys = values.get_string("keys", "pre-rope");
     KVC_CHECK(keys == "pre-rope" || keys == "rotated", "--lowrank: keys must be pre-rope (the default: keys stored "
               "before RoPE and rotated when read) or rotated (stored after RoPE, scored in the latent), got '{}'", keys);
@@ -98,6 +123,11 @@ LowRankSpec parse_lowrank_spec(const std::string& text, int64_t rank) {
       spec.tau = values.get_number("tau", spec.tau);
       KVC_CHECK(spec.tau > 0 && spec.tau < 1, "--lowrank: tau must be in (0, 1), got {}", spec.tau);
     }
+    if (values.has("group")) {
+      spec.group = static_cast<int64_t>(values.get_number("group", 0.0));
+      KVC_CHECK(spec.group >= 1 && static_cast<double>(spec.group) == values.get_number("group", 0.0),
+                "--lowrank: group must be a whole number of KV heads >= 1, got {}", values.get_string("group", ""));
+    }
     std::stringstream rs(values.get_string("ranks", ""));
     std::string r;
     while (std::getline(rs, r, '/')) spec.ranks.push_back(parse_int(r, "each of ranks=a/b/..."));
@@ -107,12 +137,35 @@ LowRankSpec parse_lowrank_spec(const std::string& text, int64_t rank) {
   KVC_CHECK(spec.share == 0 || (rank == 0 && spec.ranks.empty()),
             "--lowrank: share= searches the ranks itself; give it without --rank or ':ranks='");
   if (rank > 0) spec.ranks = {rank};
+  if (spec.from_weights()) {
+    KVC_CHECK(!spec.rotated_keys, "--lowrank palu: the weights' SVD describes keys before RoPE; keys=rotated needs "
+              "a bases file from kvc-calibrate (with group=)");
+    KVC_CHECK(spec.share == 0 && spec.tau < 0 && !spec.half_gate, "--lowrank palu: give a fixed rank (--rank r or "
+              "':ranks='); share=, tau= and gate= need a bases or gates file");
+  }
+  KVC_CHECK(spec.group == 0 || spec.share == 0, "--lowrank: group= and share= do not combine (the search reads one "
+            "basis's eigenvalues in order); give the fixed rank with --rank r or ':ranks='");
   return spec;
 }
 
 LayoutFactory<LowRankLayerCache> make_lowrank_factory(const LowRankSpec& spec, const LlamaModel& model) {
   const ModelConfig& c = model.config();
-  const Artifact a = load_artifact(spec.path, c);
+  // palu's default group is every KV head: Palu's J-LRD, the variant the token-wise low-rank paper compares
+  // against (its §4.1).
+  const int64_t group = spec.group > 0 ? spec.group : spec.from_weights() ? c.num_kv_heads : 0;
+  Artifact a = spec.from_weights() ? palu_artifact(model, group) : load_artifact(spec.path, c);
+  if (group > 0) {
+    KVC_CHECK(!a.is_gates(), "--lowrank: group= applies to a bases file or palu, and '{}' holds trained gates",
+              spec.path);
+    for (LayerBasis& layer : a.layers) {
+      if (!spec.from_weights()) {
+        layer.key = grouped_from_moment(layer.key, c.num_kv_heads, group);
+        layer.value = grouped_from_moment(layer.value, c.num_kv_heads, group);
+      }
+      if (spec.rotated_keys && layer.rotated_key.U.defined())
+        layer.rotated_key = grouped_from_moment(layer.rotated_key, c.num_kv_heads, group);
+    }
+  }
   KVC_CHECK(!spec.rotated_keys || a.has_rotated_keys(), "--lowrank: '{}' holds no basis of rotated keys; run "
             "kvc-calibrate again (and kvc-train on its output) to write one for keys=rotated", spec.path);
   const int64_t L = c.num_layers, dkv = c.kv_dim();

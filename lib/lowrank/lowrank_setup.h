@@ -10,6 +10,10 @@
 //                                           decode step scores them without rebuilding them (any of the above)
 //   gates.safetensors:gate=f16              the gate's matrix rounded to f16 (held in f16 on the CPU: half
 //                                           the bytes a decode step reads for it; ranks near τ may move)
+//   bases.safetensors:group=4 --rank 32     Palu's grouped decomposition (grouped_basis.h): each group of
+//                                           4 KV heads its own basis from the calibration's second moment
+//   palu[:group=4] --rank 32                the same from the model's K/V projection weights (their SVD),
+//                                           no file; without group=, one group of every KV head (J-LRD)
 #include <string>
 #include <vector>
 
@@ -26,6 +30,9 @@ struct LowRankSpec {
   double share = 0;            // > 0: ranks searched for this kept share of the cache
   bool rotated_keys = false;   // ":keys=rotated": keys stored after RoPE in the rotated keys' basis
   bool half_gate = false;      // ":gate=f16": the gate's matrix rounded to f16
+  int64_t group = 0;           // ":group=S": Palu's groups of S KV heads, each with its own basis (0: one basis)
+  bool from_weights() const { return path == kPaluPath; }
+  static constexpr const char* kPaluPath = "palu";  // the bases from the model's weights, not a file
 };
 
 // The layers a low-rank cache is built for: every layer but sliding-window ones (they keep their window).

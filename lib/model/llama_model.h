@@ -72,6 +72,9 @@ class LlamaModel {
   // The dense cache in `types` (resolved; check_cache_types_fit passed), whatever cache_types() says.
   KVCache typed_cache(CacheTypes types) const;
 
+  // A layer's weights as loaded (read by methods that derive a cache from them, e.g. Palu's bases).
+  const LayerWeights& layer_weights(int64_t layer) const { return layers_.at(static_cast<size_t>(layer)); }
+
   // Runs `tokens` at the positions after those already in `cache`, appending their entries.
   // Returns float32 logits [T, vocab] (or [1, vocab] when options.all_logits is false).
   at::Tensor forward(const std::vector<int>& tokens, KVCache& cache, const ForwardOptions& options = {}) const;

@@ -44,11 +44,13 @@ class D2OScorer : public Scorer {
   double recent_;
 };
 
-// How the layers share the budget.
+// How the layers share the budget: the paper's rule and the alternatives of its Table 4.
 enum class D2OLayers {
-  Variance,  // the paper's inverse-variance softmax exp(1/σ²_l)
-  Scaled,    // exp(τ · (1/σ²_l) / mean_j(1/σ²_j))
-  Uniform,   // every layer the same budget
+  Variance,    // the paper's inverse-variance softmax exp(1/σ²_l)
+  Reciprocal,  // Table 4, "Reciprocal of Variance": 1/σ²_l
+  ExpDecay,    // Table 4, "Exponential Decay Allocation": exp(−σ²_l)
+  Scaled,      // exp(τ · (1/σ²_l) / mean_j(1/σ²_j)) (kvc's, not the paper's)
+  Uniform,     // every layer the same budget (Table 4's Uniform, Table 6's "w.o. Layer Operation")
 };
 
 struct D2OOptions {
@@ -57,6 +59,10 @@ struct D2OOptions {
   bool merge = true;
   double beta = 0.7;  // EMA weight of the current similarities (Eq. 10)
   double tau = 1.0;   // temperature of the scaled layer softmax (not the paper's)
+  // The merge threshold: the EMA of Eq. 10, or a fixed cosine (ema = false) every evicted entry's best
+  // similarity is compared with; −∞ merges every evicted entry (Table 6, "w.o. EMA-Threshold").
+  bool ema = true;
+  double fixed_threshold = 0;
 };
 
 class D2OAllocator : public Allocator {
@@ -90,11 +96,14 @@ class D2OAllocator : public Allocator {
     if (!options_.merge) return;
     at::Tensor merged;
     at::Tensor* want = record != nullptr ? &merged : nullptr;
-    MergeThreshold& threshold = thresholds_[layer];
+    MergeThreshold& threshold =
+        thresholds_.try_emplace(layer, MergeThreshold{options_.ema ? -1.0 : options_.fixed_threshold, {}})
+            .first->second;
     if (evicts_one_per_head_on_device(cache, kept)) {
-      d2o_merge_one_per_head_on_device(cache, kept, options_.beta, threshold.on_device(kept.device()), want);
+      d2o_merge_one_per_head_on_device(cache, kept, options_.beta, threshold.on_device(kept.device()), want,
+                                       options_.ema);
     } else {
-      d2o_merge(cache, kept, options_.beta, threshold.on_host(), want);
+      d2o_merge(cache, kept, options_.beta, threshold.on_host(), want, options_.ema);
     }
     if (record != nullptr && merged.defined()) record->add_merges(layer, merged, cache);
   }
@@ -104,9 +113,17 @@ class D2OAllocator : public Allocator {
  private:
   std::vector<double> layer_weights() const {
     // D2O Eq. 5: the inverse-variance softmax α_l = exp(1/σ²_l) / Σ_j exp(1/σ²_j): dense (low-variance)
-    // layers get more of the total. layers=scaled: exp(τ · (1/σ²_l) / mean_j(1/σ²_j)) instead.
+    // layers get more of the total. layers=scaled: exp(τ · (1/σ²_l) / mean_j(1/σ²_j)) instead; Table 4's
+    // alternatives: layers=reciprocal, 1/σ²_l; layers=exp_decay, exp(−σ²_l).
     std::vector<double> inv;
     for (double var : layer_variance_) inv.push_back(1.0 / std::max(var, 1e-12));
+    if (options_.layers == D2OLayers::Reciprocal) return inv;
+    if (options_.layers == D2OLayers::ExpDecay) {
+      std::vector<double> w;
+      const double lo = *std::min_element(layer_variance_.begin(), layer_variance_.end());
+      for (double var : layer_variance_) w.push_back(std::exp(lo - var));  // shifted: same proportions
+      return w;
+    }
     const double mean_inv = std::accumulate(inv.begin(), inv.end(), 0.0) / static_cast<double>(inv.size());
     std::vector<double> logits;
     for (double v : inv) logits.push_back(options_.layers == D2OLayers::Scaled ? options_.tau * v / mean_inv : v);
@@ -124,8 +141,8 @@ class D2OAllocator : public Allocator {
     return s > 1 && kept.size(1) == s - 1;
   }
 
-  // A layer's EMA merge threshold (<0: unset), on the host or, while decoding on a device, there: a
-  // decode step's merge then never waits for the GPU.
+  // A layer's merge threshold (EMA: <0 unset; fixed: its value), on the host or, while decoding on a
+  // device, there: a decode step's merge then never waits for the GPU.
   struct MergeThreshold {
     double host = -1.0;
     at::Tensor device;  // 0-dim float64; when defined, the current value
@@ -149,16 +166,16 @@ class D2OAllocator : public Allocator {
 
 
 // Eq. 10: the current mean of the best similarities gets the weight β, the history 1 − β ("greater
-// weight to more recent"); the first mean starts it (threshold < 0: none yet).
-void update_threshold(double& threshold, double mean_best, double beta) {
-  threshold = threshold < 0 ? mean_best : beta * mean_best + (1 - beta) * threshold;
+// weight to more recent"); the first mean starts it (threshold < 0: none yet). A fixed threshold stays.
+void update_threshold(double& threshold, double mean_best, double beta, bool ema) {
+  if (ema) threshold = threshold < 0 ? mean_best : beta * mean_best + (1 - beta) * threshold;
 }
 
 // The decode-step merge (one evicted entry per head) on float32 rows: the target search is one kernel
 // pass (kernels/best_cosine.h) instead of a dozen small tensor operations, which cost more than the
 // step's attention once the cache is small. Same rule as d2o_merge.
 void merge_one_per_head(at::Tensor& keys, at::Tensor& values, const at::Tensor& keep, double beta, double& threshold,
-                        at::Tensor* merged) {
+                        at::Tensor* merged, bool ema) {
   const int64_t kv = keys.size(0), s = keys.size(1), d = keys.size(2);
   const at::Tensor evict = s * (s - 1) / 2 - keep.sum(1);  // the one index each sorted row misses
   const std::vector<int64_t> evicted(evict.data_ptr<int64_t>(), evict.data_ptr<int64_t>() + kv);
@@ -171,7 +188,7 @@ void merge_one_per_head(at::Tensor& keys, at::Tensor& values, const at::Tensor& 
   const std::vector<int64_t>& target = found.row;
   double mean_best = 0;
   for (double b : best) mean_best += b / static_cast<double>(kv);
-  update_threshold(threshold, mean_best, beta);
+  update_threshold(threshold, mean_best, beta, ema);
   std::vector<int64_t> rows;  // (head, evicted, slot) of each merge
   const double own = std::exp(1.0);
   for (int64_t h = 0; h < kv; ++h) {
@@ -196,7 +213,7 @@ void merge_one_per_head(at::Tensor& keys, at::Tensor& values, const at::Tensor& 
 }  // namespace
 
 void d2o_merge_one_per_head_on_device(LayerCache& cache, const at::Tensor& keep, double beta, at::Tensor& threshold,
-                                      at::Tensor* merged) {
+                                      at::Tensor* merged, bool ema) {
   const MergeableRows::Rows rows_of_cache = require_mergeable_rows(cache, kMergePurpose).merge_rows();
   at::Tensor keys = rows_of_cache.keys, values = rows_of_cache.values;
   const int64_t kv = keys.size(0), s = keys.size(1), d = keys.size(2);
@@ -211,7 +228,7 @@ void d2o_merge_one_per_head_on_device(LayerCache& cache, const at::Tensor& keep,
   sim = sim.div_(norms.gather(1, evict) * norms).scatter_(1, evict, -std::numeric_limits<float>::infinity());
   const auto [best, target] = sim.max(1, /*keepdim=*/true);  // [kv, 1]
   const at::Tensor mean_best = best.to(at::kDouble).mean();
-  threshold = at::where(threshold < 0, mean_best, beta * mean_best + (1 - beta) * threshold);
+  if (ema) threshold = at::where(threshold < 0, mean_best, beta * mean_best + (1 - beta) * threshold);
   const at::Tensor merge = (best.to(at::kDouble) >= threshold).view({kv, 1, 1});
   const at::Tensor w = best.to(at::kDouble).exp().view({kv, 1, 1}), own = at::full({}, std::exp(1.0), w.options());
   const auto merged_row = [&](const at::Tensor& t, const at::Tensor& evicted_row) {
@@ -232,7 +249,8 @@ void d2o_merge_one_per_head_on_device(LayerCache& cache, const at::Tensor& keep,
   }
 }
 
-void d2o_merge(LayerCache& cache, const at::Tensor& keep, double beta, double& threshold, at::Tensor* merged) {
+void d2o_merge(LayerCache& cache, const at::Tensor& keep, double beta, double& threshold, at::Tensor* merged,
+               bool ema) {
   // In place on the cache's own storage: while decoding, one pass over the keys for norms and one for
   // similarities, and only the kept rows that receive a merge are rewritten, because copying the whole
   // cache at every decode step would cost more than eviction saves.
@@ -242,7 +260,8 @@ void d2o_merge(LayerCache& cache, const at::Tensor& keep, double beta, double& t
   if (e <= 0) return;
   const bool plain_rows = keys.scalar_type() == at::kFloat && values.scalar_type() == at::kFloat &&
                           keys.device().is_cpu() && keys.stride(2) == 1 && values.stride(2) == 1;
-  if (e == 1 && plain_rows && s > 1) return merge_one_per_head(keys, values, keep.contiguous(), beta, threshold, merged);
+  if (e == 1 && plain_rows && s > 1)
+    return merge_one_per_head(keys, values, keep.contiguous(), beta, threshold, merged, ema);
   at::Tensor evicted_mask = at::ones({kv, s}, keep.options().dtype(at::kBool));
   evicted_mask.scatter_(1, keep, false);
   const at::Tensor evict = at::arange(s, keep.options()).expand({kv, s}).masked_select(evicted_mask).view({kv, e});
@@ -281,7 +300,7 @@ void d2o_merge(LayerCache& cache, const at::Tensor& keep, double beta, double& t
   });
   const at::Tensor target = few_evicted ? best_index : keep.gather(1, best_index);  // a kept slot
   const double mean_best = best_sim.mean().item<double>();
-  update_threshold(threshold, mean_best, beta);
+  update_threshold(threshold, mean_best, beta, ema);
   // Weights exp(similarity); the kept token has similarity 1 with itself, so e^1 is the largest.
   const at::Tensor merges = best_sim >= threshold;  // [kv, e]
   if (!merges.any().item<bool>()) return;
@@ -311,25 +330,45 @@ void d2o_merge(LayerCache& cache, const at::Tensor& keep, double beta, double& t
 }
 
 void register_d2o() {
-  register_method("d2o", "inverse-variance layer budgets; sinks+recent+heavy tokens; merges evicted (bounded)",
+  register_method("d2o", "inverse-variance layer budgets; sinks+recent+heavy tokens; merges evicted (bounded) "
+                  "(sinks=4,recent=0.25,beta=0.7,threshold=ema,layers=variance)",
                   [](const PressParams& p) {
-                    p.check_known_keys({"sinks", "recent", "beta", "tau", "merge", "layers", "variance", "agg", "heads"});
+                    p.check_known_keys({"sinks", "recent", "beta", "tau", "merge", "threshold", "layers", "variance",
+                                        "agg", "heads"});
                     PressConfig c;
                     const int64_t sinks = p.get_int("sinks", 4);
                     const double recent = p.get_double("recent", 0.25);
                     KVC_CHECK(sinks >= 0, "--press d2o: sinks must be >= 0");
                     KVC_CHECK(recent >= 0 && recent <= 1, "--press d2o: recent is a share of the budget in [0, 1]");
                     c.scorer = std::make_shared<D2OScorer>(sinks, recent);
-                    // Ablations: merge=0 drops evicted entries (no compensation); layers=uniform gives
-                    // every layer the same budget; layers=scaled is the softmax of τ · (1/σ²) / mean(1/σ²)
-                    // (temperature `tau`) instead of the paper's exp(1/σ²); variance=head_mean takes the
-                    // variance of the head-averaged sequence instead of averaging per-head variances.
+                    // Ablations (the paper's Tables 4 and 6): merge=0 drops evicted entries (no
+                    // compensation); layers=uniform gives every layer the same budget ("w.o. Layer
+                    // Operation"); threshold=none merges every evicted entry ("w.o. EMA-Threshold"),
+                    // threshold=C a fixed cosine C; layers=reciprocal and exp_decay are Table 4's other
+                    // splits. kvc's own: layers=scaled is the softmax of τ · (1/σ²) / mean(1/σ²)
+                    // (temperature `tau`); variance=head_mean takes the variance of the head-averaged
+                    // sequence instead of averaging per-head variances.
+                    const std::map<std::string, D2OLayers> splits{{"variance", D2OLayers::Variance},
+                                                                  {"reciprocal", D2OLayers::Reciprocal},
+                                                                  {"exp_decay", D2OLayers::ExpDecay},
+                                                                  {"scaled", D2OLayers::Scaled},
+                                                                  {"uniform", D2OLayers::Uniform}};
                     const std::string layers = p.get_string("layers", "variance");
-                    KVC_CHECK(layers == "variance" || layers == "scaled" || layers == "uniform",
-                              "--press d2o: layers must be variance, scaled or uniform, got '{}'", layers);
+                    KVC_CHECK(splits.count(layers) == 1, "--press d2o: layers must be variance, reciprocal, "
+                              "exp_decay, scaled or uniform, got '{}'", layers);
                     D2OOptions o;
-                    o.layers = layers == "uniform" ? D2OLayers::Uniform
-                                                   : layers == "scaled" ? D2OLayers::Scaled : D2OLayers::Variance;
+                    o.layers = splits.at(layers);
+                    const std::string threshold = p.get_string("threshold", "ema");
+                    if (threshold == "none") {
+                      o.ema = false;
+                      o.fixed_threshold = -std::numeric_limits<double>::infinity();
+                    } else if (threshold != "ema") {
+                      o.ema = false;
+                      o.fixed_threshold = p.get_double("threshold", 0.0);
+                      KVC_CHECK(o.fixed_threshold >= -1 && o.fixed_threshold <= 1, "--press d2o: threshold must be "
+                                "ema (Eq. 10), none (merge every evicted entry) or a cosine in [-1, 1], got {}",
+                                threshold);
+                    }
                     const std::string variance = p.get_string("variance", "per_head");
                     KVC_CHECK(variance == "per_head" || variance == "head_mean",
                               "--press d2o: variance must be per_head or head_mean, got '{}'", variance);
@@ -340,6 +379,8 @@ void register_d2o() {
                     o.beta = p.get_double("beta", 0.7);
                     o.tau = p.get_double("tau", 1.0);
                     KVC_CHECK(o.beta >= 0 && o.beta <= 1, "--press d2o: beta must be in [0, 1]");
+                    KVC_CHECK(o.merge || threshold == "ema", "--press d2o: threshold={} applies to the merge, and "
+                              "merge=0 has none", threshold);
                     c.allocator = [o] { return std::make_unique<D2OAllocator>(o); };
                     return c;
                   });

@@ -1,7 +1,8 @@
 // KVCompose (2025): attention-guided composite tokens. Score = max over task tokens of their attention
-// to each context token (task=window: the prompt's last tokens, e.g. its question; task=repeat: a copy
-// of the prompt fed after it, the paper's task-agnostic set T = {C}), query heads averaged onto KV heads (pooled along the sequence with `kernel`,
-// kvc's departure; kernel=1 is the paper's), plus the mean over heads. The k-th
+// to each context token (task=repeat, the default: a copy of the prompt fed after it, the paper's
+// task-agnostic set T = {C}; task=window: the prompt's last tokens, e.g. its question), query heads
+// averaged onto KV heads (pooled along the sequence with `kernel`, kvc's departure; kernel=1, the default,
+// is the paper's), plus the mean over heads. The k-th
 // composite token of a layer takes each head's k-th best entry and scores the mean over heads; all
 // layers' composite scores are pooled and the global top (1 − r) × L × N kept (Eq. 20–22), which sets
 // each layer's budget; each head then keeps its own top entries. The unstructured variant pools
@@ -106,7 +107,10 @@ class KVComposeAllocator : public Allocator {
 
 PressConfig build(const PressParams& p, bool per_head) {
   p.check_known_keys({"task", "window", "kernel", "floor", "first_layer_max", "agg", "heads"});
-  const std::string task = p.get_string("task", "window");
+  // Defaults are the paper's task-agnostic setting: T = {C}, the context fed as the task (task=repeat), scored
+  // without pooling (kernel=1). The committed results in data/results/eviction/ and data/results/leaderboard/
+  // were made with task=window,kernel=5 (recipes/lib/committed_settings.sh).
+  const std::string task = p.get_string("task", "repeat");
   KVC_CHECK(task == "window" || task == "all" || task == "repeat",
             "--press {}: task must be window (the last `window` prompt tokens), all (the context itself, "
             "causally) or repeat (a second copy of the context, as kvpress), got '{}'", p.name, task);
@@ -117,10 +121,10 @@ PressConfig build(const PressParams& p, bool per_head) {
   o.per_head = per_head;
   // task=all: every prompt token is a task token (probe windows are clamped to the prompt length).
   // kernel: average pooling of each head's scores along the sequence, as SnapKV's. Not in the paper
-  // (kernel=1 is the paper's and kvpress' scoring), but without it a multi-token fact loses the tokens
-  // the question does not attend to directly: on kvc-tiny-lm's needle grid (ratio 0.5, question seen)
+  // (kernel=1 is the paper's and kvpress' scoring); with task=window it keeps multi-token facts the question
+  // does not attend to directly: on kvc-tiny-lm's needle grid (ratio 0.5, question seen) task=window with
   // kernel=1 keeps 0.25 of the answers, kernel=5 0.85, SnapKV 0.725 (and SnapKV with kernel=1 0.175).
-  const int64_t kernel = p.get_int("kernel", 5);
+  const int64_t kernel = p.get_int("kernel", 1);
   KVC_CHECK(kernel >= 1 && kernel % 2 == 1, "--press {}: kernel must be odd and >= 1, got {}", p.name, kernel);
   // task=repeat: kvpress feeds the context a second time after itself and scores each token by that
   // copy's attention, so every token is seen by queries that have read the whole context (task=all
@@ -145,7 +149,8 @@ PressConfig build(const PressParams& p, bool per_head) {
 }  // namespace
 
 void register_kvcompose() {
-  register_method("kvcompose", "composite tokens pooled over all layers set layer budgets (task=window|all|repeat,window=32,kernel=5)",
+  register_method("kvcompose", "composite tokens pooled over all layers set layer budgets (task=repeat|window|all,kernel=1; "
+                  "window=32 with task=window)",
                   [](const PressParams& p) { return build(p, /*per_head=*/false); });
   register_method("kvcompose_unstructured", "KVCompose with per-(layer, head) budgets (CSR cache)",
                   [](const PressParams& p) { return build(p, /*per_head=*/true); });

@@ -1,12 +1,26 @@
-"""Choosing a trained gate set and its threshold for a target kept share, shared by the matched-memory
-recipes and the leaderboard. `measure(spec)` runs kvc-eval kl on the training text with `--lowrank *spec`
-and returns its report with "kept_share" added (kl_report does so).
+"""Choosing a trained gate set for a target kept share, shared by the matched-memory recipes and the
+leaderboard. `measure(spec)` runs kvc-eval kl on the training text with `--lowrank *spec` and returns its
+report with "kept_share" added (kl_report does so). Two rate controls:
+  alpha  the paper's (token-wise low rank, "DynaKV"): the hard-mask threshold stays at the τ the gates were
+         trained with (kvc-train's --tau, 0.1 as in the paper), and the weight α of R² in the training loss
+         sets the share. For a target share the gate set keeping the nearest share at its own τ is chosen
+         (nearest_gate_set), or, with --train, α is bisected by training a gate set per probe
+         (alpha_for_share).
+  tau    kvc's: each gate set's τ is bisected until it keeps the share, and of those the gate set with the
+         lowest KL on the training text is chosen (best_gate_set). The committed matched-memory tables and
+         the leaderboard's gate rows were chosen this way.
 
-As a command, prints the gate set and tau chosen for each share that some gate set reaches, one line
-each: share, tab, the --lowrank spec. For example
-  python3 recipes/lib/matched_memory.py --bin build/bin --model MODEL --text TRAIN.txt --shares 0.5 0.3 \
-    --gates kl:1=gates.kl.1.safetensors kl:4=gates.kl.4.safetensors
+As a command, prints the choice for each share that some gate set reaches, one line each: share, tab, the
+--lowrank spec. For example
+  python3 recipes/lib/matched_memory.py --rate tau --bin build/bin --model MODEL --text TRAIN.txt \
+    --shares 0.5 0.3 --gates kl:1=gates.kl.1.safetensors kl:4=gates.kl.4.safetensors
+  python3 recipes/lib/matched_memory.py --rate alpha --bin build/bin --model MODEL --text TRAIN.txt \
+    --shares 0.3 --train "build/bin/kvc-train -m MODEL --bases bases.safetensors -f TRAIN.txt --loss kl \
+    --steps 300 -c 128" --work build/recipe-work/alpha
 """
+import math
+import os
+import shlex
 import argparse
 import json
 import subprocess
@@ -46,6 +60,45 @@ def tau_for_share(measure, gates, share, steps):
     return round((lo + hi) / 2, 5)
 
 
+def nearest_gate_set(measure, gate_sets, share, tolerance):
+    """The paper's rate control over trained gate sets ({label: gates file}): each at its own τ (the one
+    kvc-train recorded, 0.1 by default), the one whose kept share is nearest `share`, as {"label",
+    "kept_share", "spec"}; None if none is within `tolerance` of it."""
+    best = None
+    for label, gates in gate_sets.items():
+        kept = measure([gates])["kept_share"]
+        if abs(kept - share) <= tolerance and (best is None or abs(kept - share) < abs(best["kept_share"] - share)):
+            best = {"label": label, "kept_share": kept, "spec": [gates]}
+    return best
+
+
+def alpha_for_share(train, measure, share, lo, hi, steps, tolerance):
+    """The paper's rate control with training: τ stays as trained, α is bisected in log space within [lo, hi]
+    until the gate set `train(alpha)` (a gates file) keeps `share` within `tolerance`; a larger α keeps
+    less. Returns {"alpha", "kept_share", "spec"} of that gate set (or of the nearest after `steps`
+    probes), or None if [lo, hi] does not bracket the share."""
+    probes = {}
+
+    def kept(alpha):
+        if alpha not in probes:
+            gates = train(alpha)
+            probes[alpha] = {"alpha": alpha, "kept_share": measure([gates])["kept_share"], "spec": [gates]}
+        return probes[alpha]
+
+    if not kept(hi)["kept_share"] - tolerance <= share <= kept(lo)["kept_share"] + tolerance:
+        return None
+    for _ in range(steps):
+        nearest = min(probes.values(), key=lambda p: abs(p["kept_share"] - share))
+        if abs(nearest["kept_share"] - share) <= tolerance:
+            return nearest
+        mid = math.sqrt(lo * hi)
+        if kept(mid)["kept_share"] > share:
+            lo = mid
+        else:
+            hi = mid
+    return min(probes.values(), key=lambda p: abs(p["kept_share"] - share))
+
+
 def best_gate_set(measure, gate_sets, share, steps):
     """Of `gate_sets` ({label: gates file}), the one with the lowest KL on the training text at the tau
     that keeps `share` there: {"label", "tau", "train_kl", "spec"}, or None if none reaches the share."""
@@ -80,17 +133,44 @@ def main():
     ap.add_argument("--bin", required=True, help="folder of kvc-eval")
     ap.add_argument("--model", required=True)
     ap.add_argument("--text", required=True, help="the gates' training text")
-    ap.add_argument("--gates", nargs="+", required=True, help="LABEL=FILE of each trained gate set")
+    ap.add_argument("--rate", choices=("alpha", "tau"), default="alpha",
+                    help="alpha: the paper's (τ as trained, the gate set's α sets the share); tau: kvc's (τ bisected)")
+    ap.add_argument("--gates", nargs="+", default=[], help="LABEL=FILE of each trained gate set")
+    ap.add_argument("--train", help="--rate alpha: a kvc-train command without --alpha, -o and --json; α is then "
+                    "bisected by training a gate set per probe into --work")
+    ap.add_argument("--work", help="--train: the folder of the gate sets it trains (reused when there)")
+    ap.add_argument("--alpha-range", nargs=2, type=float, default=[0.25, 64.0], metavar=("LO", "HI"))
+    ap.add_argument("--tolerance", type=float, default=0.02, help="--rate alpha: how far from the share a kept "
+                    "share may be")
     ap.add_argument("--shares", nargs="+", type=float, required=True)
     ap.add_argument("--ctx", type=int, default=512)
     ap.add_argument("--windows", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--bisect", type=int, default=8, help="bisection steps of tau")
     a = ap.parse_args()
+    if a.train and (a.rate != "alpha" or not a.work):
+        ap.error("--train bisects α: give it with --rate alpha and --work")
+    if not a.train and not a.gates:
+        ap.error("give the trained gate sets (--gates) or, with --rate alpha, a --train command")
     gate_sets = dict(g.split("=", 1) for g in a.gates)
     measure = lambda spec: kl_report(a.bin, a.model, a.text, a.ctx, a.windows, a.threads, spec)
+
+    def train(alpha):
+        out = os.path.join(a.work, f"gates.alpha-{alpha:.6g}")
+        if not os.path.exists(out + ".safetensors"):
+            os.makedirs(a.work, exist_ok=True)
+            with open(out + ".json", "w") as report:
+                subprocess.run([*shlex.split(a.train), "--alpha", str(alpha), "-o", out + ".safetensors", "--json"],
+                               check=True, stdout=report)
+        return out + ".safetensors"
+
     for share in a.shares:
-        best = best_gate_set(measure, gate_sets, share, a.bisect)
+        if a.rate == "tau":
+            best = best_gate_set(measure, gate_sets, share, a.bisect)
+        elif a.train:
+            best = alpha_for_share(train, measure, share, *a.alpha_range, a.bisect, a.tolerance)
+        else:
+            best = nearest_gate_set(measure, gate_sets, share, a.tolerance)
         if best is None:
             print(f"matched_memory.py: no gate set keeps {share} of the cache on {a.text}", file=sys.stderr)
             continue

@@ -154,6 +154,24 @@ TEST(SweepPlan, MethodsTimesRatiosPlusOneBaselinePerTask) {
   EXPECT_THROW(check_task_names({"kl", "nedle"}, {"kl", "needle"}), Error);
 }
 
+// --method-spec pins a bare method's cells to a spec of the same method; the key keeps the bare name.
+TEST(SweepPlan, MethodSpecPinsABareMethodToItsSpec) {
+  const std::vector<std::string> registered{"none", "snapkv", "dynamickv"};
+  const auto pins = parse_method_specs({"dynamickv=dynamickv:window=32,kernel=5,m=2,rmax=2"}, registered);
+  ASSERT_EQ(pins.size(), 1u);
+  EXPECT_EQ(pinned_press("dynamickv", pins), "dynamickv:window=32,kernel=5,m=2,rmax=2");
+  EXPECT_EQ(pinned_press("dynamickv:rmax=3", pins), "dynamickv:rmax=3");  // an explicit spec runs as given
+  EXPECT_EQ(pinned_press("snapkv", pins), "snapkv");
+  const auto cells = plan_sweep({"kl"}, resolve_methods({"all"}, registered), {0.5});
+  EXPECT_EQ(cells.back().key(), "kl|dynamickv|0.5");
+  EXPECT_EQ(pinned_press(cell_compression(cells.back()).press, pins), "dynamickv:window=32,kernel=5,m=2,rmax=2");
+  for (const char* bad : {"dynamickv", "=dynamickv:m=2", "dynamickv=", "bogus=bogus:m=2", "dynamickv=snapkv:window=8",
+                          "dynamickv:m=2=dynamickv"}) {
+    EXPECT_THROW(parse_method_specs({bad}, registered), Error) << bad;
+  }
+  EXPECT_THROW(parse_method_specs({"dynamickv=dynamickv:m=2", "dynamickv=dynamickv:m=3"}, registered), Error);
+}
+
 TEST(SweepPlan, LowRankRetrievalAndTypedRowsNameTheCompressionTheyBuild) {
   ExtraRows rows;
   rows.retrieval = {"adaptive:budget=32"};

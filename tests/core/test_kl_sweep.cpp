@@ -42,8 +42,9 @@ TEST(KlSweep, EveryCellEqualsItsOwnEvaluateKlAndResumesFromCheckpointedWindows) 
 
   std::vector<std::string> specs{"none"};
   for (const auto& name : test::ratio_presses())
-    if (name != "kvzip") specs.push_back(name);  // kvzip scores a reconstruction as task=repeat below does
-  specs.push_back("kvcompose:task=repeat");  // scores a repeated prompt: prefills alone
+    if (name != "kvzip") specs.push_back(name);  // kvzip and kvcompose's default score a reconstruction or a
+                                                 // repeated prompt: they prefill alone
+  specs.push_back("kvcompose:task=window");      // shares the prefill
   std::vector<SweepCell> cells;
   std::vector<CacheSetup> setups;
   for (const auto& spec : specs) {
@@ -60,9 +61,10 @@ TEST(KlSweep, EveryCellEqualsItsOwnEvaluateKlAndResumesFromCheckpointedWindows) 
       run_kl_sweep(*model, ids, options, cells, setups, checkpoint, "s", true, [&] { ++windows; });
   ASSERT_TRUE(swept.complete);
   EXPECT_EQ(windows, 3);
-  // Per window: the reference, one shared prefill, and the cell that prefills alone.
-  EXPECT_EQ(swept.cost.prefills, 3 * 3);
-  EXPECT_EQ(swept.cost.shared_outputs, 3 * static_cast<int64_t>(cells.size() - 1));
+  // Per window: the reference, one shared prefill, and the two cells that prefill alone (kvcompose and
+  // kvcompose_unstructured under their defaults).
+  EXPECT_EQ(swept.cost.prefills, 3 * 4);
+  EXPECT_EQ(swept.cost.shared_outputs, 3 * static_cast<int64_t>(cells.size() - 2));
   ASSERT_EQ(swept.results.size(), cells.size());
   for (size_t c = 0; c < cells.size(); ++c) {
     SCOPED_TRACE(cells[c].method);
@@ -79,7 +81,7 @@ TEST(KlSweep, EveryCellEqualsItsOwnEvaluateKlAndResumesFromCheckpointedWindows) 
   resumed.append_all(first);
   const KlSweepOutcome again = run_kl_sweep(*model, ids, options, cells, setups, resumed, "s", true);
   ASSERT_TRUE(again.complete);
-  EXPECT_EQ(again.cost.prefills, 2 * 3);
+  EXPECT_EQ(again.cost.prefills, 2 * 4);
   for (size_t c = 0; c < cells.size(); ++c) expect_same(again.results[c], swept.results[c]);
 
   // Without sharing the prefill every cell prefills alone and still gets the same numbers.

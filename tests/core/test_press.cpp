@@ -13,6 +13,7 @@
 #include "compression/compression_spec.h"
 #include "press/press_registry.h"
 #include "harness/sample_runner.h"
+#include "harness/shared_prefill.h"
 #include "io/safetensors.h"
 #include "model/llama_model.h"
 #include "model/tensor_bridge.h"
@@ -621,6 +622,63 @@ TEST(PressMethods, D2OAblationParameters) {
   EXPECT_THROW(setup_for("d2o:layers=pyramid", 0.5), Error);
 }
 
+// The paper's Table 6 ablations as parameters. "w.o. Layer Operation" is layers=uniform (above); without
+// the layer split and the merge D2O is H2O: sinks=0 and merge=0 keep what H2O keeps, prompt and decode.
+TEST(PressMethods, D2OWithoutMergeOrLayerSplitIsH2O) {
+  const PressRun d2o = run(setup_for("d2o:sinks=0,recent=0.5,merge=0,layers=uniform", 0.5), prompt(kPrompt), 6);
+  const PressRun h2o = run(setup_for("h2o:recent=0.5", 0.5), prompt(kPrompt), 6);
+  for (int64_t l = 0; l < d2o.cache.num_layers(); ++l) {
+    const auto a = head_positions(d2o.cache.layer(l)), b = head_positions(h2o.cache.layer(l));
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t h = 0; h < a.size(); ++h) EXPECT_TRUE(std::get<0>(a[h].sort()).equal(std::get<0>(b[h].sort()))) << l;
+  }
+  for (size_t i = 0; i < d2o.logits.size(); ++i) EXPECT_TRUE(d2o.logits[i].equal(h2o.logits[i])) << i;
+}
+
+// "w.o. EMA-Threshold" (Table 6): threshold=none merges every evicted entry into its most similar kept
+// one; threshold=C compares each best similarity with a fixed cosine C that no merge moves.
+TEST(PressMethods, D2OFixedThresholdsMergeByTheirOwnRule) {
+  const auto& c = model().config();
+  const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, 0};
+  const int64_t n = 16, kv = c.num_kv_heads;
+  at::manual_seed(17);
+  const at::Tensor k = at::randn({kv, n, c.head_dim}, at::kDouble), v = at::randn({kv, n, c.head_dim}, at::kDouble);
+  const std::vector<int64_t> kept{0, 3, 4, 9, 15};
+  const at::Tensor keep = at::tensor(kept, at::kLong).unsqueeze(0).expand({kv, 5}).contiguous();
+  // Each evicted entry's best cosine over the kept keys as the cache holds them (after RoPE), by brute force.
+  DenseLayerCache held(shape, model().rope(), at::TensorOptions().dtype(at::kDouble));
+  held.append(k, v, at::arange(n, at::kLong));
+  const at::Tensor K = held.keys().clone();
+  std::vector<double> best;
+  for (int64_t h = 0; h < kv; ++h)
+    for (int64_t e = 0; e < n; ++e) {
+      if (std::find(kept.begin(), kept.end(), e) != kept.end()) continue;
+      double b = -2;
+      for (int64_t j : kept) b = std::max(b, (at::dot(K[h][e], K[h][j]) / (K[h][e].norm() * K[h][j].norm())).item<double>());
+      best.push_back(b);
+    }
+  std::vector<double> sorted = best;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[sorted.size() / 2];
+  for (const double fixed : {-std::numeric_limits<double>::infinity(), median}) {
+    SCOPED_TRACE(fixed);
+    DenseLayerCache cache(shape, model().rope(), at::TensorOptions().dtype(at::kDouble));
+    cache.append(k, v, at::arange(n, at::kLong));
+    double threshold = fixed;
+    at::Tensor merged;
+    d2o_merge(cache, keep, 0.7, threshold, &merged, /*ema=*/false);
+    EXPECT_EQ(threshold, fixed);
+    const auto expected = std::count_if(best.begin(), best.end(), [&](double b) { return b >= fixed; });
+    ASSERT_TRUE(merged.defined());
+    EXPECT_EQ(merged.size(0), expected);
+    if (std::isinf(fixed)) EXPECT_EQ(expected, static_cast<int64_t>(best.size()));
+  }
+  for (const char* spec : {"d2o:threshold=none", "d2o:threshold=0.5", "d2o:threshold=-1", "d2o:layers=uniform,threshold=none"})
+    EXPECT_NO_THROW(setup_for(spec, 0.5)) << spec;
+  for (const char* spec : {"d2o:threshold=1.5", "d2o:threshold=often", "d2o:merge=0,threshold=none"})
+    EXPECT_THROW(setup_for(spec, 0.5), Error) << spec;
+}
+
 // A decode step evicts one entry per head; float32 caches take a one-pass path, and caches on a GPU a
 // path of tensor operations alone (run here on the CPU). Both must merge as the general path does (run
 // here on a float64 copy of the same cache): same targets, rows and threshold.
@@ -773,7 +831,17 @@ TEST(CompressionPaperEquations, D2OEq5LayerBudgetsAreTheInverseVarianceSoftmax) 
   const auto expected = proportional(exp_inv, static_cast<double>(budget * L), kPrompt);
   const auto got = layer_budgets("d2o", 0.5, ids);
   for (int64_t l = 0; l < L; ++l) EXPECT_NEAR(static_cast<double>(got[static_cast<size_t>(l)]), expected[static_cast<size_t>(l)], 1.0) << l;
-  // layers=scaled keeps the former split: exp(τ · (1/σ²) / mean(1/σ²)) over the head-averaged variance.
+  // Table 4's other splits over the same variances: 1/σ² (reciprocal) and exp(−σ²) (exponential decay).
+  std::vector<double> decay;
+  for (double v : inv) decay.push_back(std::exp(-1.0 / v));
+  for (const auto& [spec, weights] : std::vector<std::pair<std::string, std::vector<double>>>{
+           {"d2o:layers=reciprocal", inv}, {"d2o:layers=exp_decay", decay}}) {
+    const auto want = proportional(weights, static_cast<double>(budget * L), kPrompt);
+    const auto split = layer_budgets(spec, 0.5, ids);
+    for (int64_t l = 0; l < L; ++l)
+      EXPECT_NEAR(static_cast<double>(split[static_cast<size_t>(l)]), want[static_cast<size_t>(l)], 1.0) << spec << l;
+  }
+  // layers=scaled: exp(τ · (1/σ²) / mean(1/σ²)) over the head-averaged variance.
   std::vector<double> scaled_inv, scaled;
   for (const auto& cs : rec.column_sums) scaled_inv.push_back(1.0 / cs.mean(0).var().item<double>());
   const double mean_inv = std::accumulate(scaled_inv.begin(), scaled_inv.end(), 0.0) / static_cast<double>(L);
@@ -785,47 +853,69 @@ TEST(CompressionPaperEquations, D2OEq5LayerBudgetsAreTheInverseVarianceSoftmax) 
 
 // DynamicKV Alg. 1 with one update after the last layer (m = L): global top-k, k = (wt − ws) · H · L,
 // over every non-window SnapKV score of all layers (line 6); Z = B^l · count / max(count) (line 8);
-// normalised to (wt − ws) · L (lines 9–10), capped at the B^l entries each layer holds.
+// normalised to (wt − ws) · L (lines 9–10), capped at the entries each layer holds (B^l, or the prompt
+// outside the window when that is fewer). Under the defaults (the official code's: window 8, kernel 7
+// averaging the context columns alone over zero padding, rmax 10) and the committed results' (window 32,
+// kernel 5 averaging what exists over every column, rmax 2).
 TEST(CompressionPaperEquations, DynamicKVAlgorithm1BudgetsFromTheGlobalTopK) {
+  struct Setting {
+    std::string params;
+    int64_t ws, kernel;
+    bool zeros_over_context;
+    double rmax;
+  };
   const auto ids = prompt(kPrompt);
-  const int64_t L = model().config().num_layers, KV = model().config().num_kv_heads, ws = 32;
-  const StatsRecorder rec = record_stats(ids, ws);
-  const int64_t budget = kPrompt / 2, a = budget - ws, bmax = 2 * a;
-  std::vector<at::Tensor> scored;
-  std::vector<int64_t> layer_of;
-  for (int64_t l = 0; l < L; ++l) {
-    // SnapKV's score: window attention summed over queries, group mean, pooled with kernel 5 (edges
-    // averaging what exists); the window itself is not scored.
-    const at::Tensor votes = rec.window_probs[static_cast<size_t>(l)].sum(1);
-    const at::Tensor kv = votes.reshape({KV, -1, kPrompt}).mean(1);
-    at::Tensor pooled = at::zeros_like(kv);
-    for (int64_t j = 0; j < kPrompt; ++j) {
-      const int64_t lo = std::max<int64_t>(0, j - 2), hi = std::min<int64_t>(kPrompt, j + 3);
-      pooled.select(1, j).copy_(kv.narrow(1, lo, hi - lo).mean(1));
+  const int64_t L = model().config().num_layers, KV = model().config().num_kv_heads;
+  for (const Setting& set : {Setting{"", 8, 7, true, 10.0}, Setting{"window=32,kernel=5,pad=edge,pool=all,rmax=2,", 32, 5, false, 2.0}}) {
+    SCOPED_TRACE(set.params);
+    const int64_t ws = set.ws, half = set.kernel / 2;
+    const StatsRecorder rec = record_stats(ids, ws);
+    const int64_t budget = kPrompt / 2, a = budget - ws, bmax = std::llround(set.rmax * static_cast<double>(a));
+    const int64_t pooled_len = set.zeros_over_context ? kPrompt - ws : kPrompt;
+    std::vector<at::Tensor> scored;
+    std::vector<int64_t> layer_of;
+    for (int64_t l = 0; l < L; ++l) {
+      // SnapKV's score: window attention summed over queries, group mean, average-pooled; the window itself is
+      // not scored.
+      const at::Tensor votes = rec.window_probs[static_cast<size_t>(l)].sum(1);
+      const at::Tensor kv = votes.reshape({KV, -1, kPrompt}).mean(1);
+      at::Tensor pooled = at::zeros_like(kv);
+      for (int64_t j = 0; j < pooled_len; ++j) {
+        const int64_t lo = std::max<int64_t>(0, j - half), hi = std::min<int64_t>(pooled_len, j + half + 1);
+        const at::Tensor sum = kv.narrow(1, lo, hi - lo).sum(1);
+        pooled.select(1, j).copy_(sum / static_cast<double>(set.zeros_over_context ? set.kernel : hi - lo));
+      }
+      const at::Tensor outside = pooled.narrow(1, 0, kPrompt - ws).reshape({-1});
+      scored.push_back(outside);
+      for (int64_t i = 0; i < outside.numel(); ++i) layer_of.push_back(l);
     }
-    const at::Tensor outside = pooled.narrow(1, 0, kPrompt - ws).reshape({-1});
-    scored.push_back(outside);
-    for (int64_t i = 0; i < outside.numel(); ++i) layer_of.push_back(l);
+    const at::Tensor all = at::cat(scored);
+    const at::Tensor top = std::get<1>(all.topk(a * KV * L));
+    std::vector<double> counts(static_cast<size_t>(L), 0);
+    for (int64_t i = 0; i < top.numel(); ++i) counts[static_cast<size_t>(layer_of[static_cast<size_t>(top[i].item<int64_t>())])] += 1;
+    const double max_count = *std::max_element(counts.begin(), counts.end());
+    std::vector<double> z;
+    for (double c : counts) z.push_back(static_cast<double>(bmax) * c / max_count);
+    const double held = static_cast<double>(std::min(bmax, kPrompt - ws));
+    const auto expected = proportional(z, static_cast<double>(a * L), held);
+    const auto got = layer_budgets("dynamickv:" + set.params + "m=" + std::to_string(L), 0.5, ids);
+    int64_t sum = 0;
+    for (int64_t l = 0; l < L; ++l) {
+      EXPECT_NEAR(static_cast<double>(got[static_cast<size_t>(l)] - ws), expected[static_cast<size_t>(l)], 1.0) << l;
+      sum += got[static_cast<size_t>(l)];
+    }
+    EXPECT_EQ(sum, budget * L);
+    // Intermediate updates (m = 1) normalise to (wt − ws) · L as well, so they trim little and the total
+    // still comes out exact.
+    const auto stepwise = layer_budgets("dynamickv:" + set.params + "m=1", 0.5, ids);
+    EXPECT_EQ(std::accumulate(stepwise.begin(), stepwise.end(), int64_t{0}), budget * L);
   }
-  const at::Tensor all = at::cat(scored);
-  const at::Tensor top = std::get<1>(all.topk(a * KV * L));
-  std::vector<double> counts(static_cast<size_t>(L), 0);
-  for (int64_t i = 0; i < top.numel(); ++i) counts[static_cast<size_t>(layer_of[static_cast<size_t>(top[i].item<int64_t>())])] += 1;
-  const double max_count = *std::max_element(counts.begin(), counts.end());
-  std::vector<double> z;
-  for (double c : counts) z.push_back(static_cast<double>(bmax) * c / max_count);
-  const auto expected = proportional(z, static_cast<double>(a * L), static_cast<double>(bmax));
-  const auto got = layer_budgets("dynamickv:m=" + std::to_string(L), 0.5, ids);
-  int64_t sum = 0;
-  for (int64_t l = 0; l < L; ++l) {
-    EXPECT_NEAR(static_cast<double>(got[static_cast<size_t>(l)] - ws), expected[static_cast<size_t>(l)], 1.0) << l;
-    sum += got[static_cast<size_t>(l)];
-  }
-  EXPECT_EQ(sum, budget * L);
-  // Intermediate updates (m = 1) normalise to (wt − ws) · L as well, so they trim little and the total
-  // still comes out exact.
-  const auto stepwise = layer_budgets("dynamickv:m=1", 0.5, ids);
-  EXPECT_EQ(std::accumulate(stepwise.begin(), stepwise.end(), int64_t{0}), budget * L);
+  // The defaults are the official code's, spelt out.
+  EXPECT_EQ(layer_budgets("dynamickv", 0.5, ids),
+            layer_budgets("dynamickv:window=8,kernel=7,pad=zeros,pool=context,m=4,rmax=10", 0.5, ids));
+  EXPECT_THROW(setup_for("dynamickv:rmax=0.5", 0.5), Error);
+  EXPECT_THROW(setup_for("dynamickv:m=0", 0.5), Error);
+  EXPECT_THROW(setup_for("dynamickv:pool=some", 0.5), Error);
 }
 
 // KVCompose Eq. 14–22: scores = max over the task tokens' attention, mean over a KV group's query heads,
@@ -850,7 +940,7 @@ TEST(CompressionPaperEquations, KVComposeEq22BudgetsWithoutATaskTokenFloor) {
     const at::Tensor top = std::get<1>(at::cat(composites).topk(budget * L));
     std::vector<double> expected(static_cast<size_t>(L), 0);
     for (int64_t i = 0; i < top.numel(); ++i) expected[static_cast<size_t>(top[i].item<int64_t>() / kPrompt)] += 1;
-    const CacheSetup setup = setup_for("kvcompose:kernel=1", ratio);  // the paper scores without pooling
+    const CacheSetup setup = setup_for("kvcompose:task=window,kernel=1", ratio);  // the paper scores without pooling
     KVCache cache = setup.new_cache(model());
     auto observer = setup.new_observer();
     ForwardOptions o;
@@ -919,6 +1009,31 @@ TEST(CompressionPaperEquations, KVComposeRepeatedPromptIsTheCopysAttentionAndLea
   const at::Tensor next = m.forward({ids[1]}, cache, ForwardOptions{true, &repeating});
   EXPECT_LT((next - m.forward({ids[1]}, plain)).abs().max().item<double>(), 1e-9);
   EXPECT_EQ(repeating.window_probs.size(), static_cast<size_t>(2 * L));
+}
+
+// KVCompose's defaults are the paper's task-agnostic setting: T = {C}, the context fed as the task
+// (task=repeat), scores not pooled (kernel=1); task=window,kernel=5 (the committed results') stays selectable.
+TEST(CompressionPaperEquations, KVComposeDefaultsToTheTaskAgnosticContextTaskSet) {
+  const auto kept = [](const std::string& spec) {
+    const PressRun r = run(setup_for(spec, 0.5), prompt(kPrompt), 0);
+    std::vector<at::Tensor> out;
+    for (int64_t l = 0; l < r.cache.num_layers(); ++l)
+      for (const auto& h : head_positions(r.cache.layer(l))) out.push_back(std::get<0>(h.sort()));
+    return out;
+  };
+  const auto same = [](const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!a[i].equal(b[i])) return false;
+    return true;
+  };
+  const auto defaults = kept("kvcompose");
+  EXPECT_TRUE(same(defaults, kept("kvcompose:task=repeat,kernel=1")));
+  EXPECT_FALSE(same(defaults, kept("kvcompose:task=window,kernel=5")));
+  EXPECT_TRUE(same(kept("kvcompose_unstructured"), kept("kvcompose_unstructured:task=repeat,kernel=1")));
+  // The repeated context is a second prefill: it cannot share one with the other presses.
+  EXPECT_FALSE(shares_prefill(setup_for("kvcompose", 0.5), model()));
+  EXPECT_TRUE(shares_prefill(setup_for("kvcompose:task=window", 0.5), model()));
 }
 
 // --dump-kept: per layer × KV head the positions kept after prefill and held at the end, and D2O's

@@ -55,10 +55,17 @@ std::vector<CacheSetup> every_press(const LlamaModel& model, double ratio, const
   std::vector<std::string> specs{"none", "snapkv:window=4", "pyramidkv:window=16"};
   const bool blocks = cache_type == "q8_0" || cache_type == "q4_0";
   // key_rerotation rewrites keys, which rows of blocks cannot take; kvzip scores a reconstruction of the
-  // prompt, which prefills alone (as kvcompose:task=repeat, tested on its own below).
-  for (const auto& name : test::ratio_presses())
-    if (!(blocks && name == "key_rerotation") && name != "kvzip")
-      specs.push_back(name == "d2o" && blocks ? "d2o:merge=0" : name);
+  // prompt and kvcompose's default a repeated prompt, which prefill alone (tested on their own below).
+  for (const auto& name : test::ratio_presses()) {
+    if ((blocks && name == "key_rerotation") || name == "kvzip") continue;
+    if (name == "d2o" && blocks) {
+      specs.push_back("d2o:merge=0");
+    } else if (name == "kvcompose" || name == "kvcompose_unstructured") {
+      specs.push_back(name + ":task=window");
+    } else {
+      specs.push_back(name);
+    }
+  }
   std::vector<CacheSetup> setups;
   for (const auto& spec : specs) {
     CompressionSpec c;
@@ -213,7 +220,7 @@ TEST(SharedPrefill, GemmaLocalLayersAreCopiedAsTheirOwnPrefillTrimmedThem) {
   const Loaded& gemma = loaded(test::gemma3_gguf());
   // Past twice the 512-token window, so the local layers trim during the prefill.
   std::vector<CacheSetup> setups;
-  for (const char* spec : {"none", "snapkv", "streaming_llm", "dynamickv", "d2o", "kvcompose"}) {
+  for (const char* spec : {"none", "snapkv", "streaming_llm", "dynamickv", "d2o", "kvcompose:task=window"}) {
     CompressionSpec c;
     c.press = spec;
     c.ratio = std::string(spec) == "none" ? 0.0 : 0.75;
