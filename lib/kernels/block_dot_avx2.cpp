@@ -84,13 +84,11 @@ struct Q8_0 {
 // step fell behind them when the weights come from memory). The 32-value formats take four blocks per
 // step: their half scales widened by one conversion, four independent accumulators.
 
-// Lane r of the result: the horizontal sum of acc[r], for R <= 4 (lanes past R are 0).
-template <int R>
-KVC_AVX2 inline __m128 horizontal_sums(const __m256* acc) {
+// The sum of an accumulator's eight lanes.
+KVC_AVX2 inline float horizontal_sum_of(__m256 acc) {
   const __m256 zero = _mm256_setzero_ps();
-  const __m256 a = acc[0], b = R > 1 ? acc[1] : zero, c = R > 2 ? acc[2] : zero, d = R > 3 ? acc[3] : zero;
-  const __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
-  return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+  const __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(acc, zero), _mm256_hadd_ps(zero, zero));
+  return _mm_cvtss_f32(_mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1)));
 }
 
 // The first four bytes of four consecutive blocks (`stride` bytes apart) widened as halves: lanes 2k and
@@ -174,121 +172,96 @@ KVC_AVX2 inline __m256i scales_and_mins(const uint8_t* packed) {
                                             static_cast<int>(scales_hi), static_cast<int>(scales_lo)));
 }
 
-template <bool FiveBits, int R>
-KVC_AVX2 void dot_q45_k(const uint8_t* const* row, int64_t blocks, const Q8Row& a, float* out) {
+template <bool FiveBits>
+KVC_AVX2 float dot_q45_k(const uint8_t* row, int64_t blocks, const Q8Row& a) {
   constexpr int64_t kBytes = FiveBits ? 176 : 144;
   const __m256i low4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
   // Shuffles that spread scale k (16 bits) over all 16 lanes of a 128-bit half.
   const __m256i spread[8] = {
       _mm256_set1_epi16(0x0100), _mm256_set1_epi16(0x0302), _mm256_set1_epi16(0x0504), _mm256_set1_epi16(0x0706),
       _mm256_set1_epi16(0x0908), _mm256_set1_epi16(0x0B0A), _mm256_set1_epi16(0x0D0C), _mm256_set1_epi16(0x0F0E)};
-  __m256 acc[R];
-  __m128 acc_min[R];
-  for (int r = 0; r < R; ++r) {
-    acc[r] = _mm256_setzero_ps();
-    acc_min[r] = _mm_setzero_ps();
-  }
+  __m256 acc = _mm256_setzero_ps();
+  __m128 acc_min = _mm_setzero_ps();
   for (int64_t i = 0; i < blocks; ++i) {
     const int8_t* q = a.q + i * 256;
     const __m128i sum32 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.sum32 + i * 8));
     const float ad = a.d[i];
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* b = row[r] + i * kBytes;
-      const uint8_t* low = b + (FiveBits ? 48 : 16);
-      const __m256i sm = scales_and_mins(b + 4);
-      const __m128i scales128 = _mm256_castsi256_si128(sm);
-      const __m256i scales = _mm256_inserti128_si256(_mm256_castsi128_si256(scales128), scales128, 1);
-      // The minima's term: sum over sub-blocks of min * (activation sum of the sub-block).
-      const __m128i mins = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), sum32);
-      acc_min[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(mins), _mm_set1_ps(half_at(b + 2) * ad), acc_min[r]);
-      const __m256i high =
-          FiveBits ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16)) : _mm256_setzero_si256();
-      __m256i sum = _mm256_setzero_si256();
-      for (int g = 0; g < 4; ++g) {
-        const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(low + 32 * g));
-        __m256i v0 = _mm256_and_si256(bytes, low4), v1 = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
-        if constexpr (FiveBits) {
-          // Bit 2g (and 2g + 1) of each high byte moved to bit 4.
-          v0 = _mm256_or_si256(v0, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(high, 2 * g), 4), bit4));
-          v1 = _mm256_or_si256(v1, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(high, 2 * g + 1), 4), bit4));
-        }
-        const __m256i p0 = _mm256_maddubs_epi16(v0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * g)));
-        const __m256i p1 = _mm256_maddubs_epi16(v1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * g + 32)));
-        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p0, _mm256_shuffle_epi8(scales, spread[2 * g])));
-        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p1, _mm256_shuffle_epi8(scales, spread[2 * g + 1])));
+    const uint8_t* b = row + i * kBytes;
+    const uint8_t* low = b + (FiveBits ? 48 : 16);
+    const __m256i sm = scales_and_mins(b + 4);
+    const __m128i scales128 = _mm256_castsi256_si128(sm);
+    const __m256i scales = _mm256_inserti128_si256(_mm256_castsi128_si256(scales128), scales128, 1);
+    // The minima's term: sum over sub-blocks of min * (activation sum of the sub-block).
+    const __m128i mins = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), sum32);
+    acc_min = _mm_fmadd_ps(_mm_cvtepi32_ps(mins), _mm_set1_ps(half_at(b + 2) * ad), acc_min);
+    const __m256i high =
+        FiveBits ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16)) : _mm256_setzero_si256();
+    __m256i sum = _mm256_setzero_si256();
+    for (int g = 0; g < 4; ++g) {
+      const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(low + 32 * g));
+      __m256i v0 = _mm256_and_si256(bytes, low4), v1 = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
+      if constexpr (FiveBits) {
+        // Bit 2g (and 2g + 1) of each high byte moved to bit 4.
+        v0 = _mm256_or_si256(v0, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(high, 2 * g), 4), bit4));
+        v1 = _mm256_or_si256(v1, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(high, 2 * g + 1), 4), bit4));
       }
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(half_at(b) * ad), acc[r]);
+      const __m256i p0 = _mm256_maddubs_epi16(v0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * g)));
+      const __m256i p1 = _mm256_maddubs_epi16(v1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * g + 32)));
+      sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p0, _mm256_shuffle_epi8(scales, spread[2 * g])));
+      sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p1, _mm256_shuffle_epi8(scales, spread[2 * g + 1])));
     }
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(half_at(b) * ad), acc);
   }
-  alignas(16) float sums[4], mins[4];
-  _mm_store_ps(sums, horizontal_sums<R>(acc));
-  for (int r = 0; r < R; ++r) {
-    __m128 m = _mm_add_ps(acc_min[r], _mm_movehl_ps(acc_min[r], acc_min[r]));
-    m = _mm_add_ss(m, _mm_movehdup_ps(m));
-    mins[r] = _mm_cvtss_f32(m);
-  }
-  for (int r = 0; r < R; ++r) out[r] = sums[r] - mins[r];
+  __m128 m = _mm_add_ps(acc_min, _mm_movehl_ps(acc_min, acc_min));
+  m = _mm_add_ss(m, _mm_movehdup_ps(m));
+  return horizontal_sum_of(acc) - _mm_cvtss_f32(m);
 }
 
-template <int R>
-KVC_AVX2 void dot_q6_k(const uint8_t* const* row, int64_t blocks, const Q8Row& a, float* out) {
+KVC_AVX2 float dot_q6_k(const uint8_t* row, int64_t blocks, const Q8Row& a) {
   const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(0x30);
   // Run k of a half takes scale 2k of that half in its low 128 bits and 2k + 1 in its high 128 bits.
   const __m256i spread[4] = {_mm256_setr_epi64x(0x0100010001000100, 0x0100010001000100, 0x0302030203020302, 0x0302030203020302),
                              _mm256_setr_epi64x(0x0504050405040504, 0x0504050405040504, 0x0706070607060706, 0x0706070607060706),
                              _mm256_setr_epi64x(0x0908090809080908, 0x0908090809080908, 0x0B0A0B0A0B0A0B0A, 0x0B0A0B0A0B0A0B0A),
                              _mm256_setr_epi64x(0x0D0C0D0C0D0C0D0C, 0x0D0C0D0C0D0C0D0C, 0x0F0E0F0E0F0E0F0E, 0x0F0E0F0E0F0E0F0E)};
-  __m256 acc[R];
-  for (auto& v : acc) v = _mm256_setzero_ps();
+  __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < blocks; ++i) {
     const int8_t* q = a.q + i * 256;
     const __m256i group_sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sum16 + i * 16));
     const float ad = a.d[i];
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* b = row[r] + i * 210;
-      // The sixteen int8 scales (one per 16 values) widened: scales 0..7 in the low half, 8..15 high.
-      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)));
-      const __m256i halves[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00), _mm256_permute2x128_si256(sc16, sc16, 0x11)};
-      __m256i sum = _mm256_setzero_si256();
-      for (int h = 0; h < 2; ++h) {
-        const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 64 * h));
-        const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 64 * h + 32));
-        const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * h));
-        // The four runs of 32 values: low 4 bits | high 2 bits at bit 4.
-        const __m256i v[4] = {
-            _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), two)),
-            _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), two)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(hb, two)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
-                            _mm256_and_si256(_mm256_srli_epi16(hb, 2), two)),
-        };
-        for (int k = 0; k < 4; ++k) {
-          const __m256i p = _mm256_maddubs_epi16(v[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 128 * h + 32 * k)));
-          sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(halves[h], spread[k])));
-        }
+    const uint8_t* b = row + i * 210;
+    // The sixteen int8 scales (one per 16 values) widened: scales 0..7 in the low half, 8..15 high.
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)));
+    const __m256i halves[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00), _mm256_permute2x128_si256(sc16, sc16, 0x11)};
+    __m256i sum = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 64 * h));
+      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 64 * h + 32));
+      const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * h));
+      // The four runs of 32 values: low 4 bits | high 2 bits at bit 4.
+      const __m256i v[4] = {
+          _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), two)),
+          _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), two)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(hb, two)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                          _mm256_and_si256(_mm256_srli_epi16(hb, 2), two)),
+      };
+      for (int k = 0; k < 4; ++k) {
+        const __m256i p = _mm256_maddubs_epi16(v[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 128 * h + 32 * k)));
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(halves[h], spread[k])));
       }
-      // The codes are 0..63 for values -32..31: 32 times each scale times its group's activation sum.
-      const __m256i offset = _mm256_madd_epi16(sc16, group_sums);
-      sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(offset, 5));
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(half_at(b + 208) * ad), acc[r]);
     }
+    // The codes are 0..63 for values -32..31: 32 times each scale times its group's activation sum.
+    const __m256i offset = _mm256_madd_epi16(sc16, group_sums);
+    sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(offset, 5));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(half_at(b + 208) * ad), acc);
   }
-  alignas(16) float sums[4];
-  _mm_store_ps(sums, horizontal_sums<R>(acc));
-  for (int r = 0; r < R; ++r) out[r] = sums[r];
+  return horizontal_sum_of(acc);
 }
 
 template <float (*Dot)(const uint8_t*, int64_t, const Q8Row&), int64_t BlockValues>
 void rows(const uint8_t* w, int64_t row_bytes, int64_t cols, const Q8Row& a, float* y, int64_t r0, int64_t r1) {
   for (int64_t r = r0; r < r1; ++r) y[r] = Dot(w + r * row_bytes, cols / BlockValues, a);
-}
-
-// The K formats' kernels (written for R rows) on one row.
-template <void (*Dot)(const uint8_t* const*, int64_t, const Q8Row&, float*)>
-KVC_AVX2 float one_row(const uint8_t* row, int64_t blocks, const Q8Row& a) {
-  float out;
-  Dot(&row, blocks, a, &out);
-  return out;
 }
 
 }  // namespace
@@ -300,9 +273,9 @@ BlockRowsKernel avx2_block_kernel(BlockType type) {
     case BlockType::Q5_0: return rows<dot_q32<Q5_0>, 32>;
     case BlockType::Q5_1: return rows<dot_q32<Q5_1>, 32>;
     case BlockType::Q8_0: return rows<dot_q32<Q8_0>, 32>;
-    case BlockType::Q4_K: return rows<one_row<dot_q45_k<false, 1>>, 256>;
-    case BlockType::Q5_K: return rows<one_row<dot_q45_k<true, 1>>, 256>;
-    case BlockType::Q6_K: return rows<one_row<dot_q6_k<1>>, 256>;
+    case BlockType::Q4_K: return rows<dot_q45_k<false>, 256>;
+    case BlockType::Q5_K: return rows<dot_q45_k<true>, 256>;
+    case BlockType::Q6_K: return rows<dot_q6_k, 256>;
     default: return nullptr;
   }
 }

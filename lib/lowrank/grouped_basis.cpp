@@ -41,7 +41,7 @@ Projection grouped_from_moment(const Projection& full, int64_t num_kv_heads, int
   std::vector<at::Tensor> bases, strengths;
   for (int64_t g = 0; g < groups; ++g) {
     const at::Tensor block = moment.narrow(0, g * c, c).narrow(1, g * c, c);
-    const EigenBasis e = eigen_basis(0.5 * (block + block.t()));
+    const EigenBasis e = eigen_basis(block);  // symmetrises it
     bases.push_back(e.eigenvectors);
     strengths.push_back(e.eigenvalues);
   }
