@@ -185,9 +185,7 @@ Examples:
     std::fprintf(table, "%8s | %12s | %9s | %6s | %11s | %14s | %6s | %9s | %10s\n", "context", "prefill t/s", "GFLOP/s",
                 "%peak", "decode t/s", "bound t/s", "%bound", "%rd-bound", "KV MB");
     // Ctrl-C stops between layers of a prefill and between timed runs; nothing is printed or written.
-    const auto stop_if_interrupted = [] {
-      if (kvc::interrupted()) throw kvc::InterruptedError("benchmark interrupted; nothing written");
-    };
+    const auto stop_if_interrupted = [] { kvc::stop_if_interrupted("benchmark interrupted; nothing written"); };
     for (int64_t n : contexts) {
       stop_if_interrupted();
       KVC_CHECK(n + decode_tokens * decode_repeats <= c.max_position_embeddings,

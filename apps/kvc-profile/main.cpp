@@ -141,7 +141,7 @@ int run(const Options& o) {
   w.write(out.path("profile.safetensors"));
   kvc::write_file_atomic(out.path("profile.csv"), csv(p, o.profile.ratios));
   std::vector<std::string> pngs = plot(o, p, out.staging());
-  if (kvc::interrupted()) throw kvc::InterruptedError("interrupted; nothing written");
+  kvc::stop_if_interrupted("interrupted; nothing written");
   out.commit();
   for (std::string& png : pngs) png = o.out_dir + "/" + png;
 

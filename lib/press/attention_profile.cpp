@@ -91,7 +91,7 @@ AttentionProfile profile_attention(const LlamaModel& model, const std::vector<in
     progress.advance();
   }
   progress.finish();
-  if (interrupted()) throw InterruptedError("interrupted; nothing written");
+  stop_if_interrupted("interrupted; nothing written");
 
   const at::Tensor inv = 1.0 / p.layer_variance.clamp_min(1e-12);
   p.d2o_layer_weights = at::softmax(inv / inv.mean(), 0);

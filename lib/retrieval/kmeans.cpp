@@ -6,7 +6,6 @@
 #include <limits>
 #include <random>
 
-#include "util/error.h"
 #include "util/interrupt.h"
 
 namespace kvc::retrieval {
@@ -81,7 +80,7 @@ KMeansResult kmeans(const float* points, int64_t n, int64_t d, int64_t k, const 
   std::vector<int64_t> counts(static_cast<size_t>(r.k));
   for (r.iterations = 0; r.iterations < options.iterations; ++r.iterations) {
     // A long prompt's layer clusters for seconds: Ctrl-C stops here rather than at the layer's end.
-    if (interrupted()) throw InterruptedError("interrupted while clustering; nothing written");
+    stop_if_interrupted("interrupted while clustering; nothing written");
     std::vector<int32_t> previous = r.assign;
     assign_all(x, x_norms, centroids, r.assign, dist);
     std::fill(sums.begin(), sums.end(), 0.0);

@@ -1,5 +1,7 @@
 #include "util/interrupt.h"
 
+#include "util/error.h"
+
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
@@ -24,5 +26,9 @@ void install_interrupt_handler() {
 }
 
 bool interrupted() { return g_signals.load() > 0; }
+
+void stop_if_interrupted(const std::string& message) {
+  if (interrupted()) throw InterruptedError(message);
+}
 
 }  // namespace kvc

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -30,6 +31,7 @@
 #include "retrieval/retrieval_config.h"
 #include "support/run_command.h"
 #include "util/error.h"
+#include "util/interrupt.h"
 
 namespace kvc::retrieval {
 namespace {
@@ -120,6 +122,24 @@ TEST(KMeans, EachPointEndsAtItsNearestCentroid) {
     ASSERT_GT(members, 0);
     for (int64_t t = 0; t < d; ++t) ASSERT_NEAR(mean[t] / members, r.centroids[j * d + t], 1e-5) << "cluster " << j;
   }
+}
+
+TEST(KMeans, CtrlCStopsBetweenIterations) {
+  // In a child (the interrupt flag cannot be cleared): after one SIGINT, k-means throws InterruptedError
+  // at its next iteration instead of clustering on; a loop without the check would exit 0.
+  const auto x = random_points(2000, 16, 7, 2.0f);
+  EXPECT_EXIT(
+      {
+        kvc::install_interrupt_handler();
+        std::raise(SIGINT);
+        try {
+          kmeans(x.data(), 2000, 16, 50);
+        } catch (const kvc::InterruptedError&) {
+          std::_Exit(130);
+        }
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(130), "interrupted");
 }
 
 TEST(KMeans, SegmentsAreClusteredApart) {
