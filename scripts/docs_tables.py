@@ -574,6 +574,38 @@ def retrieval_long_decode(path):
     return lines
 
 
+@renderer("retrieval_cost", "retrieval_cost.txt")
+def retrieval_cost(path):
+    """docs/leaderboard.md: dense cache against each retrieval spec, from the kvc-generate reports of
+    recipes/retrieval_cost_gemma3.sh ("== spec" then the tool's stderr)."""
+    runs, spec = [], None
+    for line in read_text(path).splitlines():
+        if line.startswith("== "):
+            spec = line[3:].strip()
+            runs.append({"spec": spec})
+            continue
+        m = re.search(r"(\d+) prompt tokens at [\d.]+ tok/s, (\d+) generated at ([\d.]+) tok/s, .*after prefill: "
+                      r"([\d.]+) KiB", line)
+        if m:
+            runs[-1].update(prompt=int(m[1]), generated=int(m[2]), tok_s=float(m[3]), after_prefill_kib=float(m[4]))
+        m = re.search(r"read ([\d.]+) KiB in \d+ ops .*wrote ([\d.]+) KiB, .*store ([\d.]+) KiB", line)
+        if m:
+            runs[-1].update(read_kib=float(m[1]), wrote_kib=float(m[2]), store_kib=float(m[3]))
+    if not runs or runs[0]["spec"] != "none":
+        raise ValueError("the first run must be the dense cache (== none)")
+    (prompt,), (generated,) = {r["prompt"] for r in runs}, {r["generated"] for r in runs}
+    lines = [f"| {prompt:,}-token prompt, {generated} new tokens, 1 thread | decode tok/s | RAM after the prompt "
+             "| read per new token | store file |", "|---|---|---|---|---|"]
+    for r in runs:
+        dense = r["spec"] == "none"
+        cells = ["dense cache" if dense else f"`{r['spec']}`", _r(r["tok_s"], 1),
+                 _r(r["after_prefill_kib"], 0, grouping=True) + " KiB",
+                 "—" if dense else _r(r["read_kib"] / generated / 1024, 1) + " MiB",
+                 "—" if dense else f"{_r(r['store_kib'] / 1024)} MiB ({_r(r['wrote_kib'] / 1024)} MiB written)"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 @renderer("retrieval_at_scale", "at_scale.csv")
 def retrieval_at_scale(path):
     """docs/retrieval.md: full cache against adaptive retrieval and adaptive:tails=storage per prompt length."""
@@ -655,6 +687,29 @@ def cuda_compressed_decode(path):
                       _r(r["decode_tokens_per_second"] / b["decode_tokens_per_second"], 2) + "×",
                       _r(r["kv_resident_bytes"] / 2**20) + " MiB"]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
+@renderer("cuda_retrieval", "gen32k_7b1_cuda_none.log")
+def cuda_retrieval(path):
+    """docs/cuda.md: full cache against --retrieval adaptive at 32K, GPU (this file and ..._cuda_retrieval_adaptive.log
+    beside) and CPU (..._cpu_none.log, ..._cpu_retrieval_adaptive.log), from kvc-generate's reports."""
+    lines = ["| device, cache | prefill tok/s | decode tok/s | cache held | written to storage |", "|---|---|---|---|---|"]
+    for device in ("cuda", "cpu"):
+        for cache in ("none", "retrieval_adaptive"):
+            text = read_text(_beside(path, f"gen32k_7b1_{device}_{cache}.log"))
+            m = re.search(r"prompt tokens at ([\d.]+) tok/s, \d+ generated at ([\d.]+) tok/s, KV cache ([\d.]+) KiB "
+                          r"resident at the end", text)
+            prefill, decode, held_kib = float(m[1]), float(m[2]), float(m[3])
+            where = "GPU memory" if device == "cuda" and cache == "none" else "RAM"
+            cells = [("GPU" if device == "cuda" else "CPU") + ", " + ("full" if cache == "none" else "`--retrieval adaptive`"),
+                     _r(prefill, 0, grouping=True), _r(decode, 1), f"{_r(held_kib / 1024, 0, grouping=True)} MiB of {where}",
+                     "–"]
+            if cache != "none":
+                r = re.search(r"wrote ([\d.]+) KiB, .*prompt clustered in ([\d.]+) s", text)
+                cells[1] += f" ({_r(float(r[2]), 1)} s clustering)"
+                cells[4] = f"{_r(float(r[1]) / 1024, 0, grouping=True)} MiB"
+            lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
@@ -757,7 +812,7 @@ def gemma3_needle_templates(path):
 
 def render_data(path, selector, source):
     if "render" not in selector:
-        raise SourceError(f"a .json/.jsonl/.csv source needs render=NAME (one of: {', '.join(sorted(RENDERERS))})")
+        raise SourceError(f"a .json/.jsonl/.csv/.txt/.log source needs render=NAME (one of: {', '.join(sorted(RENDERERS))})")
     if set(selector) != {"render"}:
         raise SourceError("render= takes no other selector")
     name = selector["render"]
@@ -783,9 +838,9 @@ def render(root, source, selector_text):
     base = re.sub(r"\.gz$", "", path)
     if base.endswith(".md"):
         return render_markdown(path, selector, source)
-    if base.endswith((".json", ".jsonl", ".csv")):
+    if base.endswith((".json", ".jsonl", ".csv", ".txt", ".log")):
         return render_data(path, selector, source)
-    raise SourceError(f"source {source} is neither .md, .json, .jsonl nor .csv")
+    raise SourceError(f"source {source} is neither .md, .json, .jsonl, .csv, .txt nor .log")
 
 
 # ---------------------------------------------------------------------------------------------------
