@@ -27,11 +27,16 @@ using AliasList = std::vector<std::pair<std::string, std::string>>;
 
 inline const AliasList& legacy_aliases() {
   static const AliasList list = {
-      {"--data", "--file"},       {"--prompt-file", "--file"}, {"--window", "--ctx-size"},
-      {"--context", "--ctx-size"}, {"--seq-len", "--ctx-size"}, {"--out", "--out-dir"},
+      {"--data", "--file"},
+      {"--prompt-file", "--file"},
+      {"--window", "--ctx-size"},
+      {"--context", "--ctx-size"},
+      {"--seq-len", "--ctx-size"},
+      {"--out", "--out-dir"},
       {"--stats-json", "--json-out"},
       // llama.cpp's short spellings.
-      {"-ctk", "--cache-type-k"},  {"-ctv", "--cache-type-v"},
+      {"-ctk", "--cache-type-k"},
+      {"-ctv", "--cache-type-v"},
   };
   return list;
 }
@@ -73,8 +78,8 @@ inline void guard_integer_options(CLI::App& app) {
     const std::string type = opt->get_type_name();
     const bool is_unsigned = type.rfind("UINT", 0) == 0;
     if (!is_unsigned && type.rfind("INT", 0) != 0) continue;
-    opt->check(CLI::Validator(
-        [is_unsigned](std::string& given) { return integer_out_of_range(given, is_unsigned); }, ""));
+    opt->check(
+        CLI::Validator([is_unsigned](std::string& given) { return integer_out_of_range(given, is_unsigned); }, ""));
   }
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) guard_integer_options(*sub);
 }
@@ -84,7 +89,8 @@ inline void guard_integer_options(CLI::App& app) {
 inline void add_quiet_flags(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) add_quiet_flags(*sub);
   if (app.get_option_no_throw("-q") != nullptr || app.get_option_no_throw("--quiet") != nullptr) return;
-  app.add_flag_callback("-q,--quiet", [] { set_progress_lines(false); }, "No progress lines on stderr");
+  app.add_flag_callback(
+      "-q,--quiet", [] { set_progress_lines(false); }, "No progress lines on stderr");
 }
 
 // A count that must be at least 1 (tokens, steps, repeats); each comma-separated value is checked, and
@@ -124,7 +130,8 @@ inline CLI::Option* add_out_dir(CLI::App& app, std::string& dir, const std::stri
   return app.add_option("--out-dir", dir, what)->check(refuse_empty_path);
 }
 
-inline CLI::Option* add_json_switch(CLI::App& app, bool& json, const std::string& what = "Print one JSON object on stdout") {
+inline CLI::Option* add_json_switch(CLI::App& app, bool& json,
+                                    const std::string& what = "Print one JSON object on stdout") {
   return app.add_flag("--json", json, what);
 }
 inline CLI::Option* add_json_out(CLI::App& app, std::string& path, const std::string& what) {

@@ -1,7 +1,7 @@
 #pragma once
 // Options every model-running tool shares: --model, --threads, --device, --dtype.
-#include <CLI/CLI.hpp>
 #include <ATen/Parallel.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <climits>
@@ -27,8 +27,9 @@ namespace kvc::cli {
 // what was given and how to fix it; a path that does not exist at all is left to the loader.
 inline std::string resolve_model_path(const std::string& given) {
   namespace fs = std::filesystem;
-  constexpr const char* kSupported = "kvc reads a Hugging Face Llama-family folder with config.json, *.safetensors "
-                                     "and tokenizer.model or tokenizer.json, or a .gguf file";
+  constexpr const char* kSupported =
+      "kvc reads a Hugging Face Llama-family folder with config.json, *.safetensors "
+      "and tokenizer.model or tokenizer.json, or a .gguf file";
   std::error_code ec;
   const fs::path path(given);
   if (fs::is_directory(path, ec)) {
@@ -64,7 +65,8 @@ struct ModelOptions {
   std::string cache_type_k = "auto", cache_type_v = "auto";
 
   void add_to(CLI::App& app) {
-    app.add_option("-m,--model", model_dir, "Hugging Face model folder (config.json, *.safetensors, tokenizer.model) or .gguf file")
+    app.add_option("-m,--model", model_dir,
+                   "Hugging Face model folder (config.json, *.safetensors, tokenizer.model) or .gguf file")
         ->transform([](const std::string& given) {
           const std::string model = resolve_model_path(given);
           note_model_files(model);  // no output of the run may land on the model's files
@@ -80,7 +82,8 @@ struct ModelOptions {
     app.add_option("--dtype", dtype,
                    "Weights' precision in memory: auto (as stored; on the CPU a GGUF's quantized blocks stay in their "
                    "blocks, multiplied in place; on CUDA they become bfloat16), float32, float16 or bfloat16 (GGUF "
-                   "blocks dequantized at load). On CPU activations stay float32")->capture_default_str();
+                   "blocks dequantized at load). On CPU activations stay float32")
+        ->capture_default_str();
     const auto cache_type = [](const std::string& flag) {
       return [flag](const std::string& given) {
         parse_cache_type(given, flag);  // throws the one-line error
@@ -89,7 +92,8 @@ struct ModelOptions {
     };
     app.add_option("--cache-type-k", cache_type_k,
                    "Element type of the cached keys (-ctk): f32, f16, bf16, q8_0 or q4_0 (ggml's blocks of 32 values "
-                   "with one scale; CPU, head_dim a multiple of 32) (auto: f16 for a GGUF whose weights stay in their blocks, as "
+                   "with one scale; CPU, head_dim a multiple of 32) (auto: f16 for a GGUF whose weights stay in their "
+                   "blocks, as "
                    "llama.cpp; else the activations' type, f32 on CPU)")
         ->check(cache_type("--cache-type-k"))
         ->capture_default_str();
@@ -102,7 +106,8 @@ struct ModelOptions {
     KVC_CHECK(!model_dir.empty(), "--model is required (a Hugging Face model folder)");
     set_threads(threads);
     LoadOptions options{device, dtype};
-    options.cache_types = {parse_cache_type(cache_type_k, "--cache-type-k"), parse_cache_type(cache_type_v, "--cache-type-v")};
+    options.cache_types = {parse_cache_type(cache_type_k, "--cache-type-k"),
+                           parse_cache_type(cache_type_v, "--cache-type-v")};
     return LlamaModel::load(model_dir, options);
   }
 
@@ -112,10 +117,12 @@ struct ModelOptions {
 
   // --bos / --no-bos, for the tools that tokenize text.
   void add_bos_flags_to(CLI::App& app) {
-    auto* add = app.add_flag_callback("--bos", [this] { bos = BosChoice::Add; },
-                                      "Start every prompt with the BOS token, whatever the tokenizer file says");
-    auto* omit = app.add_flag_callback("--no-bos", [this] { bos = BosChoice::Omit; },
-                                       "Start no prompt with the BOS token, whatever the tokenizer file says");
+    auto* add = app.add_flag_callback(
+        "--bos", [this] { bos = BosChoice::Add; },
+        "Start every prompt with the BOS token, whatever the tokenizer file says");
+    auto* omit = app.add_flag_callback(
+        "--no-bos", [this] { bos = BosChoice::Omit; },
+        "Start no prompt with the BOS token, whatever the tokenizer file says");
     add->excludes(omit);
   }
 

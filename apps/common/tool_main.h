@@ -1,8 +1,8 @@
 #pragma once
 // Shared front-end plumbing: every tool turns any error into one line "tool: error: ..." and a
 // non-zero exit, so bad input never ends in a crash or a backtrace.
-#include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
+#include <CLI/CLI.hpp>
 
 #include <fmt/format.h>
 
@@ -11,8 +11,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <iostream>
 #include <functional>
+#include <iostream>
 #include <limits>
 #include <string>
 #include <thread>
@@ -22,10 +22,10 @@
 #include "flag_vocabulary.h"
 #include "llama_cpp_flags.h"
 
+#include "runtime/thread_policy.h"
 #include "util/error.h"
 #include "util/interrupt.h"
 #include "util/printable.h"
-#include "runtime/thread_policy.h"
 
 namespace kvc::cli {
 
@@ -163,8 +163,10 @@ class CommandLineWalk {
   std::string describe_unknown(const std::string& token, const std::string& previous, CLI::App& cmd) const {
     if (!is_option_like(token)) {
       if (previous == "--json") {
-        return fmt::format("unexpected argument '{}': --json is a switch (one JSON object on stdout); write a "
-                           "file with --json-out {}", token, token);
+        return fmt::format(
+            "unexpected argument '{}': --json is a switch (one JSON object on stdout); write a "
+            "file with --json-out {}",
+            token, token);
       }
       return fmt::format("unexpected argument '{}' (see --help)", token);
     }
@@ -217,7 +219,7 @@ class CommandLineWalk {
         continue;
       }
       if (!visit(token, *cmd)) return;
-      const CLI::Option* opt = cmd->get_option_no_throw(split_name(token).first);  // not "-xVALUE"
+      const CLI::Option* opt = cmd->get_option_no_throw(split_name(token).first);               // not "-xVALUE"
       if (opt != nullptr && opt->get_expected_max() > 0 && split_name(token).second.empty()) {  // not a flag
         greedy = opt->get_items_expected_max() > 1;
         values_left = greedy ? std::numeric_limits<size_t>::max() : 1;

@@ -77,11 +77,16 @@ void use(const Variant& v, BlockType t) {
 nlohmann::json compare_block_kernels(int repeats, int64_t tokens, FILE* table) {
   std::mt19937 rng(1);
   const int64_t cols = 2048;
-  nlohmann::json out = {{"cols", cols}, {"repeats", repeats}, {"tokens", tokens}, {"threads", at::get_num_threads()},
-                        {"best_isa", block_isa_name(best_block_isa())}, {"matvec", nlohmann::json::array()},
+  nlohmann::json out = {{"cols", cols},
+                        {"repeats", repeats},
+                        {"tokens", tokens},
+                        {"threads", at::get_num_threads()},
+                        {"best_isa", block_isa_name(best_block_isa())},
+                        {"matvec", nlohmann::json::array()},
                         {"prefill", nlohmann::json::array()}};
   const std::vector<Variant> all = variants();
-  std::fprintf(table, "matrix-vector products, %lld columns, %d threads, medians of %d alternated rounds (GB/s of blocks)\n",
+  std::fprintf(table,
+               "matrix-vector products, %lld columns, %d threads, medians of %d alternated rounds (GB/s of blocks)\n",
                static_cast<long long>(cols), at::get_num_threads(), repeats);
   std::fprintf(table, "%-6s %-18s %12s %18s\n", "type", "kernel", "memory GB/s", "cache, 1 thread");
   for (BlockType t : kTypes) {
@@ -90,7 +95,8 @@ nlohmann::json compare_block_kernels(int repeats, int64_t tokens, FILE* table) {
     // From memory: 192 MB, six times the last-level cache of the machines measured, on every thread;
     // from cache: 512 KB, on one thread (the kernel's own rate, without the threads' start).
     const int64_t big_rows = (int64_t{192} << 20) / row_bytes, small_rows = (int64_t{512} << 10) / row_bytes;
-    const std::vector<uint8_t> big = random_blocks(t, big_rows, cols, rng), small = random_blocks(t, small_rows, cols, rng);
+    const std::vector<uint8_t> big = random_blocks(t, big_rows, cols, rng),
+                               small = random_blocks(t, small_rows, cols, rng);
     BlockMatrix big_m(cols, nullptr), small_m(cols, nullptr);
     big_m.append(t, big.data(), big_rows);
     small_m.append(t, small.data(), small_rows);
@@ -123,8 +129,10 @@ nlohmann::json compare_block_kernels(int repeats, int64_t tokens, FILE* table) {
     limit_block_isa(BlockIsa::Avx512Vnni);
     set_block_kernel_form(t, before);
   }
-  std::fprintf(table, "\nprefill products, %lld tokens x %lld columns x 2048 rows (GFLOP/s; fp32: the dequantized matrix "
-               "through parallel_linear)\n", static_cast<long long>(tokens), static_cast<long long>(cols));
+  std::fprintf(table,
+               "\nprefill products, %lld tokens x %lld columns x 2048 rows (GFLOP/s; fp32: the dequantized matrix "
+               "through parallel_linear)\n",
+               static_cast<long long>(tokens), static_cast<long long>(cols));
   std::fprintf(table, "%-6s %12s %12s %8s\n", "type", "blocks", "fp32", "ratio");
   const double flops = 2.0 * static_cast<double>(tokens) * cols * 2048;
   const at::Tensor x = at::randn({tokens, cols});
@@ -134,7 +142,8 @@ nlohmann::json compare_block_kernels(int repeats, int64_t tokens, FILE* table) {
     BlockMatrix m(cols, nullptr);
     m.append(t, blocks.data(), 2048);
     at::Tensor dense = at::empty({2048, cols});
-    gguf::dequantize(static_cast<uint32_t>(t), blocks.data(), static_cast<uint64_t>(2048 * cols), dense.data_ptr<float>());
+    gguf::dequantize(static_cast<uint32_t>(t), blocks.data(), static_cast<uint64_t>(2048 * cols),
+                     dense.data_ptr<float>());
     std::vector<double> block_rate, dense_rate;
     for (int r = 0; r < repeats; ++r) {
       auto t0 = SteadyClock::now();

@@ -19,8 +19,8 @@
 #include "util/build_info.h"
 #include "util/clock.h"
 #include "util/files.h"
-#include "util/run_files.h"
 #include "util/process_stats.h"
+#include "util/run_files.h"
 
 namespace {
 
@@ -101,7 +101,8 @@ Examples:
     KVC_CHECK(!(json && json_path == "-"), "--json and --json-out - would both print the JSON on stdout; keep one");
     if (!json_path.empty()) kvc::claim_writable_output(json_path);  // before measuring the machine
     if (block_kernels) {
-      KVC_CHECK(!contexts.empty() && contexts.front() > 0, "--block-kernels needs a token count (--contexts N, N >= 1)");
+      KVC_CHECK(!contexts.empty() && contexts.front() > 0,
+                "--block-kernels needs a token count (--contexts N, N >= 1)");
       kvc::set_threads(model_options.threads);
       nlohmann::json out = kvc::bench::compare_block_kernels(decode_repeats, contexts.front(), json ? stderr : stdout);
       out["version"] = kvc::build_version();
@@ -115,9 +116,9 @@ Examples:
     const int threads = at::get_num_threads();
     if (!presses.empty()) {
       KVC_CHECK(!contexts.empty() && contexts.front() > 0, "--presses needs a prompt length (--contexts N, N >= 1)");
-      nlohmann::json out = kvc::bench::compare_presses(*model, presses, ratio,
-                                                       random_tokens(contexts.front(), c.vocab_size, 1),
-                                                       decode_tokens, json ? stderr : stdout);
+      nlohmann::json out =
+          kvc::bench::compare_presses(*model, presses, ratio, random_tokens(contexts.front(), c.vocab_size, 1),
+                                      decode_tokens, json ? stderr : stdout);
       out["model"] = model_options.model_dir;
       out["threads"] = threads;
       out["version"] = kvc::build_version();
@@ -130,7 +131,8 @@ Examples:
     std::fprintf(stderr, "measuring memory bandwidth and GEMM peak with %d threads...\n", threads);
     const bool gpu = !model->device().is_cpu();
     const bool valgrind = KVC_UNDER_VALGRIND();
-    if (valgrind) std::fprintf(stderr, "under valgrind: the machine's limits are measured on token sizes (meaningless)\n");
+    if (valgrind)
+      std::fprintf(stderr, "under valgrind: the machine's limits are measured on token sizes (meaningless)\n");
     kvc::MemoryBandwidth bw = gpu        ? kvc::measure_device_bandwidth(model->device())
                               : valgrind ? kvc::measure_memory_bandwidth(int64_t{1} << 20, 1)
                                          : kvc::measure_memory_bandwidth();
@@ -142,7 +144,8 @@ Examples:
                         : valgrind ? kvc::measure_gemm_flops(64, 1)
                                    : kvc::measure_gemm_flops();
     const int64_t weight_bytes = model->weight_bytes();
-    const int64_t linear_params = model->parameter_count() - c.vocab_size * c.hidden_size * (c.tie_word_embeddings ? 1 : 2);
+    const int64_t linear_params =
+        model->parameter_count() - c.vocab_size * c.hidden_size * (c.tie_word_embeddings ? 1 : 2);
 
     nlohmann::json out = {{"model", model_options.model_dir},
                           {"parameters", model->parameter_count()},
@@ -164,33 +167,35 @@ Examples:
                           {"commit", kvc::build_commit()},
                           {"runs", nlohmann::json::array()}};
     FILE* table = json ? stderr : stdout;  // --json keeps stdout for the one JSON object
-    std::fprintf(table, "model %s: %.1fM parameters (%s), %.1f MB of weights read per decode step, KV cache %s/%s, %d threads\n",
-                model_options.model_dir.c_str(), model->parameter_count() / 1e6,
-                model->weight_format().c_str(), weight_bytes / 1e6,
-                kvc::cache_type_name(model->cache_types().keys).c_str(),
-                kvc::cache_type_name(model->cache_types().values).c_str(), threads);
-    std::fprintf(table, "%s: copy bandwidth %.2f GB/s (read+write), read bandwidth %.2f GB/s, %s GEMM peak %.1f GFLOP/s\n",
-                gpu ? model->device().str().c_str() : "machine", bw.copy_bytes_per_second / 1e9,
-                bw.read_bytes_per_second / 1e9, gpu ? c10::toString(model->dtype()) : "fp32", gemm / 1e9);
+    std::fprintf(
+        table, "model %s: %.1fM parameters (%s), %.1f MB of weights read per decode step, KV cache %s/%s, %d threads\n",
+        model_options.model_dir.c_str(), model->parameter_count() / 1e6, model->weight_format().c_str(),
+        weight_bytes / 1e6, kvc::cache_type_name(model->cache_types().keys).c_str(),
+        kvc::cache_type_name(model->cache_types().values).c_str(), threads);
+    std::fprintf(table,
+                 "%s: copy bandwidth %.2f GB/s (read+write), read bandwidth %.2f GB/s, %s GEMM peak %.1f GFLOP/s\n",
+                 gpu ? model->device().str().c_str() : "machine", bw.copy_bytes_per_second / 1e9,
+                 bw.read_bytes_per_second / 1e9, gpu ? c10::toString(model->dtype()) : "fp32", gemm / 1e9);
     {
       // Warm-up: first-touch page faults on the weights and thread-pool start-up are not throughput.
       kvc::KVCache warm = model->new_cache();
       kvc::ForwardOptions last_only;
       last_only.all_logits = false;
       // A GPU loads kernels on first use, and long prompts take other ones than short ones.
-      const int64_t warm_tokens = gpu && !contexts.empty() ? std::min(contexts.front(), c.max_position_embeddings - 8) : 64;
+      const int64_t warm_tokens =
+          gpu && !contexts.empty() ? std::min(contexts.front(), c.max_position_embeddings - 8) : 64;
       model->forward(random_tokens(warm_tokens, c.vocab_size, 1), warm, last_only);
       for (int i = 0; i < 4; ++i) model->forward({3}, warm, last_only);
     }
-    std::fprintf(table, "%8s | %12s | %9s | %6s | %11s | %14s | %6s | %9s | %10s\n", "context", "prefill t/s", "GFLOP/s",
-                "%peak", "decode t/s", "bound t/s", "%bound", "%rd-bound", "KV MB");
+    std::fprintf(table, "%8s | %12s | %9s | %6s | %11s | %14s | %6s | %9s | %10s\n", "context", "prefill t/s",
+                 "GFLOP/s", "%peak", "decode t/s", "bound t/s", "%bound", "%rd-bound", "KV MB");
     // Ctrl-C stops between layers of a prefill and between timed runs; nothing is printed or written.
     const auto stop_if_interrupted = [] { kvc::stop_if_interrupted("benchmark interrupted; nothing written"); };
     for (int64_t n : contexts) {
       stop_if_interrupted();
       KVC_CHECK(n + decode_tokens * decode_repeats <= c.max_position_embeddings,
-                "--contexts: {} + {} decode tokens exceeds the model's context of {}", n, decode_tokens * decode_repeats,
-                c.max_position_embeddings);
+                "--contexts: {} + {} decode tokens exceeds the model's context of {}", n,
+                decode_tokens * decode_repeats, c.max_position_embeddings);
       const std::vector<int> prompt = random_tokens(n, c.vocab_size, static_cast<uint64_t>(n));
       kvc::ForwardOptions last_only;
       last_only.all_logits = false;
@@ -233,8 +238,8 @@ Examples:
       const double read_bound_s = step_bytes / bw.read_bytes_per_second;
       const double flops = prefill_flops(c, linear_params, n) / prefill_s;
       std::fprintf(table, "%8lld | %12.1f | %9.1f | %5.1f%% | %11.2f | %14.2f | %5.1f%% | %8.1f%% | %10.1f\n",
-                  static_cast<long long>(n), n / prefill_s, flops / 1e9, 100 * flops / gemm, 1 / decode_s, 1 / bound_s,
-                  100 * bound_s / decode_s, 100 * read_bound_s / decode_s, kv.resident_bytes / 1e6);
+                   static_cast<long long>(n), n / prefill_s, flops / 1e9, 100 * flops / gemm, 1 / decode_s, 1 / bound_s,
+                   100 * bound_s / decode_s, 100 * read_bound_s / decode_s, kv.resident_bytes / 1e6);
       std::fflush(table);
       out["runs"].push_back({{"context", n},
                              {"prefill_tokens_per_second", n / prefill_s},

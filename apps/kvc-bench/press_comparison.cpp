@@ -26,8 +26,9 @@ nlohmann::json compare_presses(const LlamaModel& model, const std::vector<std::s
   const double reference_step_bytes = static_cast<double>(weight_bytes + reference.kv.step_read_bytes);
   std::fprintf(table, "%-16s | %10s | %8s | %8s | %7s | %11s | %9s\n", "press", "decode t/s", "speed-up", "step MB",
                "limit", "resident MB", "prefill s");
-  nlohmann::json out = {{"prompt_tokens", prompt.size()}, {"steps", runs.front().steps}, {"ratio", ratio},
-                        {"weight_bytes", weight_bytes}, {"reference", reference.name}, {"runs", nlohmann::json::array()}};
+  nlohmann::json out = {
+      {"prompt_tokens", prompt.size()}, {"steps", runs.front().steps}, {"ratio", ratio},
+      {"weight_bytes", weight_bytes},   {"reference", reference.name}, {"runs", nlohmann::json::array()}};
   for (const InterleavedRun& r : runs) {
     const double step_bytes = static_cast<double>(weight_bytes + r.kv.step_read_bytes);
     const double speedup = reference.decode_seconds / r.decode_seconds;

@@ -3,16 +3,16 @@
 
 #include <cstdio>
 
+#include "flag_vocabulary.h"
 #include "lowrank/calibration.h"
 #include "lowrank/lowrank_setup.h"
 #include "lowrank/rank_search.h"
-#include "flag_vocabulary.h"
 #include "model_options.h"
 #include "rank_options.h"
 #include "tool_main.h"
 #include "util/files.h"
-#include "util/run_files.h"
 #include "util/hash.h"
+#include "util/run_files.h"
 
 int main(int argc, char** argv) {
   constexpr const char* kTool = "kvc-calibrate";
@@ -82,11 +82,13 @@ Examples:
     nlohmann::json layers = nlohmann::json::array();
     // With -o - stdout carries the safetensors file, so the report goes to stderr.
     FILE* report = output == "-" ? stderr : stdout;
-    if (!json) std::fprintf(report, "explained variance (uncentred) at 25/50/75%% of d_kv = %lld:\n", static_cast<long long>(d));
+    if (!json)
+      std::fprintf(report, "explained variance (uncentred) at 25/50/75%% of d_kv = %lld:\n", static_cast<long long>(d));
     for (size_t l = 0; l < result.keys.size(); ++l) {
       nlohmann::json row = {{"layer", l}};
-      for (const auto& [name, basis] : {std::pair<const char*, const kvc::lowrank::EigenBasis&>{"k", result.keys[l]},
-                                        std::pair<const char*, const kvc::lowrank::EigenBasis&>{"v", result.values[l]}}) {
+      for (const auto& [name, basis] :
+           {std::pair<const char*, const kvc::lowrank::EigenBasis&>{"k", result.keys[l]},
+            std::pair<const char*, const kvc::lowrank::EigenBasis&>{"v", result.values[l]}}) {
         std::vector<double> e;
         for (int64_t k : ks) e.push_back(basis.explained(k));
         row[name] = e;
@@ -96,8 +98,9 @@ Examples:
     }
     // Fixed ranks per layer and K/V searched under a memory budget, as --lowrank FILE:share=S uses them.
     nlohmann::json searched = nlohmann::json::array();
-    if (!json) std::fprintf(report, "ranks searched for a kept share (--lowrank %s:share=S), keys | values by layer:\n",
-                            output == "-" ? "FILE" : output.c_str());
+    if (!json)
+      std::fprintf(report, "ranks searched for a kept share (--lowrank %s:share=S), keys | values by layer:\n",
+                   output == "-" ? "FILE" : output.c_str());
     const auto searched_layers = kvc::lowrank::lowrank_layers(model->config());
     for (const double share : {0.5, 0.3, 0.2}) {
       if (share * static_cast<double>(d) < 1) continue;
@@ -109,16 +112,23 @@ Examples:
       }
       const double mean = r.explained / static_cast<double>(2 * searched_layers.size());
       searched.push_back({{"share", share}, {"key_ranks", k}, {"value_ranks", v}, {"mean_explained", mean}});
-      if (!json) std::fprintf(report, "  share %.1f: %s | %s (mean explained %.4f)\n", share, k.c_str(), v.c_str(), mean);
+      if (!json)
+        std::fprintf(report, "  share %.1f: %s | %s (mean explained %.4f)\n", share, k.c_str(), v.c_str(), mean);
     }
-    const nlohmann::json out = {{"output", output},          {"tokens", result.tokens},
-                                {"kv_dim", d},               {"ranks_at_25_50_75", {ks[0], ks[1], ks[2]}},
-                                {"explained", layers},       {"model_config_hash", model->config().config_hash},
-                                {"data_hash", a.metadata["data_hash"]}, {"mean_centred", false},
-                                {"ranks", ranks->world()},   {"exchange_seconds", result.exchange_seconds},
+    const nlohmann::json out = {{"output", output},
+                                {"tokens", result.tokens},
+                                {"kv_dim", d},
+                                {"ranks_at_25_50_75", {ks[0], ks[1], ks[2]}},
+                                {"explained", layers},
+                                {"model_config_hash", model->config().config_hash},
+                                {"data_hash", a.metadata["data_hash"]},
+                                {"mean_centred", false},
+                                {"ranks", ranks->world()},
+                                {"exchange_seconds", result.exchange_seconds},
                                 {"searched_ranks", searched}};
     if (json) std::printf("%s\n", out.dump().c_str());
-    else if (output != "-") std::printf("wrote %s (%lld tokens)\n", output.c_str(), static_cast<long long>(result.tokens));
+    else if (output != "-")
+      std::printf("wrote %s (%lld tokens)\n", output.c_str(), static_cast<long long>(result.tokens));
     return 0;
   });
 }

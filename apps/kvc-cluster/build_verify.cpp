@@ -6,13 +6,13 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "util/files.h"
-#include "util/run_files.h"
 #include "replay.h"
 #include "retrieval/index_file.h"
 #include "retrieval/retrieval_setup.h"
 #include "util/error.h"
+#include "util/files.h"
 #include "util/progress.h"
+#include "util/run_files.h"
 
 namespace kvc::cluster_cli {
 namespace rt = kvc::retrieval;
@@ -34,7 +34,8 @@ std::string resolve_store_path(const std::string& index, const std::string& reco
 
 int run_build(const BuildOptions& o) {
   const rt::RetrievalConfig config = rt::RetrievalConfig::parse(o.strategy);
-  KVC_CHECK(config.strategy != rt::Strategy::kNone, "--strategy none has no clusters to build; pick adaptive, static or local");
+  KVC_CHECK(config.strategy != rt::Strategy::kNone,
+            "--strategy none has no clusters to build; pick adaptive, static or local");
   kvc::claim_writable_output(o.store);  // before the prefill and clustering
   kvc::claim_writable_output(o.index);
   auto model = o.model.load_model();
@@ -52,7 +53,8 @@ int run_build(const BuildOptions& o) {
   const CacheTypes types = model->cache_types();
   auto shared = rt::make_retrieval_shared(config, rt::record_format(mc.head_dim, types), o.store, false);
   std::vector<rt::RetrievalLayerCache*> layers;
-  KVCache cache = model->new_cache(recording_layers(rt::retrieval_layer_factory(shape, model->rope(), shared), &layers));
+  KVCache cache =
+      model->new_cache(recording_layers(rt::retrieval_layer_factory(shape, model->rope(), shared), &layers));
   ForwardOptions last;
   last.all_logits = false;
   last.stop_on_interrupt = true;  // Ctrl-C stops between layers; nothing is published
@@ -66,8 +68,11 @@ int run_build(const BuildOptions& o) {
   rt::LoadedIndex index = rt::read_index(o.index);
   rt::PageStore::verify(resolve_store_path(o.index, index.store_path), index.manifest);
   if (o.json) {
-    nlohmann::json j = {{"store", o.store}, {"index", o.index}, {"clusters", index.clusters},
-                        {"entries", index.entries}, {"thresholds", index.thresholds},
+    nlohmann::json j = {{"store", o.store},
+                        {"index", o.index},
+                        {"clusters", index.clusters},
+                        {"entries", index.entries},
+                        {"thresholds", index.thresholds},
                         {"store_bytes", index.manifest.file_pages * rt::PageStore::kPageBytes}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
@@ -83,12 +88,16 @@ int run_verify(const VerifyOptions& o) {
   index.store_path = resolve_store_path(o.index, index.store_path);
   rt::PageStore::verify(index.store_path, index.manifest);
   if (o.json) {
-    nlohmann::json j = {{"index", o.index}, {"store", index.store_path}, {"status", "complete"},
-                        {"clusters", index.clusters}, {"entries", index.entries}};
+    nlohmann::json j = {{"index", o.index},
+                        {"store", index.store_path},
+                        {"status", "complete"},
+                        {"clusters", index.clusters},
+                        {"entries", index.entries}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("kvc-cluster: store %s is complete: %lld clusters, %lld entries, every page checksum matches\n",
-                index.store_path.c_str(), static_cast<long long>(index.clusters), static_cast<long long>(index.entries));
+                index.store_path.c_str(), static_cast<long long>(index.clusters),
+                static_cast<long long>(index.entries));
   }
   return 0;
 }

@@ -48,7 +48,8 @@ int main(int argc, char** argv) {
   auto* b = app.add_subcommand("build", "Prefill a prompt, cluster it, commit the store and write its index");
   build.model.add_to(*b);
   build.prompt.add_to(*b);
-  b->add_option("-s,--strategy", build.strategy, "Strategy spec (clustering and threshold settings)")->capture_default_str();
+  b->add_option("-s,--strategy", build.strategy, "Strategy spec (clustering and threshold settings)")
+      ->capture_default_str();
   b->add_option("--store", build.store, "Store file to write (the index records it relative to its own folder)")
       ->required();
   b->add_option("--index", build.index, "Index file to write (.safetensors)")->required();

@@ -9,30 +9,30 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
 
-#include "flag_vocabulary.h"
-#include "tool_main.h"
 #include "eval/kl_divergence.h"
+#include "flag_vocabulary.h"
+#include "harness/gnuplot.h"
+#include "harness/tables.h"
 #include "retrieval/index_file.h"
 #include "retrieval/retrieval_layer_cache.h"
 #include "retrieval/retrieval_setup.h"
+#include "tool_main.h"
 #include "util/build_info.h"
 #include "util/error.h"
 #include "util/files.h"
-#include "util/subprocess.h"
-#include "harness/gnuplot.h"
-#include "harness/tables.h"
 #include "util/hash.h"
 #include "util/interrupt.h"
 #include "util/output_lock.h"
 #include "util/progress.h"
+#include "util/subprocess.h"
 
 namespace kvc::cluster_cli {
 namespace rt = kvc::retrieval;
@@ -48,7 +48,8 @@ std::vector<int> PromptOptions::tokens(const kvc::cli::ModelOptions& model, cons
   KVC_CHECK(prompt.empty() != prompt_file.empty(), "give exactly one of -p/--prompt or -f/--file");
   const std::string text = prompt.empty() ? read_text_file(prompt_file) : prompt;
   std::vector<int> ids = model.load_tokenizer().encode_prompt(text, model.bos);
-  if (prompt_tokens > 0 && static_cast<int64_t>(ids.size()) > prompt_tokens) ids.resize(static_cast<size_t>(prompt_tokens));
+  if (prompt_tokens > 0 && static_cast<int64_t>(ids.size()) > prompt_tokens)
+    ids.resize(static_cast<size_t>(prompt_tokens));
   KVC_CHECK(ids.size() >= 2, "the prompt has fewer than 2 tokens; give a longer --prompt");
   return ids;
 }
@@ -61,7 +62,8 @@ class ScratchDir {
  public:
   explicit ScratchDir(const std::string& out_dir) {
     if (!out_dir.empty()) {
-      KVC_CHECK(out_dir != "-", "--out-dir - : replay writes several files; give a folder name (--json prints to stdout)");
+      KVC_CHECK(out_dir != "-",
+                "--out-dir - : replay writes several files; give a folder name (--json prints to stdout)");
       path_ = out_dir;
       std::error_code ec;
       std::filesystem::create_directories(path_, ec);
@@ -106,8 +108,8 @@ struct Snapshot {
 };
 
 Snapshot snapshot(const Run& r) {
-  return {r.shared->store->counters(), r.shared->cache->counters(), r.shared->recall_sum, r.shared->compute_seconds,
-          r.shared->recall_count, r.shared->split_moved_bytes};
+  return {r.shared->store->counters(), r.shared->cache->counters(), r.shared->recall_sum,
+          r.shared->compute_seconds,   r.shared->recall_count,      r.shared->split_moved_bytes};
 }
 
 std::pair<int64_t, double> cluster_summary(const Run& r) {
@@ -139,13 +141,14 @@ void write_plots(const std::string& dir, const std::vector<Run>& runs) {
                             {"io_ms", "14", "I/O ms per step (50-step mean)", "avg"}};
   for (const auto& p : plots) {
     gp << "set output '" << p[0] << ".png'\nset ylabel '" << p[2] << "'\n";
-    const std::string file = std::string(p[3]) == "raw" ? "steps_grouped.csv"
-                             : std::string(p[3]) == "cum" ? "steps_cum.csv" : "steps_avg.csv";
+    const std::string file = std::string(p[3]) == "raw"   ? "steps_grouped.csv"
+                             : std::string(p[3]) == "cum" ? "steps_cum.csv"
+                                                          : "steps_avg.csv";
     // One plot element per run, its label a gnuplot string literal: a label is data, never code.
     gp << "plot ";
     for (size_t i = 0; i < runs.size(); ++i)
-      gp << (i ? ", \\\n     " : "") << "'" << file << "' index " << i << " using 1:" << p[1] << " with lines lw 2 title "
-         << kvc::gnuplot_quoted(runs[i].config.name());
+      gp << (i ? ", \\\n     " : "") << "'" << file << "' index " << i << " using 1:" << p[1]
+         << " with lines lw 2 title " << kvc::gnuplot_quoted(runs[i].config.name());
     gp << "\n";
   }
   kvc::write_file_atomic(script, gp.str());
@@ -231,13 +234,21 @@ int run_replay(const ReplayOptions& o) {
       const double recall = after.recall_count > before.recall_count
                                 ? (after.recall_sum - before.recall_sum) / (after.recall_count - before.recall_count)
                                 : 1.0;
-      std::vector<double> row = {static_cast<double>(step), 0, recall, k, static_cast<double>(clusters), variance,
-                                 static_cast<double>(io.read_bytes), static_cast<double>(io.read_ops),
+      std::vector<double> row = {static_cast<double>(step),
+                                 0,
+                                 recall,
+                                 k,
+                                 static_cast<double>(clusters),
+                                 variance,
+                                 static_cast<double>(io.read_bytes),
+                                 static_cast<double>(io.read_ops),
                                  io.read_ops > 0 ? static_cast<double>(io.read_bytes) / io.read_ops : 0.0,
                                  static_cast<double>(io.read_run_max),
                                  static_cast<double>(io.moved_bytes + after.moved - before.moved),
-                                 static_cast<double>(io.written_bytes), lookups > 0 ? double(hits) / lookups : 1.0,
-                                 io.read_seconds * 1e3, (after.compute - before.compute) * 1e3};
+                                 static_cast<double>(io.written_bytes),
+                                 lookups > 0 ? double(hits) / lookups : 1.0,
+                                 io.read_seconds * 1e3,
+                                 (after.compute - before.compute) * 1e3};
       const auto line = [&](const std::vector<double>& v) {
         std::string text = std::to_string(step) + "," + kvc::csv_field(r.config.name());  // a spec holds commas
         for (size_t c = 2; c < v.size(); ++c) text += fmt::format(",{:.9g}", v[c]);
@@ -271,19 +282,20 @@ int run_replay(const ReplayOptions& o) {
   write_grouped("steps_cum.csv", grouped_cum);
   write_grouped("steps_avg.csv", grouped_avg);
 
-  nlohmann::json out = {{"tool", "kvc-cluster replay"},
-                        {"version", kvc::build_version()},
-                        {"commit", kvc::build_commit()},
-                        {"model", o.model.model_dir},
-                        {"model_config_hash", mc.config_hash},
-                        {"prompt_source", o.prompt.prompt_file.empty() ? "--prompt" : o.prompt.prompt_file},
-                        {"prompt_hash", o.prompt.prompt_file.empty() ? hash_string(o.prompt.prompt) : hash_file(o.prompt.prompt_file)},
-                        {"prompt_tokens", prompt.size()},
-                        {"threads", at::get_num_threads()},
-                        {"steps", done},
-                        {"decoding", "greedy on the exact cache; every strategy fed the same tokens"},
-                        {"out_dir", scratch.temporary() ? "" : dir},
-                        {"strategies", nlohmann::json::array()}};
+  nlohmann::json out = {
+      {"tool", "kvc-cluster replay"},
+      {"version", kvc::build_version()},
+      {"commit", kvc::build_commit()},
+      {"model", o.model.model_dir},
+      {"model_config_hash", mc.config_hash},
+      {"prompt_source", o.prompt.prompt_file.empty() ? "--prompt" : o.prompt.prompt_file},
+      {"prompt_hash", o.prompt.prompt_file.empty() ? hash_string(o.prompt.prompt) : hash_file(o.prompt.prompt_file)},
+      {"prompt_tokens", prompt.size()},
+      {"threads", at::get_num_threads()},
+      {"steps", done},
+      {"decoding", "greedy on the exact cache; every strategy fed the same tokens"},
+      {"out_dir", scratch.temporary() ? "" : dir},
+      {"strategies", nlohmann::json::array()}};
   for (size_t i = 0; i < runs.size(); ++i) {
     Run& r = runs[i];
     const rt::IoCounters& io = r.shared->store->counters();
@@ -312,7 +324,8 @@ int run_replay(const ReplayOptions& o) {
         {"max_read_bytes", io.read_run_max},
         {"moved_bytes", io.moved_bytes + r.shared->split_moved_bytes},
         {"written_bytes", io.written_bytes},
-        {"mean_entries_attended_per_head", r.shared->recall_count > 0 ? double(r.shared->retrieved_entries) / r.shared->recall_count : 0.0},
+        {"mean_entries_attended_per_head",
+         r.shared->recall_count > 0 ? double(r.shared->retrieved_entries) / r.shared->recall_count : 0.0},
         {"cache_hit_rate", cc.lookups > 0 ? double(cc.hits) / cc.lookups : 0.0},
         {"io_seconds", io.read_seconds},
         {"io_wait_seconds", r.shared->io_wait_seconds},
@@ -333,17 +346,19 @@ int run_replay(const ReplayOptions& o) {
   }
   write_file_atomic(dir + "/summary.json", out.dump(2) + "\n");
   std::string md =
-      "| strategy | recall | KL | top-1 | clusters | mean var | KiB read | read ops | mean read KiB | KiB moved | hit rate | "
+      "| strategy | recall | KL | top-1 | clusters | mean var | KiB read | read ops | mean read KiB | KiB moved | hit "
+      "rate | "
       "I/O s | compute s | eff. MB/s | seq. MB/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& s : out["strategies"]) {
-    md += fmt::format("| {} | {:.4f} | {:.5f} | {:.3f} | {} | {:.3f} | {:.0f} | {} | {:.1f} | {:.0f} | {:.3f} | {:.3f} | {:.3f} | {:.0f} | {:.0f} |\n",
-                      s["name"].get<std::string>(), s["mean_recall"].get<double>(), s["mean_kl"].get<double>(),
-                      s["top1_agreement"].get<double>(), s["final_clusters"].get<int64_t>(),
-                      s["final_mean_variance"].get<double>(), s["bytes_read"].get<int64_t>() / 1024.0,
-                      s["read_ops"].get<int64_t>(), s["mean_read_bytes"].get<double>() / 1024.0,
-                      s["moved_bytes"].get<int64_t>() / 1024.0, s["cache_hit_rate"].get<double>(),
-                      s["io_seconds"].get<double>(), s["compute_seconds"].get<double>(),
-                      s["effective_read_bandwidth"].get<double>() / 1e6, s["sequential_read_bandwidth"].get<double>() / 1e6);
+    md += fmt::format(
+        "| {} | {:.4f} | {:.5f} | {:.3f} | {} | {:.3f} | {:.0f} | {} | {:.1f} | {:.0f} | {:.3f} | {:.3f} | {:.3f} | "
+        "{:.0f} | {:.0f} |\n",
+        s["name"].get<std::string>(), s["mean_recall"].get<double>(), s["mean_kl"].get<double>(),
+        s["top1_agreement"].get<double>(), s["final_clusters"].get<int64_t>(), s["final_mean_variance"].get<double>(),
+        s["bytes_read"].get<int64_t>() / 1024.0, s["read_ops"].get<int64_t>(),
+        s["mean_read_bytes"].get<double>() / 1024.0, s["moved_bytes"].get<int64_t>() / 1024.0,
+        s["cache_hit_rate"].get<double>(), s["io_seconds"].get<double>(), s["compute_seconds"].get<double>(),
+        s["effective_read_bandwidth"].get<double>() / 1e6, s["sequential_read_bandwidth"].get<double>() / 1e6);
   }
   write_file_atomic(dir + "/summary.md", md);
   if (o.plot) write_plots(dir, runs);
@@ -351,16 +366,16 @@ int run_replay(const ReplayOptions& o) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-  std::printf("%-28s %7s %8s %8s %6s %11s %8s %9s %10s %7s %8s %9s\n", "strategy", "recall", "KL", "clusters",
-              "var", "bytes_read", "ops", "mean_run", "moved", "hit", "io_s", "seqMB/s");
+  std::printf("%-28s %7s %8s %8s %6s %11s %8s %9s %10s %7s %8s %9s\n", "strategy", "recall", "KL", "clusters", "var",
+              "bytes_read", "ops", "mean_run", "moved", "hit", "io_s", "seqMB/s");
   for (const auto& s : out["strategies"]) {
     std::printf("%-28s %7.4f %8.5f %8lld %6.2f %11lld %8lld %9.0f %10lld %7.3f %8.3f %9.0f\n",
                 s["name"].get<std::string>().c_str(), s["mean_recall"].get<double>(), s["mean_kl"].get<double>(),
                 static_cast<long long>(s["final_clusters"].get<int64_t>()), s["final_mean_variance"].get<double>(),
-                static_cast<long long>(s["bytes_read"].get<int64_t>()), static_cast<long long>(s["read_ops"].get<int64_t>()),
-                s["mean_read_bytes"].get<double>(), static_cast<long long>(s["moved_bytes"].get<int64_t>()),
-                s["cache_hit_rate"].get<double>(), s["io_seconds"].get<double>(),
-                s["sequential_read_bandwidth"].get<double>() / 1e6);
+                static_cast<long long>(s["bytes_read"].get<int64_t>()),
+                static_cast<long long>(s["read_ops"].get<int64_t>()), s["mean_read_bytes"].get<double>(),
+                static_cast<long long>(s["moved_bytes"].get<int64_t>()), s["cache_hit_rate"].get<double>(),
+                s["io_seconds"].get<double>(), s["sequential_read_bandwidth"].get<double>() / 1e6);
   }
   return 0;
 }

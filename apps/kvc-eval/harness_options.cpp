@@ -50,8 +50,8 @@ std::vector<double> parse_double_list(const std::string& text, const std::string
 }
 
 std::vector<std::string> haystack_files(const std::string& path) {
-  KVC_CHECK(file_exists(path) || is_directory(path), "--haystack: '{}' not found (pass a text file or a folder of .txt)",
-            path);
+  KVC_CHECK(file_exists(path) || is_directory(path),
+            "--haystack: '{}' not found (pass a text file or a folder of .txt)", path);
   if (!is_directory(path)) return {path};
   std::vector<std::string> files;
   if (DIR* dir = ::opendir(path.c_str())) {

@@ -58,10 +58,11 @@ int run_kl(KlCommandOptions& o) {
     std::printf("%s\n", out.dump().c_str());
     return task_exit_code();
   }
-  std::printf("%s: KL %.6g (max %.4g), top-1 agreement %.4f over %lld tokens; ppl %.4f vs %.4f exact; "
-              "compression %.1f%%\n",
-              setup.name.c_str(), r.mean_kl, r.max_kl, r.top1_agreement, static_cast<long long>(r.tokens_scored),
-              r.ppl_compressed, r.ppl_reference, 100 * r.compression_ratio());
+  std::printf(
+      "%s: KL %.6g (max %.4g), top-1 agreement %.4f over %lld tokens; ppl %.4f vs %.4f exact; "
+      "compression %.1f%%\n",
+      setup.name.c_str(), r.mean_kl, r.max_kl, r.top1_agreement, static_cast<long long>(r.tokens_scored),
+      r.ppl_compressed, r.ppl_reference, 100 * r.compression_ratio());
   if (r.compressed_ram_bytes != r.compressed_kv_bytes)
     std::printf("  RAM held: %.1f%% less than the uncompressed cache (the rest of the cache is on storage)\n",
                 100 * r.ram_ratio());
@@ -81,14 +82,15 @@ void add_kl_command(CLI::App& app, std::function<int()>& action) {
   auto o = std::make_shared<KlCommandOptions>();
   CLI::App* cmd = app.add_subcommand(
       "kl", "KL divergence and top-1 agreement of a compressed run vs the exact model on the same windows");
-  cmd->footer("\nEach window's first --context-fraction is prefilled (compression acts there); the rest is decoded\n"
-              "--chunk tokens at a time and its next-token distributions are compared.\n\nExamples:\n"
-              "  kvc-eval kl -m data/models/stories260K -f data/text/tinystories/tinystories_excerpt_30k.txt "
-              "-c 256 --max-windows 8 --json\n"
-              "  kvc-eval kl -m data/models/stories260K -f data/text/wikitext2/wiki.test.raw -c 256 --max-windows 4 "
-              "--press snapkv --ratio 0.5\n"
-              "  kvc-eval kl -m data/models/stories260K -f data/text/wikitext2/wiki.test.raw -c 256 --max-windows 2 "
-              "--retrieval adaptive:budget=64\n");
+  cmd->footer(
+      "\nEach window's first --context-fraction is prefilled (compression acts there); the rest is decoded\n"
+      "--chunk tokens at a time and its next-token distributions are compared.\n\nExamples:\n"
+      "  kvc-eval kl -m data/models/stories260K -f data/text/tinystories/tinystories_excerpt_30k.txt "
+      "-c 256 --max-windows 8 --json\n"
+      "  kvc-eval kl -m data/models/stories260K -f data/text/wikitext2/wiki.test.raw -c 256 --max-windows 4 "
+      "--press snapkv --ratio 0.5\n"
+      "  kvc-eval kl -m data/models/stories260K -f data/text/wikitext2/wiki.test.raw -c 256 --max-windows 2 "
+      "--retrieval adaptive:budget=64\n");
   o->add_model_to(*cmd);
   o->compression.add_to(*cmd);
   cli::add_text_file(*cmd, o->file, "UTF-8 text file")->required();

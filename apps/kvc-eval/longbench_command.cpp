@@ -87,9 +87,8 @@ int run(Options& o) {
   if (o.json) {
     std::printf("%s\n", out.dump().c_str());
   } else {
-    std::printf("%s (%s, query-%s; %zu bad lines skipped, %lld truncated)\n",
-                describe_longbench_score(out).c_str(), setup.name.c_str(), o.harness.query.c_str(), data.skipped_lines,
-                static_cast<long long>(truncated));
+    std::printf("%s (%s, query-%s; %zu bad lines skipped, %lld truncated)\n", describe_longbench_score(out).c_str(),
+                setup.name.c_str(), o.harness.query.c_str(), data.skipped_lines, static_cast<long long>(truncated));
   }
   return task_exit_code();
 }
@@ -98,7 +97,8 @@ int run(Options& o) {
 
 void add_longbench_command(CLI::App& app, std::function<int()>& action) {
   auto o = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("longbench", "Run and score a LongBench data set (its .jsonl file as distributed)");
+  CLI::App* cmd =
+      app.add_subcommand("longbench", "Run and score a LongBench data set (its .jsonl file as distributed)");
   cmd->footer(fmt::format(
       "\nData sets (LongBench v1; prompt template, metric and generation length as its config and eval.py):\n  {}.\n"
       "The data set is taken from the records' \"dataset\" field or the file name unless --dataset names it;\n"

@@ -46,8 +46,8 @@ int run(Options& o) {
 
 void add_longbench_score_command(CLI::App& app, std::function<int()>& action) {
   auto o = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("longbench-score",
-                                     "Score LongBench predictions (pred.py's .jsonl: pred, answers, all_classes, length)");
+  CLI::App* cmd = app.add_subcommand(
+      "longbench-score", "Score LongBench predictions (pred.py's .jsonl: pred, answers, all_classes, length)");
   cmd->footer(
       "\nScores as LongBench's eval.py: first line only for trec, triviaqa, samsum and lsht, the best answer per\n"
       "prediction, 100 x mean rounded to 2 decimals; --length-buckets as eval.py --e (LongBench-E).\n"

@@ -24,10 +24,13 @@ int run_merge(MergeOptions& o) {
   const std::vector<std::string> pngs = write_sweep_report(o.out, merged.records);
   const bool complete = merged.missing == 0;
   if (o.json) {
-    const nlohmann::json summary = {{"shards", merged.shards},    {"cells", merged.plan_cells},
-                                    {"missing", merged.missing},  {"complete", complete},
+    const nlohmann::json summary = {{"shards", merged.shards},
+                                    {"cells", merged.plan_cells},
+                                    {"missing", merged.missing},
+                                    {"complete", complete},
                                     {"incomplete_shards", merged.incomplete},
-                                    {"results", o.out + "/results.jsonl"}, {"plots", pngs}};
+                                    {"results", o.out + "/results.jsonl"},
+                                    {"plots", pngs}};
     std::printf("%s\n", summary.dump().c_str());
   } else {
     std::printf("%s", sweep_markdown(merged.records).c_str());
@@ -44,8 +47,9 @@ int run_merge(MergeOptions& o) {
 
 void add_merge_command(CLI::App& app, std::function<int()>& action) {
   auto o = std::make_shared<MergeOptions>();
-  CLI::App* cmd = app.add_subcommand("merge", "Merge the shards of a sweep (kvc-eval sweep --shard I/N) into one "
-                                              "result file with its tables and plots");
+  CLI::App* cmd = app.add_subcommand("merge",
+                                     "Merge the shards of a sweep (kvc-eval sweep --shard I/N) into one "
+                                     "result file with its tables and plots");
   cmd->footer(
       "\nReads OUT/shard-I-of-N.json (each shard's plan and progress), OUT/results.jsonl and every\n"
       "OUT/results.shard-I-of-N.jsonl, checks that they belong to one sweep, and rewrites OUT/results.jsonl\n"

@@ -6,15 +6,15 @@
 #include <cstdio>
 #include <optional>
 
+#include "flag_vocabulary.h"
 #include "harness/needle_report.h"
 #include "harness/result_store.h"
 #include "harness/tables.h"
-#include "flag_vocabulary.h"
 #include "harness_options.h"
-#include "util/files.h"
 #include "subcommands.h"
 #include "task_command.h"
 #include "tasks/haystack.h"
+#include "util/files.h"
 #include "util/hash.h"
 #include "util/interrupt.h"
 #include "util/output_lock.h"
@@ -60,7 +60,8 @@ int run(Options& o) {
   NeedleGridOptions grid_options;
   grid_options.spec = needle_spec(o);
   grid_options.haystack = load_haystack(files);
-  grid_options.lengths = o.lengths.empty() ? default_lengths(model, o.max_new_tokens) : parse_int_list(o.lengths, "--lengths");
+  grid_options.lengths =
+      o.lengths.empty() ? default_lengths(model, o.max_new_tokens) : parse_int_list(o.lengths, "--lengths");
   grid_options.depths = parse_double_list(o.depths, "--depths");
   for (double d : grid_options.depths) KVC_CHECK(d >= 0 && d <= 1, "--depths: {} is outside [0, 1]", d);
   KVC_CHECK(o.samples >= 1, "--samples must be >= 1, got {}", o.samples);
@@ -69,11 +70,11 @@ int run(Options& o) {
   grid_options.max_new_tokens = o.max_new_tokens;
 
   // Cells of an earlier run with the same settings are reused from cells.jsonl in --out.
-  const std::string run_key = hash_string(fmt::format(
-      "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", model.config().config_hash, setup.name, o.harness.query, o.harness.seed,
-      o.samples, grid_options.spec.needle_template, grid_options.spec.question_template,
-      fmt::join(grid_options.spec.entities, ","), hash_files(files), o.max_new_tokens) +
-                                              prompt_format_key(o.harness, o.model));
+  const std::string run_key = hash_string(
+      fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", model.config().config_hash, setup.name, o.harness.query,
+                  o.harness.seed, o.samples, grid_options.spec.needle_template, grid_options.spec.question_template,
+                  fmt::join(grid_options.spec.entities, ","), hash_files(files), o.max_new_tokens) +
+      prompt_format_key(o.harness, o.model));
   std::unique_ptr<ResultStore> store;
   std::optional<OutputLock> lock;
   if (!o.out.empty()) {
@@ -124,7 +125,8 @@ int run(Options& o) {
   metadata["complete"] = !stopped;
   std::string png;
   if (!o.out.empty()) {
-    const std::string title = fmt::format("needle retrieval: {} ({}, query-{})", model.dir(), setup.name, o.harness.query);
+    const std::string title =
+        fmt::format("needle retrieval: {} ({}, query-{})", model.dir(), setup.name, o.harness.query);
     png = write_needle_report(o.out, title, grid, metadata);
   }
   if (o.json) {
@@ -145,7 +147,9 @@ int run(Options& o) {
       for (double v : acc[d]) std::printf(" %7s", std::isnan(v) ? "-" : format_number(v, 3).c_str());
       std::printf("\n");
     }
-    if (!o.out.empty()) std::printf("wrote %s/needle_grid.{json,csv,md}%s\n", o.out.c_str(), png.empty() ? "" : " and needle_heatmap.png");
+    if (!o.out.empty())
+      std::printf("wrote %s/needle_grid.{json,csv,md}%s\n", o.out.c_str(),
+                  png.empty() ? "" : " and needle_heatmap.png");
   }
   return task_exit_code();
 }
@@ -158,7 +162,8 @@ void add_needle_command(CLI::App& app, std::function<int()>& action) {
   cmd->footer(
       "\nA fact (\"The secret number of the purple ship is 40721.\") is placed at each depth of filler text,\n"
       "asked at the end, and the greedy answer's first number must equal it. Lengths count the whole prompt\n"
-      "(BOS or --chat's template turn + context + question). With --out-dir, cells are appended to cells.jsonl as they finish (a re-run\n"
+      "(BOS or --chat's template turn + context + question). With --out-dir, cells are appended to cells.jsonl as they "
+      "finish (a re-run\n"
       "resumes) and needle_grid.{json,csv,md} and needle_heatmap.png are written.\n\nExamples:\n"
       "  kvc-eval needle -m data/models/kvc-micro-lm --haystack data/text/pg_essays --lengths 256,512 --depths 0,1 "
       "--samples 2 --out-dir out/needle\n"
@@ -169,7 +174,8 @@ void add_needle_command(CLI::App& app, std::function<int()>& action) {
       "--dump-kept out/needle-snapkv50/kept\n"
       "  kvc-eval needle -m data/models/kvc-micro-lm --haystack data/text/pg_essays --lengths 256 --depths 0.5 "
       "--samples 2 --retrieval adaptive:budget=64 --out-dir out/needle-retrieval\n"
-      "  kvc-eval needle -m $(scripts/model_path.sh smollm2-135m) --chat --templates plain --haystack data/text/pg_essays "
+      "  kvc-eval needle -m $(scripts/model_path.sh smollm2-135m) --chat --templates plain --haystack "
+      "data/text/pg_essays "
       "--lengths 512 --depths 0.5 --samples 1 --json\n");
   o->add_common_to(*cmd);
   cmd->add_option("--haystack", o->haystack, "Filler text: a file or a folder of .txt (e.g. data/text/pg_essays)")
@@ -177,8 +183,11 @@ void add_needle_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--lengths", o->lengths, "Prompt lengths in tokens (default: quarters of the model's context)");
   cmd->add_option("--depths", o->depths, "Needle depths in [0, 1]")->capture_default_str();
   cmd->add_option("--samples", o->samples, "Needles per cell")->capture_default_str();
-  cmd->add_option("--templates", o->templates, "secret (the form kvc-micro-lm and kvc-tiny-lm were trained on), passkey, or plain (a question for an "
-                  "instruct model, with no answer begun: use with --chat)")->capture_default_str();
+  cmd->add_option(
+         "--templates", o->templates,
+         "secret (the form kvc-micro-lm and kvc-tiny-lm were trained on), passkey, or plain (a question for an "
+         "instruct model, with no answer begun: use with --chat)")
+      ->capture_default_str();
   cmd->add_option("--needle-template", o->needle_template, "Needle sentence with {number} (and {entity})");
   cmd->add_option("--question-template", o->question_template, "Question (ending where the answer starts)");
   cmd->add_option("--entities", o->entities, "Comma-separated entities for {entity} (held-out variants)");

@@ -58,10 +58,11 @@ int run_ppl(PplCommandOptions& o) {
 void add_ppl_command(CLI::App& app, std::function<int()>& action) {
   auto o = std::make_shared<PplCommandOptions>();
   CLI::App* cmd = app.add_subcommand("ppl", "Perplexity over non-overlapping windows of a text file");
-  cmd->footer("\nExamples:\n  kvc-eval ppl -m data/models/stories260K -f data/text/wikitext2/wiki.test.raw "
-              "-c 256 --max-windows 40 --json\n"
-              "  kvc-eval ppl -m data/models/stories260K -f data/text/wikitext2/wiki.test.raw -c 128 --max-windows 8 "
-              "--protocol llama.cpp\n");
+  cmd->footer(
+      "\nExamples:\n  kvc-eval ppl -m data/models/stories260K -f data/text/wikitext2/wiki.test.raw "
+      "-c 256 --max-windows 40 --json\n"
+      "  kvc-eval ppl -m data/models/stories260K -f data/text/wikitext2/wiki.test.raw -c 128 --max-windows 8 "
+      "--protocol llama.cpp\n");
   o->add_model_to(*cmd);
   cli::add_text_file(*cmd, o->file, "UTF-8 text file")->required();
   cli::add_ctx_size(*cmd, o->plan.window, "Window length in tokens")->capture_default_str();

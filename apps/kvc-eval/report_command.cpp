@@ -20,8 +20,10 @@ struct ReportOptions {
 
 int run_report(ReportOptions& o) {
   const std::string results = o.out + "/results.jsonl";
-  KVC_CHECK(file_exists(results), "--out-dir: '{}' has no results.jsonl; run kvc-eval sweep --out-dir {} first (a "
-            "sharded sweep: kvc-eval merge)", o.out, o.out);
+  KVC_CHECK(file_exists(results),
+            "--out-dir: '{}' has no results.jsonl; run kvc-eval sweep --out-dir {} first (a "
+            "sharded sweep: kvc-eval merge)",
+            o.out, o.out);
   // The sweep that writes this folder holds the same lock: a report never reads a file being appended.
   const OutputLock lock(o.out, "results.jsonl", "--out-dir");
   const ResultStore store(results);

@@ -32,12 +32,14 @@ std::vector<std::string> expand_ruler_group(const std::vector<std::string>& name
       continue;
     }
     for (const auto& task : ruler_task_names()) {
-      const bool qa = ruler_task_source(task) == RulerSource::kSquad || ruler_task_source(task) == RulerSource::kHotpotQa;
+      const bool qa =
+          ruler_task_source(task) == RulerSource::kSquad || ruler_task_source(task) == RulerSource::kHotpotQa;
       if (!qa || !qa_dir.empty()) out.push_back(task);
     }
     if (qa_dir.empty()) {
-      std::fprintf(stderr, "kvc-eval: note: tasks: qa_1 and qa_2 skipped (they read RULER's squad.json and "
-                           "hotpotqa.json from --qa-dir DIR)\n");
+      std::fprintf(stderr,
+                   "kvc-eval: note: tasks: qa_1 and qa_2 skipped (they read RULER's squad.json and "
+                   "hotpotqa.json from --qa-dir DIR)\n");
     }
   }
   return out;

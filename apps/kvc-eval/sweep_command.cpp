@@ -5,20 +5,20 @@
 #include <map>
 
 #include "eval_common.h"
+#include "flag_vocabulary.h"
 #include "harness/item_sweep.h"
 #include "harness/kl_sweep.h"
 #include "harness/result_store.h"
 #include "harness/sweep_cell_spec.h"
 #include "harness/sweep_report.h"
 #include "harness/sweep_shards.h"
-#include "flag_vocabulary.h"
 #include "harness_options.h"
 #include "press/press_registry.h"
 #include "subcommands.h"
 #include "sweep_inputs.h"
 #include "tasks/synthetic.h"
-#include "util/hash.h"
 #include "util/files.h"
+#include "util/hash.h"
 #include "util/interrupt.h"
 #include "util/named_settings.h"
 #include "util/output_lock.h"
@@ -53,7 +53,8 @@ int run(SweepOptions& o) {
   const OutputLock lock(o.out, shard.sharded() ? shard.results_name() : "results.jsonl", "--out-dir");
   // A shard appends to a file of its own; the cells of results.jsonl (an earlier run or merge) count as done.
   ResultStore store(o.out + "/" + (shard.sharded() ? shard.results_name() : "results.jsonl"));
-  ResultStore checkpoint(o.out + "/" + (shard.sharded() ? "samples." + shard.results_name() : "samples.jsonl"), "sample");
+  ResultStore checkpoint(o.out + "/" + (shard.sharded() ? "samples." + shard.results_name() : "samples.jsonl"),
+                         "sample");
   const ResultStore earlier(o.out + "/results.jsonl");
   const auto done = [&](const SweepCell& c) { return store.has(c.key()) || earlier.has(c.key()); };
 
@@ -62,33 +63,34 @@ int run(SweepOptions& o) {
   const TaskInputs in = load_inputs(o, tasks, loaded);
 
   // Cells are reused only under the settings they were made with; methods, ratios and tasks may grow.
-  std::string settings_text = fmt::format(
-      "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", model.config().config_hash, o.harness.query, o.harness.truncate,
-      o.harness.seed, o.file, o.kl.plan.window, o.kl.plan.max_windows, o.haystack, o.needle_lengths, o.needle_depths,
-      o.templates, o.samples, o.task_lengths, o.max_new_tokens);
+  std::string settings_text =
+      fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", model.config().config_hash, o.harness.query,
+                  o.harness.truncate, o.harness.seed, o.file, o.kl.plan.window, o.kl.plan.max_windows, o.haystack,
+                  o.needle_lengths, o.needle_depths, o.templates, o.samples, o.task_lengths, o.max_new_tokens);
   if (o.ruler_new_tokens > 0 || !o.qa_dir.empty()) settings_text += fmt::format("|{}|{}", o.ruler_new_tokens, o.qa_dir);
   if (o.kl.chunk != 1) settings_text += fmt::format("|chunk {}", o.kl.chunk);
   settings_text += prompt_format_key(o.harness, o.model);
   const std::string settings = hash_string(settings_text);
   // The same settings by flag, kept in the folder so that a mismatch can name what differs.
-  const NamedSettings named = {{"the model's config hash", model.config().config_hash},
-                               {"--query", o.harness.query},
-                               {"--truncate", o.harness.truncate},
-                               {"--seed", fmt::format("{}", o.harness.seed)},
-                               {"-f/--file", o.file},
-                               {"-c/--ctx-size", fmt::format("{}", o.kl.plan.window)},
-                               {"--max-windows", fmt::format("{}", o.kl.plan.max_windows)},
-                               {"--haystack", o.haystack},
-                               {"--needle-lengths", o.needle_lengths},
-                               {"--needle-depths", o.needle_depths},
-                               {"--templates", o.templates},
-                               {"--samples", fmt::format("{}", o.samples)},
-                               {"--task-lengths", o.task_lengths},
-                               {"--max-new-tokens", fmt::format("{}", o.max_new_tokens)},
-                               {"--ruler-new-tokens", fmt::format("{}", o.ruler_new_tokens)},
-                               {"--qa-dir", o.qa_dir},
-                               {"--chunk", fmt::format("{}", o.kl.chunk)},
-                               {"--chat, --chat-template, --system, --bos/--no-bos", prompt_format_key(o.harness, o.model)}};
+  const NamedSettings named = {
+      {"the model's config hash", model.config().config_hash},
+      {"--query", o.harness.query},
+      {"--truncate", o.harness.truncate},
+      {"--seed", fmt::format("{}", o.harness.seed)},
+      {"-f/--file", o.file},
+      {"-c/--ctx-size", fmt::format("{}", o.kl.plan.window)},
+      {"--max-windows", fmt::format("{}", o.kl.plan.max_windows)},
+      {"--haystack", o.haystack},
+      {"--needle-lengths", o.needle_lengths},
+      {"--needle-depths", o.needle_depths},
+      {"--templates", o.templates},
+      {"--samples", fmt::format("{}", o.samples)},
+      {"--task-lengths", o.task_lengths},
+      {"--max-new-tokens", fmt::format("{}", o.max_new_tokens)},
+      {"--ruler-new-tokens", fmt::format("{}", o.ruler_new_tokens)},
+      {"--qa-dir", o.qa_dir},
+      {"--chunk", fmt::format("{}", o.kl.chunk)},
+      {"--chat, --chat-template, --system, --bos/--no-bos", prompt_format_key(o.harness, o.model)}};
   const std::string settings_file = o.out + "/sweep_settings.json";
   for (const ResultStore* s : std::initializer_list<const ResultStore*>{&store, &earlier, &checkpoint}) {
     for (const auto& r : s->records()) {
@@ -96,10 +98,14 @@ int run(SweepOptions& o) {
       const std::string differences =
           file_exists(settings_file) ? settings_differences(parse_named_settings(read_text_file(settings_file)), named)
                                      : "";
-      KVC_CHECK(differences.empty(), "--out-dir: {} holds cells made with {}; run with those flags, or use another "
-                "--out-dir folder", s->path(), differences);
-      fail("--out-dir: {} holds cells made with other settings (model, --query, --seed, lengths, samples or data "
-           "differ); use another --out-dir folder or delete the file", s->path());
+      KVC_CHECK(differences.empty(),
+                "--out-dir: {} holds cells made with {}; run with those flags, or use another "
+                "--out-dir folder",
+                s->path(), differences);
+      fail(
+          "--out-dir: {} holds cells made with other settings (model, --query, --seed, lengths, samples or data "
+          "differ); use another --out-dir folder or delete the file",
+          s->path());
     }
   }
   write_file_atomic(settings_file, named_settings_text(named) + "\n");
@@ -121,8 +127,8 @@ int run(SweepOptions& o) {
   }
   if (shard.sharded()) write_shard_status(o.out, status);
   if (!o.json) {
-    const std::string part = shard.sharded() ? fmt::format("shard {} of {}: {} of ", shard.index, shard.count,
-                                                            status.owned) : "";
+    const std::string part =
+        shard.sharded() ? fmt::format("shard {} of {}: {} of ", shard.index, shard.count, status.owned) : "";
     std::fprintf(stderr, "sweep: %s%zu cells (%lld done before, %lld to run) -> %s\n", part.c_str(), cells.size(),
                  static_cast<long long>(status.done), static_cast<long long>(todo), store.path().c_str());
   }
@@ -175,7 +181,8 @@ int run(SweepOptions& o) {
       continue;
     }
     if (is_text_task(task)) {
-      Progress windows(task, static_cast<int64_t>(plan_windows(static_cast<int64_t>(in.text_ids.size()), o.kl.plan).size()),
+      Progress windows(task,
+                       static_cast<int64_t>(plan_windows(static_cast<int64_t>(in.text_ids.size()), o.kl.plan).size()),
                        "windows", !o.json);
       const KlSweepOutcome outcome =
           run_kl_sweep(model, in.text_ids, o.kl, block, setups, checkpoint, settings, true, [&] { windows.advance(); });
@@ -202,26 +209,30 @@ int run(SweepOptions& o) {
   stopped = stopped || interrupted();
   progress.finish();
   if (shard.sharded()) {
-    nlohmann::json summary = {{"shard", shard.index},  {"shards", shard.count}, {"cells", cells.size()},
-                              {"owned", status.owned}, {"ran", ran},            {"reused", status.done - ran},
-                              {"complete", status.done == status.owned},        {"results", store.path()},
-                              {"prefill", cost_json(cost)},                     {"wall_seconds", loaded.seconds()}};
+    nlohmann::json summary = {{"shard", shard.index},
+                              {"shards", shard.count},
+                              {"cells", cells.size()},
+                              {"owned", status.owned},
+                              {"ran", ran},
+                              {"reused", status.done - ran},
+                              {"complete", status.done == status.owned},
+                              {"results", store.path()},
+                              {"prefill", cost_json(cost)},
+                              {"wall_seconds", loaded.seconds()}};
     if (o.json) std::printf("%s\n", summary.dump().c_str());
-    else std::printf("sweep: shard %d of %d ran %lld cells, reused %lld, %s; wrote %s\nwhen every shard is done: "
-                     "kvc-eval merge --out-dir %s\n", shard.index, shard.count, static_cast<long long>(ran),
-                     static_cast<long long>(status.done - ran),
-                     stopped ? "stopped early (re-run to resume)" : "complete", store.path().c_str(), o.out.c_str());
+    else
+      std::printf(
+          "sweep: shard %d of %d ran %lld cells, reused %lld, %s; wrote %s\nwhen every shard is done: "
+          "kvc-eval merge --out-dir %s\n",
+          shard.index, shard.count, static_cast<long long>(ran), static_cast<long long>(status.done - ran),
+          stopped ? "stopped early (re-run to resume)" : "complete", store.path().c_str(), o.out.c_str());
     return stopped && interrupted() ? 130 : 0;
   }
   const std::vector<std::string> pngs = write_sweep_report(o.out, store.records());
-  nlohmann::json summary = {{"cells", cells.size()},
-                            {"ran", ran},
-                            {"reused", cells.size() - todo},
-                            {"complete", status.done == status.owned},
-                            {"results", store.path()},
-                            {"plots", pngs},
-                            {"prefill", cost_json(cost)},
-                            {"wall_seconds", loaded.seconds()}};
+  nlohmann::json summary = {{"cells", cells.size()},         {"ran", ran},
+                            {"reused", cells.size() - todo}, {"complete", status.done == status.owned},
+                            {"results", store.path()},       {"plots", pngs},
+                            {"prefill", cost_json(cost)},    {"wall_seconds", loaded.seconds()}};
   if (o.json) {
     std::printf("%s\n", summary.dump().c_str());
   } else {
@@ -245,7 +256,8 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
   CLI::App* cmd = app.add_subcommand("sweep", "Methods × compression ratios × tasks, resumable, with tables and plots");
   cmd->footer(fmt::format(
       "\nTasks: ppl, kl (on -f/--file), needle (grid of --needle-lengths × --needle-depths), RULER's tasks at\n"
-      "--task-lengths counting the generated tokens as RULER does (ruler names them all):\n  {}\nand kvc's synthetic tasks:\n  {}\n"
+      "--task-lengths counting the generated tokens as RULER does (ruler names them all):\n  {}\nand kvc's synthetic "
+      "tasks:\n  {}\n"
       "Each task gets one uncompressed baseline cell (method none, ratio 0) and one cell per\n"
       "compressing method and ratio. Finished cells are appended to OUT/results.jsonl (one fsync'd line each);\n"
       "a re-run skips them. Writes OUT/results.csv, OUT/results.md and OUT/score_vs_ratio_<task>.png.\n"
@@ -274,11 +286,13 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
       "  kvc-calibrate -m data/models/stories260K -f data/text/tinystories/tinystories_excerpt_30k.txt --tokens 4000 "
       "-o bases.safetensors\n"
       "  kvc-eval sweep -m data/models/stories260K --methods none --ratios 0.5 --lowrank bases.safetensors:ranks=16 "
-      "--lowrank-press snapkv --tasks kl -f data/text/wikitext2/wiki.test.raw -c 128 --max-windows 2 --out-dir out/sweep4\n"
+      "--lowrank-press snapkv --tasks kl -f data/text/wikitext2/wiki.test.raw -c 128 --max-windows 2 --out-dir "
+      "out/sweep4\n"
       "  kvc-eval sweep -m data/models/kvc-micro-lm --methods none --ratios 0.5 --typed-cache q8_0,q4_0 "
       "--typed-cache-press snapkv --tasks kl -f data/text/wikitext2/wiki.test.raw -c 128 --max-windows 2 "
       "--out-dir out/sweep5\n"
-      "\nShards: --shard I/N runs cells I, I+N, I+2N, ... of the plan; shards need no connection to each other (ranks of\n"
+      "\nShards: --shard I/N runs cells I, I+N, I+2N, ... of the plan; shards need no connection to each other (ranks "
+      "of\n"
       "torchrun or Slurm and Slurm array tasks with --shard auto, a shell loop), only the same flags and --out-dir.\n"
       "Then kvc-eval merge --out-dir OUT writes the tables and plots of the whole sweep, as one process would:\n"
       "  scripts/ranks.sh 2 kvc-eval sweep -m data/models/stories260K --methods none,snapkv,h2o --ratios 0.5,0.9 "
@@ -286,15 +300,17 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
       "  kvc-eval merge --out-dir out/sharded\n",
       fmt::join(ruler_task_names(), ", "), fmt::join(synthetic_task_names(), ", ")));
   o->add_common_to(*cmd, /*with_compression=*/false);
-  cmd->add_option("--methods", o->methods, "Press specs NAME[:key=val,...], comma-separated, or all (every method that --ratios sizes)")
+  cmd->add_option("--methods", o->methods,
+                  "Press specs NAME[:key=val,...], comma-separated, or all (every method that --ratios sizes)")
       ->delimiter('\0')
       ->capture_default_str();
   cmd->add_option("--method-spec", o->method_specs,
                   "NAME=SPEC: the cells of method NAME (bare in --methods, or from all) run SPEC, a spec of NAME, "
                   "and keep the name NAME, e.g. dynamickv=dynamickv:window=32,rmax=2 (repeatable)")
       ->delimiter('\0');
-  cmd->add_option("--retrieval", o->retrieval,
-                  "Also evaluate the cache on storage: a retrieval spec per cell row, e.g. adaptive:budget=64 (repeatable)")
+  cmd->add_option(
+         "--retrieval", o->retrieval,
+         "Also evaluate the cache on storage: a retrieval spec per cell row, e.g. adaptive:budget=64 (repeatable)")
       ->delimiter('\0');
   cmd->add_option("--lowrank", o->lowrank,
                   "Also evaluate a low-rank cache: a --lowrank spec per row, e.g. bases.safetensors:ranks=64 or "
@@ -303,9 +319,10 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--lowrank-press", o->lowrank_presses,
                   "Also evaluate these presses at every ratio with each --lowrank cache storing what they keep")
       ->delimiter('\0');
-  cmd->add_option("--typed-cache", o->typed,
-                  "Also evaluate the dense cache with keys and values stored in this type: f32, f16, bf16, q8_0 or q4_0 "
-                  "(a row each; repeatable or comma-separated)")
+  cmd->add_option(
+         "--typed-cache", o->typed,
+         "Also evaluate the dense cache with keys and values stored in this type: f32, f16, bf16, q8_0 or q4_0 "
+         "(a row each; repeatable or comma-separated)")
       ->delimiter(',');
   cmd->add_option("--typed-cache-press", o->typed_presses,
                   "Also evaluate these presses at every ratio over each --typed-cache cache (repeatable)")
@@ -324,7 +341,9 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--haystack", o->haystack, "Needle filler text, a file or folder (e.g. data/text/pg_essays)");
   cmd->add_option("--needle-lengths", o->needle_lengths, "Needle prompt lengths (default: half the model's context)");
   cmd->add_option("--needle-depths", o->needle_depths, "Needle depths")->capture_default_str();
-  cmd->add_option("--templates", o->templates, "Needle templates: secret, passkey or plain (see kvc-eval needle --help)")->capture_default_str();
+  cmd->add_option("--templates", o->templates,
+                  "Needle templates: secret, passkey or plain (see kvc-eval needle --help)")
+      ->capture_default_str();
   cmd->add_option("--samples", o->samples, "Samples per needle cell / synthetic length")->capture_default_str();
   cmd->add_option("--task-lengths", o->task_lengths, "Synthetic task prompt lengths (default min(512, context/2))");
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens decoded per answer of kvc's synthetic tasks")
@@ -333,8 +352,9 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
                   "Tokens decoded per RULER answer (0: the task's own tokens_to_generate)")
       ->capture_default_str();
   cmd->add_option("--qa-dir", o->qa_dir, "Folder with RULER's squad.json and hotpotqa.json (qa_1, qa_2)");
-  cmd->add_option("--prefill", o->prefill,
-                  "shared: one prefill per sample (or ppl/kl window) serves every method; per-cell: each cell runs alone")
+  cmd->add_option(
+         "--prefill", o->prefill,
+         "shared: one prefill per sample (or ppl/kl window) serves every method; per-cell: each cell runs alone")
       ->capture_default_str();
   cmd->add_option("--max-cells", o->max_cells, "Run at most N new cells, then stop (0 = all)")->capture_default_str();
   cmd->add_option("--shard", o->shard,

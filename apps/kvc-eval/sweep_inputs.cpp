@@ -60,7 +60,8 @@ TaskInputs load_inputs(const SweepOptions& o, const std::vector<std::string>& ta
   const auto uses = [&](auto pred) { return std::any_of(tasks.begin(), tasks.end(), pred); };
   TaskInputs in;
   if (uses(is_text_task)) {
-    KVC_CHECK(!o.file.empty(), "-f/--file is required for the ppl and kl tasks (e.g. -f data/text/wikitext2/wiki.test.raw)");
+    KVC_CHECK(!o.file.empty(),
+              "-f/--file is required for the ppl and kl tasks (e.g. -f data/text/wikitext2/wiki.test.raw)");
     in.text_ids = loaded.tokenize_file(o.file);
   }
   if (uses([](const std::string& t) { return t == "needle"; })) {
@@ -70,7 +71,8 @@ TaskInputs load_inputs(const SweepOptions& o, const std::vector<std::string>& ta
     in.needle.haystack = in.haystack;
     in.needle.spec = needle_spec_named(o.templates);
     const int64_t limit = model.config().max_position_embeddings;
-    in.needle.lengths = o.needle_lengths.empty() ? std::vector<int64_t>{limit / 2} : parse_int_list(o.needle_lengths, "--needle-lengths");
+    in.needle.lengths = o.needle_lengths.empty() ? std::vector<int64_t>{limit / 2}
+                                                 : parse_int_list(o.needle_lengths, "--needle-lengths");
     in.needle.depths = parse_double_list(o.needle_depths, "--needle-depths");
     in.needle.samples = o.samples;
     in.needle.seed = o.harness.seed;
@@ -100,7 +102,8 @@ std::vector<TaskItem> task_items(const SweepOptions& o, const std::string& task,
         items.push_back(ruler_item(ctx, task, length, s, o.harness.seed, inputs, o.ruler_new_tokens));
   } else {
     for (int64_t length : in.task_lengths)
-      add(synthetic_items(ctx, task, length, o.samples, o.harness.seed, in.haystack, DecodeOptions{o.max_new_tokens, true}));
+      add(synthetic_items(ctx, task, length, o.samples, o.harness.seed, in.haystack,
+                          DecodeOptions{o.max_new_tokens, true}));
   }
   return items;
 }

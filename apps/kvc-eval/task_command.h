@@ -59,13 +59,8 @@ int task_exit_code(bool failed = false);
 
 // Registers the subcommand's body: `run` runs once the command line is parsed.
 template <class Options>
-void on_run(CLI::App* cmd, std::shared_ptr<Options> options, std::function<int()>& action,
-            int (*run)(Options&)) {
-  cmd->callback([options, &action, run] {
-    action = [options, run] {
-      return run(*options);
-    };
-  });
+void on_run(CLI::App* cmd, std::shared_ptr<Options> options, std::function<int()>& action, int (*run)(Options&)) {
+  cmd->callback([options, &action, run] { action = [options, run] { return run(*options); }; });
 }
 
 }  // namespace kvc::eval_app

@@ -6,9 +6,9 @@
 #include <chrono>
 #include <cstdio>
 
+#include "flag_vocabulary.h"
 #include "harness/sweep_plan.h"
 #include "harness/tables.h"
-#include "flag_vocabulary.h"
 #include "harness_options.h"
 #include "metrics/ruler_metrics.h"
 #include "ruler_run.h"
@@ -75,10 +75,11 @@ int run(Options& o) {
   std::vector<std::string> failed;
   // Everything finished so far, written again after each task so a later failure or Ctrl-C keeps it.
   const auto report = [&] {
-    nlohmann::json out = {{"method", setup.name},
-                          {"results", results},
-                          {"failed_tasks", failed},
-                          {"metadata", harness_metadata(o.model, *loaded.model, files, setup.name, o.harness, loaded.seconds())}};
+    nlohmann::json out = {
+        {"method", setup.name},
+        {"results", results},
+        {"failed_tasks", failed},
+        {"metadata", harness_metadata(o.model, *loaded.model, files, setup.name, o.harness, loaded.seconds())}};
     out["metadata"]["complete"] = !interrupted() && failed.empty();
     if (!o.out.empty()) {
       write_file_atomic(o.out + "/tasks.json", out.dump(2) + "\n");
@@ -97,8 +98,8 @@ int run(Options& o) {
         for (int s = 0; s < o.samples && !interrupted(); ++s) {
           // One sample at a time, so the bar moves and Ctrl-C stops between samples.
           if (is_ruler_task(task)) {
-            records.push_back(run_ruler_sample(loaded.ctx, setup, task, length, s, o.harness.seed, ruler_inputs,
-                                               o.max_new_tokens));
+            records.push_back(
+                run_ruler_sample(loaded.ctx, setup, task, length, s, o.harness.seed, ruler_inputs, o.max_new_tokens));
           } else {
             auto one = run_synthetic_cell(loaded.ctx, setup, task, length, 1,
                                           sample_seed(o.harness.seed, std::to_string(s)), haystack, decode);
@@ -111,8 +112,8 @@ int run(Options& o) {
         for (const auto& r : records) samples.push_back(r.to_json());
         results.push_back({{"task", task}, {"length", length}, {"score", mean_score(records)}, {"samples", samples}});
         if (is_ruler_task(task) && !records.empty()) results.back()["ruler_score"] = ruler_report_score(task, records);
-        table.rows.push_back({task, std::to_string(length), std::to_string(records.size()),
-                              format_number(mean_score(records), 4)});
+        table.rows.push_back(
+            {task, std::to_string(length), std::to_string(records.size()), format_number(mean_score(records), 4)});
       }
     } catch (const kvc::Error& e) {
       // One task that cannot run (e.g. too long for this model) must not cost the others their results.
@@ -132,8 +133,9 @@ int run(Options& o) {
 
 void add_tasks_command(CLI::App& app, std::function<int()>& action) {
   auto o = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("tasks", "RULER's 13 tasks as its recipe generates them, and kvc's RULER-style "
-                                              "synthetic tasks");
+  CLI::App* cmd = app.add_subcommand("tasks",
+                                     "RULER's 13 tasks as its recipe generates them, and kvc's RULER-style "
+                                     "synthetic tasks");
   cmd->footer(fmt::format(
       "\nRULER's tasks (`ruler` for all 13): {}.\n"
       "They follow RULER's scripts/synthetic.yaml (templates, needles, haystacks: noise, Paul Graham's essays from\n"
@@ -141,17 +143,20 @@ void add_tasks_command(CLI::App& app, std::function<int()>& action) {
       "string_match_part after its postprocessing; \"ruler_score\" in --json is the task score as RULER reports it\n"
       "(x100, 2 decimals). qa_1 and qa_2 read squad.json and hotpotqa.json (RULER's download_qa_dataset.sh)\n"
       "from --qa-dir (data/text/ruler_qa holds a tiny made-up pair); `ruler` skips them without it.\n"
-      "Lengths count the prompt only (RULER's also count the tokens to generate).\nkvc's tasks (`all` for all seven): {}.\n"
+      "Lengths count the prompt only (RULER's also count the tokens to generate).\nkvc's tasks (`all` for all seven): "
+      "{}.\n"
       "Each sample is generated from --seed; a task's score is the mean over samples of its metric (share of\n"
       "required answers found). A task that fails (e.g. a length too short for it) is reported on stderr and\n"
       "the others go on; the exit status is then 1.\n\nExamples:\n"
       "  kvc-eval tasks -m data/models/kvc-micro-lm --tasks ruler --lengths 640 --samples 2\n"
-      "  kvc-eval tasks -m data/models/kvc-micro-lm --tasks niah_single_1,vt,qa_1 --qa-dir data/text/ruler_qa --lengths 640\n"
+      "  kvc-eval tasks -m data/models/kvc-micro-lm --tasks niah_single_1,vt,qa_1 --qa-dir data/text/ruler_qa "
+      "--lengths 640\n"
       "  kvc-eval tasks -m data/models/stories260K --tasks niah_single,variable_tracking --lengths 448 --samples 2\n"
       "  kvc-eval tasks -m data/models/kvc-micro-lm --tasks all --lengths 512 --samples 1 --query agnostic --json\n",
       fmt::join(ruler_task_names(), ", "), fmt::join(synthetic_task_names(), ", ")));
   o->add_common_to(*cmd);
-  cmd->add_option("--tasks", o->tasks, "Comma-separated task names; ruler (RULER's 13) and all (kvc's 7) stand for groups")
+  cmd->add_option("--tasks", o->tasks,
+                  "Comma-separated task names; ruler (RULER's 13) and all (kvc's 7) stand for groups")
       ->capture_default_str();
   cmd->add_option("--lengths", o->lengths,
                   "Prompt lengths in tokens (RULER's tasks: prompt + generated tokens, as RULER counts them)")

@@ -1,7 +1,7 @@
 #include "chat.h"
 
-#include <nlohmann/json.hpp>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <iostream>
@@ -15,8 +15,8 @@
 #include "util/build_info.h"
 #include "util/error.h"
 #include "util/files.h"
-#include "util/run_files.h"
 #include "util/interrupt.h"
+#include "util/run_files.h"
 #include "util/trim.h"
 
 namespace kvc::generate_app {
@@ -113,15 +113,19 @@ int run_chat(const GenerateOptions& o) {
   while (turns.next(message)) {
     const std::vector<int> ids = session.user_turn(message);
     const int64_t held = cache.next_position(), fed = static_cast<int64_t>(ids.size());
-    KVC_CHECK(held + fed < context,
-              "the conversation reaches {} tokens with this turn, at or over the {} of {} tokens; start a new "
-              "conversation{}",
-              held + fed, o.ctx_size > 0 ? "-c/--ctx-size" : "model's context", context,
-              o.ctx_size > 0 ? " or raise -c" : "");
+    KVC_CHECK(
+        held + fed<context,
+                   "the conversation reaches {} tokens with this turn, at or over the {} of {} tokens; start a new "
+                   "conversation{}",
+                   held + fed, o.ctx_size> 0
+            ? "-c/--ctx-size"
+            : "model's context",
+        context, o.ctx_size > 0 ? " or raise -c" : "");
     conversation.insert(conversation.end(), ids.begin(), ids.end());
     GenerationRequest request;
     request.prompt = ids;
-    request.max_new_tokens = o.max_new_tokens >= 0 ? std::min(o.max_new_tokens, context - held - fed) : context - held - fed;
+    request.max_new_tokens =
+        o.max_new_tokens >= 0 ? std::min(o.max_new_tokens, context - held - fed) : context - held - fed;
     request.sampling = o.sampling;
     request.sampling.penalty_context = conversation;
     request.stop_at_eos = !o.ignore_eos;
@@ -131,12 +135,15 @@ int run_chat(const GenerateOptions& o) {
     std::vector<int> reply_ids;
     // Each turn is a prompt: a prompt-time press compresses it too (a bounded one evicts on every pass).
     if (observer) observer->next_pass_is_prompt();
-    const GenerationResult result = generate(*model, cache, request, [&](int id) {
-      if (model->config().is_eos(id)) return;
-      reply_ids.push_back(id);
-      const std::string piece = stream.push(id);
-      if (show_text && !piece.empty()) std::fwrite(piece.data(), 1, piece.size(), stdout), std::fflush(stdout);
-    }, observer.get());
+    const GenerationResult result = generate(
+        *model, cache, request,
+        [&](int id) {
+          if (model->config().is_eos(id)) return;
+          reply_ids.push_back(id);
+          const std::string piece = stream.push(id);
+          if (show_text && !piece.empty()) std::fwrite(piece.data(), 1, piece.size(), stdout), std::fflush(stdout);
+        },
+        observer.get());
     if (show_text) std::fputc('\n', stdout), std::fflush(stdout);
     // The end of turn that stopped the reply is not in the cache: the next turn feeds it.
     const bool stopped = result.stop_reason == "eos" && !result.tokens.empty();

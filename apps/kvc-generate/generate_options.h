@@ -25,5 +25,4 @@ struct GenerateOptions {
   std::string system, chat_template;
 };
 
-
 }  // namespace kvc::generate_app

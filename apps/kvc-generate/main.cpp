@@ -3,25 +3,25 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <limits>
 #include <cstdio>
 #include <iostream>
 #include <iterator>
+#include <limits>
 
+#include "bench/hardware_limits.h"
 #include "chat.h"
 #include "compression_options.h"
-#include "generate_options.h"
-#include "prompt_escapes.h"
-#include "press/kept_dump.h"
 #include "flag_vocabulary.h"
-#include "model_options.h"
+#include "generate_options.h"
 #include "generation/generation.h"
+#include "model_options.h"
+#include "press/kept_dump.h"
+#include "prompt_escapes.h"
 #include "tool_main.h"
 #include "util/build_info.h"
 #include "util/files.h"
-#include "util/run_files.h"
 #include "util/process_stats.h"
-#include "bench/hardware_limits.h"
+#include "util/run_files.h"
 
 namespace {
 
@@ -120,14 +120,16 @@ int run(GenerateOptions& o) {
     prompt.resize(static_cast<size_t>(o.prompt_tokens));
   }
   // The prompt's text tokens (after BOS; a --prompt-tokens cut may leave fewer).
-  const std::vector<int> body(prompt.begin() + static_cast<std::ptrdiff_t>(std::min(prefix, prompt.size())), prompt.end());
+  const std::vector<int> body(prompt.begin() + static_cast<std::ptrdiff_t>(std::min(prefix, prompt.size())),
+                              prompt.end());
 
   kvc::GenerationRequest request;
   request.prompt = prompt;
   // -1 (llama.cpp's "no limit"): until the end of generation, or the context: -c, else the model's.
   const int64_t context_limit = o.ctx_size > 0 ? o.ctx_size : model->config().max_position_embeddings;
-  request.max_new_tokens =
-      o.max_new_tokens >= 0 ? o.max_new_tokens : std::max<int64_t>(0, context_limit - static_cast<int64_t>(prompt.size()));
+  request.max_new_tokens = o.max_new_tokens >= 0
+                               ? o.max_new_tokens
+                               : std::max<int64_t>(0, context_limit - static_cast<int64_t>(prompt.size()));
   request.sampling = o.sampling;
   request.sampling.penalty_context = prompt;
   request.stop_at_eos = !o.ignore_eos;
@@ -144,8 +146,9 @@ int run(GenerateOptions& o) {
               "(e.g. --press h2o --budget 64) that keeps memory flat past the context",
               o.ctx_size, context);
     const auto prompt_size = static_cast<int64_t>(prompt.size());
-    KVC_CHECK(prompt_size < o.ctx_size, "-c/--ctx-size {}: the prompt alone has {} tokens; raise -c or shorten the prompt",
-              o.ctx_size, prompt_size);
+    KVC_CHECK(prompt_size < o.ctx_size,
+              "-c/--ctx-size {}: the prompt alone has {} tokens; raise -c or shorten the prompt", o.ctx_size,
+              prompt_size);
     request.max_new_tokens = std::min(request.max_new_tokens, o.ctx_size - prompt_size);
   }
   kvc::KVCache cache = setup.new_cache(*model);
@@ -172,17 +175,21 @@ int run(GenerateOptions& o) {
   request.show_prefill_progress = !o.quiet;
   // The cap that ends the run when it is the context's (-c, or -n -1), not the -n the user asked for.
   const bool capped_by_context = o.max_new_tokens < 0 || request.max_new_tokens < o.max_new_tokens;
-  auto result = kvc::generate(*model, cache, request, [&](int id) {
-    print_prompt();
-    if (model->config().is_eos(id)) return;
-    const std::string piece = stream.push(id);
-    generated += piece;
-    print(piece);
-  }, observer.get());
+  auto result = kvc::generate(
+      *model, cache, request,
+      [&](int id) {
+        print_prompt();
+        if (model->config().is_eos(id)) return;
+        const std::string piece = stream.push(id);
+        generated += piece;
+        print(piece);
+      },
+      observer.get());
   print_prompt();
   if (result.stop_reason == "max_new_tokens" && capped_by_context) result.stop_reason = "context";
   kvc::finish_kept_dump(o.compression.dump_kept, observer.get(), cache,
-                        {{"press", o.compression.spec.press}, {"ratio", std::to_string(o.compression.spec.ratio)},
+                        {{"press", o.compression.spec.press},
+                         {"ratio", std::to_string(o.compression.spec.ratio)},
                          {"budget", std::to_string(o.compression.spec.budget)}});
   // The text ends its line before the summary on stderr, also when both go to one terminal or pipe.
   if (last_printed != '\n') print("\n");
@@ -194,9 +201,9 @@ int run(GenerateOptions& o) {
                "%s: %lld prompt tokens at %.1f tok/s, %lld generated %s, KV cache %.1f KiB resident at the "
                "end (after prefill: %.1f KiB, peak %.1f KiB) (%s)\n",
                kTool, static_cast<long long>(s.prompt_tokens), s.prefill_tokens_per_second(),
-               static_cast<long long>(s.generated_tokens), decode_rate.c_str(),
-               s.kv_final.resident_bytes / 1024.0, s.kv_after_prefill.resident_bytes / 1024.0,
-               s.kv_peak_resident_bytes / 1024.0, result.stop_reason.c_str());
+               static_cast<long long>(s.generated_tokens), decode_rate.c_str(), s.kv_final.resident_bytes / 1024.0,
+               s.kv_after_prefill.resident_bytes / 1024.0, s.kv_peak_resident_bytes / 1024.0,
+               result.stop_reason.c_str());
   if (s.kv_final.window_payload_bytes > 0) {
     const int64_t window = s.kv_final.window_payload_bytes, global = s.kv_final.payload_bytes - window;
     std::fprintf(stderr, "%s: KV payload %.1f KiB: %.1f KiB in global layers, %.1f KiB in sliding-window layers\n",
@@ -212,7 +219,8 @@ int run(GenerateOptions& o) {
   if (o.count_ops) {
     stats["decode_aten_ops_per_step"] = result.stats.decode_aten_ops_per_step();
     nlohmann::json by_name = nlohmann::json::object();
-    for (const auto& [name, calls] : result.stats.decode_aten_ops_by_name) by_name[name] = result.stats.per_decode_step(calls);
+    for (const auto& [name, calls] : result.stats.decode_aten_ops_by_name)
+      by_name[name] = result.stats.per_decode_step(calls);
     stats["decode_aten_ops_per_step_by_name"] = by_name;
   }
   if (setup.report_json) stats["cache_report"] = setup.report_json();
@@ -250,17 +258,15 @@ int main(int argc, char** argv) {
   app.add_option("-n,--max-new-tokens", o.max_new_tokens,
                  "Tokens to generate; -1: until the end of generation or a full context (-c, else the model's)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max())
-                  .description("")
-                  .name("-1 or more"));
+      ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()).description("").name("-1 or more"));
   kvc::cli::add_ctx_size(app, o.ctx_size,
                          "Limit on prompt + generated tokens (0 = the model's context; above it only with a bounded "
                          "compression)");
   app.add_option("--temp,--temperature", o.sampling.temperature, "Sampling temperature, 0 = greedy")
       ->capture_default_str();
   std::vector<const CLI::Option*> filters;
-  filters.push_back(app.add_option("--top-k", o.sampling.top_k, "Keep the K most probable tokens (0 = off)")
-                        ->capture_default_str());
+  filters.push_back(
+      app.add_option("--top-k", o.sampling.top_k, "Keep the K most probable tokens (0 = off)")->capture_default_str());
   filters.push_back(app.add_option("--top-p", o.sampling.top_p, "Nucleus: smallest set reaching this probability mass")
                         ->capture_default_str());
   filters.push_back(app.add_option("--min-p", o.sampling.min_p,

@@ -3,13 +3,16 @@
 
 #include <cstdio>
 
-#include "model/random_checkpoint.h"
 #include "flag_vocabulary.h"
+#include "model/random_checkpoint.h"
 #include "tool_main.h"
 
 int main(int argc, char** argv) {
   constexpr const char* kTool = "kvc-make-checkpoint";
-  CLI::App app{"Write a random-weight Llama checkpoint (config.json and model.safetensors; tokenizer.model only with --tokenizer).", kTool};
+  CLI::App app{
+      "Write a random-weight Llama checkpoint (config.json and model.safetensors; tokenizer.model only with "
+      "--tokenizer).",
+      kTool};
   app.footer(R"(
 The presets are full-size (llama-125m: about 540 MB; tinyllama-1.1b: 4.4 GB in float32).
 Without --tokenizer the folder has no tokenizer: kvc-bench needs none (it feeds token ids); the tools that

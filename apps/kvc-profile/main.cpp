@@ -8,19 +8,19 @@
 #include <filesystem>
 #include <sstream>
 
+#include "flag_vocabulary.h"
+#include "harness/gnuplot.h"
 #include "io/safetensors.h"
 #include "model/tensor_bridge.h"
-#include "flag_vocabulary.h"
 #include "model_options.h"
 #include "press/attention_profile.h"
 #include "tool_main.h"
 #include "util/build_info.h"
 #include "util/files.h"
-#include "util/subprocess.h"
-#include "harness/gnuplot.h"
 #include "util/hash.h"
 #include "util/interrupt.h"
 #include "util/staged_folder.h"
+#include "util/subprocess.h"
 
 namespace {
 
@@ -101,9 +101,11 @@ std::vector<std::string> plot(const Options& o, const kvc::AttentionProfile& p, 
 }
 
 int run(const Options& o) {
-  KVC_CHECK(!o.data.empty(), "-f/--file is required (profiling text, e.g. data/text/tinystories/tinystories_excerpt_30k.txt)");
+  KVC_CHECK(!o.data.empty(),
+            "-f/--file is required (profiling text, e.g. data/text/tinystories/tinystories_excerpt_30k.txt)");
   KVC_CHECK(!o.out_dir.empty(), "--out-dir is required (folder for profile.safetensors, profile.csv, heatmaps)");
-  KVC_CHECK(o.out_dir != "-", "--out-dir - : the profile is several files; give a folder name (--json prints to stdout)");
+  KVC_CHECK(o.out_dir != "-",
+            "--out-dir - : the profile is several files; give a folder name (--json prints to stdout)");
   for (double r : o.profile.ratios) KVC_CHECK(r > 0 && r < 1, "--ratios: each ratio must be in (0, 1), got {}", r);
   o.profile.validate();  // before the model loads
   kvc::check_writable_output_folder(o.out_dir);
@@ -146,11 +148,20 @@ int run(const Options& o) {
   for (std::string& png : pngs) png = o.out_dir + "/" + png;
 
   if (o.json) {
-    nlohmann::json j{{"tool", kTool}, {"version", kvc::build_version()}, {"commit", kvc::build_commit()},
-                     {"model", o.model.model_dir}, {"model_config_hash", model->config().config_hash},
-                     {"data", o.data}, {"data_hash", kvc::hash_file(o.data)}, {"windows", p.windows},
-                     {"context", p.context}, {"threads", at::get_num_threads()}, {"ratios", o.profile.ratios},
-                     {"profile", st_path}, {"csv", o.out_dir + "/profile.csv"}, {"heatmaps", pngs}};
+    nlohmann::json j{{"tool", kTool},
+                     {"version", kvc::build_version()},
+                     {"commit", kvc::build_commit()},
+                     {"model", o.model.model_dir},
+                     {"model_config_hash", model->config().config_hash},
+                     {"data", o.data},
+                     {"data_hash", kvc::hash_file(o.data)},
+                     {"windows", p.windows},
+                     {"context", p.context},
+                     {"threads", at::get_num_threads()},
+                     {"ratios", o.profile.ratios},
+                     {"profile", st_path},
+                     {"csv", o.out_dir + "/profile.csv"},
+                     {"heatmaps", pngs}};
     std::vector<double> var, ent;
     for (int64_t l = 0; l < p.layer_variance.numel(); ++l) {
       var.push_back(p.layer_variance[l].item<double>());

@@ -42,9 +42,10 @@ void bench(const kvc::Tokenizer& tokenizer, const std::string& text, const Optio
   }
   const double mb = static_cast<double>(text.size()) / 1e6;
   if (o.json) {
-    std::printf("{\"bytes\": %zu, \"tokens\": %zu, \"first_pass_mb_per_s\": %.3f, \"best_mb_per_s\": %.3f, "
-                "\"passes\": %d}\n",
-                text.size(), tokens, first, best, o.bench_passes);
+    std::printf(
+        "{\"bytes\": %zu, \"tokens\": %zu, \"first_pass_mb_per_s\": %.3f, \"best_mb_per_s\": %.3f, "
+        "\"passes\": %d}\n",
+        text.size(), tokens, first, best, o.bench_passes);
   } else {
     std::printf("%.3f MB, %zu tokens: %.2f MB/s first pass (empty cache), %.2f MB/s best of %d passes\n", mb, tokens,
                 first, best, o.bench_passes);
@@ -86,11 +87,12 @@ Examples:
     const kvc::Tokenizer tokenizer = kvc::Tokenizer::load(o.model);
     if (o.info) {
       const auto bos = tokenizer.bos_id();
-      std::printf("%s\n", fmt::format("{{\"kind\": \"{}\", \"vocab_size\": {}, \"bos_id\": {}, \"eos_ids\": [{}], "
-                                      "\"special_ids_added\": [{}]}}",
-                                      tokenizer.kind(), tokenizer.vocab_size(), bos ? std::to_string(*bos) : "null",
-                                      fmt::join(tokenizer.eos_ids(), ", "), fmt::join(tokenizer.with_special_ids({}), ", "))
-                              .c_str());
+      std::printf("%s\n",
+                  fmt::format("{{\"kind\": \"{}\", \"vocab_size\": {}, \"bos_id\": {}, \"eos_ids\": [{}], "
+                              "\"special_ids_added\": [{}]}}",
+                              tokenizer.kind(), tokenizer.vocab_size(), bos ? std::to_string(*bos) : "null",
+                              fmt::join(tokenizer.eos_ids(), ", "), fmt::join(tokenizer.with_special_ids({}), ", "))
+                      .c_str());
       return 0;
     }
     const std::string input = read_input(o, app);

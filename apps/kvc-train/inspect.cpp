@@ -9,10 +9,10 @@
 #include <cstdio>
 #include <sstream>
 
+#include "flag_vocabulary.h"
 #include "generation/decode_loop.h"
 #include "lowrank/lowrank_layer_cache.h"
 #include "lowrank/lowrank_setup.h"
-#include "flag_vocabulary.h"
 #include "model_options.h"
 #include "util/error.h"
 #include "util/files.h"
@@ -102,7 +102,8 @@ Examples:
         for (int64_t l = 0; l < L; ++l) {
           k.push_back(kr[l][t].item<int64_t>());
           v.push_back(vr[l][t].item<int64_t>());
-          if (!o->tsv.empty()) tsv << t << '\t' << l << '\t' << k.back() << '\t' << v.back() << '\t' << tok.piece(ids[t]) << '\n';
+          if (!o->tsv.empty())
+            tsv << t << '\t' << l << '\t' << k.back() << '\t' << v.back() << '\t' << tok.piece(ids[t]) << '\n';
         }
         tokens.push_back({{"piece", tok.piece(ids[t])}, {"key_ranks", k}, {"value_ranks", v}});
       }
@@ -113,10 +114,15 @@ Examples:
         at::NoGradGuard no_grad;
         model->forward(ids, dense);
       }
-      nlohmann::json out = {{"lowrank", o->lowrank}, {"d_kv", d}, {"tokens", tokens}, {"layers", layers},
-                            {"payload_bytes", f.payload_bytes}, {"resident_bytes", f.resident_bytes},
-                            {"dense_payload_bytes", dense.footprint().payload_bytes},
-                            {"memory_fraction", static_cast<double>(f.payload_bytes) / dense.footprint().payload_bytes}};
+      nlohmann::json out = {
+          {"lowrank", o->lowrank},
+          {"d_kv", d},
+          {"tokens", tokens},
+          {"layers", layers},
+          {"payload_bytes", f.payload_bytes},
+          {"resident_bytes", f.resident_bytes},
+          {"dense_payload_bytes", dense.footprint().payload_bytes},
+          {"memory_fraction", static_cast<double>(f.payload_bytes) / dense.footprint().payload_bytes}};
       if (o->bench > 0) {
         KVC_CHECK(static_cast<int64_t>(ids.size()) + o->bench < model->config().max_position_embeddings,
                   "--bench: prompt + {} tokens exceeds the model's context", o->bench);
@@ -141,9 +147,11 @@ Examples:
         std::printf("\n");
       }
       std::printf("memory fraction %.4f (payload %lld of %lld bytes)\n", out["memory_fraction"].get<double>(),
-                  static_cast<long long>(f.payload_bytes), static_cast<long long>(out["dense_payload_bytes"].get<int64_t>()));
+                  static_cast<long long>(f.payload_bytes),
+                  static_cast<long long>(out["dense_payload_bytes"].get<int64_t>()));
       if (o->bench > 0) {
-        std::printf("decode: full %.1f tok/s, low-rank %.1f tok/s (%.1f%%)\n", out["decode_tokens_per_second_full"].get<double>(),
+        std::printf("decode: full %.1f tok/s, low-rank %.1f tok/s (%.1f%%)\n",
+                    out["decode_tokens_per_second_full"].get<double>(),
                     out["decode_tokens_per_second_lowrank"].get<double>(), 100 * out["decode_relative"].get<double>());
       }
       return 0;

@@ -5,15 +5,15 @@
 
 #include <cstdio>
 
+#include "flag_vocabulary.h"
 #include "inspect.h"
 #include "lowrank/gate_training.h"
-#include "flag_vocabulary.h"
 #include "model_options.h"
 #include "rank_options.h"
 #include "tool_main.h"
 #include "util/files.h"
-#include "util/run_files.h"
 #include "util/hash.h"
+#include "util/run_files.h"
 
 namespace {
 
@@ -72,8 +72,10 @@ int run_train(TrainCli& t) {
   t.o.loss = t.loss == "kl" ? kvc::lowrank::TrainLoss::KlFromExact : kvc::lowrank::TrainLoss::CrossEntropy;
   t.o.validate();  // meaningless options and unwritable paths fail before the model loads
   const int world = kvc::rank_environment().world;  // checked before waiting for the other ranks
-  KVC_CHECK(t.o.batch >= world, "--batch {} over {} ranks: each rank runs whole windows, so --batch must be at "
-            "least the number of ranks", t.o.batch, world);
+  KVC_CHECK(t.o.batch >= world,
+            "--batch {} over {} ranks: each rank runs whole windows, so --batch must be at "
+            "least the number of ranks",
+            t.o.batch, world);
   const std::shared_ptr<kvc::Ranks> ranks = t.ranks.join();
   kvc::note_input_file(t.bases, "the --bases file");
   if (ranks->is_root() && !t.output.empty()) kvc::claim_writable_output(t.output);
@@ -95,24 +97,37 @@ int run_train(TrainCli& t) {
   const auto split = static_cast<size_t>(static_cast<double>(ids.size()) * (1.0 - t.heldout_share));
   const std::vector<int> train(ids.begin(), ids.begin() + split), heldout(ids.begin() + split, ids.end());
   t.o.show_progress = !t.json && ranks->is_root();
-  const auto res = kvc::lowrank::train_gates(*model, bases, train, heldout, t.o, [&](const kvc::lowrank::EvalPoint& e) {
-    if (!t.json && ranks->is_root()) {
-      std::fprintf(stderr, "\nstep %lld: loss %.4f | held-out CE %.4f (exact cache %.4f), KL %.4f, R soft %.3f, hard "
-                   "%.3f | %.0f tok/s\n", static_cast<long long>(e.step), e.train_loss, e.heldout_ce, e.heldout_ce_full,
-                   e.heldout_kl, e.soft_retain, e.hard_retain, e.tokens_per_second);
-    }
-  }, ranks.get());
+  const auto res = kvc::lowrank::train_gates(
+      *model, bases, train, heldout, t.o,
+      [&](const kvc::lowrank::EvalPoint& e) {
+        if (!t.json && ranks->is_root()) {
+          std::fprintf(stderr,
+                       "\nstep %lld: loss %.4f | held-out CE %.4f (exact cache %.4f), KL %.4f, R soft %.3f, hard "
+                       "%.3f | %.0f tok/s\n",
+                       static_cast<long long>(e.step), e.train_loss, e.heldout_ce, e.heldout_ce_full, e.heldout_kl,
+                       e.soft_retain, e.hard_retain, e.tokens_per_second);
+        }
+      },
+      ranks.get());
   if (!ranks->is_root()) return 0;  // rank 0 writes the gates and the report
   // A resumed run's evaluations include those made before the interruption (kept in the checkpoint).
   nlohmann::json evals = nlohmann::json::array();
   for (const kvc::lowrank::EvalPoint& e : res.evals) {
-    evals.push_back({{"step", e.step}, {"train_loss", e.train_loss}, {"heldout_ce", e.heldout_ce},
-                     {"heldout_ce_exact_cache", e.heldout_ce_full}, {"heldout_kl", e.heldout_kl},
-                     {"retain_soft", e.soft_retain}, {"retain_hard", e.hard_retain},
+    evals.push_back({{"step", e.step},
+                     {"train_loss", e.train_loss},
+                     {"heldout_ce", e.heldout_ce},
+                     {"heldout_ce_exact_cache", e.heldout_ce_full},
+                     {"heldout_kl", e.heldout_kl},
+                     {"retain_soft", e.soft_retain},
+                     {"retain_hard", e.hard_retain},
                      {"tokens_per_second", e.tokens_per_second}});
   }
-  nlohmann::json out = {{"steps_done", res.steps_done}, {"finished", res.finished}, {"tokens", res.tokens_seen},
-                        {"evals", evals}, {"checkpoint", t.o.checkpoint}, {"ranks", ranks->world()},
+  nlohmann::json out = {{"steps_done", res.steps_done},
+                        {"finished", res.finished},
+                        {"tokens", res.tokens_seen},
+                        {"evals", evals},
+                        {"checkpoint", t.o.checkpoint},
+                        {"ranks", ranks->world()},
                         {"exchange_seconds", res.exchange_seconds}};
   if (res.finished && !t.output.empty()) {
     kvc::lowrank::Artifact gates = res.gates;
@@ -125,11 +140,13 @@ int run_train(TrainCli& t) {
     out["final_retain_rate"] = std::stod(gates.metadata["final_retain_rate"]);
   }
   if (t.json) std::printf("%s\n", out.dump().c_str());
-  else if (res.finished && t.output == "-") std::fprintf(stderr, "wrote gates to stdout after %lld steps\n",
-                                                      static_cast<long long>(res.steps_done));
-  else if (res.finished) std::printf("wrote %s after %lld steps\n", t.output.c_str(), static_cast<long long>(res.steps_done));
-  else std::printf("stopped at step %lld; continue with --resume --checkpoint %s\n",
-                   static_cast<long long>(res.steps_done), t.o.checkpoint.c_str());
+  else if (res.finished && t.output == "-")
+    std::fprintf(stderr, "wrote gates to stdout after %lld steps\n", static_cast<long long>(res.steps_done));
+  else if (res.finished)
+    std::printf("wrote %s after %lld steps\n", t.output.c_str(), static_cast<long long>(res.steps_done));
+  else
+    std::printf("stopped at step %lld; continue with --resume --checkpoint %s\n",
+                static_cast<long long>(res.steps_done), t.o.checkpoint.c_str());
   // Interrupted on any rank: every rank exits 130, so `torchrun ... && next` stops on each node.
   return res.interrupted ? 130 : 0;
 }

@@ -92,8 +92,8 @@ MemoryBandwidth measure_memory_bandwidth(int64_t buffer_bytes, int repeats) {
   dst.copy_(src);  // touch every page before timing
   MemoryBandwidth bw;
   // Best of LibTorch's copy and a plain per-thread memcpy, so neither implementation caps the limit.
-  const double copy_s = std::min(best_seconds(repeats, [&] { dst.copy_(src); }),
-                                 best_seconds(repeats, [&] { parallel_copy(dst, src); }));
+  const double copy_s =
+      std::min(best_seconds(repeats, [&] { dst.copy_(src); }), best_seconds(repeats, [&] { parallel_copy(dst, src); }));
   bw.copy_bytes_per_second = 2.0 * static_cast<double>(buffer_bytes) / copy_s;
   volatile float sink = 0;
   const double read_s = std::min(best_seconds(repeats, [&] { sink = src.sum().item<float>(); }),
@@ -145,8 +145,8 @@ MemoryBandwidth measure_device_bandwidth(at::Device device, int64_t buffer_bytes
   const at::Tensor src = at::rand({buffer_bytes / 4}, options);
   at::Tensor dst = at::empty_like(src), sum = at::empty({}, options);
   MemoryBandwidth bw;
-  bw.copy_bytes_per_second = 2.0 * static_cast<double>(buffer_bytes) /
-                             best_device_seconds(device, repeats, [&] { dst.copy_(src); });
+  bw.copy_bytes_per_second =
+      2.0 * static_cast<double>(buffer_bytes) / best_device_seconds(device, repeats, [&] { dst.copy_(src); });
   bw.read_bytes_per_second =
       static_cast<double>(buffer_bytes) / best_device_seconds(device, repeats, [&] { at::sum_out(sum, src); });
   return bw;

@@ -18,9 +18,9 @@ at::Tensor grouped_attention(const AttentionShape& shape, const at::Tensor& quer
     // One query: its attention row is all a method can ask for (column sums = the last window).
     const bool want = stats != nullptr && probe.any();
     at::Tensor probs;
-    const at::Tensor fast = fast_decode_attention(queries, q_positions.item<int64_t>(), keys, values, key_positions,
-                                                  shape.sliding_window, want ? &probs : nullptr, stored.keys,
-                                                  stored.values);
+    const at::Tensor fast =
+        fast_decode_attention(queries, q_positions.item<int64_t>(), keys, values, key_positions, shape.sliding_window,
+                              want ? &probs : nullptr, stored.keys, stored.values);
     if (fast.defined()) {
       if (want && probe.column_sums) stats->column_sums = probs;
       if (want && probe.window > 0) stats->window_probs = probs.view({H, 1, S});
@@ -31,8 +31,7 @@ at::Tensor grouped_attention(const AttentionShape& shape, const at::Tensor& quer
   // CPU without AVX2) attends over their decoded values.
   if (stored.any_block_format()) {
     return grouped_attention(shape, queries, q_positions, decode_rows(keys, stored.keys, d, queries.scalar_type()),
-                             decode_rows(values, stored.values, d, queries.scalar_type()), key_positions, probe,
-                             stats);
+                             decode_rows(values, stored.values, d, queries.scalar_type()), key_positions, probe, stats);
   }
   // A cache typed below the activations' precision: the decode kernel above reads it as stored; every
   // other path (prefill, GPU, LibTorch) works on a widened copy of the entries.

@@ -3,8 +3,8 @@
 // fast CPU kernels where they apply, else the shared blocked routine.
 #include <ATen/ATen.h>
 
-#include "cache/cache_types.h"
 #include "cache/blocked_attention.h"
+#include "cache/cache_types.h"
 #include "cache/layer_cache.h"
 #include "core/attention_shape.h"
 

@@ -111,7 +111,7 @@ at::Tensor blocked_attention(const AttentionShape& shape, const at::Tensor& quer
     for (int64_t s0 = 0; s0 < visible; s0 += key_block) {
       parts.push_back(entries.scores(q_block, s0, std::min(visible, s0 + key_block)));
     }
-    at::Tensor scores = parts.empty()      ? at::zeros({KV, G * tb, 0}, queries.options())
+    at::Tensor scores = parts.empty()       ? at::zeros({KV, G * tb, 0}, queries.options())
                         : parts.size() == 1 ? parts[0]
                                             : at::cat(parts, 2);
     scores = scores.mul_(scale).view({KV, G, tb, visible});

@@ -52,8 +52,8 @@ at::Tensor encode_rows(const at::Tensor& rows, at::ScalarType type) {
   if (!is_block_format(type)) return rows.to(type);
   if (rows.scalar_type() == at::kByte) return rows;
   const int64_t d = rows.size(-1);
-  KVC_CHECK(d % kRowBlockValues == 0, "a {} cache needs head_dim to be a multiple of {}, got {}",
-            cache_type_name(type), kRowBlockValues, d);
+  KVC_CHECK(d % kRowBlockValues == 0, "a {} cache needs head_dim to be a multiple of {}, got {}", cache_type_name(type),
+            kRowBlockValues, d);
   KVC_CHECK(rows.device().is_cpu(), "a {} cache is kept on the CPU only", cache_type_name(type));
   const at::Tensor x = rows.to(at::kFloat).contiguous();
   std::vector<int64_t> shape = rows.sizes().vec();

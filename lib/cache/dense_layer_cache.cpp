@@ -46,7 +46,8 @@ void DenseLayerCache::append(const at::Tensor& keys, const at::Tensor& values, c
   if (!write_rows(rotated, values, positions)) {
     keys_.narrow(1, length_, t).copy_(encode_rows(rotated, types_.keys));
     values_.narrow(1, length_, t).copy_(encode_rows(values, types_.values));
-    positions_.narrow(1, length_, t).copy_(positions.to(positions_.device()).unsqueeze(0).expand({shape_.num_kv_heads, t}));
+    positions_.narrow(1, length_, t)
+        .copy_(positions.to(positions_.device()).unsqueeze(0).expand({shape_.num_kv_heads, t}));
   }
   length_ += t;
 }

@@ -13,8 +13,8 @@ void KeptRecord::reset(int64_t layers, int64_t kv_heads) {
   num_layers = layers;
   num_kv_heads = kv_heads;
   after_prefill.assign(static_cast<size_t>(layers), {});
-  merged.assign(static_cast<size_t>(layers), std::vector<std::vector<std::pair<int64_t, int64_t>>>(
-                                                 static_cast<size_t>(kv_heads)));
+  merged.assign(static_cast<size_t>(layers),
+                std::vector<std::vector<std::pair<int64_t, int64_t>>>(static_cast<size_t>(kv_heads)));
 }
 
 void KeptRecord::add_merges(int64_t layer, const at::Tensor& rows, const LayerCache& cache) {

@@ -16,7 +16,9 @@ class KVCache {
   LayerCache& layer(int64_t i) { return *layers_.at(static_cast<size_t>(i)); }
   const LayerCache& layer(int64_t i) const { return *layers_.at(static_cast<size_t>(i)); }
   // Swaps in another storage scheme for a layer (e.g. after compressing it into a new layout).
-  void replace_layer(int64_t i, std::unique_ptr<LayerCache> layer) { layers_.at(static_cast<size_t>(i)) = std::move(layer); }
+  void replace_layer(int64_t i, std::unique_ptr<LayerCache> layer) {
+    layers_.at(static_cast<size_t>(i)) = std::move(layer);
+  }
   // PerHeadLayout::retain_per_head on layer i, swapping in the per-head layout when the layer moves to one.
   void retain_per_head(int64_t i, const std::vector<at::Tensor>& per_head);
   // Room for `entries` per KV head in every layer that can reserve: an uncompressed cache that will hold

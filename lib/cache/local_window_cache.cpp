@@ -11,7 +11,7 @@ LocalWindowCache::LocalWindowCache(AttentionShape shape, std::shared_ptr<const R
 }
 
 at::Tensor LocalWindowCache::attend(const at::Tensor& queries, const at::Tensor& q_positions,
-                                   const AttentionProbe& probe, AttentionStats* stats) {
+                                    const AttentionProbe& probe, AttentionStats* stats) {
   at::Tensor out = DenseLayerCache::attend(queries, q_positions, probe, stats);
   // Later queries see keys after (their position - window): the last `window` entries cover them.
   // Trimming only at twice the window keeps it amortised O(1) per token while decoding.

@@ -25,8 +25,8 @@ RaggedLayerCache::RaggedLayerCache(AttentionShape shape, std::shared_ptr<const R
 void RaggedLayerCache::assign(const std::vector<at::Tensor>& rotated_keys, const std::vector<at::Tensor>& values,
                               const std::vector<at::Tensor>& positions) {
   const auto n = static_cast<size_t>(shape_.num_kv_heads);
-  KVC_CHECK(rotated_keys.size() == n && values.size() == n && positions.size() == n,
-            "ragged cache: expected {} heads", n);
+  KVC_CHECK(rotated_keys.size() == n && values.size() == n && positions.size() == n, "ragged cache: expected {} heads",
+            n);
   start_.assign(n, 0);
   length_.assign(n, 0);
   for (size_t h = 0; h < n; ++h) {

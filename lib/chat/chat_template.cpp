@@ -77,11 +77,13 @@ std::optional<FoundTemplate> from_tokenizer_config(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     fail("'{}': not valid JSON ({})", path, e.what());
   }
-  if (!config.is_object() || !config.contains("chat_template") || config["chat_template"].is_null()) return std::nullopt;
+  if (!config.is_object() || !config.contains("chat_template") || config["chat_template"].is_null())
+    return std::nullopt;
   const nlohmann::json& field = config["chat_template"];
   const std::string origin = fmt::format("'{}': chat_template", path);
   if (field.is_string()) return FoundTemplate{field.get<std::string>(), origin};
-  if (!field.is_array()) fail("'{}': chat_template is {}, expected a string or a list of {{name, template}}", path, field.type_name());
+  if (!field.is_array())
+    fail("'{}': chat_template is {}, expected a string or a list of {{name, template}}", path, field.type_name());
   std::vector<std::string> names;
   for (const nlohmann::json& entry : field) {
     if (!entry.is_object() || !entry.contains("name") || !entry.contains("template") || !entry["name"].is_string() ||
@@ -105,13 +107,15 @@ std::optional<FoundTemplate> find_model_template(const std::string& model_path) 
     if (is_gguf(model_path)) {
       const auto file = gguf::GgufFile::open_metadata(model_path);
       if (!file->has("tokenizer.chat_template")) return std::nullopt;
-      return FoundTemplate{file->get_string("tokenizer.chat_template"), fmt::format("'{}': tokenizer.chat_template", model_path)};
+      return FoundTemplate{file->get_string("tokenizer.chat_template"),
+                           fmt::format("'{}': tokenizer.chat_template", model_path)};
     }
     folder = fs::path(model_path).parent_path().string();
     if (folder.empty()) folder = ".";
   }
   const std::string jinja_file = (fs::path(folder) / "chat_template.jinja").string();
-  if (fs::is_regular_file(jinja_file, error)) return FoundTemplate{read_text_file(jinja_file), fmt::format("'{}'", jinja_file)};
+  if (fs::is_regular_file(jinja_file, error))
+    return FoundTemplate{read_text_file(jinja_file), fmt::format("'{}'", jinja_file)};
   const std::string config = (fs::path(folder) / "tokenizer_config.json").string();
   if (fs::is_regular_file(config, error)) return from_tokenizer_config(config);
   return std::nullopt;
@@ -140,7 +144,8 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, const
   return render(messages, options, local);
 }
 
-std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, const ChatRenderOptions& options, const std::tm& now) const {
+std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, const ChatRenderOptions& options,
+                                 const std::tm& now) const {
   // What transformers' render_jinja_template passes: the messages, tools and documents (None here),
   // add_generation_prompt and the tokenizer's special tokens.
   const std::vector<std::pair<std::string, jinja::Value>> variables = {
@@ -183,7 +188,8 @@ ChatTemplate resolve_chat_template(const std::string& flag_value, const std::str
   }
   if (model_path.empty()) fail("no chat template: pass --chat-template {} or a template file", template_choices());
   std::optional<FoundTemplate> found = find_model_template(model_path);
-  if (!found) fail("'{}' has no chat template; pass --chat-template {} or a template file", model_path, template_choices());
+  if (!found)
+    fail("'{}' has no chat template; pass --chat-template {} or a template file", model_path, template_choices());
   return ChatTemplate::parse(found->source, found->origin);
 }
 

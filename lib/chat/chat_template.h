@@ -43,7 +43,8 @@ class ChatTemplate {
   std::string render(const std::vector<ChatMessage>& messages, const ChatRenderOptions& options) const;
   // The same with strftime_now() reading `now` instead of the local clock (templates that print
   // today's date, such as Llama 3.1's, then render reproducibly).
-  std::string render(const std::vector<ChatMessage>& messages, const ChatRenderOptions& options, const std::tm& now) const;
+  std::string render(const std::vector<ChatMessage>& messages, const ChatRenderOptions& options,
+                     const std::tm& now) const;
 
   const std::string& origin() const { return origin_; }
   const std::string& source() const { return source_; }

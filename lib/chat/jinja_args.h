@@ -24,7 +24,8 @@ class BoundArgs {
     for (const auto& [key, value] : args.keyword) {
       size_t i = 0;
       while (i < names_.size() && key != names_[i]) ++i;
-      if (i == names_.size()) throw TemplateError(fmt::format("{}() got an unexpected keyword argument '{}'", function, key));
+      if (i == names_.size())
+        throw TemplateError(fmt::format("{}() got an unexpected keyword argument '{}'", function, key));
       if (slots_[i]) throw TemplateError(fmt::format("{}() got multiple values for argument '{}'", function, key));
       slots_[i] = &value;
     }
@@ -41,7 +42,8 @@ class BoundArgs {
   int64_t integer(size_t i, int64_t fallback) const {
     if (!slots_[i] || slots_[i]->is_none()) return fallback;
     if (slots_[i]->type() != Value::Type::Int && slots_[i]->type() != Value::Type::Bool) {
-      throw TemplateError(fmt::format("{}(): '{}' must be an integer, not {}", function_, names_[i], type_name(*slots_[i])));
+      throw TemplateError(
+          fmt::format("{}(): '{}' must be an integer, not {}", function_, names_[i], type_name(*slots_[i])));
     }
     return slots_[i]->as_int();
   }
@@ -49,7 +51,8 @@ class BoundArgs {
   std::optional<std::string> string(size_t i) const {
     if (!slots_[i] || slots_[i]->is_none()) return std::nullopt;
     if (!slots_[i]->is_string()) {
-      throw TemplateError(fmt::format("{}(): '{}' must be a string, not {}", function_, names_[i], type_name(*slots_[i])));
+      throw TemplateError(
+          fmt::format("{}(): '{}' must be a string, not {}", function_, names_[i], type_name(*slots_[i])));
     }
     return slots_[i]->as_string();
   }

@@ -15,7 +15,23 @@ using FilterFn = Value (*)(Evaluator&, const Value& input, const CallArgs& args)
 using TestFn = bool (*)(Evaluator&, const Value& input, const CallArgs& args);
 
 struct Expr {
-  enum class Kind { Const, Name, List, Dict, Getattr, Getitem, Slice, Call, Filter, Test, Unary, Binary, Concat, Compare, Cond };
+  enum class Kind {
+    Const,
+    Name,
+    List,
+    Dict,
+    Getattr,
+    Getitem,
+    Slice,
+    Call,
+    Filter,
+    Test,
+    Unary,
+    Binary,
+    Concat,
+    Compare,
+    Cond
+  };
   Expr(Kind k, int l) : kind(k), line(l) {}
   virtual ~Expr() = default;
   Kind kind;
@@ -64,14 +80,16 @@ struct CallExpr : Expr {
 };
 // value|name(args). A null operand stands for the body of {% filter %} or {% set x | f %}.
 struct FilterExpr : Expr {
-  FilterExpr(ExprPtr o, std::string n, FilterFn f, int l) : Expr(Kind::Filter, l), operand(std::move(o)), name(std::move(n)), fn(f) {}
+  FilterExpr(ExprPtr o, std::string n, FilterFn f, int l)
+      : Expr(Kind::Filter, l), operand(std::move(o)), name(std::move(n)), fn(f) {}
   ExprPtr operand;
   std::string name;
   FilterFn fn;
   Arguments args;
 };
 struct TestExpr : Expr {  // value is name(args)
-  TestExpr(ExprPtr o, std::string n, TestFn f, int l) : Expr(Kind::Test, l), operand(std::move(o)), name(std::move(n)), fn(f) {}
+  TestExpr(ExprPtr o, std::string n, TestFn f, int l)
+      : Expr(Kind::Test, l), operand(std::move(o)), name(std::move(n)), fn(f) {}
   ExprPtr operand;
   std::string name;
   TestFn fn;
@@ -85,7 +103,8 @@ struct UnaryExpr : Expr {
 };
 struct BinaryExpr : Expr {
   enum class Op { Add, Sub, Mul, Div, FloorDiv, Mod, Pow, And, Or };
-  BinaryExpr(Op o, ExprPtr a, ExprPtr b, int l) : Expr(Kind::Binary, l), op(o), left(std::move(a)), right(std::move(b)) {}
+  BinaryExpr(Op o, ExprPtr a, ExprPtr b, int l)
+      : Expr(Kind::Binary, l), op(o), left(std::move(a)), right(std::move(b)) {}
   Op op;
   ExprPtr left, right;
 };
@@ -100,7 +119,8 @@ struct CompareExpr : Expr {  // a < b == c: chained as in Python
   std::vector<std::pair<Op, ExprPtr>> rest;
 };
 struct CondExpr : Expr {  // then if test else otherwise; no else gives undefined
-  CondExpr(ExprPtr t, ExprPtr a, ExprPtr b, int l) : Expr(Kind::Cond, l), test(std::move(t)), then(std::move(a)), otherwise(std::move(b)) {}
+  CondExpr(ExprPtr t, ExprPtr a, ExprPtr b, int l)
+      : Expr(Kind::Cond, l), test(std::move(t)), then(std::move(a)), otherwise(std::move(b)) {}
   ExprPtr test, then, otherwise;
 };
 

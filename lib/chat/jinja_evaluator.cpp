@@ -105,13 +105,15 @@ void Evaluator::track(const std::shared_ptr<Object>& object) { objects_.push_bac
 void Evaluator::charge_steps(uint64_t steps) {
   steps_ += steps;
   if (steps_ > limits_.max_steps) {
-    throw TemplateError(fmt::format("the template runs more than {} loop iterations and calls; stopped", limits_.max_steps));
+    throw TemplateError(
+        fmt::format("the template runs more than {} loop iterations and calls; stopped", limits_.max_steps));
   }
 }
 
 void Evaluator::check_size(uint64_t bytes) const {
   if (bytes > limits_.max_string_bytes) {
-    throw TemplateError(fmt::format("the template builds a string longer than {} MiB; stopped", limits_.max_string_bytes >> 20));
+    throw TemplateError(
+        fmt::format("the template builds a string longer than {} MiB; stopped", limits_.max_string_bytes >> 20));
   }
 }
 
@@ -119,7 +121,8 @@ Value Evaluator::make_string(std::string text) {
   check_size(text.size());
   built_bytes_ += text.size();
   if (built_bytes_ > limits_.max_built_bytes) {
-    throw TemplateError(fmt::format("the template builds more than {} MiB of text; stopped", limits_.max_built_bytes >> 20));
+    throw TemplateError(
+        fmt::format("the template builds more than {} MiB of text; stopped", limits_.max_built_bytes >> 20));
   }
   return Value::string(std::move(text));
 }
@@ -128,7 +131,8 @@ void Evaluator::emit(std::string& out, const std::string& text) {
   check_size(out.size() + text.size());
   built_bytes_ += text.size();
   if (built_bytes_ > limits_.max_built_bytes) {
-    throw TemplateError(fmt::format("the template builds more than {} MiB of text; stopped", limits_.max_built_bytes >> 20));
+    throw TemplateError(
+        fmt::format("the template builds more than {} MiB of text; stopped", limits_.max_built_bytes >> 20));
   }
   out += text;
 }
@@ -273,9 +277,18 @@ Evaluator::Flow Evaluator::exec_for(const ForNode& node, const std::shared_ptr<S
     return args.positional[static_cast<size_t>(i % static_cast<int64_t>(args.positional.size()))];
   });
   loop->attributes = {
-      {"index0", Value()}, {"index", Value()}, {"revindex0", Value()}, {"revindex", Value()},
-      {"first", Value()},  {"last", Value()},  {"length", Value::integer(length)}, {"previtem", Value()},
-      {"nextitem", Value()}, {"depth", Value::integer(1)}, {"depth0", Value::integer(0)}, {"cycle", cycle},
+      {"index0", Value()},
+      {"index", Value()},
+      {"revindex0", Value()},
+      {"revindex", Value()},
+      {"first", Value()},
+      {"last", Value()},
+      {"length", Value::integer(length)},
+      {"previtem", Value()},
+      {"nextitem", Value()},
+      {"depth", Value::integer(1)},
+      {"depth0", Value::integer(0)},
+      {"cycle", cycle},
   };
   auto& attribute = loop->attributes;
   const Value loop_value = Value::object(loop);
@@ -322,8 +335,10 @@ void Evaluator::assign(const AssignTarget& target, const Value& value, Scope& sc
       throw TemplateError("cannot assign attribute on non-namespace object");
     }
     if (!item.attribute.empty() && item.attribute[0] == '_') {
-      throw TemplateError(fmt::format("Chat templates cannot store underscore-prefixed attributes on a namespace, but got {}. "
-                                      "Please rename the attribute.", py::repr(item.attribute)));
+      throw TemplateError(
+          fmt::format("Chat templates cannot store underscore-prefixed attributes on a namespace, but got {}. "
+                      "Please rename the attribute.",
+                      py::repr(item.attribute)));
     }
     object->as_object().set(item.attribute, v);
   };
@@ -333,14 +348,17 @@ void Evaluator::assign(const AssignTarget& target, const Value& value, Scope& sc
   }
   const List parts = iterate(value);
   if (parts.size() < target.items.size()) {
-    throw TemplateError(fmt::format("not enough values to unpack (expected {}, got {})", target.items.size(), parts.size()));
+    throw TemplateError(
+        fmt::format("not enough values to unpack (expected {}, got {})", target.items.size(), parts.size()));
   }
-  if (parts.size() > target.items.size()) throw TemplateError(fmt::format("too many values to unpack (expected {})", target.items.size()));
+  if (parts.size() > target.items.size())
+    throw TemplateError(fmt::format("too many values to unpack (expected {})", target.items.size()));
   for (size_t i = 0; i < parts.size(); ++i) assign_one(target.items[i], parts[i]);
 }
 
-Value Evaluator::make_macro(const std::string& name, const std::vector<std::string>& params, const std::vector<ExprPtr>& defaults,
-                            const Body& body, const MacroUse& use, const std::shared_ptr<Scope>& scope) {
+Value Evaluator::make_macro(const std::string& name, const std::vector<std::string>& params,
+                            const std::vector<ExprPtr>& defaults, const Body& body, const MacroUse& use,
+                            const std::shared_ptr<Scope>& scope) {
   // The macro refers to its node's parts, which live as long as the Program the render runs.
   const std::vector<std::string>* param_list = &params;
   const std::vector<ExprPtr>* default_list = &defaults;
@@ -348,62 +366,65 @@ Value Evaluator::make_macro(const std::string& name, const std::vector<std::stri
   const MacroUse uses = use;
   std::shared_ptr<Scope> closure = scope;
   closures_.push_back(scope);
-  return Value::function(name, [name, param_list, default_list, macro_body, uses, closure](Evaluator& ev, const CallArgs& args) -> Value {
-    if (ev.call_depth_ >= ev.limits_.max_call_depth) {
-      throw TemplateError(fmt::format("macro calls nest more than {} deep", ev.limits_.max_call_depth));
-    }
-    struct DepthGuard {
-      int& depth;
-      explicit DepthGuard(int& d) : depth(d) { ++depth; }
-      ~DepthGuard() { --depth; }
-    } guard(ev.call_depth_);
-    // jinja2's Macro.__call__: positional arguments, then keywords; caller, kwargs and varargs exist only
-    // when the body reads them, and extra arguments are refused otherwise.
-    auto frame = make_shared_value<Scope>(closure);
-    const size_t count = param_list->size();
-    const size_t first_default = count - default_list->size();
-    std::vector<const Value*> bound(count, nullptr);
-    for (size_t i = 0; i < args.positional.size() && i < count; ++i) bound[i] = &args.positional[i];
-    Dict kwargs;
-    const Value* caller = nullptr;
-    for (const auto& [key, value] : args.keyword) {
-      const auto it = std::find(param_list->begin(), param_list->end(), key);
-      if (it != param_list->end() && !bound[static_cast<size_t>(it - param_list->begin())]) {
-        bound[static_cast<size_t>(it - param_list->begin())] = &value;
-      } else if (key == "caller" && uses.caller && !caller) {
-        caller = &value;
-      } else if (uses.kwargs) {
-        kwargs.entries.emplace_back(Value::string(key), value);
-      } else if (key == "caller") {
-        throw TemplateError(fmt::format("macro '{}' was invoked with two values for the special caller argument. This is most likely a bug.", name));
-      } else {
-        throw TemplateError(fmt::format("macro '{}' takes no keyword argument '{}'", name, key));
-      }
-    }
-    if (args.positional.size() > count && !uses.varargs) {
-      throw TemplateError(fmt::format("macro '{}' takes not more than {} argument(s)", name, count));
-    }
-    for (size_t i = 0; i < count; ++i) {
-      const std::string& param = (*param_list)[i];
-      if (bound[i]) {
-        frame->set(param, *bound[i]);
-      } else if (i >= first_default) {
-        frame->set(param, ev.eval(*(*default_list)[i - first_default], frame));
-      } else {
-        frame->set(param, Value::undefined(fmt::format("parameter '{}' was not provided", param)));
-      }
-    }
-    if (uses.caller) frame->set("caller", caller ? *caller : Value::undefined("No caller defined"));
-    if (uses.kwargs) frame->set("kwargs", Value::dict(std::move(kwargs)));
-    if (uses.varargs) {
-      List rest;
-      for (size_t i = count; i < args.positional.size(); ++i) rest.push_back(args.positional[i]);
-      frame->set("varargs", Value::list(std::move(rest), true));
-    }
-    std::string text;
-    ev.exec_body(*macro_body, frame, text);
-    return Value::string(std::move(text));
-  });
+  return Value::function(
+      name, [name, param_list, default_list, macro_body, uses, closure](Evaluator& ev, const CallArgs& args) -> Value {
+        if (ev.call_depth_ >= ev.limits_.max_call_depth) {
+          throw TemplateError(fmt::format("macro calls nest more than {} deep", ev.limits_.max_call_depth));
+        }
+        struct DepthGuard {
+          int& depth;
+          explicit DepthGuard(int& d) : depth(d) { ++depth; }
+          ~DepthGuard() { --depth; }
+        } guard(ev.call_depth_);
+        // jinja2's Macro.__call__: positional arguments, then keywords; caller, kwargs and varargs exist only
+        // when the body reads them, and extra arguments are refused otherwise.
+        auto frame = make_shared_value<Scope>(closure);
+        const size_t count = param_list->size();
+        const size_t first_default = count - default_list->size();
+        std::vector<const Value*> bound(count, nullptr);
+        for (size_t i = 0; i < args.positional.size() && i < count; ++i) bound[i] = &args.positional[i];
+        Dict kwargs;
+        const Value* caller = nullptr;
+        for (const auto& [key, value] : args.keyword) {
+          const auto it = std::find(param_list->begin(), param_list->end(), key);
+          if (it != param_list->end() && !bound[static_cast<size_t>(it - param_list->begin())]) {
+            bound[static_cast<size_t>(it - param_list->begin())] = &value;
+          } else if (key == "caller" && uses.caller && !caller) {
+            caller = &value;
+          } else if (uses.kwargs) {
+            kwargs.entries.emplace_back(Value::string(key), value);
+          } else if (key == "caller") {
+            throw TemplateError(fmt::format(
+                "macro '{}' was invoked with two values for the special caller argument. This is most likely a bug.",
+                name));
+          } else {
+            throw TemplateError(fmt::format("macro '{}' takes no keyword argument '{}'", name, key));
+          }
+        }
+        if (args.positional.size() > count && !uses.varargs) {
+          throw TemplateError(fmt::format("macro '{}' takes not more than {} argument(s)", name, count));
+        }
+        for (size_t i = 0; i < count; ++i) {
+          const std::string& param = (*param_list)[i];
+          if (bound[i]) {
+            frame->set(param, *bound[i]);
+          } else if (i >= first_default) {
+            frame->set(param, ev.eval(*(*default_list)[i - first_default], frame));
+          } else {
+            frame->set(param, Value::undefined(fmt::format("parameter '{}' was not provided", param)));
+          }
+        }
+        if (uses.caller) frame->set("caller", caller ? *caller : Value::undefined("No caller defined"));
+        if (uses.kwargs) frame->set("kwargs", Value::dict(std::move(kwargs)));
+        if (uses.varargs) {
+          List rest;
+          for (size_t i = count; i < args.positional.size(); ++i) rest.push_back(args.positional[i]);
+          frame->set("varargs", Value::list(std::move(rest), true));
+        }
+        std::string text;
+        ev.exec_body(*macro_body, frame, text);
+        return Value::string(std::move(text));
+      });
 }
 
 Value Evaluator::apply_filter_chain(const Expr& filter, const Value& hole, const std::shared_ptr<Scope>& scope) {
@@ -516,13 +537,15 @@ Value Evaluator::eval_inner(const Expr& expr, const std::shared_ptr<Scope>& scop
       const Value v = eval(*e.operand, scope);
       if (e.op == UnaryExpr::Op::Not) return Value::boolean(!truthy(v));
       if (v.is_undefined()) throw TemplateError(v.undefined_message());
-      if (v.type() == Value::Type::Float) return Value::number(e.op == UnaryExpr::Op::Neg ? -v.as_float() : v.as_float());
+      if (v.type() == Value::Type::Float)
+        return Value::number(e.op == UnaryExpr::Op::Neg ? -v.as_float() : v.as_float());
       if (v.is_number()) {
         if (e.op == UnaryExpr::Op::Pos) return Value::integer(v.as_int());
         if (v.as_int() == INT64_MIN) throw TemplateError("integer overflow");
         return Value::integer(-v.as_int());
       }
-      throw TemplateError(fmt::format("bad operand type for unary {}: '{}'", e.op == UnaryExpr::Op::Neg ? '-' : '+', type_name(v)));
+      throw TemplateError(
+          fmt::format("bad operand type for unary {}: '{}'", e.op == UnaryExpr::Op::Neg ? '-' : '+', type_name(v)));
     }
     case Expr::Kind::Binary: {
       const auto& e = static_cast<const BinaryExpr&>(expr);
@@ -561,7 +584,8 @@ Value Evaluator::eval_inner(const Expr& expr, const std::shared_ptr<Scope>& scop
       const auto& e = static_cast<const CondExpr&>(expr);
       if (truthy(eval(*e.test, scope))) return eval(*e.then, scope);
       if (e.otherwise) return eval(*e.otherwise, scope);
-      return Value::undefined(fmt::format("the inline if-expression on line {} evaluated to false and no else section was defined.", expr.line));
+      return Value::undefined(fmt::format(
+          "the inline if-expression on line {} evaluated to false and no else section was defined.", expr.line));
     }
   }
   throw TemplateError("unknown expression");
@@ -589,7 +613,8 @@ Value Evaluator::binary(BinaryExpr::Op op, const Value& a, const Value& b) {
         return Value::list(std::move(items), a.is_tuple());
       }
       if (a.is_string() || a.is_list()) {
-        throw TemplateError(fmt::format("can only concatenate {} (not \"{}\") to {}", type_name(a), type_name(b), type_name(a)));
+        throw TemplateError(
+            fmt::format("can only concatenate {} (not \"{}\") to {}", type_name(a), type_name(b), type_name(a)));
       }
       unsupported("+", a, b);
     case BinaryExpr::Op::Sub:
@@ -601,17 +626,21 @@ Value Evaluator::binary(BinaryExpr::Op op, const Value& a, const Value& b) {
       if (numbers) return Value::integer(mul(a.as_int(), b.as_int()));
       const bool a_count = a.is_number() && a.type() != Value::Type::Float;
       const bool b_count = b.is_number() && b.type() != Value::Type::Float;
-      const Value* sequence = a_count && (b.is_string() || b.is_list()) ? &b : b_count && (a.is_string() || a.is_list()) ? &a : nullptr;
+      const Value* sequence = a_count && (b.is_string() || b.is_list())   ? &b
+                              : b_count && (a.is_string() || a.is_list()) ? &a
+                                                                          : nullptr;
       if (!sequence) unsupported("*", a, b);
       const int64_t times = std::max<int64_t>(0, (sequence == &a ? b : a).as_int());
       if (sequence->is_string()) {
         const std::string& unit = sequence->as_string();
-        if (!unit.empty() && static_cast<uint64_t>(times) > limits_.max_string_bytes / unit.size()) check_size(limits_.max_string_bytes + 1);
+        if (!unit.empty() && static_cast<uint64_t>(times) > limits_.max_string_bytes / unit.size())
+          check_size(limits_.max_string_bytes + 1);
         const size_t total = unit.size() * static_cast<size_t>(times);
         std::string out;
         out.reserve(total);
         if (times > 0) out = unit;
-        while (!out.empty() && out.size() * 2 <= total) out += out;  // doubling: a long repeat costs no more than its bytes
+        while (!out.empty() && out.size() * 2 <= total)
+          out += out;  // doubling: a long repeat costs no more than its bytes
         out.append(out.data(), total - out.size());
         return make_string(std::move(out));
       }
@@ -668,10 +697,12 @@ bool Evaluator::compare(CompareExpr::Op op, const Value& a, const Value& b) {
     case CompareExpr::Op::NotIn: {
       bool found = false;
       if (b.is_string()) {
-        if (!a.is_string()) throw TemplateError(fmt::format("'in <string>' requires string as left operand, not {}", type_name(a)));
+        if (!a.is_string())
+          throw TemplateError(fmt::format("'in <string>' requires string as left operand, not {}", type_name(a)));
         found = b.as_string().find(a.as_string()) != std::string::npos;
       } else if (b.is_dict()) {
-        if ((a.is_list() && !a.is_tuple()) || a.is_dict()) throw TemplateError(fmt::format("unhashable type: '{}'", type_name(a)));
+        if ((a.is_list() && !a.is_tuple()) || a.is_dict())
+          throw TemplateError(fmt::format("unhashable type: '{}'", type_name(a)));
         found = b.as_dict().find(a) != nullptr;
       } else if (b.is_list()) {
         for (const Value& item : b.as_list()) {

@@ -16,10 +16,10 @@
 namespace kvc::jinja {
 
 struct Limits {
-  uint64_t max_steps = 2'000'000;                // loop iterations plus calls
-  size_t max_string_bytes = size_t{64} << 20;    // any one string, the output included
+  uint64_t max_steps = 2'000'000;                  // loop iterations plus calls
+  size_t max_string_bytes = size_t{64} << 20;      // any one string, the output included
   uint64_t max_built_bytes = uint64_t{512} << 20;  // all strings a render builds together
-  int max_call_depth = 100;                      // nested macro calls
+  int max_call_depth = 100;                        // nested macro calls
 };
 
 class Evaluator {
@@ -47,8 +47,9 @@ class Evaluator {
   Flow exec(const Node& node, const std::shared_ptr<Scope>& scope, std::string& out);
   Flow exec_for(const ForNode& node, const std::shared_ptr<Scope>& scope, std::string& out);
   void assign(const AssignTarget& target, const Value& value, Scope& scope);
-  Value make_macro(const std::string& name, const std::vector<std::string>& params, const std::vector<ExprPtr>& defaults,
-                   const Body& body, const MacroUse& use, const std::shared_ptr<Scope>& scope);
+  Value make_macro(const std::string& name, const std::vector<std::string>& params,
+                   const std::vector<ExprPtr>& defaults, const Body& body, const MacroUse& use,
+                   const std::shared_ptr<Scope>& scope);
   Flow capture(const Body& body, const std::shared_ptr<Scope>& scope, std::string& text);
   Value apply_filter_chain(const Expr& filter, const Value& hole, const std::shared_ptr<Scope>& scope);
 
@@ -64,7 +65,7 @@ class Evaluator {
   uint64_t steps_ = 0;
   uint64_t built_bytes_ = 0;
   int call_depth_ = 0;
-  const Value* hole_ = nullptr;  // what a null filter operand stands for, while a filter block runs
+  const Value* hole_ = nullptr;                 // what a null filter operand stands for, while a filter block runs
   std::vector<std::weak_ptr<Scope>> closures_;  // scopes macros close over
   std::vector<std::weak_ptr<Object>> objects_;
 };

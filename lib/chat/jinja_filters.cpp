@@ -20,7 +20,8 @@ namespace {
 
 CallArgs rest_of(const CallArgs& args, size_t skip) {
   CallArgs rest;
-  if (args.positional.size() > skip) rest.positional.assign(args.positional.begin() + static_cast<std::ptrdiff_t>(skip), args.positional.end());
+  if (args.positional.size() > skip)
+    rest.positional.assign(args.positional.begin() + static_cast<std::ptrdiff_t>(skip), args.positional.end());
   rest.keyword = args.keyword;
   return rest;
 }
@@ -32,7 +33,8 @@ Value lookup_path(const Value& item, const std::string& path, const Value* fallb
   while (true) {
     const size_t dot = path.find('.', start);
     const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const bool digits =
+        !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
     value = get_item(value, digits ? Value::integer(std::stoll(part)) : Value::string(part));
     if (value.is_undefined() && fallback) return *fallback;
     if (dot == std::string::npos) return value;
@@ -99,7 +101,8 @@ std::optional<double> parse_float(const std::string& text) {
 }
 
 void check_hashable(const Value& value) {
-  if ((value.is_list() && !value.is_tuple()) || value.is_dict()) throw TemplateError(fmt::format("unhashable type: '{}'", type_name(value)));
+  if ((value.is_list() && !value.is_tuple()) || value.is_dict())
+    throw TemplateError(fmt::format("unhashable type: '{}'", type_name(value)));
 }
 
 int64_t checked_length(const Value& value) {
@@ -151,7 +154,8 @@ Value f_attr(Evaluator&, const Value& v, const CallArgs& args) {
   // Python's getattr only: a dict's keys are not its attributes.
   const std::string name = to_str(BoundArgs(args, "attr", {"name"}).required(0));
   Value found = get_attribute(v, name);
-  if (v.is_dict() && found.type() != Value::Type::Function) return Value::undefined(fmt::format("'dict object' has no attribute '{}'", name));
+  if (v.is_dict() && found.type() != Value::Type::Function)
+    return Value::undefined(fmt::format("'dict object' has no attribute '{}'", name));
   return found;
 }
 
@@ -185,8 +189,11 @@ Value f_dictsort(Evaluator&, const Value& v, const CallArgs& args) {
   if (by != "key" && by != "value") throw TemplateError("You can only sort by either \"key\" or \"value\"");
   const bool reverse = bound.flag(2, false);
   std::vector<std::pair<Value, Value>> entries = v.as_dict().entries;
-  auto key = [&](const std::pair<Value, Value>& e) { return sort_key(by == "key" ? e.first : e.second, std::nullopt, case_sensitive); };
-  std::stable_sort(entries.begin(), entries.end(), [&](const auto& a, const auto& b) { return reverse ? less(key(b), key(a)) : less(key(a), key(b)); });
+  auto key = [&](const std::pair<Value, Value>& e) {
+    return sort_key(by == "key" ? e.first : e.second, std::nullopt, case_sensitive);
+  };
+  std::stable_sort(entries.begin(), entries.end(),
+                   [&](const auto& a, const auto& b) { return reverse ? less(key(b), key(a)) : less(key(a), key(b)); });
   List out;
   for (auto& [k, item] : entries) out.push_back(Value::list({k, item}, true));
   return Value::list(std::move(out));
@@ -199,14 +206,16 @@ Value f_escape(Evaluator& ev, const Value& v, const CallArgs& args) {
 
 Value f_first(Evaluator&, const Value& v, const CallArgs& args) {
   BoundArgs(args, "first", {});
-  if (v.is_list()) return v.as_list().empty() ? Value::undefined("No first item, sequence was empty.") : v.as_list().front();
+  if (v.is_list())
+    return v.as_list().empty() ? Value::undefined("No first item, sequence was empty.") : v.as_list().front();
   const List items = iterate(v);
   return items.empty() ? Value::undefined("No first item, sequence was empty.") : items.front();
 }
 
 Value f_last(Evaluator&, const Value& v, const CallArgs& args) {
   BoundArgs(args, "last", {});
-  if (v.is_list()) return v.as_list().empty() ? Value::undefined("No last item, sequence was empty.") : v.as_list().back();
+  if (v.is_list())
+    return v.as_list().empty() ? Value::undefined("No last item, sequence was empty.") : v.as_list().back();
   const List items = iterate(v);
   return items.empty() ? Value::undefined("No last item, sequence was empty.") : items.back();
 }
@@ -266,13 +275,15 @@ Value f_int(Evaluator&, const Value& v, const CallArgs& args) {
   if (v.is_undefined()) throw TemplateError(v.undefined_message());  // int(Undefined) raises
   const int64_t base = bound.integer(1, 10);
   if (v.type() == Value::Type::Float) {
-    if (std::isfinite(v.as_float()) && std::fabs(v.as_float()) < 9.2e18) return Value::integer(static_cast<int64_t>(v.as_float()));
+    if (std::isfinite(v.as_float()) && std::fabs(v.as_float()) < 9.2e18)
+      return Value::integer(static_cast<int64_t>(v.as_float()));
   } else if (v.is_number()) {
     return Value::integer(v.as_int());
   } else if (v.is_string()) {
     if (const auto parsed = parse_int(v.as_string(), static_cast<int>(base))) return Value::integer(*parsed);
     if (const auto as_float = parse_float(v.as_string())) {
-      if (std::isfinite(*as_float) && std::fabs(*as_float) < 9.2e18) return Value::integer(static_cast<int64_t>(*as_float));
+      if (std::isfinite(*as_float) && std::fabs(*as_float) < 9.2e18)
+        return Value::integer(static_cast<int64_t>(*as_float));
     }
   }
   return bound.value(0, Value::integer(0));
@@ -290,7 +301,8 @@ Value f_items(Evaluator&, const Value& v, const CallArgs& args) {
 Value f_join(Evaluator& ev, const Value& v, const CallArgs& args) {
   const BoundArgs bound(args, "join", {"d", "attribute"});
   const std::string separator = to_str(bound.value(0, Value::string("")));
-  const std::optional<std::string> attribute = bound.has(1) ? std::optional<std::string>(to_str(*bound.get(1))) : std::nullopt;
+  const std::optional<std::string> attribute =
+      bound.has(1) ? std::optional<std::string>(to_str(*bound.get(1))) : std::nullopt;
   std::string out;
   bool first = true;
   for (const Value& item : iterate(v)) {
@@ -347,7 +359,8 @@ Value f_map(Evaluator& ev, const Value& v, const CallArgs& args) {
 Value min_or_max(const Value& v, const CallArgs& args, const char* name, bool want_max) {
   const BoundArgs bound(args, name, {"case_sensitive", "attribute"});
   const bool case_sensitive = bound.flag(0, false);
-  const std::optional<std::string> attribute = bound.has(1) ? std::optional<std::string>(to_str(*bound.get(1))) : std::nullopt;
+  const std::optional<std::string> attribute =
+      bound.has(1) ? std::optional<std::string>(to_str(*bound.get(1))) : std::nullopt;
   const List items = iterate(v);
   if (items.empty()) return Value::undefined("No aggregated item, sequence was empty.");
   size_t best = 0;
@@ -393,8 +406,12 @@ Value select_items(Evaluator& ev, const Value& v, const CallArgs& args, bool kee
 
 Value f_select(Evaluator& ev, const Value& v, const CallArgs& args) { return select_items(ev, v, args, true, false); }
 Value f_reject(Evaluator& ev, const Value& v, const CallArgs& args) { return select_items(ev, v, args, false, false); }
-Value f_selectattr(Evaluator& ev, const Value& v, const CallArgs& args) { return select_items(ev, v, args, true, true); }
-Value f_rejectattr(Evaluator& ev, const Value& v, const CallArgs& args) { return select_items(ev, v, args, false, true); }
+Value f_selectattr(Evaluator& ev, const Value& v, const CallArgs& args) {
+  return select_items(ev, v, args, true, true);
+}
+Value f_rejectattr(Evaluator& ev, const Value& v, const CallArgs& args) {
+  return select_items(ev, v, args, false, true);
+}
 
 Value f_replace(Evaluator& ev, const Value& v, const CallArgs& args) {
   const BoundArgs bound(args, "replace", {"old", "new", "count"});
@@ -419,7 +436,8 @@ Value f_round(Evaluator&, const Value& v, const CallArgs& args) {
   const BoundArgs bound(args, "round", {"precision", "method"});
   const int64_t precision = bound.integer(0, 0);
   const std::string method = bound.string(1, "common");
-  if (method != "common" && method != "ceil" && method != "floor") throw TemplateError("method must be common, ceil or floor");
+  if (method != "common" && method != "ceil" && method != "floor")
+    throw TemplateError("method must be common, ceil or floor");
   if (!v.is_number()) throw TemplateError(fmt::format("type {} doesn't define __round__ method", type_name(v)));
   if (method == "common") {
     if (v.type() != Value::Type::Float) return Value::integer(v.as_int());
@@ -438,12 +456,15 @@ Value f_safe(Evaluator&, const Value& v, const CallArgs& args) {
 Value f_sort(Evaluator&, const Value& v, const CallArgs& args) {
   const BoundArgs bound(args, "sort", {"reverse", "case_sensitive", "attribute"});
   const bool reverse = bound.flag(0, false), case_sensitive = bound.flag(1, false);
-  const std::optional<std::string> attribute = bound.has(2) ? std::optional<std::string>(to_str(*bound.get(2))) : std::nullopt;
+  const std::optional<std::string> attribute =
+      bound.has(2) ? std::optional<std::string>(to_str(*bound.get(2))) : std::nullopt;
   List items = iterate(v);
   std::vector<std::pair<Value, size_t>> keyed;
   keyed.reserve(items.size());
   for (size_t i = 0; i < items.size(); ++i) keyed.emplace_back(sort_key(items[i], attribute, case_sensitive), i);
-  std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) { return reverse ? less(b.first, a.first) : less(a.first, b.first); });
+  std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
+    return reverse ? less(b.first, a.first) : less(a.first, b.first);
+  });
   List out;
   out.reserve(items.size());
   for (const auto& [key, i] : keyed) out.push_back(items[i]);
@@ -457,12 +478,14 @@ Value f_string(Evaluator& ev, const Value& v, const CallArgs& args) {
 
 Value f_sum(Evaluator&, const Value& v, const CallArgs& args) {
   const BoundArgs bound(args, "sum", {"attribute", "start"});
-  const std::optional<std::string> attribute = bound.has(0) ? std::optional<std::string>(to_str(*bound.get(0))) : std::nullopt;
+  const std::optional<std::string> attribute =
+      bound.has(0) ? std::optional<std::string>(to_str(*bound.get(0))) : std::nullopt;
   Value total = bound.value(1, Value::integer(0));
   for (const Value& item : iterate(v)) {
     const Value x = attribute ? lookup_path(item, *attribute, nullptr) : item;
     if (!total.is_number() || !x.is_number()) {
-      throw TemplateError(fmt::format("unsupported operand type(s) for +: '{}' and '{}'", type_name(total), type_name(x)));
+      throw TemplateError(
+          fmt::format("unsupported operand type(s) for +: '{}' and '{}'", type_name(total), type_name(x)));
     }
     if (total.type() == Value::Type::Float || x.type() == Value::Type::Float) {
       total = Value::number(total.as_float() + x.as_float());
@@ -481,7 +504,9 @@ Value f_title(Evaluator& ev, const Value& v, const CallArgs& args) {
   // the rest lower; not str.title(), which also starts a word after an apostrophe.
   const std::string text = to_str(v);
   const py::CodePoints cp = py::code_points(text);
-  auto is_break = [](uint32_t c) { return py::is_space(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<'; };
+  auto is_break = [](uint32_t c) {
+    return py::is_space(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
+  };
   std::string out;
   bool at_start = true;
   for (size_t i = 0; i < cp.chars.size(); ++i) {
@@ -514,7 +539,8 @@ Value f_tojson(Evaluator& ev, const Value& v, const CallArgs& args) {
   }
   if (const Value* separators = bound.get(2); separators && !separators->is_none()) {
     const List parts = iterate(*separators);
-    if (parts.size() != 2 || !parts[0].is_string() || !parts[1].is_string()) throw TemplateError("tojson(): separators must be two strings");
+    if (parts.size() != 2 || !parts[0].is_string() || !parts[1].is_string())
+      throw TemplateError("tojson(): separators must be two strings");
     options.item_separator = parts[0].as_string();
     options.key_separator = parts[1].as_string();
   }
@@ -531,7 +557,8 @@ Value f_truncate(Evaluator& ev, const Value& v, const CallArgs& args) {
   const BoundArgs bound(args, "truncate", {"length", "killwords", "end", "leeway"});
   if (v.is_undefined()) return v;
   if (!v.is_string()) {
-    if (!v.is_list() && !v.is_dict()) throw TemplateError(fmt::format("object of type '{}' has no len()", type_name(v)));
+    if (!v.is_list() && !v.is_dict())
+      throw TemplateError(fmt::format("object of type '{}' has no len()", type_name(v)));
     if (checked_length(v) <= bound.integer(0, 255) + bound.integer(3, 5)) return v;
     throw TemplateError(fmt::format("'{}' object has no attribute 'rsplit'", type_name(v)));
   }
@@ -554,7 +581,8 @@ Value f_truncate(Evaluator& ev, const Value& v, const CallArgs& args) {
 Value f_unique(Evaluator&, const Value& v, const CallArgs& args) {
   const BoundArgs bound(args, "unique", {"case_sensitive", "attribute"});
   const bool case_sensitive = bound.flag(0, false);
-  const std::optional<std::string> attribute = bound.has(1) ? std::optional<std::string>(to_str(*bound.get(1))) : std::nullopt;
+  const std::optional<std::string> attribute =
+      bound.has(1) ? std::optional<std::string>(to_str(*bound.get(1))) : std::nullopt;
   List out, seen;
   for (const Value& item : iterate(v)) {
     Value key = sort_key(item, attribute, case_sensitive);
@@ -574,7 +602,9 @@ Value f_wordcount(Evaluator&, const Value& v, const CallArgs& args) {
   int64_t words = 0;
   bool in_word = false;
   for (size_t i = 0; i < cp.chars.size(); ++i) {
-    const bool word_char = cp.chars[i] == '_' || py::str_is(text.substr(cp.offsets[i], cp.offsets[i + 1] - cp.offsets[i]), py::CharTest::Alnum);
+    const bool word_char =
+        cp.chars[i] == '_' ||
+        py::str_is(text.substr(cp.offsets[i], cp.offsets[i + 1] - cp.offsets[i]), py::CharTest::Alnum);
     if (word_char && !in_word) ++words;
     in_word = word_char;
   }
@@ -601,7 +631,9 @@ bool t_sequence(Evaluator&, const Value& v, const CallArgs&) {
   return v.is_undefined() || v.is_string() || v.is_list() || v.is_dict();
 }
 // jinja2's Undefined defines __call__ (to raise), so Python calls it callable.
-bool t_callable(Evaluator&, const Value& v, const CallArgs&) { return v.type() == Value::Type::Function || v.is_undefined(); }
+bool t_callable(Evaluator&, const Value& v, const CallArgs&) {
+  return v.type() == Value::Type::Function || v.is_undefined();
+}
 bool t_escaped(Evaluator&, const Value&, const CallArgs&) { return false; }
 
 bool t_sameas(Evaluator&, const Value& v, const CallArgs& args) {
@@ -611,7 +643,8 @@ bool t_sameas(Evaluator&, const Value& v, const CallArgs& args) {
     case Value::Type::Undefined: return false;
     case Value::Type::None: return true;
     case Value::Type::Bool: return v.as_bool() == other.as_bool();
-    case Value::Type::Int: return v.as_int() == other.as_int() && v.as_int() >= -5 && v.as_int() <= 256;  // CPython's cached ints
+    case Value::Type::Int:
+      return v.as_int() == other.as_int() && v.as_int() >= -5 && v.as_int() <= 256;  // CPython's cached ints
     default: return v.identity() == other.identity();
   }
 }
@@ -648,7 +681,9 @@ bool t_divisibleby(Evaluator&, const Value& v, const CallArgs& args) {
 bool t_lower(Evaluator&, const Value& v, const CallArgs&) { return py::str_is(to_str(v), py::CharTest::Lower); }
 bool t_upper(Evaluator&, const Value& v, const CallArgs&) { return py::str_is(to_str(v), py::CharTest::Upper); }
 
-const Value& other_operand(const CallArgs& args, const char* test) { return BoundArgs(args, test, {"other"}).required(0); }
+const Value& other_operand(const CallArgs& args, const char* test) {
+  return BoundArgs(args, test, {"other"}).required(0);
+}
 
 bool t_eq(Evaluator&, const Value& v, const CallArgs& args) { return equal(v, other_operand(args, "eq")); }
 bool t_ne(Evaluator&, const Value& v, const CallArgs& args) { return !equal(v, other_operand(args, "ne")); }
@@ -666,7 +701,8 @@ bool t_ge(Evaluator&, const Value& v, const CallArgs& args) {
 bool t_in(Evaluator&, const Value& v, const CallArgs& args) {
   const Value& seq = BoundArgs(args, "in", {"seq"}).required(0);
   if (seq.is_string()) {
-    if (!v.is_string()) throw TemplateError(fmt::format("'in <string>' requires string as left operand, not {}", type_name(v)));
+    if (!v.is_string())
+      throw TemplateError(fmt::format("'in <string>' requires string as left operand, not {}", type_name(v)));
     return seq.as_string().find(v.as_string()) != std::string::npos;
   }
   if (seq.is_dict()) {
@@ -679,8 +715,12 @@ bool t_in(Evaluator&, const Value& v, const CallArgs& args) {
   return false;
 }
 
-bool t_filter(Evaluator&, const Value& v, const CallArgs&) { return v.is_string() && find_filter(v.as_string()) != nullptr; }
-bool t_test(Evaluator&, const Value& v, const CallArgs&) { return v.is_string() && find_test(v.as_string()) != nullptr; }
+bool t_filter(Evaluator&, const Value& v, const CallArgs&) {
+  return v.is_string() && find_filter(v.as_string()) != nullptr;
+}
+bool t_test(Evaluator&, const Value& v, const CallArgs&) {
+  return v.is_string() && find_test(v.as_string()) != nullptr;
+}
 
 struct FilterEntry {
   const char* name;
@@ -692,30 +732,91 @@ struct TestEntry {
 };
 
 const FilterEntry kFilters[] = {
-    {"abs", f_abs}, {"attr", f_attr}, {"capitalize", f_capitalize}, {"center", f_center},
-    {"count", f_length}, {"d", f_default}, {"default", f_default}, {"dictsort", f_dictsort},
-    {"e", f_escape}, {"escape", f_escape}, {"first", f_first}, {"float", f_float},
-    {"forceescape", f_escape}, {"format", f_format}, {"indent", f_indent}, {"int", f_int},
-    {"items", f_items}, {"join", f_join}, {"last", f_last}, {"length", f_length},
-    {"list", f_list}, {"lower", f_lower}, {"map", f_map}, {"max", f_max},
-    {"min", f_min}, {"reject", f_reject}, {"rejectattr", f_rejectattr}, {"replace", f_replace},
-    {"reverse", f_reverse}, {"round", f_round}, {"safe", f_safe}, {"select", f_select},
-    {"selectattr", f_selectattr}, {"sort", f_sort}, {"string", f_string}, {"sum", f_sum},
-    {"title", f_title}, {"tojson", f_tojson}, {"trim", f_trim}, {"truncate", f_truncate},
-    {"unique", f_unique}, {"upper", f_upper}, {"wordcount", f_wordcount},
+    {"abs", f_abs},
+    {"attr", f_attr},
+    {"capitalize", f_capitalize},
+    {"center", f_center},
+    {"count", f_length},
+    {"d", f_default},
+    {"default", f_default},
+    {"dictsort", f_dictsort},
+    {"e", f_escape},
+    {"escape", f_escape},
+    {"first", f_first},
+    {"float", f_float},
+    {"forceescape", f_escape},
+    {"format", f_format},
+    {"indent", f_indent},
+    {"int", f_int},
+    {"items", f_items},
+    {"join", f_join},
+    {"last", f_last},
+    {"length", f_length},
+    {"list", f_list},
+    {"lower", f_lower},
+    {"map", f_map},
+    {"max", f_max},
+    {"min", f_min},
+    {"reject", f_reject},
+    {"rejectattr", f_rejectattr},
+    {"replace", f_replace},
+    {"reverse", f_reverse},
+    {"round", f_round},
+    {"safe", f_safe},
+    {"select", f_select},
+    {"selectattr", f_selectattr},
+    {"sort", f_sort},
+    {"string", f_string},
+    {"sum", f_sum},
+    {"title", f_title},
+    {"tojson", f_tojson},
+    {"trim", f_trim},
+    {"truncate", f_truncate},
+    {"unique", f_unique},
+    {"upper", f_upper},
+    {"wordcount", f_wordcount},
 };
 
 const TestEntry kTests[] = {
-    {"boolean", t_boolean}, {"callable", t_callable}, {"defined", t_defined},   {"divisibleby", t_divisibleby},
-    {"eq", t_eq},           {"equalto", t_eq},        {"==", t_eq},             {"escaped", t_escaped},
-    {"even", t_even},       {"false", t_false},       {"filter", t_filter},     {"float", t_float},
-    {"ge", t_ge},           {">=", t_ge},             {"gt", t_gt},             {">", t_gt},
-    {"greaterthan", t_gt},  {"in", t_in},             {"integer", t_integer},   {"iterable", t_iterable},
-    {"le", t_le},           {"<=", t_le},             {"lower", t_lower},       {"lt", t_lt},
-    {"<", t_lt},            {"lessthan", t_lt},       {"mapping", t_mapping},   {"ne", t_ne},
-    {"!=", t_ne},           {"none", t_none},         {"number", t_number},     {"odd", t_odd},
-    {"sameas", t_sameas},   {"sequence", t_sequence}, {"string", t_string},     {"test", t_test},
-    {"true", t_true},       {"undefined", t_undefined}, {"upper", t_upper},
+    {"boolean", t_boolean},
+    {"callable", t_callable},
+    {"defined", t_defined},
+    {"divisibleby", t_divisibleby},
+    {"eq", t_eq},
+    {"equalto", t_eq},
+    {"==", t_eq},
+    {"escaped", t_escaped},
+    {"even", t_even},
+    {"false", t_false},
+    {"filter", t_filter},
+    {"float", t_float},
+    {"ge", t_ge},
+    {">=", t_ge},
+    {"gt", t_gt},
+    {">", t_gt},
+    {"greaterthan", t_gt},
+    {"in", t_in},
+    {"integer", t_integer},
+    {"iterable", t_iterable},
+    {"le", t_le},
+    {"<=", t_le},
+    {"lower", t_lower},
+    {"lt", t_lt},
+    {"<", t_lt},
+    {"lessthan", t_lt},
+    {"mapping", t_mapping},
+    {"ne", t_ne},
+    {"!=", t_ne},
+    {"none", t_none},
+    {"number", t_number},
+    {"odd", t_odd},
+    {"sameas", t_sameas},
+    {"sequence", t_sequence},
+    {"string", t_string},
+    {"test", t_test},
+    {"true", t_true},
+    {"undefined", t_undefined},
+    {"upper", t_upper},
 };
 
 }  // namespace

@@ -205,7 +205,8 @@ class Lexer {
         const size_t newline = start > body ? src_.rfind('\n', start - 1) : std::string::npos;
         const bool has_newline = newline != std::string::npos && newline >= body;
         const size_t line_begin = has_newline ? newline + 1 : body;
-        if ((has_newline || line_starting_) && line_begin < start && all_space(line_begin, start)) text_end = line_begin;
+        if ((has_newline || line_starting_) && line_begin < start && all_space(line_begin, start))
+          text_end = line_begin;
       }
       emit_text(body, text_end);
       return after_block_end(pos, close_sign, 2);
@@ -217,7 +218,9 @@ class Lexer {
     std::vector<char> closers;
     const size_t n = src_.size();
     while (true) {
-      if (pos >= n) fail(tag, variable ? "unexpected end of template: '{{' is never closed" : "unexpected end of template: '{%' is never closed");
+      if (pos >= n)
+        fail(tag, variable ? "unexpected end of template: '{{' is never closed"
+                           : "unexpected end of template: '{%' is never closed");
       if (closers.empty()) {
         if (variable) {
           if (at(pos, "-}}")) {
@@ -334,10 +337,9 @@ class Lexer {
       end = run(pos + 2, ok);
       return true;
     };
-    const bool prefixed =
-        (prefix == 'b' && try_prefixed(2, [](char c) { return c == '0' || c == '1'; })) ||
-        (prefix == 'o' && try_prefixed(8, [](char c) { return c >= '0' && c <= '7'; })) ||
-        (prefix == 'x' && try_prefixed(16, [](char c) { return hex_value(c) >= 0; }));
+    const bool prefixed = (prefix == 'b' && try_prefixed(2, [](char c) { return c == '0' || c == '1'; })) ||
+                          (prefix == 'o' && try_prefixed(8, [](char c) { return c >= '0' && c <= '7'; })) ||
+                          (prefix == 'x' && try_prefixed(16, [](char c) { return hex_value(c) >= 0; }));
     if (!prefixed) {
       // A leading zero takes only more zeros, as in jinja ("0(_?0)*").
       end = src_[pos] == '0' ? run(pos + 1, [](char c) { return c == '0'; }) : run(pos + 1, is_digit);
@@ -402,14 +404,40 @@ class Lexer {
       const char c = text[i];
       switch (c) {
         case '\n': ++i; break;
-        case '\\': case '\'': case '"': out += c; ++i; break;
-        case 'a': out += '\a'; ++i; break;
-        case 'b': out += '\b'; ++i; break;
-        case 'f': out += '\f'; ++i; break;
-        case 'n': out += '\n'; ++i; break;
-        case 'r': out += '\r'; ++i; break;
-        case 't': out += '\t'; ++i; break;
-        case 'v': out += '\v'; ++i; break;
+        case '\\':
+        case '\'':
+        case '"':
+          out += c;
+          ++i;
+          break;
+        case 'a':
+          out += '\a';
+          ++i;
+          break;
+        case 'b':
+          out += '\b';
+          ++i;
+          break;
+        case 'f':
+          out += '\f';
+          ++i;
+          break;
+        case 'n':
+          out += '\n';
+          ++i;
+          break;
+        case 'r':
+          out += '\r';
+          ++i;
+          break;
+        case 't':
+          out += '\t';
+          ++i;
+          break;
+        case 'v':
+          out += '\v';
+          ++i;
+          break;
         case 'x': hex_escape(2, "\\xXX"); break;
         case 'u': hex_escape(4, "\\uXXXX"); break;
         case 'U': hex_escape(8, "\\UXXXXXXXX"); break;
@@ -431,7 +459,9 @@ class Lexer {
             if (length == 0) length = 1;
             const uint32_t cp = length == 1 ? static_cast<unsigned char>(c) : utf8_decode(text, i, length);
             out += '\\';
-            out += cp <= 0xFF ? fmt::format("x{:02x}", cp) : cp <= 0xFFFF ? fmt::format("u{:04x}", cp) : fmt::format("U{:08x}", cp);
+            out += cp <= 0xFF     ? fmt::format("x{:02x}", cp)
+                   : cp <= 0xFFFF ? fmt::format("u{:04x}", cp)
+                                  : fmt::format("U{:08x}", cp);
             i += length;
           } else {
             out += '\\';

@@ -9,7 +9,19 @@
 
 namespace kvc::jinja {
 
-enum class TokenType { Text, VariableBegin, VariableEnd, BlockBegin, BlockEnd, Name, String, Integer, Float, Operator, End };
+enum class TokenType {
+  Text,
+  VariableBegin,
+  VariableEnd,
+  BlockBegin,
+  BlockEnd,
+  Name,
+  String,
+  Integer,
+  Float,
+  Operator,
+  End
+};
 
 struct Token {
   TokenType type;

@@ -33,7 +33,8 @@ Value missing_element(const Value& object, const Value& key) {
 bool is_mutating_method(const Value& object, const std::string& name) {
   static const char* const kList[] = {"append", "clear", "pop", "reverse", "insert", "sort", "extend", "remove"};
   static const char* const kDict[] = {"clear", "pop", "popitem", "setdefault", "update"};
-  if (object.is_list() && !object.is_tuple()) return std::find(std::begin(kList), std::end(kList), name) != std::end(kList);
+  if (object.is_list() && !object.is_tuple())
+    return std::find(std::begin(kList), std::end(kList), name) != std::end(kList);
   if (object.is_dict()) return std::find(std::begin(kDict), std::end(kDict), name) != std::end(kDict);
   return false;
 }
@@ -46,7 +47,8 @@ std::optional<size_t> normalize_index(int64_t index, size_t size) {
   return static_cast<size_t>(index);
 }
 
-std::vector<int64_t> slice_positions(size_t size, const Value& start_value, const Value& stop_value, const Value& step_value) {
+std::vector<int64_t> slice_positions(size_t size, const Value& start_value, const Value& stop_value,
+                                     const Value& step_value) {
   auto as_index = [](const Value& v, const char* what) -> std::optional<int64_t> {
     if (v.is_none() || v.is_undefined()) return std::nullopt;
     if (v.type() != Value::Type::Int && v.type() != Value::Type::Bool) {
@@ -102,22 +104,26 @@ std::string apply_spec(const Value& value, const std::string& spec) {
     ++i;
   }
   size_t width = 0;
-  while (i < spec.size() && std::isdigit(static_cast<unsigned char>(spec[i]))) width = width * 10 + static_cast<size_t>(spec[i++] - '0');
+  while (i < spec.size() && std::isdigit(static_cast<unsigned char>(spec[i])))
+    width = width * 10 + static_cast<size_t>(spec[i++] - '0');
   int precision = -1;
   if (i < spec.size() && spec[i] == '.') {
     ++i;
     precision = 0;
-    while (i < spec.size() && std::isdigit(static_cast<unsigned char>(spec[i]))) precision = precision * 10 + (spec[i++] - '0');
+    while (i < spec.size() && std::isdigit(static_cast<unsigned char>(spec[i])))
+      precision = precision * 10 + (spec[i++] - '0');
   }
   const char type = i < spec.size() ? spec[i++] : 0;
   if (i != spec.size() || width > 10000) throw TemplateError(fmt::format("format spec '{}' is not supported", spec));
   std::string body;
   const bool numeric = value.is_number();
   if (type == 'd') {
-    if (!value.is_number() || value.type() == Value::Type::Float) throw TemplateError(fmt::format("unknown format code 'd' for object of type '{}'", type_name(value)));
+    if (!value.is_number() || value.type() == Value::Type::Float)
+      throw TemplateError(fmt::format("unknown format code 'd' for object of type '{}'", type_name(value)));
     body = py::int_str(value.as_int());
   } else if (type == 'f' || type == 'F' || type == 'e' || type == 'g' || type == '%') {
-    if (!numeric) throw TemplateError(fmt::format("unknown format code '{}' for object of type '{}'", type, type_name(value)));
+    if (!numeric)
+      throw TemplateError(fmt::format("unknown format code '{}' for object of type '{}'", type, type_name(value)));
     double x = value.as_float();
     char c = type == '%' ? 'f' : type;
     if (type == '%') x *= 100;
@@ -126,11 +132,13 @@ std::string apply_spec(const Value& value, const std::string& spec) {
     body = buffer;
     if (type == '%') body += '%';
   } else if (type == 0 || type == 's') {
-    if (type == 's' && !value.is_string()) throw TemplateError(fmt::format("unknown format code 's' for object of type '{}'", type_name(value)));
+    if (type == 's' && !value.is_string())
+      throw TemplateError(fmt::format("unknown format code 's' for object of type '{}'", type_name(value)));
     body = to_str(value);
     if (precision >= 0 && value.is_string()) {
       const py::CodePoints cp = py::code_points(body);
-      if (cp.chars.size() > static_cast<size_t>(precision)) body = body.substr(0, cp.offsets[static_cast<size_t>(precision)]);
+      if (cp.chars.size() > static_cast<size_t>(precision))
+        body = body.substr(0, cp.offsets[static_cast<size_t>(precision)]);
     }
   } else {
     throw TemplateError(fmt::format("format spec '{}' is not supported", spec));
@@ -195,9 +203,11 @@ std::string str_format(const std::string& pattern, const CallArgs& args) {
     size_t name_end = field.find_first_of(".[");
     const std::string head = field.substr(0, name_end);
     Value value;
-    if (head.empty() || std::all_of(head.begin(), head.end(), [](char d) { return std::isdigit(static_cast<unsigned char>(d)); })) {
+    if (head.empty() ||
+        std::all_of(head.begin(), head.end(), [](char d) { return std::isdigit(static_cast<unsigned char>(d)); })) {
       const size_t index = head.empty() ? auto_index++ : static_cast<size_t>(std::stoul(head));
-      if (index >= args.positional.size()) throw TemplateError(fmt::format("Replacement index {} out of range for positional args tuple", index));
+      if (index >= args.positional.size())
+        throw TemplateError(fmt::format("Replacement index {} out of range for positional args tuple", index));
       value = args.positional[index];
     } else {
       const Value* found = nullptr;
@@ -216,7 +226,9 @@ std::string str_format(const std::string& pattern, const CallArgs& args) {
         const size_t end = field.find(']', name_end);
         if (end == std::string::npos) throw TemplateError("Missing ']' in format string");
         const std::string key = field.substr(name_end + 1, end - name_end - 1);
-        const bool digits = !key.empty() && std::all_of(key.begin(), key.end(), [](char d) { return std::isdigit(static_cast<unsigned char>(d)); });
+        const bool digits = !key.empty() && std::all_of(key.begin(), key.end(), [](char d) {
+          return std::isdigit(static_cast<unsigned char>(d));
+        });
         value = get_item(value, digits ? Value::integer(std::stoll(key)) : Value::string(key));
         name_end = end + 1;
       }
@@ -262,14 +274,16 @@ bool affix_match(const Value& self, const CallArgs& args, const char* name, bool
   std::string_view text = self.as_string();
   if (bound.has(1) || bound.has(2)) {
     const py::CodePoints cp = py::code_points(text);
-    const std::vector<int64_t> positions = slice_positions(cp.chars.size(), bound.value(1, Value::none()), bound.value(2, Value::none()), Value::none());
+    const std::vector<int64_t> positions =
+        slice_positions(cp.chars.size(), bound.value(1, Value::none()), bound.value(2, Value::none()), Value::none());
     const size_t first = positions.empty() ? 0 : static_cast<size_t>(positions.front());
     const size_t last = positions.empty() ? 0 : static_cast<size_t>(positions.back()) + 1;
     window = positions.empty() ? "" : std::string(text.substr(cp.offsets[first], cp.offsets[last] - cp.offsets[first]));
     text = window;
   }
   auto one = [&](const Value& v) {
-    if (!v.is_string()) throw TemplateError(fmt::format("{} first arg must be str or a tuple of str, not {}", name, type_name(v)));
+    if (!v.is_string())
+      throw TemplateError(fmt::format("{} first arg must be str or a tuple of str, not {}", name, type_name(v)));
     const std::string& s = v.as_string();
     if (s.size() > text.size()) return false;
     return prefix ? text.compare(0, s.size(), s) == 0 : text.compare(text.size() - s.size(), s.size(), s) == 0;
@@ -289,7 +303,8 @@ int64_t find_index(const Value& self, const CallArgs& args, const char* name, bo
   if (!sub.is_string()) throw TemplateError(fmt::format("must be str, not {}", type_name(sub)));
   const std::string& text = self.as_string();
   const py::CodePoints cp = py::code_points(text);
-  const std::vector<int64_t> window = slice_positions(cp.chars.size(), bound.value(1, Value::none()), bound.value(2, Value::none()), Value::none());
+  const std::vector<int64_t> window =
+      slice_positions(cp.chars.size(), bound.value(1, Value::none()), bound.value(2, Value::none()), Value::none());
   const size_t begin = window.empty() ? 0 : cp.offsets[static_cast<size_t>(window.front())];
   const size_t end = window.empty() ? 0 : cp.offsets[static_cast<size_t>(window.back()) + 1];
   if (window.empty() && !sub.as_string().empty()) return -1;
@@ -329,20 +344,24 @@ Value string_method(Evaluator& ev, const std::string& name, const Value& self, c
     const int64_t maxsplit = bound.integer(1, -1);
     return make_list_of_strings(name == "split" ? py::split(text, sep, maxsplit) : py::rsplit(text, sep, maxsplit));
   }
-  if (name == "splitlines") return make_list_of_strings(py::splitlines(text, BoundArgs(args, name, {"keepends"}).flag(0, false)));
-  if (name == "startswith" || name == "endswith") return Value::boolean(affix_match(self, args, name.c_str(), name == "startswith"));
+  if (name == "splitlines")
+    return make_list_of_strings(py::splitlines(text, BoundArgs(args, name, {"keepends"}).flag(0, false)));
+  if (name == "startswith" || name == "endswith")
+    return Value::boolean(affix_match(self, args, name.c_str(), name == "startswith"));
   if (name == "replace") {
     const BoundArgs bound(args, name, {"old", "new", "count"});
     const Value& old_value = bound.required(0);
     const Value& new_value = bound.required(1);
     if (!old_value.is_string() || !new_value.is_string()) throw TemplateError("replace() arguments must be str");
     const int64_t count = bound.integer(2, -1);
-    const int64_t hits = old_value.as_string().empty() ? static_cast<int64_t>(py::length(text)) + 1 : py::count(text, old_value.as_string());
+    const int64_t hits = old_value.as_string().empty() ? static_cast<int64_t>(py::length(text)) + 1
+                                                       : py::count(text, old_value.as_string());
     const int64_t done = count < 0 ? hits : std::min(count, hits);
     ev.check_size(text.size() + static_cast<uint64_t>(done) * new_value.as_string().size());
     return ev.make_string(py::replace(text, old_value.as_string(), new_value.as_string(), count));
   }
-  if (name == "upper" || name == "lower" || name == "title" || name == "capitalize" || name == "casefold" || name == "swapcase") {
+  if (name == "upper" || name == "lower" || name == "title" || name == "capitalize" || name == "casefold" ||
+      name == "swapcase") {
     BoundArgs(args, name, {});
     if (name == "upper") return ev.make_string(py::upper(text));
     if (name == "title") return ev.make_string(py::title(text));
@@ -376,7 +395,8 @@ Value string_method(Evaluator& ev, const std::string& name, const Value& self, c
     const List items = iterate(bound.required(0));
     std::string out;
     for (size_t i = 0; i < items.size(); ++i) {
-      if (!items[i].is_string()) throw TemplateError(fmt::format("sequence item {}: expected str instance, {} found", i, type_name(items[i])));
+      if (!items[i].is_string())
+        throw TemplateError(fmt::format("sequence item {}: expected str instance, {} found", i, type_name(items[i])));
       if (i) out += text;
       out += items[i].as_string();
       ev.check_size(out.size());
@@ -386,8 +406,10 @@ Value string_method(Evaluator& ev, const std::string& name, const Value& self, c
   if (name == "format") return ev.make_string(str_format(text, args));
   if (name == "removeprefix" || name == "removesuffix") {
     const auto affix = BoundArgs(args, name, {"affix"}).string(0).value_or("");
-    if (name == "removeprefix") return text.compare(0, affix.size(), affix) == 0 ? Value::string(text.substr(affix.size())) : self;
-    if (affix.size() <= text.size() && text.compare(text.size() - affix.size(), affix.size(), affix) == 0) return Value::string(text.substr(0, text.size() - affix.size()));
+    if (name == "removeprefix")
+      return text.compare(0, affix.size(), affix) == 0 ? Value::string(text.substr(affix.size())) : self;
+    if (affix.size() <= text.size() && text.compare(text.size() - affix.size(), affix.size(), affix) == 0)
+      return Value::string(text.substr(0, text.size() - affix.size()));
     return self;
   }
   if (name == "partition" || name == "rpartition") {
@@ -398,7 +420,9 @@ Value string_method(Evaluator& ev, const std::string& name, const Value& self, c
       if (name == "partition") return Value::list({self, Value::string(""), Value::string("")}, true);
       return Value::list({Value::string(""), Value::string(""), self}, true);
     }
-    return Value::list({Value::string(text.substr(0, found)), Value::string(*sep), Value::string(text.substr(found + sep->size()))}, true);
+    return Value::list(
+        {Value::string(text.substr(0, found)), Value::string(*sep), Value::string(text.substr(found + sep->size()))},
+        true);
   }
   if (name == "zfill") {
     const int64_t width = BoundArgs(args, name, {"width"}).integer(0, 0);
@@ -406,16 +430,17 @@ Value string_method(Evaluator& ev, const std::string& name, const Value& self, c
     if (width <= length) return self;
     ev.check_size(static_cast<uint64_t>(width));
     const size_t pad = static_cast<size_t>(width - length);
-    if (!text.empty() && (text[0] == '-' || text[0] == '+')) return ev.make_string(text.substr(0, 1) + std::string(pad, '0') + text.substr(1));
+    if (!text.empty() && (text[0] == '-' || text[0] == '+'))
+      return ev.make_string(text.substr(0, 1) + std::string(pad, '0') + text.substr(1));
     return ev.make_string(std::string(pad, '0') + text);
   }
   if (name == "ljust") return str_pad(ev, self, args, "ljust", '<');
   if (name == "rjust") return str_pad(ev, self, args, "rjust", '>');
   if (name == "center") return str_pad(ev, self, args, "center", '^');
   static const std::pair<const char*, py::CharTest> kTests[] = {
-      {"isalpha", py::CharTest::Alpha}, {"isdigit", py::CharTest::Digit}, {"isdecimal", py::CharTest::Decimal},
+      {"isalpha", py::CharTest::Alpha},     {"isdigit", py::CharTest::Digit}, {"isdecimal", py::CharTest::Decimal},
       {"isnumeric", py::CharTest::Numeric}, {"isalnum", py::CharTest::Alnum}, {"isspace", py::CharTest::Space},
-      {"isupper", py::CharTest::Upper}, {"islower", py::CharTest::Lower}};
+      {"isupper", py::CharTest::Upper},     {"islower", py::CharTest::Lower}};
   for (const auto& [test_name, test] : kTests) {
     if (name == test_name) {
       BoundArgs(args, name, {});
@@ -427,10 +452,11 @@ Value string_method(Evaluator& ev, const std::string& name, const Value& self, c
 
 bool is_string_method(const std::string& name) {
   static const char* const kNames[] = {
-      "strip", "lstrip", "rstrip", "split", "rsplit", "splitlines", "startswith", "endswith", "replace", "upper", "lower",
-      "title", "capitalize", "casefold", "swapcase", "find", "rfind", "index", "rindex", "count", "join", "format",
-      "removeprefix", "removesuffix", "partition", "rpartition", "zfill", "ljust", "rjust", "center", "isalpha",
-      "isdigit", "isdecimal", "isnumeric", "isalnum", "isspace", "isupper", "islower"};
+      "strip",     "lstrip",     "rstrip",  "split",   "rsplit",     "splitlines", "startswith",   "endswith",
+      "replace",   "upper",      "lower",   "title",   "capitalize", "casefold",   "swapcase",     "find",
+      "rfind",     "index",      "rindex",  "count",   "join",       "format",     "removeprefix", "removesuffix",
+      "partition", "rpartition", "zfill",   "ljust",   "rjust",      "center",     "isalpha",      "isdigit",
+      "isdecimal", "isnumeric",  "isalnum", "isspace", "isupper",    "islower"};
   return std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames);
 }
 
@@ -466,8 +492,10 @@ Value dict_method(Evaluator&, const std::string& name, const Value& self, const 
   return Value::list(std::move(out));
 }
 
-Value bind(const Value& self, const std::string& name, Value (*method)(Evaluator&, const std::string&, const Value&, const CallArgs&)) {
-  return Value::function(name, [self, name, method](Evaluator& ev, const CallArgs& args) { return method(ev, name, self, args); });
+Value bind(const Value& self, const std::string& name,
+           Value (*method)(Evaluator&, const std::string&, const Value&, const CallArgs&)) {
+  return Value::function(
+      name, [self, name, method](Evaluator& ev, const CallArgs& args) { return method(ev, name, self, args); });
 }
 
 Value refused_method(const Value& self, const std::string& name) {
@@ -492,7 +520,8 @@ Value global_range(Evaluator& ev, const CallArgs& args) {
   const int64_t step = bounds.size() == 3 ? bounds[2] : 1;
   if (step == 0) throw TemplateError("range() arg 3 must not be zero");
   // The sandbox's MAX_RANGE.
-  const double count = std::max(0.0, std::ceil((static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step)));
+  const double count =
+      std::max(0.0, std::ceil((static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step)));
   if (count > 100000) throw TemplateError("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
   ev.charge_steps(static_cast<uint64_t>(count) / 16);
   List items;
@@ -524,10 +553,12 @@ void add_mapping(std::vector<std::pair<std::string, Value>>& out, const Value& s
 }
 
 std::vector<std::pair<std::string, Value>> mapping_arguments(const CallArgs& args, const char* function) {
-  if (args.positional.size() > 1) throw TemplateError(fmt::format("{}() expected at most 1 positional argument", function));
+  if (args.positional.size() > 1)
+    throw TemplateError(fmt::format("{}() expected at most 1 positional argument", function));
   std::vector<std::pair<std::string, Value>> out;
   if (!args.positional.empty()) add_mapping(out, args.positional[0], function);
-  for (const auto& [key, value] : args.keyword) add_mapping(out, Value::dict(Dict{{{Value::string(key), value}}}), function);
+  for (const auto& [key, value] : args.keyword)
+    add_mapping(out, Value::dict(Dict{{{Value::string(key), value}}}), function);
   return out;
 }
 
@@ -538,8 +569,10 @@ Value global_namespace(Evaluator& ev, const CallArgs& args) {
   object->assignable = true;
   for (auto& [name, value] : mapping_arguments(args, "namespace")) {
     if (!name.empty() && name[0] == '_') {
-      throw TemplateError(fmt::format("Chat templates cannot store underscore-prefixed attributes on a namespace, but got {}. "
-                                      "Please rename the attribute.", py::repr(name)));
+      throw TemplateError(
+          fmt::format("Chat templates cannot store underscore-prefixed attributes on a namespace, but got {}. "
+                      "Please rename the attribute.",
+                      py::repr(name)));
     }
     object->set(name, std::move(value));
   }
@@ -548,7 +581,8 @@ Value global_namespace(Evaluator& ev, const CallArgs& args) {
 
 Value global_dict(Evaluator&, const CallArgs& args) {
   Dict dict;
-  for (auto& [name, value] : mapping_arguments(args, "dict")) dict.entries.emplace_back(Value::string(name), std::move(value));
+  for (auto& [name, value] : mapping_arguments(args, "dict"))
+    dict.entries.emplace_back(Value::string(name), std::move(value));
   return Value::dict(std::move(dict));
 }
 
@@ -579,7 +613,8 @@ Value get_attribute(const Value& object, const std::string& name) {
       if (is_mutating_method(object, name)) return refused_method(object, name);
       break;
     case Value::Type::Dict:
-      if (name == "get" || name == "items" || name == "keys" || name == "values") return bind(object, name, dict_method);
+      if (name == "get" || name == "items" || name == "keys" || name == "values")
+        return bind(object, name, dict_method);
       if (is_mutating_method(object, name)) return refused_method(object, name);
       if (const Value* found = object.as_dict().find(name)) return *found;
       break;
@@ -613,7 +648,8 @@ Value get_item(const Value& object, const Value& key) {
       if (const Value* found = object.as_dict().find(key)) return *found;
       if (key.is_string()) {
         const std::string& name = key.as_string();
-        if (name == "get" || name == "items" || name == "keys" || name == "values") return bind(object, name, dict_method);
+        if (name == "get" || name == "items" || name == "keys" || name == "values")
+          return bind(object, name, dict_method);
         return missing_attribute(object, name);
       }
       return missing_element(object, key);
@@ -661,7 +697,8 @@ List iterate(const Value& value) {
       const py::CodePoints cp = py::code_points(text);
       List chars;
       chars.reserve(cp.chars.size());
-      for (size_t i = 0; i < cp.chars.size(); ++i) chars.push_back(Value::string(text.substr(cp.offsets[i], cp.offsets[i + 1] - cp.offsets[i])));
+      for (size_t i = 0; i < cp.chars.size(); ++i)
+        chars.push_back(Value::string(text.substr(cp.offsets[i], cp.offsets[i + 1] - cp.offsets[i])));
       return chars;
     }
     default: throw TemplateError(fmt::format("'{}' object is not iterable", type_name(value)));
@@ -679,7 +716,8 @@ std::string percent_format(const std::string& pattern, const Value& args) {
     }
     size_t j = i + 1;
     std::string flags;
-    while (j < pattern.size() && std::string_view("-+ 0#").find(pattern[j]) != std::string_view::npos) flags += pattern[j++];
+    while (j < pattern.size() && std::string_view("-+ 0#").find(pattern[j]) != std::string_view::npos)
+      flags += pattern[j++];
     std::string width, precision;
     while (j < pattern.size() && std::isdigit(static_cast<unsigned char>(pattern[j]))) width += pattern[j++];
     if (j < pattern.size() && pattern[j] == '.') {
@@ -700,21 +738,34 @@ std::string percent_format(const std::string& pattern, const Value& args) {
     std::string spec = "%" + flags + width + (precision.empty() ? "" : "." + precision);
     char buffer[10240];
     switch (conversion) {
-      case 's': case 'r': {
+      case 's':
+      case 'r': {
         std::string text = conversion == 's' ? to_str(v) : to_repr(v);
-        if (!precision.empty()) text = text.substr(0, py::code_points(text).offsets[std::min(py::length(text), static_cast<size_t>(std::stoul(precision)))]);
+        if (!precision.empty())
+          text = text.substr(
+              0, py::code_points(text).offsets[std::min(py::length(text), static_cast<size_t>(std::stoul(precision)))]);
         const size_t w = width.empty() ? 0 : std::stoul(width);
         const size_t length = py::length(text);
-        if (length < w) text = flags.find('-') != std::string::npos ? text + std::string(w - length, ' ') : std::string(w - length, ' ') + text;
+        if (length < w)
+          text = flags.find('-') != std::string::npos ? text + std::string(w - length, ' ')
+                                                      : std::string(w - length, ' ') + text;
         out += text;
         break;
       }
-      case 'd': case 'i':
-        if (!v.is_number()) throw TemplateError(fmt::format("%{} format: a real number is required, not {}", conversion, type_name(v)));
-        std::snprintf(buffer, sizeof buffer, (spec + "lld").c_str(), static_cast<long long>(v.type() == Value::Type::Float ? std::trunc(v.as_float()) : v.as_int()));
+      case 'd':
+      case 'i':
+        if (!v.is_number())
+          throw TemplateError(fmt::format("%{} format: a real number is required, not {}", conversion, type_name(v)));
+        std::snprintf(buffer, sizeof buffer, (spec + "lld").c_str(),
+                      static_cast<long long>(v.type() == Value::Type::Float ? std::trunc(v.as_float()) : v.as_int()));
         out += buffer;
         break;
-      case 'f': case 'F': case 'e': case 'E': case 'g': case 'G':
+      case 'f':
+      case 'F':
+      case 'e':
+      case 'E':
+      case 'g':
+      case 'G':
         if (!v.is_number()) throw TemplateError(fmt::format("must be real number, not {}", type_name(v)));
         std::snprintf(buffer, sizeof buffer, (spec + conversion).c_str(), v.as_float());
         out += buffer;

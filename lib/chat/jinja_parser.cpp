@@ -40,7 +40,8 @@ class Parser {
   class DepthGuard {
    public:
     DepthGuard(Parser& parser) : parser_(parser) {
-      if (++parser_.depth_ > kMaxDepth) parser_.fail(fmt::format("the template nests more than {} levels deep", kMaxDepth));
+      if (++parser_.depth_ > kMaxDepth)
+        parser_.fail(fmt::format("the template nests more than {} levels deep", kMaxDepth));
     }
     ~DepthGuard() { --parser_.depth_; }
 
@@ -119,16 +120,15 @@ class Parser {
         case TokenType::End:
           if (end_tags.size() != 0) fail_unclosed();
           return body;
-        default:
-          fail(fmt::format("unexpected {}", describe(token)));
+        default: fail(fmt::format("unexpected {}", describe(token)));
       }
     }
   }
 
   [[noreturn]] void fail_unclosed() const {
     const OpenBlock& open = open_.back();
-    fail(fmt::format("unexpected end of template: the '{}' block opened on line {} is never closed (expected '{}')", open.tag,
-                     open.line, open.closers.front()));
+    fail(fmt::format("unexpected end of template: the '{}' block opened on line {} is never closed (expected '{}')",
+                     open.tag, open.line, open.closers.front()));
   }
 
   // Body of a block statement up to one of `end_tags`; `drop` consumes that tag's name.
@@ -198,8 +198,8 @@ class Parser {
                         "endgeneration", "endraw"})) {
       if (open_.empty()) fail(fmt::format("unexpected '{}': no block is open", tag));
       const OpenBlock& inner = open_.back();
-      fail(fmt::format("unexpected '{}': the innermost open block is the '{}' on line {}, closed by '{}'", tag, inner.tag,
-                       inner.line, inner.closers.front()));
+      fail(fmt::format("unexpected '{}': the innermost open block is the '{}' on line {}, closed by '{}'", tag,
+                       inner.tag, inner.line, inner.closers.front()));
     } else {
       fail(fmt::format("unknown tag '{}'", tag));
     }
@@ -322,7 +322,8 @@ class Parser {
       }
       if (cur().type != TokenType::Name) fail(fmt::format("cannot assign to {}", describe(cur())));
       const std::string& name = cur().text;
-      if (in(name, {"true", "false", "True", "False", "none", "None"})) fail(fmt::format("cannot assign to '{}'", name));
+      if (in(name, {"true", "false", "True", "False", "none", "None"}))
+        fail(fmt::format("cannot assign to '{}'", name));
       AssignTarget::Item item{name, ""};
       next();
       if (with_namespace && is_op(".")) {
@@ -489,7 +490,8 @@ class Parser {
   ExprPtr parse_pow() {
     const int at = line();
     ExprPtr left = parse_unary(true);
-    while (skip_op("**")) left = std::make_unique<BinaryExpr>(BinaryExpr::Op::Pow, std::move(left), parse_unary(true), at);
+    while (skip_op("**"))
+      left = std::make_unique<BinaryExpr>(BinaryExpr::Op::Pow, std::move(left), parse_unary(true), at);
     return left;
   }
 
@@ -550,8 +552,7 @@ class Parser {
         if (token.text == "[") return parse_list();
         if (token.text == "{") return parse_dict();
         break;
-      default:
-        break;
+      default: break;
     }
     fail(fmt::format("unexpected {}", describe(token)));
   }
@@ -616,7 +617,8 @@ class Parser {
         next();
         return std::make_unique<GetattrExpr>(std::move(node), std::move(name), at);
       }
-      if (cur().type != TokenType::Integer) fail(fmt::format("expected a name or number after '.', got {}", describe(cur())));
+      if (cur().type != TokenType::Integer)
+        fail(fmt::format("expected a name or number after '.', got {}", describe(cur())));
       auto index = std::make_unique<ConstExpr>(Value::integer(cur().integer), at);
       next();
       return std::make_unique<GetitemExpr>(std::move(node), std::move(index), at);
@@ -710,9 +712,9 @@ class Parser {
     const std::string name = dotted_name();
     auto test = std::make_unique<TestExpr>(std::move(node), name, find_test(name), at);
     const Token& token = cur();
-    const bool starts_argument =
-        token.type == TokenType::Name || token.type == TokenType::String || token.type == TokenType::Integer ||
-        token.type == TokenType::Float || is_op("(") || is_op("[") || is_op("{");
+    const bool starts_argument = token.type == TokenType::Name || token.type == TokenType::String ||
+                                 token.type == TokenType::Integer || token.type == TokenType::Float || is_op("(") ||
+                                 is_op("[") || is_op("{");
     if (is_op("(")) {
       parse_call_args(test->args);
     } else if (starts_argument && !is_name("else") && !is_name("or") && !is_name("and")) {
@@ -729,7 +731,6 @@ class Parser {
   int loop_depth_ = 0;
   std::vector<OpenBlock> open_;
 };
-
 
 // Every expression of a body, with whether it sits where jinja2 compiles in a "soft" frame: an if
 // statement's test or body (not inside a loop, macro or block within it), or an inline if-expression.

@@ -77,7 +77,8 @@ void repr_into(std::string& out, const Value& value, int depth) {
       } else {
         const Value* index = object.find("index");
         const Value* length = object.find("length");
-        out += fmt::format("<{} {}/{}>", object.class_name, index ? to_str(*index) : "?", length ? to_str(*length) : "?");
+        out +=
+            fmt::format("<{} {}/{}>", object.class_name, index ? to_str(*index) : "?", length ? to_str(*length) : "?");
       }
       return;
     }
@@ -100,13 +101,34 @@ void json_string(std::string& out, const std::string& text, bool ensure_ascii) {
   for (size_t pos = 0; pos < text.size();) {
     const unsigned char byte = static_cast<unsigned char>(text[pos]);
     switch (byte) {
-      case '"': out += "\\\""; ++pos; continue;
-      case '\\': out += "\\\\"; ++pos; continue;
-      case '\n': out += "\\n"; ++pos; continue;
-      case '\r': out += "\\r"; ++pos; continue;
-      case '\t': out += "\\t"; ++pos; continue;
-      case '\b': out += "\\b"; ++pos; continue;
-      case '\f': out += "\\f"; ++pos; continue;
+      case '"':
+        out += "\\\"";
+        ++pos;
+        continue;
+      case '\\':
+        out += "\\\\";
+        ++pos;
+        continue;
+      case '\n':
+        out += "\\n";
+        ++pos;
+        continue;
+      case '\r':
+        out += "\\r";
+        ++pos;
+        continue;
+      case '\t':
+        out += "\\t";
+        ++pos;
+        continue;
+      case '\b':
+        out += "\\b";
+        ++pos;
+        continue;
+      case '\f':
+        out += "\\f";
+        ++pos;
+        continue;
       default: break;
     }
     if (byte < 0x20 || (ensure_ascii && byte == 0x7F)) {
@@ -149,8 +171,7 @@ std::string json_key(const Value& key) {
     case Value::Type::None: return "null";
     case Value::Type::Int: return py::int_str(key.as_int());
     case Value::Type::Float: return json_float(key.as_float());
-    default:
-      throw TemplateError(fmt::format("keys must be str, int, float, bool or None, not {}", type_name(key)));
+    default: throw TemplateError(fmt::format("keys must be str, int, float, bool or None, not {}", type_name(key)));
   }
 }
 
@@ -195,7 +216,8 @@ void json_into(std::string& out, const Value& value, const JsonOptions& options,
         for (const auto& [key, item] : source) {
           if (!key.is_string()) throw TemplateError("tojson(sort_keys=true) needs string keys");
         }
-        std::stable_sort(entries.begin(), entries.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+        std::stable_sort(entries.begin(), entries.end(),
+                         [](const auto& x, const auto& y) { return x.first < y.first; });
       }
       out += '{';
       bool first = true;
@@ -211,8 +233,7 @@ void json_into(std::string& out, const Value& value, const JsonOptions& options,
       out += '}';
       return;
     }
-    default:
-      throw TemplateError(fmt::format("Object of type {} is not JSON serializable", type_name(value)));
+    default: throw TemplateError(fmt::format("Object of type {} is not JSON serializable", type_name(value)));
   }
 }
 
@@ -254,7 +275,8 @@ Value Value::string(std::string s) {
 }
 namespace {
 uint16_t container_depth(int deepest_item) {
-  if (deepest_item + 1 > kMaxNesting) throw TemplateError(fmt::format("lists and dicts nest more than {} levels deep", kMaxNesting));
+  if (deepest_item + 1 > kMaxNesting)
+    throw TemplateError(fmt::format("lists and dicts nest more than {} levels deep", kMaxNesting));
   return static_cast<uint16_t>(deepest_item + 1);
 }
 }  // namespace

@@ -38,7 +38,8 @@ bool is_lone_byte(uint32_t c) { return c >= kLoneByteBase && c < kLoneByteBase +
 bool is_cased(uint32_t c) {
   if (is_lone_byte(c) || c > 0x10FFFF) return false;
   const auto category = utf8proc_category(static_cast<utf8proc_int32_t>(c));
-  if (category == UTF8PROC_CATEGORY_LU || category == UTF8PROC_CATEGORY_LL || category == UTF8PROC_CATEGORY_LT) return true;
+  if (category == UTF8PROC_CATEGORY_LU || category == UTF8PROC_CATEGORY_LL || category == UTF8PROC_CATEGORY_LT)
+    return true;
   const auto cp = static_cast<utf8proc_int32_t>(c);
   return utf8proc_toupper(cp) != cp || utf8proc_tolower(cp) != cp;
 }
@@ -134,22 +135,41 @@ size_t length(std::string_view text) {
 
 bool is_space(uint32_t c) {
   switch (c) {
-    case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x1C: case 0x1D: case 0x1E: case 0x1F:
-    case 0x20: case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F:
-    case 0x3000:
-      return true;
-    default:
-      return c >= 0x2000 && c <= 0x200A;
+    case 0x09:
+    case 0x0A:
+    case 0x0B:
+    case 0x0C:
+    case 0x0D:
+    case 0x1C:
+    case 0x1D:
+    case 0x1E:
+    case 0x1F:
+    case 0x20:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000: return true;
+    default: return c >= 0x2000 && c <= 0x200A;
   }
 }
 
 bool is_line_break(uint32_t c) {
   switch (c) {
-    case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x1C: case 0x1D: case 0x1E: case 0x85: case 0x2028:
-    case 0x2029:
-      return true;
-    default:
-      return false;
+    case 0x0A:
+    case 0x0B:
+    case 0x0C:
+    case 0x0D:
+    case 0x1C:
+    case 0x1D:
+    case 0x1E:
+    case 0x85:
+    case 0x2028:
+    case 0x2029: return true;
+    default: return false;
   }
 }
 
@@ -157,11 +177,15 @@ bool is_printable(uint32_t c) {
   if (c == ' ') return true;
   if (is_lone_byte(c) || c > 0x10FFFF) return false;
   switch (utf8proc_category(static_cast<utf8proc_int32_t>(c))) {
-    case UTF8PROC_CATEGORY_CC: case UTF8PROC_CATEGORY_CF: case UTF8PROC_CATEGORY_CS: case UTF8PROC_CATEGORY_CO:
-    case UTF8PROC_CATEGORY_CN: case UTF8PROC_CATEGORY_ZL: case UTF8PROC_CATEGORY_ZP: case UTF8PROC_CATEGORY_ZS:
-      return false;
-    default:
-      return true;
+    case UTF8PROC_CATEGORY_CC:
+    case UTF8PROC_CATEGORY_CF:
+    case UTF8PROC_CATEGORY_CS:
+    case UTF8PROC_CATEGORY_CO:
+    case UTF8PROC_CATEGORY_CN:
+    case UTF8PROC_CATEGORY_ZL:
+    case UTF8PROC_CATEGORY_ZP:
+    case UTF8PROC_CATEGORY_ZS: return false;
+    default: return true;
   }
 }
 
@@ -194,7 +218,9 @@ bool str_is(std::string_view text, CharTest test) {
     bool ok = false;
     switch (test) {
       case CharTest::Alpha: ok = alpha; break;
-      case CharTest::Digit: ok = decimal || (category == UTF8PROC_CATEGORY_NO && (c == 0xB2 || c == 0xB3 || c == 0xB9)); break;
+      case CharTest::Digit:
+        ok = decimal || (category == UTF8PROC_CATEGORY_NO && (c == 0xB2 || c == 0xB3 || c == 0xB9));
+        break;
       case CharTest::Decimal: ok = decimal; break;
       case CharTest::Numeric: ok = numeric; break;
       case CharTest::Alnum: ok = alpha || numeric; break;
@@ -407,7 +433,8 @@ std::string float_repr(double value) {
     } else if (static_cast<size_t>(exponent) + 1 >= digits.size()) {
       out = digits + std::string(static_cast<size_t>(exponent) + 1 - digits.size(), '0') + ".0";
     } else {
-      out = digits.substr(0, static_cast<size_t>(exponent) + 1) + "." + digits.substr(static_cast<size_t>(exponent) + 1);
+      out =
+          digits.substr(0, static_cast<size_t>(exponent) + 1) + "." + digits.substr(static_cast<size_t>(exponent) + 1);
     }
     return sign + out;
   }

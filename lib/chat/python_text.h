@@ -20,9 +20,9 @@ struct CodePoints {
 CodePoints code_points(std::string_view text);
 size_t length(std::string_view text);  // in code points
 
-bool is_space(uint32_t c);           // str.isspace()
-bool is_line_break(uint32_t c);      // what str.splitlines() splits at
-bool is_printable(uint32_t c);       // str.isprintable(), which repr() uses to decide on escapes
+bool is_space(uint32_t c);       // str.isspace()
+bool is_line_break(uint32_t c);  // what str.splitlines() splits at
+bool is_printable(uint32_t c);   // str.isprintable(), which repr() uses to decide on escapes
 
 // str.isalpha(), isdigit(), ... : false for the empty string, as in Python.
 enum class CharTest { Alpha, Digit, Decimal, Numeric, Alnum, Space, Upper, Lower };
@@ -45,8 +45,8 @@ std::string replace(std::string_view text, std::string_view old, std::string_vie
 // str.count(sub): non-overlapping occurrences; an empty sub counts the len + 1 gaps.
 int64_t count(std::string_view text, std::string_view sub);
 
-std::string repr(std::string_view text);   // 'it' / "it's", with Python's escapes
-std::string float_repr(double value);      // repr(float): 0.1, 1e+16, 1.0, inf, nan
+std::string repr(std::string_view text);  // 'it' / "it's", with Python's escapes
+std::string float_repr(double value);     // repr(float): 0.1, 1e+16, 1.0, inf, nan
 std::string int_str(int64_t value);
 
 }  // namespace kvc::py

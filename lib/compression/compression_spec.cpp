@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "press/press_registry.h"
 #include "lowrank/lowrank_setup.h"
+#include "press/press_registry.h"
 #include "retrieval/retrieval_setup.h"
 #include "util/error.h"
 
@@ -89,7 +89,8 @@ CacheSetup build_cache_setup(const CompressionSpec& spec, const LlamaModel& mode
   CacheSetup setup = make_press_setup(params, model);
   // Low-rank storage composes with eviction: the press keeps its observer and calls retain() on it.
   if (!spec.lowrank_file.empty()) {
-    setup.set_layer_factory(lowrank::make_lowrank_factory(lowrank::parse_lowrank_spec(spec.lowrank_file, spec.rank), model));
+    setup.set_layer_factory(
+        lowrank::make_lowrank_factory(lowrank::parse_lowrank_spec(spec.lowrank_file, spec.rank), model));
     check_layout(setup, params.name, "--lowrank");
     // A press compresses a low-rank layer after that layer's prefill attention, as it does a dense one.
     setup.shared_prefill_layout = fmt::format("lowrank {} rank={}", spec.lowrank_file, spec.rank);
@@ -99,8 +100,10 @@ CacheSetup build_cache_setup(const CompressionSpec& spec, const LlamaModel& mode
       const at::ScalarType type = parse_cache_type(spec.cache_type, "typed cache");
       setup.cache_types = CacheTypes{type, type}.resolved(model.dtype());
       check_cache_types_fit(setup.cache_types, model.config().head_dim, model.device());
-      KVC_CHECK(!setup.has_layout(), "--press {} builds caches of its own layout, which a typed cache row ({}) cannot "
-                "type; use --cache-type-k/-v", params.name, spec.cache_type);
+      KVC_CHECK(!setup.has_layout(),
+                "--press {} builds caches of its own layout, which a typed cache row ({}) cannot "
+                "type; use --cache-type-k/-v",
+                params.name, spec.cache_type);
     }
     const CacheTypes t = setup.dense_cache_types(model);
     KVC_CHECK(!setup.needs.merge || !t.any_block_format(),

@@ -9,15 +9,15 @@
 namespace kvc {
 
 struct CompressionSpec {
-  std::string press = "none";  // token eviction: NAME[:key=val,...]
-  double ratio = 0.0;          // share of the prompt's cache to remove (0 = keep all)
-  int64_t budget = 0;          // or: entries to keep per KV head (never both)
-  std::string budgets_file;    // per-layer budgets from kvc-profile
-  std::string lowrank_file;    // gates.safetensors (adaptive) or bases.safetensors (fixed rank)
-  int64_t rank = 0;            // fixed rank with a bases file
-  std::string retrieval;       // KV cache on storage, clustered: STRATEGY[:key=val,...]
-  std::string retrieval_store; // its store file (empty: temporary files)
-  std::string cache_type;      // keys and values in f32|f16|bf16|q8_0|q4_0 (a sweep's typed row; empty: the model's)
+  std::string press = "none";   // token eviction: NAME[:key=val,...]
+  double ratio = 0.0;           // share of the prompt's cache to remove (0 = keep all)
+  int64_t budget = 0;           // or: entries to keep per KV head (never both)
+  std::string budgets_file;     // per-layer budgets from kvc-profile
+  std::string lowrank_file;     // gates.safetensors (adaptive) or bases.safetensors (fixed rank)
+  int64_t rank = 0;             // fixed rank with a bases file
+  std::string retrieval;        // KV cache on storage, clustered: STRATEGY[:key=val,...]
+  std::string retrieval_store;  // its store file (empty: temporary files)
+  std::string cache_type;       // keys and values in f32|f16|bf16|q8_0|q4_0 (a sweep's typed row; empty: the model's)
 
   bool is_uncompressed() const {
     return (press == "none" || press.empty()) && lowrank_file.empty() && retrieval.empty() && cache_type.empty();

@@ -38,7 +38,8 @@ void read_gemma3_fields(const nlohmann::json& j, ModelConfig& c, const std::stri
       const auto& r = rp[layer_type];
       KVC_CHECK(r.is_object() && r.value("rope_type", std::string("default")) == "default",
                 "{}: rope_parameters.{} must be an object of rope_type default (scaled RoPE is read from "
-                "rope_scaling)", src, layer_type);
+                "rope_scaling)",
+                src, layer_type);
       KVC_CHECK(r.contains("rope_theta") && r["rope_theta"].is_number() && r["rope_theta"].get<double>() > 1,
                 "{}: rope_parameters.{}.rope_theta must be a number above 1", src, layer_type);
       return r["rope_theta"].get<double>();
@@ -46,15 +47,15 @@ void read_gemma3_fields(const nlohmann::json& j, ModelConfig& c, const std::stri
     c.rope_theta = theta("full_attention", c.rope_theta);
     c.rope_local_theta = theta("sliding_attention", c.rope_local_theta);
   }
-  KVC_CHECK(j.contains("sliding_window") && j["sliding_window"].is_number_integer() &&
-                j["sliding_window"].get<int64_t>() > 0,
-            "{}: field 'sliding_window' must be a positive integer for Gemma 3", src);
+  KVC_CHECK(
+      j.contains("sliding_window") && j["sliding_window"].is_number_integer() && j["sliding_window"].get<int64_t>() > 0,
+      "{}: field 'sliding_window' must be a positive integer for Gemma 3", src);
   c.local_window = j["sliding_window"].get<int64_t>();
   c.sliding_window = 0;  // global layers see everything
   if (j.contains("layer_types") && j["layer_types"].is_array()) {
     const auto& types = j["layer_types"];
-    KVC_CHECK(static_cast<int64_t>(types.size()) == c.num_layers, "{}: 'layer_types' has {} entries for {} layers",
-              src, types.size(), c.num_layers);
+    KVC_CHECK(static_cast<int64_t>(types.size()) == c.num_layers, "{}: 'layer_types' has {} entries for {} layers", src,
+              types.size(), c.num_layers);
     c.local_layers.clear();
     for (const auto& t : types) {
       KVC_CHECK(t == "sliding_attention" || t == "full_attention",

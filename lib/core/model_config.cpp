@@ -44,7 +44,8 @@ double number_in(const json& j, const char* key, double fallback, double low, do
 // Hugging Face spells SiLU both ways; any other activation would silently compute another model.
 std::string activation(const json& j, const std::string& src) {
   if (!j.contains("hidden_act") || j["hidden_act"].is_null()) return "silu";
-  KVC_CHECK(j["hidden_act"].is_string(), "{}: field 'hidden_act' must be a string, got {}", src, j["hidden_act"].dump());
+  KVC_CHECK(j["hidden_act"].is_string(), "{}: field 'hidden_act' must be a string, got {}", src,
+            j["hidden_act"].dump());
   const std::string act = j["hidden_act"].get<std::string>();
   KVC_CHECK(act == "silu" || act == "swish", "{}: hidden_act '{}' is not supported (only silu)", src, act);
   return act;
@@ -55,7 +56,6 @@ bool bool_or(const json& j, const char* key, bool fallback, const std::string& s
   KVC_CHECK(j[key].is_boolean(), "{}: field '{}' must be true or false", src, key);
   return j[key].get<bool>();
 }
-
 
 // transformers 5 writes one `rope_parameters` object (rope_type, rope_theta and the scaling's fields) where
 // earlier versions wrote `rope_theta` and `rope_scaling`; Gemma 3 writes one per layer type instead
@@ -86,8 +86,7 @@ RopeScaling parse_rope_scaling(const json& j, const std::string& src) {
   s.original_max_position_embeddings =
       static_cast<int64_t>(number_or(r, "original_max_position_embeddings", 8192, src));
   if (s.type == "llama3") {
-    KVC_CHECK(s.high_freq_factor > s.low_freq_factor, "{}: rope_scaling needs high_freq_factor > low_freq_factor",
-              src);
+    KVC_CHECK(s.high_freq_factor > s.low_freq_factor, "{}: rope_scaling needs high_freq_factor > low_freq_factor", src);
   }
   return s;
 }
@@ -135,8 +134,9 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
             "{}: hidden_size ({}) is not a multiple of num_attention_heads ({}) and no head_dim is given", src,
             c.hidden_size, c.num_heads);
   c.head_dim = explicit_head_dim ? required_positive(j, "head_dim", src) : c.hidden_size / c.num_heads;
-  KVC_CHECK(c.num_heads % c.num_kv_heads == 0, "{}: num_attention_heads ({}) is not a multiple of num_key_value_heads ({})",
-            src, c.num_heads, c.num_kv_heads);
+  KVC_CHECK(c.num_heads % c.num_kv_heads == 0,
+            "{}: num_attention_heads ({}) is not a multiple of num_key_value_heads ({})", src, c.num_heads,
+            c.num_kv_heads);
   KVC_CHECK(c.head_dim % 2 == 0, "{}: head_dim ({}) must be even for RoPE", src, c.head_dim);
   // eps guards a division by the RMS of activations; 1 or more would dominate it in every real model.
   c.rms_norm_eps = number_in(j, "rms_norm_eps", 1e-6, 0.0, 1.0, src);
@@ -149,19 +149,20 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
   c.qkv_bias = c.traits.always_qkv_bias || bool_or(j, "attention_bias", false, src);
   KVC_CHECK(!bool_or(j, "mlp_bias", false, src), "{}: mlp_bias=true is not supported", src);
   activation(j, src);
-  const bool window_on = c.traits.honours_sliding_window ||
-                         (c.traits.sliding_window_flag && bool_or(j, "use_sliding_window", false, src));
+  const bool window_on =
+      c.traits.honours_sliding_window || (c.traits.sliding_window_flag && bool_or(j, "use_sliding_window", false, src));
   if (window_on && j.contains("sliding_window") && j["sliding_window"].is_number_integer()) {
     c.sliding_window = j["sliding_window"].get<int64_t>();
   }
   // Read wide and range-checked: get<int>() would wrap 2^40 to 0, a real token.
   const auto token_id = [&](const json& v, const char* field) {
     const int64_t id = v.get<int64_t>();
-    KVC_CHECK(id >= 0 && id < std::max<int64_t>(c.vocab_size, 1), "{}: {} is {}, outside the vocabulary (0 to {})",
-              src, field, id, c.vocab_size - 1);
+    KVC_CHECK(id >= 0 && id < std::max<int64_t>(c.vocab_size, 1), "{}: {} is {}, outside the vocabulary (0 to {})", src,
+              field, id, c.vocab_size - 1);
     return static_cast<int>(id);
   };
-  if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_token_id = token_id(j["bos_token_id"], "bos_token_id");
+  if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer())
+    c.bos_token_id = token_id(j["bos_token_id"], "bos_token_id");
   if (j.contains("eos_token_id")) {
     const json& e = j["eos_token_id"];
     if (e.is_number_integer()) c.eos_token_ids = {token_id(e, "eos_token_id")};

@@ -53,7 +53,7 @@ void Rope::ensure_table(int64_t max_position) const {
   if (!device_.is_cpu()) {
     const at::Tensor angles = at::outer(at::arange(len, at::TensorOptions().dtype(at::kDouble)), inv_freq_);
     const at::Tensor full = at::cat({angles, angles}, /*dim=*/1);  // HF duplicates the half
-    cos_ = full.cos().to(device_);  // float64; cast to the activations' dtype on use
+    cos_ = full.cos().to(device_);                                 // float64; cast to the activations' dtype on use
     sin_ = full.sin().to(device_);
   } else {
     // In slices of positions, so that no float64 temporary of the whole table is ever held.
@@ -74,9 +74,10 @@ void Rope::ensure_table(int64_t max_position) const {
 
 at::Tensor Rope::rotate(const at::Tensor& x, const at::Tensor& positions, bool inverse) const {
   if (x.size(-2) == 0) return x;
-  const bool positions_fit = positions.dim() == 1 ? positions.size(0) == x.size(-2)
-                                                  : positions.dim() == 2 && x.dim() == 3 &&
-                                                        positions.size(0) == x.size(0) && positions.size(1) == x.size(1);
+  const bool positions_fit =
+      positions.dim() == 1
+          ? positions.size(0) == x.size(-2)
+          : positions.dim() == 2 && x.dim() == 3 && positions.size(0) == x.size(0) && positions.size(1) == x.size(1);
   if (x.device().is_cpu() && device_.is_cpu() && x.scalar_type() == at::kFloat && x.dim() == 3 && x.stride(2) == 1 &&
       x.size(2) == head_dim_ && positions.device().is_cpu() && positions.scalar_type() == at::kLong && positions_fit &&
       !records_gradient({x})) {

@@ -32,8 +32,7 @@ CacheFootprint run_schedule(const LlamaModel& model, const std::vector<int>& tok
   ForwardOptions prefill;
   prefill.all_logits = false;
   prefill.observer = observer.get();
-  const at::Tensor last =
-      model.forward(std::vector<int>(tokens.begin(), tokens.begin() + context), cache, prefill);
+  const at::Tensor last = model.forward(std::vector<int>(tokens.begin(), tokens.begin() + context), cache, prefill);
   return continue_schedule(model, tokens, context, chunk, cache, observer.get(), last, on_logits);
 }
 
@@ -110,8 +109,8 @@ KlWindowScore KlWindowScorer::finish(const CacheFootprint& compressed_after_pref
   return score_;
 }
 
-KlWindowScore score_kl_window(const LlamaModel& model, const std::vector<int>& tokens, int64_t context,
-                              int64_t chunk, const ReferenceRun& reference, const CacheSetup& setup) {
+KlWindowScore score_kl_window(const LlamaModel& model, const std::vector<int>& tokens, int64_t context, int64_t chunk,
+                              const ReferenceRun& reference, const CacheSetup& setup) {
   KlWindowScorer scorer(reference, tokens, context);
   const CacheFootprint after_prefill =
       run_schedule(model, tokens, context, chunk, setup, [&](const at::Tensor& rows) { scorer.add(rows); });

@@ -6,8 +6,8 @@
 #include <functional>
 #include <vector>
 
-#include "model/cache_setup.h"
 #include "eval/perplexity.h"
+#include "model/cache_setup.h"
 
 namespace kvc {
 
@@ -27,7 +27,7 @@ struct KlResult {
   bool stopped = false;  // Ctrl-C stopped the run after `windows` of `windows_planned`
   double ppl_reference = 0;
   double ppl_compressed = 0;
-  int64_t reference_kv_bytes = 0;   // Σ over windows of payload bytes after prefill
+  int64_t reference_kv_bytes = 0;  // Σ over windows of payload bytes after prefill
   int64_t compressed_kv_bytes = 0;
   // Of those, what sliding-window layers hold (CacheFootprint::window_payload_bytes): compression leaves them.
   int64_t reference_window_kv_bytes = 0;
@@ -106,8 +106,8 @@ class KlWindowScorer {
 };
 
 // A window's scores for `setup` run on its own schedule against `reference`.
-KlWindowScore score_kl_window(const LlamaModel& model, const std::vector<int>& tokens, int64_t context,
-                              int64_t chunk, const ReferenceRun& reference, const CacheSetup& setup);
+KlWindowScore score_kl_window(const LlamaModel& model, const std::vector<int>& tokens, int64_t context, int64_t chunk,
+                              const ReferenceRun& reference, const CacheSetup& setup);
 
 // The result over these windows; refuses an empty set (nothing scored) in one line.
 KlResult combine_kl_windows(const std::vector<KlWindowScore>& windows);

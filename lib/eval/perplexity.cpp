@@ -24,9 +24,8 @@ std::vector<std::pair<int64_t, int64_t>> plan_windows(int64_t num_tokens, const 
 }
 
 double total_nll(const at::Tensor& logits, const std::vector<int>& targets) {
-  const at::Tensor idx = at::tensor(std::vector<int64_t>(targets.begin(), targets.end()), at::kLong)
-                             .unsqueeze(1)
-                             .to(logits.device());
+  const at::Tensor idx =
+      at::tensor(std::vector<int64_t>(targets.begin(), targets.end()), at::kLong).unsqueeze(1).to(logits.device());
   double nll = 0;
   for (int64_t begin = 0; begin < logits.size(0); begin += kScoredRowsPerBlock) {
     const int64_t rows = std::min(kScoredRowsPerBlock, logits.size(0) - begin);
@@ -48,7 +47,7 @@ PerplexityResult evaluate_perplexity(const LlamaModel& model, const std::vector<
   r.windows_planned = static_cast<int64_t>(windows.size());
   for (const auto& [begin, end] : windows) {
     if ((r.stopped = interrupted())) break;  // Ctrl-C: the windows scored so far are the result
-    if (end - begin < 2) continue;  // a one-token window has nothing to score
+    if (end - begin < 2) continue;           // a one-token window has nothing to score
     std::vector<int> tokens(ids.begin() + begin, ids.begin() + end);
     // Rows [first, n-1) of the logits predict tokens [first+1, n).
     int64_t first = 0;

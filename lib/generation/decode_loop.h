@@ -14,9 +14,9 @@ namespace kvc {
 struct DecodeLimits {
   int64_t max_new_tokens = 0;
   bool stop_at_eos = true;
-  bool keep_eos = true;              // hand the end-of-sequence token to `keep` before stopping
-  bool allow_past_context = false;   // a bounded cache may decode past the trained context
-  bool stop_on_interrupt = false;    // Ctrl-C ends the loop ("interrupted")
+  bool keep_eos = true;             // hand the end-of-sequence token to `keep` before stopping
+  bool allow_past_context = false;  // a bounded cache may decode past the trained context
+  bool stop_on_interrupt = false;   // Ctrl-C ends the loop ("interrupted")
 };
 
 // Returns why it stopped: "max_new_tokens", "eos", "context", "interrupted", or the non-empty reason

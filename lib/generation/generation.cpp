@@ -37,8 +37,8 @@ GenerationResult generate(const LlamaModel& model, KVCache& cache, const Generat
   // it while decoding, where a larger allocation and a copy of the whole cache would land in one step.
   // Compression methods manage their own capacity.
   if (observer == nullptr) {
-    cache.reserve(std::min<int64_t>(cache.next_position() + prompt_len + request.max_new_tokens,
-                                    c.max_position_embeddings));
+    cache.reserve(
+        std::min<int64_t>(cache.next_position() + prompt_len + request.max_new_tokens, c.max_position_embeddings));
   }
   const auto prefill_start = std::chrono::steady_clock::now();
   ForwardOptions prefill = options;

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "cache/kv_cache.h"
-#include "model/llama_model.h"
 #include "generation/sampler.h"
+#include "model/llama_model.h"
 
 namespace kvc {
 
@@ -33,7 +33,7 @@ struct GenerationStats {
   CacheFootprint kv_final;
   int64_t kv_peak_resident_bytes = 0;
   int64_t peak_rss_bytes = 0;
-  int64_t decode_aten_ops = -1;  // with GenerationRequest::count_ops; -1: not counted
+  int64_t decode_aten_ops = -1;                            // with GenerationRequest::count_ops; -1: not counted
   std::map<std::string, int64_t> decode_aten_ops_by_name;  // the same calls by operator name
   double prefill_tokens_per_second() const { return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0; }
   double decode_tokens_per_second() const {

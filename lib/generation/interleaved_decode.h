@@ -21,7 +21,9 @@ struct InterleavedRun {
   int64_t steps = 0;
   std::vector<int> tokens;  // the greedy token after the prompt, then one per step
   CacheFootprint kv;        // after the last step
-  double decode_tokens_per_second() const { return decode_seconds > 0 ? static_cast<double>(steps) / decode_seconds : 0; }
+  double decode_tokens_per_second() const {
+    return decode_seconds > 0 ? static_cast<double>(steps) / decode_seconds : 0;
+  }
 };
 
 // One-line kvc::Error unless `prompt_tokens` + `steps` decode steps fit the model's context (steps >= 1).

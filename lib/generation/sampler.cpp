@@ -49,8 +49,7 @@ std::vector<int64_t> filter_candidates(const std::vector<double>& probs, int64_t
   return order;
 }
 
-Sampler::Sampler(const SamplingParams& params)
-    : params_(params), history_(params.penalty_context), rng_(params.seed) {
+Sampler::Sampler(const SamplingParams& params) : params_(params), history_(params.penalty_context), rng_(params.seed) {
   validate_sampling(params);
 }
 
@@ -63,8 +62,9 @@ int Sampler::sample(const at::Tensor& logits) {
   at::Tensor l = logits.reshape(-1).to(at::kCPU, at::kFloat);
   if (params_.repeat_penalty != 1.0 && params_.repeat_last_n != 0) {
     const at::Tensor c = l.to(at::kDouble).contiguous();
-    const std::vector<double> penalised = apply_repeat_penalty(
-        std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel()), recent_tokens(), params_.repeat_penalty);
+    const std::vector<double> penalised =
+        apply_repeat_penalty(std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel()),
+                             recent_tokens(), params_.repeat_penalty);
     l = at::tensor(penalised, at::kDouble).to(at::kFloat);
   }
   int chosen = 0;

@@ -47,7 +47,8 @@ ChatTaskPrompt render_task_prompt(const ChatFormat& format, const Tokenizer& tok
   static const std::string kMark = "\x1d\x1e\x1f";
   KVC_CHECK(context_part.find(kMark) == std::string::npos && question_part.find(kMark) == std::string::npos,
             "the task prompt holds the bytes 1D 1E 1F, which --chat uses to split it");
-  const std::string marked = chat.render(with_system(format, {{"user", context_part + kMark + question_part}}), options);
+  const std::string marked =
+      chat.render(with_system(format, {{"user", context_part + kMark + question_part}}), options);
   const size_t at = marked.find(kMark);
   KVC_CHECK(at != std::string::npos && marked.find(kMark, at + 1) == std::string::npos,
             "{}: the template does not keep the user's message whole, so --chat cannot keep the context and the "
@@ -69,7 +70,8 @@ ChatSession::ChatSession(ChatFormat format, const Tokenizer& tokenizer, BosChoic
 
 std::vector<int> ChatSession::user_turn(const std::string& message) {
   messages_.push_back({"user", message});
-  const std::string full = format_.chat_template->render(with_system(format_, messages_), chat_render_options(tokenizer_, true));
+  const std::string full =
+      format_.chat_template->render(with_system(format_, messages_), chat_render_options(tokenizer_, true));
   if (fed_text_.empty()) {
     fed_text_ = full;
     return encode_rendered_chat(tokenizer_, full, bos_);

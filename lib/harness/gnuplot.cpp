@@ -65,7 +65,8 @@ namespace {
 // pngcairo draws antialiased text; the plain png terminal is the fallback in minimal builds.
 std::string terminal(int width, int height) {
   return fmt::format(
-      "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {{ set terminal pngcairo size {0},{1} font 'sans,10' noenhanced }} "
+      "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {{ set terminal pngcairo size {0},{1} font 'sans,10' noenhanced "
+      "}} "
       "else {{ set terminal png size {0},{1} noenhanced }}\n",
       width, height);
 }
@@ -130,15 +131,16 @@ bool plot_heatmap(const std::string& png_path, const std::string& title, const s
     data += "\n";
   }
   write_file_atomic(base + ".dat", data);
-  std::string gp = terminal(100 + 110 * static_cast<int>(column_labels.size()) + 160,
-                            120 + 60 * static_cast<int>(rows));
+  std::string gp =
+      terminal(100 + 110 * static_cast<int>(column_labels.size()) + 160, 120 + 60 * static_cast<int>(rows));
   gp += "set output " + quoted(base_name(png_path)) + "\n";
   gp += "set title " + quoted(title) + " noenhanced\n";
   gp += "set xlabel " + quoted(xlabel) + " noenhanced\nset ylabel " + quoted(ylabel) + " noenhanced\n";
   gp += "set cbrange [0:1]\nset cblabel 'accuracy'\nset palette defined (0 '#b2182b', 0.5 '#fddbc7', 1 '#2166ac')\n";
   gp += fmt::format("set xrange [-0.5:{}]\nset yrange [-0.5:{}]\n", column_labels.size() - 0.5, rows - 0.5);
   gp += "set xtics (";
-  for (size_t c = 0; c < column_labels.size(); ++c) gp += fmt::format("{}{} {}", c ? ", " : "", quoted(column_labels[c]), c);
+  for (size_t c = 0; c < column_labels.size(); ++c)
+    gp += fmt::format("{}{} {}", c ? ", " : "", quoted(column_labels[c]), c);
   gp += ")\nset ytics (";
   for (size_t r = 0; r < rows; ++r) gp += fmt::format("{}{} {}", r ? ", " : "", quoted(row_labels[r]), rows - 1 - r);
   gp += ")\nset tics scale 0\nunset key\n";

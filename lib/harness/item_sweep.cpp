@@ -9,7 +9,8 @@ namespace kvc {
 
 nlohmann::json sampled_cell_result(const std::string& task, const std::vector<TaskItem>& items,
                                    const std::vector<SampleRecord>& records) {
-  KVC_CHECK(items.size() == records.size(), "cell of {}: {} records for {} samples", task, records.size(), items.size());
+  KVC_CHECK(items.size() == records.size(), "cell of {}: {} records for {} samples", task, records.size(),
+            items.size());
   std::vector<nlohmann::json> groups;
   std::vector<std::vector<SampleRecord>> members;
   double ratio = 0, ram_ratio = 0;

@@ -43,8 +43,8 @@ KlWindowScore from_json(const nlohmann::json& j, const std::string& key) {
   w.reference_window_kv_bytes = field("reference_window_kv_bytes").get<int64_t>();
   w.compressed_window_kv_bytes = field("compressed_window_kv_bytes").get<int64_t>();
   // Windows checkpointed before RAM was recorded come from caches held in RAM: their RAM is their payload.
-  w.compressed_ram_bytes = j.contains("compressed_ram_bytes") ? field("compressed_ram_bytes").get<int64_t>()
-                                                              : w.compressed_kv_bytes;
+  w.compressed_ram_bytes =
+      j.contains("compressed_ram_bytes") ? field("compressed_ram_bytes").get<int64_t>() : w.compressed_kv_bytes;
   w.seconds = field("seconds").get<double>();
   return w;
 }

@@ -45,10 +45,14 @@ nlohmann::json needle_grid_json(const NeedleGrid& grid, const nlohmann::json& me
   }
   nlohmann::json cells = nlohmann::json::array();
   for (const auto& c : grid.cells) cells.push_back(c.to_json());
-  return {{"lengths", grid.lengths},     {"depths", grid.depths},
-          {"accuracy_grid", acc},        {"accuracy_grid_layout", "accuracy_grid[depth index][length index]"},
-          {"accuracy", grid.overall_accuracy()}, {"samples", grid.sample_count()},
-          {"cells", cells},              {"metadata", metadata}};
+  return {{"lengths", grid.lengths},
+          {"depths", grid.depths},
+          {"accuracy_grid", acc},
+          {"accuracy_grid_layout", "accuracy_grid[depth index][length index]"},
+          {"accuracy", grid.overall_accuracy()},
+          {"samples", grid.sample_count()},
+          {"cells", cells},
+          {"metadata", metadata}};
 }
 
 std::string write_needle_report(const std::string& dir, const std::string& title, const NeedleGrid& grid,

@@ -32,8 +32,8 @@ ResultStore::ResultStore(std::string path, std::string key_field)
     nlohmann::json record = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
     const bool valid = complete && record.is_object() && record.contains(key_field_) && record[key_field_].is_string();
     if (!valid) {
-      KVC_CHECK(last, "{}:{}: not a complete result record; the file is corrupt (delete the line or the file)",
-                path_, line);
+      KVC_CHECK(last, "{}:{}: not a complete result record; the file is corrupt (delete the line or the file)", path_,
+                line);
       std::fprintf(stderr, "warning: %s:%zu: dropping a torn last line (%zu bytes) left by an interrupted run\n",
                    path_.c_str(), line, body.size());
       ++dropped_;

@@ -56,8 +56,8 @@ PromptTokens tokenize_prompt(const Tokenizer& tokenizer, const LlamaModel& model
   }
   const int64_t limit = model.config().max_position_embeddings;
   KVC_CHECK(max_prompt_tokens <= 0 || max_prompt_tokens + max_new_tokens <= limit,
-            "--max-length {} + {} new tokens exceeds the model's context of {} (lower --max-length)",
-            max_prompt_tokens, max_new_tokens, limit);
+            "--max-length {} + {} new tokens exceeds the model's context of {} (lower --max-length)", max_prompt_tokens,
+            max_new_tokens, limit);
   const int64_t room = max_prompt_tokens > 0 ? max_prompt_tokens : limit - max_new_tokens;
   if (p.size() <= room) return p;
   KVC_CHECK(truncation == Truncation::Middle,
@@ -93,8 +93,9 @@ bool ends_answer_line(const std::string& text) {
 
 }  // namespace
 
-SampleOutput finish_sample(const LlamaModel& model, const Tokenizer& tokenizer, KVCache& cache, const at::Tensor& logits,
-                           const PromptTokens& prompt, const DecodeOptions& decode, const ForwardOptions& options) {
+SampleOutput finish_sample(const LlamaModel& model, const Tokenizer& tokenizer, KVCache& cache,
+                           const at::Tensor& logits, const PromptTokens& prompt, const DecodeOptions& decode,
+                           const ForwardOptions& options) {
   SampleOutput out;
   out.prompt_tokens = prompt.size();
   const CacheFootprint footprint = cache.footprint();
@@ -135,7 +136,8 @@ SampleOutput run_sample(const LlamaModel& model, const Tokenizer& tokenizer, con
   }
   SampleOutput out = finish_sample(model, tokenizer, cache, logits, prompt, decode, options);
   finish_kept_dump(dump_kept, observer.get(), cache,
-                   {{"sample_id", sample_id}, {"query", mode == QueryMode::Aware ? "aware" : "agnostic"},
+                   {{"sample_id", sample_id},
+                    {"query", mode == QueryMode::Aware ? "aware" : "agnostic"},
                     {"context_tokens", std::to_string(prompt.context.size())}});
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;

@@ -70,9 +70,7 @@ struct SampleOutput {
     return full_kv_bytes > 0 ? 1.0 - static_cast<double>(kv_payload_bytes) / full_kv_bytes : 0.0;
   }
   // The same against the RAM the cache holds: differs from compression_ratio for a cache on storage.
-  double ram_ratio() const {
-    return full_kv_bytes > 0 ? 1.0 - static_cast<double>(kv_ram_bytes) / full_kv_bytes : 0.0;
-  }
+  double ram_ratio() const { return full_kv_bytes > 0 ? 1.0 - static_cast<double>(kv_ram_bytes) / full_kv_bytes : 0.0; }
 };
 
 struct DecodeOptions {
@@ -87,7 +85,8 @@ SampleOutput run_sample(const LlamaModel& model, const Tokenizer& tokenizer, con
 
 // The part of a sample after its prompt was fed: `logits` are the prompt's last, `cache` holds the prompt
 // (compressed as it was fed). Greedy decoding, the cache's bytes, and the prediction; seconds left 0.
-SampleOutput finish_sample(const LlamaModel& model, const Tokenizer& tokenizer, KVCache& cache, const at::Tensor& logits,
-                           const PromptTokens& prompt, const DecodeOptions& decode, const ForwardOptions& options);
+SampleOutput finish_sample(const LlamaModel& model, const Tokenizer& tokenizer, KVCache& cache,
+                           const at::Tensor& logits, const PromptTokens& prompt, const DecodeOptions& decode,
+                           const ForwardOptions& options);
 
 }  // namespace kvc

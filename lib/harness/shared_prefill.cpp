@@ -14,8 +14,7 @@ namespace kvc {
 // layer's step. It never touches the cache.
 class PrefillRecorder : public ForwardObserver {
  public:
-  explicit PrefillRecorder(std::vector<AttentionProbe> probes)
-      : probes_(std::move(probes)), steps_(probes_.size()) {}
+  explicit PrefillRecorder(std::vector<AttentionProbe> probes) : probes_(std::move(probes)), steps_(probes_.size()) {}
 
   AttentionProbe probe(int64_t layer) const override { return probes_[static_cast<size_t>(layer)]; }
   void after_attention(const LayerStep& step, KVCache&) override { steps_[static_cast<size_t>(step.layer)] = step; }
@@ -70,7 +69,8 @@ std::vector<std::vector<size_t>> prefill_groups(const std::vector<const CacheSet
   std::vector<std::pair<CacheTypes, std::string>> kinds;
   std::vector<std::vector<size_t>> groups;
   for (size_t i : indices) {
-    const std::pair<CacheTypes, std::string> kind{setups[i]->dense_cache_types(model), setups[i]->shared_prefill_layout};
+    const std::pair<CacheTypes, std::string> kind{setups[i]->dense_cache_types(model),
+                                                  setups[i]->shared_prefill_layout};
     const auto found = std::find(kinds.begin(), kinds.end(), kind);
     if (found == kinds.end()) {
       kinds.push_back(kind);
@@ -115,7 +115,8 @@ SharedPrefill::Replay SharedPrefill::replay(size_t i) {
   Replay r{filled_->replica(0), std::move(observers_[i])};
   // The observer's turn after each layer, asked for its probe first, as in a forward pass.
   if (r.observer != nullptr) {
-    for (int64_t l = 0; l < layers_; ++l) r.observer->after_attention(recorder_->step_for(l, r.observer->probe(l)), r.cache);
+    for (int64_t l = 0; l < layers_; ++l)
+      r.observer->after_attention(recorder_->step_for(l, r.observer->probe(l)), r.cache);
   }
   r.cache.advance(tokens_);
   return r;

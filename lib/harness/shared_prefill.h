@@ -61,12 +61,12 @@ class SharedPrefill {
 };
 
 struct SharedPrefillCost {
-  int64_t prefills = 0;           // prompts prefilled (one per sample, plus one per setup that runs alone)
-  int64_t shared_outputs = 0;     // outputs that took their prompt from a shared prefill
-  double prefill_seconds = 0;     // spent prefilling shared prompts
-  double replay_seconds = 0;      // copying the cache and replaying compression, all setups
-  double decode_seconds = 0;      // question passes and decoding of shared setups
-  double alone_seconds = 0;       // setups that ran alone (whole samples)
+  int64_t prefills = 0;        // prompts prefilled (one per sample, plus one per setup that runs alone)
+  int64_t shared_outputs = 0;  // outputs that took their prompt from a shared prefill
+  double prefill_seconds = 0;  // spent prefilling shared prompts
+  double replay_seconds = 0;   // copying the cache and replaying compression, all setups
+  double decode_seconds = 0;   // question passes and decoding of shared setups
+  double alone_seconds = 0;    // setups that ran alone (whole samples)
   SharedPrefillCost& operator+=(const SharedPrefillCost& o);
 };
 

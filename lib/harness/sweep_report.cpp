@@ -132,8 +132,8 @@ std::string curve_summary_markdown(const std::vector<nlohmann::json>& records) {
     std::vector<std::string> row{method};
     double auc_sum = 0;
     for (const auto& task : tasks) {
-      const std::vector<CurvePoint> c = curve_of(records, task, method, ratios_of(records, task),
-                                                 *find(records, task, "none", 0.0));
+      const std::vector<CurvePoint> c =
+          curve_of(records, task, method, ratios_of(records, task), *find(records, task, "none", 0.0));
       if (c.empty()) break;
       const double auc = *normalised_area(c);
       auc_sum += auc;
@@ -149,7 +149,8 @@ std::string curve_summary_markdown(const std::vector<nlohmann::json>& records) {
   if (t.rows.empty()) return "";
   return "### Across the compression range\n\n"
          "AUC: the area under each score–ratio curve divided by its span of ratios (the mean score over the range); "
-         "achievable: the largest ratio whose relative drop from the uncompressed score, averaged over the tasks, stays "
+         "achievable: the largest ratio whose relative drop from the uncompressed score, averaged over the tasks, "
+         "stays "
          "within ε0 there and at every smaller ratio (linear between measured ratios; ≥: never exceeded), as "
          "KVCompose reports them.\n\n" +
          to_markdown(t) + "\n";
@@ -159,15 +160,16 @@ std::string curve_summary_markdown(const std::vector<nlohmann::json>& records) {
 
 Table sweep_table(const std::vector<nlohmann::json>& records) {
   Table t{{"task", "method", "ratio", "score", "metric", "higher_is_better", "measured_compression",
-           "measured_ram_compression", "seconds", "n", "standard_error"}, {}};
+           "measured_ram_compression", "seconds", "n", "standard_error"},
+          {}};
   for (const auto& r : records) {
     const auto& res = r["result"];
     const double compression = res.value("compression_ratio", 0.0);
     const CellSummary c = summarize(res);
     t.rows.push_back({r["task"], r["method"], format_number(r["ratio"].get<double>(), 4),
                       format_number(res["score"].get<double>(), 6), res["metric"],
-                      res["higher_is_better"].get<bool>() ? "yes" : "no",
-                      format_number(compression, 4), format_number(res.value("ram_ratio", compression), 4),
+                      res["higher_is_better"].get<bool>() ? "yes" : "no", format_number(compression, 4),
+                      format_number(res.value("ram_ratio", compression), 4),
                       format_number(r["metadata"].value("wall_seconds", 0.0), 2), std::to_string(c.n),
                       std::isnan(c.standard_error) ? "" : format_number(c.standard_error, 6)});
   }
@@ -193,8 +195,7 @@ std::string sweep_markdown(const std::vector<nlohmann::json>& records) {
     if (sampled)
       what = one_n ? fmt::format("; mean ± standard error over {} samples per cell", *counts.begin())
                    : "; mean ± standard error over n samples";
-    else
-      what = one_n ? fmt::format("; {} windows per cell", *counts.begin()) : "; n windows";
+    else what = one_n ? fmt::format("; {} windows per cell", *counts.begin()) : "; n windows";
     out += fmt::format("### {}: {} ({} is better{})\n\n", task, res["metric"].get<std::string>(),
                        res["higher_is_better"].get<bool>() ? "higher" : "lower", what);
     Table t;

@@ -62,15 +62,20 @@ SweepShard parse_sweep_shard(const std::string& text) {
     const char* count = std::getenv("SLURM_ARRAY_TASK_COUNT");
     if (id != nullptr && min != nullptr && count != nullptr) {
       const auto i = parse_integer(id), lo = parse_integer(min), n = parse_integer(count);
-      KVC_CHECK(i && lo && n && *n >= 1 && *n <= 65536 && *i - *lo >= 0 && *i - *lo < *n,
-                "--shard auto: the Slurm array's task IDs are not 0..N-1 from SLURM_ARRAY_TASK_MIN (ID {}, MIN {}, COUNT "
-                "{}); give the shard as I/N", id, min, count);
+      KVC_CHECK(
+          i && lo && n && *n >= 1 && *n <= 65536 && *i - *lo >= 0 && *i - *lo < *n,
+          "--shard auto: the Slurm array's task IDs are not 0..N-1 from SLURM_ARRAY_TASK_MIN (ID {}, MIN {}, COUNT "
+          "{}); give the shard as I/N",
+          id, min, count);
       return {static_cast<int>(*i - *lo), static_cast<int>(*n)};
     }
-    KVC_CHECK(!env.launcher.empty(), "--shard auto: no launcher environment (torchrun's RANK and WORLD_SIZE, Slurm's "
+    KVC_CHECK(!env.launcher.empty(),
+              "--shard auto: no launcher environment (torchrun's RANK and WORLD_SIZE, Slurm's "
               "SLURM_PROCID and SLURM_NTASKS, or a Slurm array); give the shard as I/N");
-    fail("--shard auto: the launcher started one process ({}), so there is nothing to share the cells with; start "
-         "several, or give the shard as I/N", env.launcher);
+    fail(
+        "--shard auto: the launcher started one process ({}), so there is nothing to share the cells with; start "
+        "several, or give the shard as I/N",
+        env.launcher);
   }
   const size_t slash = text.find('/');
   const auto index = parse_integer(text.substr(0, slash));
@@ -104,15 +109,21 @@ MergedSweep merge_sweep_shards(const std::string& dir, bool allow_partial) {
       first = path;
       count = s.shard.count;
     }
-    KVC_CHECK(s.shard.count == count, "{}: a sweep in {} shards, but {} is one in {}; keep one sharding per "
-              "--out-dir", path, s.shard.count, first, count);
+    KVC_CHECK(s.shard.count == count,
+              "{}: a sweep in {} shards, but {} is one in {}; keep one sharding per "
+              "--out-dir",
+              path, s.shard.count, first, count);
     const ShardStatus& f = statuses.empty() ? s : statuses.begin()->second;
-    KVC_CHECK(s.settings == f.settings && s.plan == f.plan, "{}: made with other settings or another plan (methods, "
-              "ratios, tasks) than {}; every shard must be started with the same flags", path, first);
+    KVC_CHECK(s.settings == f.settings && s.plan == f.plan,
+              "{}: made with other settings or another plan (methods, "
+              "ratios, tasks) than {}; every shard must be started with the same flags",
+              path, first);
     statuses.emplace(s.shard.index, std::move(s));
   }
-  KVC_CHECK(!statuses.empty(), "--out-dir: '{}' has no shard-I-of-N.json files; run kvc-eval sweep --shard I/N "
-            "into it first", dir);
+  KVC_CHECK(!statuses.empty(),
+            "--out-dir: '{}' has no shard-I-of-N.json files; run kvc-eval sweep --shard I/N "
+            "into it first",
+            dir);
   const ShardStatus& any = statuses.begin()->second;
 
   MergedSweep merged;
@@ -125,8 +136,10 @@ MergedSweep merge_sweep_shards(const std::string& dir, bool allow_partial) {
     if (!file_exists(path)) return;
     const ResultStore store(path);
     for (const auto& r : store.records()) {
-      KVC_CHECK(r.value("settings", "") == any.settings, "{}: holds cells made with other settings than the shards "
-                "(model, --query, --seed, lengths, samples or data differ); merge into another --out-dir", path);
+      KVC_CHECK(r.value("settings", "") == any.settings,
+                "{}: holds cells made with other settings than the shards "
+                "(model, --query, --seed, lengths, samples or data differ); merge into another --out-dir",
+                path);
       const std::string key = r["cell"].get<std::string>();
       if (!in_plan.count(key)) {
         if (main_file) earlier.push_back(r);
@@ -154,9 +167,10 @@ MergedSweep merge_sweep_shards(const std::string& dir, bool allow_partial) {
     }
   }
   if (!allow_partial && merged.missing > 0) {
-    fail("{} of the sweep's {} cells have no result ({}); run those shards again with the same flags (each resumes "
-         "where it stopped), or merge what is there with --allow-partial",
-         merged.missing, merged.plan_cells, fmt::join(merged.incomplete, "; "));
+    fail(
+        "{} of the sweep's {} cells have no result ({}); run those shards again with the same flags (each resumes "
+        "where it stopped), or merge what is there with --allow-partial",
+        merged.missing, merged.plan_cells, fmt::join(merged.incomplete, "; "));
   }
   return merged;
 }

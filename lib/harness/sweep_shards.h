@@ -29,9 +29,9 @@ SweepShard parse_sweep_shard(const std::string& text);
 // What a shard writes beside its results, so that a merge knows the whole plan and what is missing.
 struct ShardStatus {
   SweepShard shard;
-  std::string settings;            // the sweep's settings hash (same for every shard of one sweep)
-  std::vector<std::string> plan;   // every cell key of the whole sweep, in plan order
-  int64_t done = 0, owned = 0;     // this shard's finished cells, and how many it has
+  std::string settings;           // the sweep's settings hash (same for every shard of one sweep)
+  std::vector<std::string> plan;  // every cell key of the whole sweep, in plan order
+  int64_t done = 0, owned = 0;    // this shard's finished cells, and how many it has
 };
 
 void write_shard_status(const std::string& dir, const ShardStatus& status);

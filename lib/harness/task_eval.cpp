@@ -103,8 +103,9 @@ SampleRecord scored(const TaskItem& item, const PromptTokens& prompt, const Samp
 
 SampleRecord evaluate_item(const EvalContext& ctx, const CacheSetup& setup, const TaskItem& item) {
   const PromptTokens prompt = item_prompt(ctx, item);
-  return scored(item, prompt, run_sample(ctx.model, ctx.tokenizer, setup, prompt, ctx.mode, item.decode,
-                                         kept_dump_path(ctx.dump_kept_dir, item.id), item.id));
+  return scored(item, prompt,
+                run_sample(ctx.model, ctx.tokenizer, setup, prompt, ctx.mode, item.decode,
+                           kept_dump_path(ctx.dump_kept_dir, item.id), item.id));
 }
 
 std::vector<SampleRecord> evaluate_item_shared(const EvalContext& ctx, const std::vector<const CacheSetup*>& setups,
@@ -165,7 +166,10 @@ std::vector<TaskItem> needle_items(const EvalContext& ctx, const NeedleGridOptio
       return make_needle_sample(options.spec, options.haystack, budget, depth, seed, count);
     });
     const std::string number = sample.answers.front();
-    items.push_back(TaskItem{sample.id, sample.context, sample.question + sample.answer_prefix, sample.answers,
+    items.push_back(TaskItem{sample.id,
+                             sample.context,
+                             sample.question + sample.answer_prefix,
+                             sample.answers,
                              DecodeOptions{options.max_new_tokens, true},
                              [number](const std::string& p) { return needle_answer_correct(p, number) ? 1.0 : 0.0; },
                              {{"length", length}, {"depth", depth}}});
@@ -178,7 +182,8 @@ NeedleCell run_needle_cell(const EvalContext& ctx, const CacheSetup& setup, cons
   NeedleCell cell;
   cell.length = length;
   cell.depth = depth;
-  for (const TaskItem& item : needle_items(ctx, options, length, depth)) cell.samples.push_back(evaluate_item(ctx, setup, item));
+  for (const TaskItem& item : needle_items(ctx, options, length, depth))
+    cell.samples.push_back(evaluate_item(ctx, setup, item));
   return cell;
 }
 
@@ -191,12 +196,14 @@ std::vector<TaskItem> synthetic_items(const EvalContext& ctx, const std::string&
   std::vector<TaskItem> items;
   for (int s = 0; s < samples; ++s) {
     const uint64_t sseed = sample_seed(seed, fmt::format("{}:{}:{}", task, length, s));
-    const TaskSample sample = fit_sample(ctx, length, [&](size_t budget) {
-      return make_synthetic_sample(task, budget, sseed, count, haystack);
-    });
+    const TaskSample sample = fit_sample(
+        ctx, length, [&](size_t budget) { return make_synthetic_sample(task, budget, sseed, count, haystack); });
     const std::string metric = sample.metric.empty() ? "contains" : sample.metric;
-    items.push_back(TaskItem{fmt::format("{}-{}tok-{}", task, length, s), sample.context,
-                             sample.question + sample.answer_prefix, sample.answers, decode,
+    items.push_back(TaskItem{fmt::format("{}-{}tok-{}", task, length, s),
+                             sample.context,
+                             sample.question + sample.answer_prefix,
+                             sample.answers,
+                             decode,
                              [metric, answers = sample.answers, classes = sample.all_classes](const std::string& p) {
                                return score_with_metric(metric, p, answers, classes);
                              },

@@ -9,8 +9,17 @@ namespace kvc::gguf {
 namespace {
 
 enum : uint32_t {
-  kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8,
-  kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kBF16 = 30,
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,
+  kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
+  kQ8_0 = 8,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
+  kBF16 = 30,
 };
 
 uint16_t read_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
@@ -197,10 +206,14 @@ bool can_dequantize(uint32_t type) {
 
 void dequantize(uint32_t type, const uint8_t* blocks, uint64_t elements, float* out) {
   const GgmlTypeInfo* info = ggml_type_info(type);
-  KVC_CHECK(can_dequantize(type), "GGUF tensor type {} ({}) cannot be dequantized (supported: F32, F16, BF16, "
-            "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)", info ? info->name : "unknown", type);
-  KVC_CHECK(elements % info->block_elements == 0, "GGUF tensor of type {}: {} values is not a whole number of "
-            "{}-value blocks", info->name, elements, info->block_elements);
+  KVC_CHECK(can_dequantize(type),
+            "GGUF tensor type {} ({}) cannot be dequantized (supported: F32, F16, BF16, "
+            "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)",
+            info ? info->name : "unknown", type);
+  KVC_CHECK(elements % info->block_elements == 0,
+            "GGUF tensor of type {}: {} values is not a whole number of "
+            "{}-value blocks",
+            info->name, elements, info->block_elements);
   if (type == kF32) {
     std::memcpy(out, blocks, elements * sizeof(float));
     return;

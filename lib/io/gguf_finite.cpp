@@ -13,16 +13,16 @@ namespace {
 // Byte offsets of the f16 scales in one block of each quantized type (ggml-common.h's block_* layouts).
 std::vector<uint32_t> scale_offsets(uint32_t type) {
   switch (type) {
-    case 2: return {0};         // Q4_0: d, qs
-    case 3: return {0, 2};      // Q4_1: d, m, qs
-    case 6: return {0};         // Q5_0: d, qh, qs
-    case 7: return {0, 2};      // Q5_1: d, m, qh, qs
-    case 8: return {0};         // Q8_0: d, qs
-    case 10: return {80, 82};   // Q2_K: scales[16], qs[64], d, dmin
-    case 11: return {108};      // Q3_K: hmask[32], qs[64], scales[12], d
-    case 12: return {0, 2};     // Q4_K: d, dmin, scales[12], qs
-    case 13: return {0, 2};     // Q5_K: d, dmin, scales[12], qh, qs
-    case 14: return {208};      // Q6_K: ql[128], qh[64], scales[16], d
+    case 2: return {0};        // Q4_0: d, qs
+    case 3: return {0, 2};     // Q4_1: d, m, qs
+    case 6: return {0};        // Q5_0: d, qh, qs
+    case 7: return {0, 2};     // Q5_1: d, m, qh, qs
+    case 8: return {0};        // Q8_0: d, qs
+    case 10: return {80, 82};  // Q2_K: scales[16], qs[64], d, dmin
+    case 11: return {108};     // Q3_K: hmask[32], qs[64], scales[12], d
+    case 12: return {0, 2};    // Q4_K: d, dmin, scales[12], qs
+    case 13: return {0, 2};    // Q5_K: d, dmin, scales[12], qh, qs
+    case 14: return {208};     // Q6_K: ql[128], qh[64], scales[16], d
     default: return {};
   }
 }
@@ -50,9 +50,9 @@ void check_tensor_finite(const GgufFile& file, const TensorInfo& t) {
   std::optional<uint64_t> bad;
   const char* what = "element";
   switch (t.type) {
-    case 0: bad = first_non_finite<uint32_t>(t.data, t.nbytes / 4, 0x7f800000U); break;   // F32
-    case 1: bad = first_non_finite<uint16_t>(t.data, t.nbytes / 2, 0x7c00U); break;       // F16
-    case 30: bad = first_non_finite<uint16_t>(t.data, t.nbytes / 2, 0x7f80U); break;      // BF16
+    case 0: bad = first_non_finite<uint32_t>(t.data, t.nbytes / 4, 0x7f800000U); break;  // F32
+    case 1: bad = first_non_finite<uint16_t>(t.data, t.nbytes / 2, 0x7c00U); break;      // F16
+    case 30: bad = first_non_finite<uint16_t>(t.data, t.nbytes / 2, 0x7f80U); break;     // BF16
     default: {
       const GgmlTypeInfo* info = ggml_type_info(t.type);
       const std::vector<uint32_t> offsets = scale_offsets(t.type);

@@ -20,23 +20,31 @@ constexpr uint32_t kMaxDims = 4;         // GGML_MAX_DIMS
 
 // Block sizes as ggml defines them; retired ids (4, 5, 31-33, 36-38) are absent on purpose.
 constexpr GgmlTypeInfo kTypes[] = {
-    {0, "F32", 1, 4},          {1, "F16", 1, 2},          {2, "Q4_0", 32, 18},      {3, "Q4_1", 32, 20},
-    {6, "Q5_0", 32, 22},       {7, "Q5_1", 32, 24},       {8, "Q8_0", 32, 34},      {9, "Q8_1", 32, 36},
-    {10, "Q2_K", 256, 84},     {11, "Q3_K", 256, 110},    {12, "Q4_K", 256, 144},   {13, "Q5_K", 256, 176},
-    {14, "Q6_K", 256, 210},    {15, "Q8_K", 256, 292},    {16, "IQ2_XXS", 256, 66}, {17, "IQ2_XS", 256, 74},
-    {18, "IQ3_XXS", 256, 98},  {19, "IQ1_S", 256, 50},    {20, "IQ4_NL", 32, 18},   {21, "IQ3_S", 256, 110},
-    {22, "IQ2_S", 256, 82},    {23, "IQ4_XS", 256, 136},  {24, "I8", 1, 1},         {25, "I16", 1, 2},
-    {26, "I32", 1, 4},         {27, "I64", 1, 8},         {28, "F64", 1, 8},        {29, "IQ1_M", 256, 56},
-    {30, "BF16", 1, 2},        {34, "TQ1_0", 256, 54},    {35, "TQ2_0", 256, 66},   {39, "MXFP4", 32, 17},
+    {0, "F32", 1, 4},         {1, "F16", 1, 2},         {2, "Q4_0", 32, 18},      {3, "Q4_1", 32, 20},
+    {6, "Q5_0", 32, 22},      {7, "Q5_1", 32, 24},      {8, "Q8_0", 32, 34},      {9, "Q8_1", 32, 36},
+    {10, "Q2_K", 256, 84},    {11, "Q3_K", 256, 110},   {12, "Q4_K", 256, 144},   {13, "Q5_K", 256, 176},
+    {14, "Q6_K", 256, 210},   {15, "Q8_K", 256, 292},   {16, "IQ2_XXS", 256, 66}, {17, "IQ2_XS", 256, 74},
+    {18, "IQ3_XXS", 256, 98}, {19, "IQ1_S", 256, 50},   {20, "IQ4_NL", 32, 18},   {21, "IQ3_S", 256, 110},
+    {22, "IQ2_S", 256, 82},   {23, "IQ4_XS", 256, 136}, {24, "I8", 1, 1},         {25, "I16", 1, 2},
+    {26, "I32", 1, 4},        {27, "I64", 1, 8},        {28, "F64", 1, 8},        {29, "IQ1_M", 256, 56},
+    {30, "BF16", 1, 2},       {34, "TQ1_0", 256, 54},   {35, "TQ2_0", 256, 66},   {39, "MXFP4", 32, 17},
 };
 
 // Bytes one element of a metadata type takes at least (strings: their u64 length).
 uint64_t min_value_bytes(ValueType type) {
   switch (type) {
-    case ValueType::U8: case ValueType::I8: case ValueType::BOOL: return 1;
-    case ValueType::U16: case ValueType::I16: return 2;
-    case ValueType::U32: case ValueType::I32: case ValueType::F32: return 4;
-    case ValueType::U64: case ValueType::I64: case ValueType::F64: case ValueType::STRING: return 8;
+    case ValueType::U8:
+    case ValueType::I8:
+    case ValueType::BOOL: return 1;
+    case ValueType::U16:
+    case ValueType::I16: return 2;
+    case ValueType::U32:
+    case ValueType::I32:
+    case ValueType::F32: return 4;
+    case ValueType::U64:
+    case ValueType::I64:
+    case ValueType::F64:
+    case ValueType::STRING: return 8;
     case ValueType::ARRAY: return 12;  // element type + count
   }
   return 1;
@@ -58,8 +66,8 @@ class Cursor {
   uint64_t left() const { return size_ - pos_; }
 
   void need(uint64_t bytes, const std::string& what) const {
-    KVC_CHECK(bytes <= left(), "'{}': truncated: {} needs {} bytes at offset {} but the file ends at {}", path_,
-              what, bytes, pos_, size_);
+    KVC_CHECK(bytes <= left(), "'{}': truncated: {} needs {} bytes at offset {} but the file ends at {}", path_, what,
+              bytes, pos_, size_);
   }
   template <typename T>
   T read(const std::string& what) {
@@ -71,8 +79,8 @@ class Cursor {
   }
   std::string read_string(const std::string& what) {
     const uint64_t length = read<uint64_t>(what + " length");
-    KVC_CHECK(length <= left(), "'{}': {} has length {} at offset {}, past the end of the file ({} bytes)", path_,
-              what, length, pos_ - 8, size_);
+    KVC_CHECK(length <= left(), "'{}': {} has length {} at offset {}, past the end of the file ({} bytes)", path_, what,
+              length, pos_ - 8, size_);
     std::string text(reinterpret_cast<const char*>(data_ + pos_), length);
     pos_ += length;
     return text;
@@ -151,7 +159,7 @@ Value read_value(Cursor& c, ValueType type, const std::string& path, const std::
 }  // namespace
 
 const char* value_type_name(ValueType type) {
-  static const char* const kNames[] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32",
+  static const char* const kNames[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
                                        "bool", "string", "array", "u64", "i64", "f64"};
   const auto index = static_cast<uint32_t>(type);
   return index < sizeof kNames / sizeof kNames[0] ? kNames[index] : "unknown";
@@ -205,8 +213,8 @@ GgufFile::GgufFile(const std::string& path, bool needs_tensor_data) : path_(path
               "'{}': general.alignment {} is not a power of two", path_, alignment_);
   }
 
-  KVC_CHECK(tensor_count <= c.left() / 24, "'{}': tensor count {} cannot fit in the {} bytes left", path_,
-            tensor_count, c.left());
+  KVC_CHECK(tensor_count <= c.left() / 24, "'{}': tensor count {} cannot fit in the {} bytes left", path_, tensor_count,
+            c.left());
   tensors_.reserve(tensor_count);
   for (uint64_t i = 0; i < tensor_count; ++i) {
     TensorInfo t;
@@ -276,9 +284,8 @@ const Value& GgufFile::value(const std::string& key) const {
 
 namespace {
 [[noreturn]] void wrong_type(const std::string& path, const std::string& key, const Value& v, const char* wanted) {
-  const std::string have = v.type == ValueType::ARRAY
-                               ? fmt::format("an array of {}", value_type_name(v.element_type))
-                               : std::string(value_type_name(v.type));
+  const std::string have = v.type == ValueType::ARRAY ? fmt::format("an array of {}", value_type_name(v.element_type))
+                                                      : std::string(value_type_name(v.type));
   fail("'{}': metadata key '{}' is {}, expected {}", path, key, have, wanted);
 }
 }  // namespace
@@ -287,8 +294,8 @@ int64_t GgufFile::checked_integer(const std::string& key, int64_t lo, int64_t hi
   const Value& v = value(key);
   if (!is_integer(v.type)) wrong_type(path_, key, v, wanted);
   const bool big_unsigned = v.type == ValueType::U64 && v.unsigned_integer > static_cast<uint64_t>(INT64_MAX);
-  KVC_CHECK(!big_unsigned && v.integer >= lo && v.integer <= hi, "'{}': metadata key '{}' = {} does not fit {}",
-            path_, key, v.type == ValueType::U64 ? fmt::format("{}", v.unsigned_integer) : fmt::format("{}", v.integer),
+  KVC_CHECK(!big_unsigned && v.integer >= lo && v.integer <= hi, "'{}': metadata key '{}' = {} does not fit {}", path_,
+            key, v.type == ValueType::U64 ? fmt::format("{}", v.unsigned_integer) : fmt::format("{}", v.integer),
             wanted);
   return v.integer;
 }
@@ -327,7 +334,8 @@ bool GgufFile::get_bool(const std::string& key) const {
 
 const std::vector<std::string>& GgufFile::get_string_array(const std::string& key) const {
   const Value& v = value(key);
-  if (v.type != ValueType::ARRAY || v.element_type != ValueType::STRING) wrong_type(path_, key, v, "an array of string");
+  if (v.type != ValueType::ARRAY || v.element_type != ValueType::STRING)
+    wrong_type(path_, key, v, "an array of string");
   return v.strings;
 }
 

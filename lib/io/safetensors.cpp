@@ -25,8 +25,8 @@ struct DTypeEntry {
 };
 
 constexpr DTypeEntry kDTypes[] = {
-    {DType::F64, "F64", 8}, {DType::F32, "F32", 4}, {DType::F16, "F16", 2}, {DType::BF16, "BF16", 2},
-    {DType::I64, "I64", 8}, {DType::I32, "I32", 4}, {DType::I16, "I16", 2}, {DType::I8, "I8", 1},
+    {DType::F64, "F64", 8}, {DType::F32, "F32", 4},   {DType::F16, "F16", 2}, {DType::BF16, "BF16", 2},
+    {DType::I64, "I64", 8}, {DType::I32, "I32", 4},   {DType::I16, "I16", 2}, {DType::I8, "I8", 1},
     {DType::U8, "U8", 1},   {DType::BOOL, "BOOL", 1},
 };
 
@@ -56,18 +56,17 @@ std::vector<int64_t> parse_shape(const json& shape, const std::string& where) {
   std::vector<int64_t> dims;
   for (const json& dim : shape) {
     KVC_CHECK(dim.is_number_integer(), "{}: 'shape' {} holds a non-integer", where, shape.dump());
-    KVC_CHECK(dim.is_number_unsigned() || dim.get<int64_t>() >= 0, "{}: 'shape' {} has a negative dim",
-              where, shape.dump());
+    KVC_CHECK(dim.is_number_unsigned() || dim.get<int64_t>() >= 0, "{}: 'shape' {} has a negative dim", where,
+              shape.dump());
     const uint64_t value = dim.get<uint64_t>();
-    KVC_CHECK(value <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()),
-              "{}: 'shape' {} has a dim too large", where, shape.dump());
+    KVC_CHECK(value <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()), "{}: 'shape' {} has a dim too large",
+              where, shape.dump());
     dims.push_back(static_cast<int64_t>(value));
   }
   return dims;
 }
 
-TensorInfo parse_tensor_entry(const std::string& name, const json& entry, uint64_t data_size,
-                              const std::string& path) {
+TensorInfo parse_tensor_entry(const std::string& name, const json& entry, uint64_t data_size, const std::string& path) {
   const std::string where = fmt::format("'{}': tensor '{}'", path, name);
   KVC_CHECK(entry.is_object(), "{}: entry is not a JSON object", where);
   TensorInfo info;
@@ -91,17 +90,16 @@ TensorInfo parse_tensor_entry(const std::string& name, const json& entry, uint64
   }
   KVC_CHECK(begin && end, "{}: 'data_offsets' {} is not two non-negative integers", where, offsets->dump());
   KVC_CHECK(*begin <= *end, "{}: 'data_offsets' {} has begin > end", where, offsets->dump());
-  KVC_CHECK(*end <= data_size, "{}: 'data_offsets' end {} is beyond the data section ({} bytes)", where,
-            *end, data_size);
+  KVC_CHECK(*end <= data_size, "{}: 'data_offsets' end {} is beyond the data section ({} bytes)", where, *end,
+            data_size);
   info.begin = *begin;
   info.end = *end;
 
   const std::optional<uint64_t> expected = checked_nbytes(info.dtype, info.shape);
   KVC_CHECK(expected.has_value(), "{}: shape [{}] is too large (byte count overflows)", where,
             fmt::join(info.shape, ", "));
-  KVC_CHECK(info.end - info.begin == *expected,
-            "{}: 'data_offsets' span {} bytes but shape [{}] of {} needs {}", where, info.end - info.begin,
-            fmt::join(info.shape, ", "), dtype_name(info.dtype), *expected);
+  KVC_CHECK(info.end - info.begin == *expected, "{}: 'data_offsets' span {} bytes but shape [{}] of {} needs {}", where,
+            info.end - info.begin, fmt::join(info.shape, ", "), dtype_name(info.dtype), *expected);
   return info;
 }
 
@@ -147,8 +145,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path), mapping
             "'{}': file too short for a safetensors header length ({} bytes, need at least 8)", path_, size);
   const uint64_t header_length = read_u64_le(mapping_.data());
   KVC_CHECK(header_length > 0, "'{}': header length is 0", path_);
-  KVC_CHECK(header_length <= kMaxHeaderBytes, "'{}': header length {} exceeds the {} byte limit", path_,
-            header_length, kMaxHeaderBytes);
+  KVC_CHECK(header_length <= kMaxHeaderBytes, "'{}': header length {} exceeds the {} byte limit", path_, header_length,
+            kMaxHeaderBytes);
   KVC_CHECK(header_length <= size - kLengthPrefixBytes,
             "'{}': header length {} runs past the end of the file ({} bytes)", path_, header_length, size);
   const auto* header_begin = reinterpret_cast<const char*>(mapping_.data() + kLengthPrefixBytes);
@@ -201,15 +199,16 @@ void SafetensorsFile::check_exact_coverage(uint64_t data_size) const {
   const TensorInfo* previous = nullptr;
   uint64_t covered = 0;  // the data section is covered up to here
   for (const TensorInfo* info : by_begin) {
-    KVC_CHECK(info->begin >= covered, "'{}': tensors '{}' [{}, {}) and '{}' [{}, {}) overlap", path_,
-              previous->name, previous->begin, previous->end, info->name, info->begin, info->end);
+    KVC_CHECK(info->begin >= covered, "'{}': tensors '{}' [{}, {}) and '{}' [{}, {}) overlap", path_, previous->name,
+              previous->begin, previous->end, info->name, info->begin, info->end);
     KVC_CHECK(info->begin == covered, "'{}': data bytes [{}, {}) before tensor '{}' belong to no tensor", path_,
               covered, info->begin, info->name);
     covered = info->end;
     previous = info;
   }
-  KVC_CHECK(covered == data_size, "'{}': {} data bytes after the last tensor belong to no tensor (data section {} bytes)",
-            path_, data_size - covered, data_size);
+  KVC_CHECK(covered == data_size,
+            "'{}': {} data bytes after the last tensor belong to no tensor (data section {} bytes)", path_,
+            data_size - covered, data_size);
 }
 
 namespace {

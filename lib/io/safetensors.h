@@ -79,8 +79,7 @@ class SafetensorsWriter {
  public:
   // Copies the bytes; throws kvc::Error if nbytes != numel * dtype size, a dim is negative, or the
   // name is taken (or is "__metadata__").
-  void add(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data,
-           size_t nbytes);
+  void add(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data, size_t nbytes);
   void set_metadata(const std::string& key, const std::string& value);
   // Writes through kvc::OutputFile: "-" is stdout; pipes, devices and symlinks are written through;
   // a regular file is replaced atomically. The header is space-padded to a multiple of 8 bytes so the

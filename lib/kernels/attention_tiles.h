@@ -28,14 +28,14 @@ KVC_AVX2 inline void pack_key_panels(const float* keys, int64_t row_stride, int6
 
 // scores[r, 0..16) = scale * q_r . (the panel's 16 keys), for R query rows q_r = q + r * q_stride.
 template <int R>
-KVC_AVX2 void score_tile(const float* q, int64_t q_stride, const float* panel, int64_t d, float scale,
-                                float* scores, int64_t score_stride) {
+KVC_AVX2 void score_tile(const float* q, int64_t q_stride, const float* panel, int64_t d, float scale, float* scores,
+                         int64_t score_stride) {
   __m256 acc[R][2];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();  // q_r . k over c = 0 .. d-1
   for (int64_t c = 0; c < d; ++c) {
     const __m256 k0 = _mm256_loadu_ps(panel + c * kPanel), k1 = _mm256_loadu_ps(panel + c * kPanel + 8);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m256 a = _mm256_broadcast_ss(q + r * q_stride + c);
       acc[r][0] = _mm256_fmadd_ps(a, k0, acc[r][0]);
@@ -43,7 +43,7 @@ KVC_AVX2 void score_tile(const float* q, int64_t q_stride, const float* panel, i
     }
   }
   const __m256 s = _mm256_set1_ps(scale);
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     _mm256_storeu_ps(scores + r * score_stride, _mm256_mul_ps(acc[r][0], s));
     _mm256_storeu_ps(scores + r * score_stride + 8, _mm256_mul_ps(acc[r][1], s));
@@ -52,27 +52,27 @@ KVC_AVX2 void score_tile(const float* q, int64_t q_stride, const float* panel, i
 
 // out[r, 0..8W) += sum over s in [0, S) of p[r, s] * v[s, 0..8W), for R rows (W = 1 or 2 vectors).
 template <int R, int W>
-KVC_AVX2 void value_tile(const float* p, int64_t p_stride, const float* v, int64_t v_stride, int64_t S,
-                                float* out, int64_t out_stride) {
+KVC_AVX2 void value_tile(const float* p, int64_t p_stride, const float* v, int64_t v_stride, int64_t S, float* out,
+                         int64_t out_stride) {
   __m256 acc[R][W];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int w = 0; w < W; ++w) acc[r][w] = _mm256_loadu_ps(out + r * out_stride + 8 * w);
   for (int64_t s = 0; s < S; ++s) {
     __m256 b[W];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int w = 0; w < W; ++w) b[w] = _mm256_loadu_ps(v + s * v_stride + 8 * w);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m256 a = _mm256_broadcast_ss(p + r * p_stride + s);
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int w = 0; w < W; ++w) acc[r][w] = _mm256_fmadd_ps(a, b[w], acc[r][w]);
     }
   }
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int w = 0; w < W; ++w) _mm256_storeu_ps(out + r * out_stride + 8 * w, acc[r][w]);
 }
 

@@ -42,7 +42,8 @@ KVC_AVX2 void dot_and_norm_avx2(const float* p, const float* r, int64_t d, float
 
 }  // namespace
 
-BestCosine best_cosine_per_head(const at::Tensor& probes, const at::Tensor& rows, const std::vector<int64_t>& excluded) {
+BestCosine best_cosine_per_head(const at::Tensor& probes, const at::Tensor& rows,
+                                const std::vector<int64_t>& excluded) {
   const int64_t kv = rows.size(0), s = rows.size(1), d = rows.size(2);
   TORCH_CHECK(probes.scalar_type() == at::kFloat && rows.scalar_type() == at::kFloat && probes.device().is_cpu() &&
                   rows.device().is_cpu() && probes.stride(-1) == 1 && rows.stride(2) == 1 && probes.size(0) == kv &&

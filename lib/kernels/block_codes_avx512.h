@@ -76,14 +76,14 @@ struct Q8_0 {
   }
 };
 
-
 // Two blocks' codes in value order: block b's 32 at bytes 32 (b - first) of the register.
 template <class F>
 KVC_AVX512_VNNI inline __m512i pair_codes(const uint8_t* first) {
   const uint8_t* second = first + F::kBytes;
   if constexpr (F::kOffset == 128) {  // Q8_0: signed bytes read as unsigned, w + 128
-    const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(first + 2))),
-                                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(second + 2)), 1);
+    const __m512i w =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(first + 2))),
+                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(second + 2)), 1);
     return _mm512_xor_si512(w, _mm512_set1_epi8(-128));
   } else {
     // [first's 16 bytes | second's] -> both, then shifted by 4: [lo 1st, lo 2nd, hi 1st, hi 2nd] in
@@ -91,8 +91,8 @@ KVC_AVX512_VNNI inline __m512i pair_codes(const uint8_t* first) {
     const __m256i bytes = _mm256_inserti128_si256(
         _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(first + F::kQs))),
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(second + F::kQs)), 1);
-    __m512i codes = _mm512_and_si512(
-        _mm512_inserti64x4(_mm512_castsi256_si512(bytes), _mm256_srli_epi16(bytes, 4), 1), _mm512_set1_epi8(0x0F));
+    __m512i codes = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(bytes), _mm256_srli_epi16(bytes, 4), 1),
+                                     _mm512_set1_epi8(0x0F));
     codes = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 4, 5, 2, 3, 6, 7), codes);
     if constexpr (F::kQh >= 0) {
       uint32_t h0, h1;

@@ -77,7 +77,9 @@ struct Q8_0 {
   static constexpr int64_t kBytes = 34;
   static constexpr int kOffset = 0;
   static constexpr bool kMin = false;
-  KVC_AVX2 static __m256i codes(const uint8_t* b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)); }
+  KVC_AVX2 static __m256i codes(const uint8_t* b) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
+  }
 };
 
 // Each row is read front to back, as the hardware prefetchers expect of a stream (several rows read in
@@ -177,9 +179,9 @@ KVC_AVX2 float dot_q45_k(const uint8_t* row, int64_t blocks, const Q8Row& a) {
   constexpr int64_t kBytes = FiveBits ? 176 : 144;
   const __m256i low4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
   // Shuffles that spread scale k (16 bits) over all 16 lanes of a 128-bit half.
-  const __m256i spread[8] = {
-      _mm256_set1_epi16(0x0100), _mm256_set1_epi16(0x0302), _mm256_set1_epi16(0x0504), _mm256_set1_epi16(0x0706),
-      _mm256_set1_epi16(0x0908), _mm256_set1_epi16(0x0B0A), _mm256_set1_epi16(0x0D0C), _mm256_set1_epi16(0x0F0E)};
+  const __m256i spread[8] = {_mm256_set1_epi16(0x0100), _mm256_set1_epi16(0x0302), _mm256_set1_epi16(0x0504),
+                             _mm256_set1_epi16(0x0706), _mm256_set1_epi16(0x0908), _mm256_set1_epi16(0x0B0A),
+                             _mm256_set1_epi16(0x0D0C), _mm256_set1_epi16(0x0F0E)};
   __m256 acc = _mm256_setzero_ps();
   __m128 acc_min = _mm_setzero_ps();
   for (int64_t i = 0; i < blocks; ++i) {
@@ -206,7 +208,8 @@ KVC_AVX2 float dot_q45_k(const uint8_t* row, int64_t blocks, const Q8Row& a) {
         v1 = _mm256_or_si256(v1, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(high, 2 * g + 1), 4), bit4));
       }
       const __m256i p0 = _mm256_maddubs_epi16(v0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * g)));
-      const __m256i p1 = _mm256_maddubs_epi16(v1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * g + 32)));
+      const __m256i p1 =
+          _mm256_maddubs_epi16(v1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * g + 32)));
       sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p0, _mm256_shuffle_epi8(scales, spread[2 * g])));
       sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p1, _mm256_shuffle_epi8(scales, spread[2 * g + 1])));
     }
@@ -220,10 +223,11 @@ KVC_AVX2 float dot_q45_k(const uint8_t* row, int64_t blocks, const Q8Row& a) {
 KVC_AVX2 float dot_q6_k(const uint8_t* row, int64_t blocks, const Q8Row& a) {
   const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(0x30);
   // Run k of a half takes scale 2k of that half in its low 128 bits and 2k + 1 in its high 128 bits.
-  const __m256i spread[4] = {_mm256_setr_epi64x(0x0100010001000100, 0x0100010001000100, 0x0302030203020302, 0x0302030203020302),
-                             _mm256_setr_epi64x(0x0504050405040504, 0x0504050405040504, 0x0706070607060706, 0x0706070607060706),
-                             _mm256_setr_epi64x(0x0908090809080908, 0x0908090809080908, 0x0B0A0B0A0B0A0B0A, 0x0B0A0B0A0B0A0B0A),
-                             _mm256_setr_epi64x(0x0D0C0D0C0D0C0D0C, 0x0D0C0D0C0D0C0D0C, 0x0F0E0F0E0F0E0F0E, 0x0F0E0F0E0F0E0F0E)};
+  const __m256i spread[4] = {
+      _mm256_setr_epi64x(0x0100010001000100, 0x0100010001000100, 0x0302030203020302, 0x0302030203020302),
+      _mm256_setr_epi64x(0x0504050405040504, 0x0504050405040504, 0x0706070607060706, 0x0706070607060706),
+      _mm256_setr_epi64x(0x0908090809080908, 0x0908090809080908, 0x0B0A0B0A0B0A0B0A, 0x0B0A0B0A0B0A0B0A),
+      _mm256_setr_epi64x(0x0D0C0D0C0D0C0D0C, 0x0D0C0D0C0D0C0D0C, 0x0F0E0F0E0F0E0F0E, 0x0F0E0F0E0F0E0F0E)};
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < blocks; ++i) {
     const int8_t* q = a.q + i * 256;
@@ -232,7 +236,8 @@ KVC_AVX2 float dot_q6_k(const uint8_t* row, int64_t blocks, const Q8Row& a) {
     const uint8_t* b = row + i * 210;
     // The sixteen int8 scales (one per 16 values) widened: scales 0..7 in the low half, 8..15 high.
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)));
-    const __m256i halves[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00), _mm256_permute2x128_si256(sc16, sc16, 0x11)};
+    const __m256i halves[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
+                               _mm256_permute2x128_si256(sc16, sc16, 0x11)};
     __m256i sum = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
       const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 64 * h));
@@ -247,7 +252,8 @@ KVC_AVX2 float dot_q6_k(const uint8_t* row, int64_t blocks, const Q8Row& a) {
                           _mm256_and_si256(_mm256_srli_epi16(hb, 2), two)),
       };
       for (int k = 0; k < 4; ++k) {
-        const __m256i p = _mm256_maddubs_epi16(v[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 128 * h + 32 * k)));
+        const __m256i p =
+            _mm256_maddubs_epi16(v[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 128 * h + 32 * k)));
         sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(halves[h], spread[k])));
       }
     }

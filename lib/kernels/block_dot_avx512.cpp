@@ -37,7 +37,8 @@ KVC_AVX512_VNNI inline void q32_pair(const uint8_t* first, int64_t p, const Q8Ro
   const __m512i dot = _mm512_dpbusd_epi32(start, pair_codes<F>(first), _mm512_loadu_si512(a.q + 64 * p));
   const __m512 d = _mm512_mul_ps(pair_halves<F>(first, 0), _mm512_loadu_ps(a.pair_d + 16 * p));
   acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), d, acc);
-  if constexpr (F::kMin) min_acc = _mm512_fmadd_ps(pair_halves<F>(first, 1), _mm512_loadu_ps(a.pair_dsum + 16 * p), min_acc);
+  if constexpr (F::kMin)
+    min_acc = _mm512_fmadd_ps(pair_halves<F>(first, 1), _mm512_loadu_ps(a.pair_dsum + 16 * p), min_acc);
 }
 
 template <class F>
@@ -67,7 +68,8 @@ KVC_AVX512_VNNI inline int32_t mins_dot(uint64_t min8, const int16_t* sum32) {
 
 // int16 lanes 0..15 take scale `first`, lanes 16..31 scale `first` + 1 (of a register of 16-bit scales).
 KVC_AVX512_VNNI inline __m512i pair_index(int first) {
-  return _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(first)), _mm256_set1_epi16(static_cast<int16_t>(first + 1)), 1);
+  return _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(first)),
+                            _mm256_set1_epi16(static_cast<int16_t>(first + 1)), 1);
 }
 
 template <bool FiveBits>
@@ -141,7 +143,8 @@ KVC_AVX512_VNNI float dot_q6_k(const uint8_t* row, int64_t blocks, const Q8Row& 
       sum = _mm512_dpwssd_epi32(sum, p1, _mm512_permutexvar_epi16(index[2 * h + 1], scales));
     }
     // Codes 0..63 stand for -32..31: take 32 times each scale times its group's activation sum.
-    const __m256i offset = _mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sum16 + i * 16)));
+    const __m256i offset =
+        _mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sum16 + i * 16)));
     sum = _mm512_sub_epi32(sum, _mm512_zextsi256_si512(_mm256_slli_epi32(offset, 5)));
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(half_at(b + 208) * a.d[i]), acc);
   }

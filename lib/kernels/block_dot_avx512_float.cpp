@@ -18,7 +18,8 @@ KVC_AVX512_VNNI inline __m512 widen(__m128i codes) { return _mm512_cvtepi32_ps(_
 KVC_AVX512_VNNI inline __m512 run32(__m256i codes, float scale, float bias, const float* x, __m512 acc) {
   const __m512 s = _mm512_set1_ps(scale), b = _mm512_set1_ps(bias);
   acc = _mm512_fmadd_ps(_mm512_fmadd_ps(widen(_mm256_castsi256_si128(codes)), s, b), _mm512_loadu_ps(x), acc);
-  return _mm512_fmadd_ps(_mm512_fmadd_ps(widen(_mm256_extracti128_si256(codes, 1)), s, b), _mm512_loadu_ps(x + 16), acc);
+  return _mm512_fmadd_ps(_mm512_fmadd_ps(widen(_mm256_extracti128_si256(codes, 1)), s, b), _mm512_loadu_ps(x + 16),
+                         acc);
 }
 
 template <class F>
@@ -37,9 +38,12 @@ KVC_AVX512_VNNI float dot_q8_0(const uint8_t* row, int64_t blocks, const float* 
   for (int64_t i = 0; i < blocks; ++i) {
     const uint8_t* b = row + i * 34;
     const __m512 d = _mm512_set1_ps(half_at(b));
-    const __m512 w0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2))));
-    const __m512 w1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 18))));
-    const __m512 t = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 32 * i + 16), _mm512_mul_ps(w0, _mm512_loadu_ps(x + 32 * i)));
+    const __m512 w0 =
+        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2))));
+    const __m512 w1 =
+        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 18))));
+    const __m512 t =
+        _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 32 * i + 16), _mm512_mul_ps(w0, _mm512_loadu_ps(x + 32 * i)));
     acc0 = _mm512_fmadd_ps(t, d, acc0);
     std::swap(acc0, acc1);
   }

@@ -157,7 +157,8 @@ void decode_q45_k(const uint8_t* row, int64_t blocks, float* out) {
       for (int l = 0; l < 32; ++l) {
         int v = (low[32 * (j / 2) + l] >> (4 * (j % 2))) & 15;
         if (FiveBits) v += ((b[16 + l] >> j) & 1) << 4;
-        out[256 * i + 32 * j + l] = d * static_cast<float>(scale) * static_cast<float>(v) - dmin * static_cast<float>(min);
+        out[256 * i + 32 * j + l] =
+            d * static_cast<float>(scale) * static_cast<float>(v) - dmin * static_cast<float>(min);
       }
     }
   }
@@ -184,7 +185,8 @@ void rows(const uint8_t* w, int64_t row_bytes, int64_t cols, const Q8Row& a, flo
 
 }  // namespace
 
-void dequantize_block_rows(BlockType type, const uint8_t* w, int64_t row_bytes, int64_t cols, int64_t rows, float* out) {
+void dequantize_block_rows(BlockType type, const uint8_t* w, int64_t row_bytes, int64_t cols, int64_t rows,
+                           float* out) {
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* row = w + r * row_bytes;
     float* o = out + r * cols;

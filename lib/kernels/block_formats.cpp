@@ -32,6 +32,8 @@ bool is_q32_format(BlockType type) {
          type == BlockType::Q8_0;
 }
 
-bool is_k_format(BlockType type) { return type == BlockType::Q4_K || type == BlockType::Q5_K || type == BlockType::Q6_K; }
+bool is_k_format(BlockType type) {
+  return type == BlockType::Q4_K || type == BlockType::Q5_K || type == BlockType::Q6_K;
+}
 
 }  // namespace kvc

@@ -23,8 +23,9 @@ constexpr int64_t kMinPanelTokens = 4;
 
 // 16/32-bit segments: LibTorch's product on the segment's rows, into y's columns.
 void dense_segment(const BlockSegment& s, int64_t cols, const at::Tensor& x, at::Tensor& y) {
-  const at::ScalarType type =
-      s.type == BlockType::F32 ? at::kFloat : s.type == BlockType::F16 ? at::kHalf : at::kBFloat16;
+  const at::ScalarType type = s.type == BlockType::F32   ? at::kFloat
+                              : s.type == BlockType::F16 ? at::kHalf
+                                                         : at::kBFloat16;
   const at::Tensor w =
       at::from_blob(const_cast<uint8_t*>(s.data), {s.rows, cols}, at::TensorOptions().dtype(type)).to(at::kFloat);
   const at::Tensor part = at::mm(x, w.t());
@@ -59,7 +60,8 @@ at::Tensor dequantized_panels(const BlockMatrix& w, const at::Tensor& x) {
       // Output rows first.. of the panel, each dequantized from its stored row.
       for (int64_t r = 0; r < rows; ++r) {
         const BlockSegment& s = w.segment_of(first + r);
-        dequantize_block_rows(s.type, w.stored_row(first + r), s.row_bytes, cols, 1, panel.data_ptr<float>() + r * cols);
+        dequantize_block_rows(s.type, w.stored_row(first + r), s.row_bytes, cols, 1,
+                              panel.data_ptr<float>() + r * cols);
       }
       at::Tensor out = part.narrow(1, 0, rows);
       at::mm_out(out, x, panel.narrow(0, 0, rows).t());
@@ -98,7 +100,7 @@ at::Tensor block_linear(const BlockMatrix& w, const at::Tensor& x, const at::Ten
   const int64_t T = x.size(0), cols = w.cols();
   if (block_isa() != BlockIsa::Avx512Vnni || T < kMinPanelTokens) {
     const int64_t threads = at::get_num_threads();
-    at::Tensor y = T < kMinPanelTokens         ? token_by_token(w, x)
+    at::Tensor y = T < kMinPanelTokens                 ? token_by_token(w, x)
                    : T >= kSharedBlockTokens * threads ? shared_blocks(w, x.contiguous(), threads)
                                                        : dequantized_panels(w, x.contiguous());
     if (bias.defined()) y.add_(bias);

@@ -15,8 +15,10 @@ void BlockMatrix::append(BlockType type, const uint8_t* data, int64_t rows, std:
   std::vector<int32_t> stored(output_rows.size(), -1);
   for (size_t r = 0; r < output_rows.size(); ++r) {
     const int32_t out = output_rows[r];
-    KVC_CHECK(out >= 0 && out < rows && stored[static_cast<size_t>(out)] < 0, "the output order of a segment of {} rows "
-              "is not a permutation", rows);
+    KVC_CHECK(out >= 0 && out < rows && stored[static_cast<size_t>(out)] < 0,
+              "the output order of a segment of {} rows "
+              "is not a permutation",
+              rows);
     stored[static_cast<size_t>(out)] = static_cast<int32_t>(r);
   }
   segments_.push_back({type, data, rows_, rows, block_row_bytes(f, cols_), std::move(output_rows), std::move(stored)});

@@ -37,9 +37,7 @@ void segment_rows(const BlockSegment& s, int64_t cols, const Inputs& in, BlockIs
   }
   float* out = s.output_rows.empty() ? y + s.first_row + lo : reordered;
   switch (s.type) {
-    case BlockType::F32:
-      fp32_matvec_rows(reinterpret_cast<const float*>(w), in.x, out, 0, n, cols);
-      break;
+    case BlockType::F32: fp32_matvec_rows(reinterpret_cast<const float*>(w), in.x, out, 0, n, cols); break;
     case BlockType::F16:
     case BlockType::BF16:
       half_matvec_rows(s.type == BlockType::F16 ? at::kHalf : at::kBFloat16, w, in.x, out, 0, n, cols);

@@ -27,9 +27,9 @@ void unpack_rows(BlockType type, const uint8_t* w, int64_t row_bytes, int64_t co
 
 // kPanelTokens tokens of the quantized input (32-value blocks), padded with zeros past the last token.
 struct TokenPanel {
-  std::vector<int8_t> q;          // [cols / 4][16 tokens][4]
-  std::vector<float> d, dsum32;   // [cols / 32][16]: each token's block scale, and scale times block sum
-  std::vector<float> dsum16;      // [cols / 16][16]: the block scale times the sum of each 16 values
+  std::vector<int8_t> q;         // [cols / 4][16 tokens][4]
+  std::vector<float> d, dsum32;  // [cols / 32][16]: each token's block scale, and scale times block sum
+  std::vector<float> dsum16;     // [cols / 16][16]: the block scale times the sum of each 16 values
 };
 // Tokens [first, first + count) of `x` (count <= kPanelTokens) into `panel`.
 void pack_tokens(const Q8Rows& x, int64_t first, int64_t count, TokenPanel& panel);

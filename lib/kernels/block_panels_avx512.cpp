@@ -12,7 +12,8 @@ void pack_tokens(const Q8Rows& x, int64_t first, int64_t count, TokenPanel& pane
   panel.dsum16.assign(static_cast<size_t>(groups * kPanelTokens), 0.0f);
   for (int64_t t = 0; t < count; ++t) {
     const Q8Row row = x.row(first + t);
-    for (int64_t s = 0; s < steps; ++s) std::memcpy(&panel.q[static_cast<size_t>((s * kPanelTokens + t) * 4)], row.q + 4 * s, 4);
+    for (int64_t s = 0; s < steps; ++s)
+      std::memcpy(&panel.q[static_cast<size_t>((s * kPanelTokens + t) * 4)], row.q + 4 * s, 4);
     for (int64_t b = 0; b < blocks; ++b) {
       panel.d[static_cast<size_t>(b * kPanelTokens + t)] = row.d[b];
       panel.dsum32[static_cast<size_t>(b * kPanelTokens + t)] = row.dsum[b];

@@ -14,7 +14,9 @@ namespace kvc::simd {
 template <class Plain>
 struct PlainCacheRows {
   using Element = typename Plain::Element;
-  static const Element* row(const void* base, int64_t s, int64_t d) { return static_cast<const Element*>(base) + s * d; }
+  static const Element* row(const void* base, int64_t s, int64_t d) {
+    return static_cast<const Element*>(base) + s * d;
+  }
   KVC_AVX2 static __m256 load8(const Element* row, int64_t c) { return Plain::load8(row + c); }
 };
 

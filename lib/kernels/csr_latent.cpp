@@ -53,8 +53,8 @@ struct Tile {
 // copy of every coefficient each decode step. Adaptive ranks are widened: reading them in place, with
 // each row's last register loaded under a mask, was slower than the copy.
 template <typename Stored, typename Compute>
-bool use_in_place(const CsrCoefficients& c, const Stored* flat, int64_t t0, int64_t n, int64_t group,
-                  int64_t multiple, Tile<Compute>& tile) {
+bool use_in_place(const CsrCoefficients& c, const Stored* flat, int64_t t0, int64_t n, int64_t group, int64_t multiple,
+                  Tile<Compute>& tile) {
   if constexpr (!std::is_same_v<Stored, Compute>) {
     return false;
   } else {
@@ -319,9 +319,8 @@ void dispatch(const at::Tensor& flat, const at::Tensor& rows, F&& f) {
 at::Tensor csr_latent_scores(const CsrCoefficients& coefficients, const at::Tensor& rows) {
   KVC_CHECK(rows.dim() == 2, "csr_latent_scores: rows must be [R, r]");
   at::Tensor out = at::empty({rows.size(0), coefficients.count}, rows.options());
-  dispatch(coefficients.flat, rows, [&](auto stored, auto compute) {
-    scores<decltype(stored), decltype(compute)>(coefficients, rows, out);
-  });
+  dispatch(coefficients.flat, rows,
+           [&](auto stored, auto compute) { scores<decltype(stored), decltype(compute)>(coefficients, rows, out); });
   return out;
 }
 
@@ -329,9 +328,8 @@ at::Tensor csr_latent_weigh(const CsrCoefficients& coefficients, const at::Tenso
   KVC_CHECK(probs.dim() == 2 && probs.size(1) == coefficients.count, "csr_latent_weigh: probs must be [R, {}]",
             coefficients.count);
   at::Tensor out = at::empty({probs.size(0), r}, probs.options());
-  dispatch(coefficients.flat, probs, [&](auto stored, auto compute) {
-    weigh<decltype(stored), decltype(compute)>(coefficients, probs, out);
-  });
+  dispatch(coefficients.flat, probs,
+           [&](auto stored, auto compute) { weigh<decltype(stored), decltype(compute)>(coefficients, probs, out); });
   return out;
 }
 

@@ -7,14 +7,14 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cache_rows_avx2.h"
 #include "kernels/cpu_features.h"
 #include "kernels/half_precision.h"
+#include "kernels/row_formats.h"
+#include "kernels/simd_avx2.h"
 #include "runtime/balanced_parallel_for.h"
 #include "runtime/gradient_recording.h"
 #include "runtime/parallel_grain.h"
-#include "kernels/cache_rows_avx2.h"
-#include "kernels/row_formats.h"
-#include "kernels/simd_avx2.h"
 
 namespace kvc {
 namespace {
@@ -35,10 +35,10 @@ struct ChunkView {
   const void* values;        // the chunk's rows in the values' stored format
   const int64_t* positions;  // [n]
   int64_t n;
-  float* out;     // [G, d]: the sum of exp(score - max) v over the chunk
-  float* max;     // [G]: the chunk's largest visible score (-inf when none)
-  float* sum;     // [G]: its sum of exp(score - max)
-  float* probs;   // row g at probs + g * probs_stride, the chunk's columns; null when not asked for
+  float* out;    // [G, d]: the sum of exp(score - max) v over the chunk
+  float* max;    // [G]: the chunk's largest visible score (-inf when none)
+  float* sum;    // [G]: its sum of exp(score - max)
+  float* probs;  // row g at probs + g * probs_stride, the chunk's columns; null when not asked for
   int64_t probs_stride;
 };
 
@@ -274,10 +274,9 @@ at::Tensor fast_decode_attention(const at::Tensor& queries, int64_t q_position, 
     return readable && t.device().is_cpu() && t.scalar_type() == storage_dtype(type) && t.dim() == 3;
   };
   if (!cpu_has_avx2_fma() || !queries.device().is_cpu() || queries.scalar_type() != at::kFloat ||
-      !is_cpu_rows(keys, key_type) || !is_cpu_rows(values, value_type) || queries.dim() != 3 ||
-      queries.size(1) != 1 || values.size(0) != keys.size(0) || values.size(1) != keys.size(1) ||
-      key_positions.scalar_type() != at::kLong || !key_positions.device().is_cpu() ||
-      records_gradient({queries, keys, values})) {
+      !is_cpu_rows(keys, key_type) || !is_cpu_rows(values, value_type) || queries.dim() != 3 || queries.size(1) != 1 ||
+      values.size(0) != keys.size(0) || values.size(1) != keys.size(1) || key_positions.scalar_type() != at::kLong ||
+      !key_positions.device().is_cpu() || records_gradient({queries, keys, values})) {
     return {};
   }
   const int64_t H = queries.size(0), KV = keys.size(0), S = keys.size(1), d = queries.size(2);
@@ -294,7 +293,8 @@ at::Tensor fast_decode_attention(const at::Tensor& queries, int64_t q_position, 
   const float* qp = q.data_ptr<float>();
   const auto* kp = static_cast<const char*>(keys.data_ptr());
   const auto* vp = static_cast<const char*>(values.data_ptr());
-  const int64_t key_stride = keys.stride(0) * keys.element_size(), value_stride = values.stride(0) * values.element_size();
+  const int64_t key_stride = keys.stride(0) * keys.element_size(),
+                value_stride = values.stride(0) * values.element_size();
   const int64_t key_row = stored_row_bytes(key_type, d), value_row = stored_row_bytes(value_type, d);
   const int64_t* pp = key_positions.data_ptr<int64_t>();
   float* op = out.data_ptr<float>();

@@ -12,11 +12,10 @@ namespace kvc {
 
 // queries [H, 1, d] (rotated); keys/values [KV, S, w] with contiguous rows of d values in the format
 // `key_type` / `value_type` (row_formats.h; w = stored_row_width; Undefined: the tensor's own dtype,
-// w = d); key_positions [KV, S] int64. Entry s of a head is visible iff key_position <= q_position and, with a sliding window W > 0,
-// key_position > q_position - W. Returns [H, 1, d], or an undefined tensor when the fast path does
-// not apply (dtype, device, layout, no AVX2): the caller then uses the LibTorch path.
-// With `probabilities` non-null it also receives the attention weights [H, S] (fp32): what a
-// decoding-time eviction method (H2O, TOVA) scores entries by.
+// w = d); key_positions [KV, S] int64. Entry s of a head is visible iff key_position <= q_position and, with a sliding
+// window W > 0, key_position > q_position - W. Returns [H, 1, d], or an undefined tensor when the fast path does not
+// apply (dtype, device, layout, no AVX2): the caller then uses the LibTorch path. With `probabilities` non-null it also
+// receives the attention weights [H, S] (fp32): what a decoding-time eviction method (H2O, TOVA) scores entries by.
 at::Tensor fast_decode_attention(const at::Tensor& queries, int64_t q_position, const at::Tensor& keys,
                                  const at::Tensor& values, const at::Tensor& key_positions, int64_t sliding_window,
                                  at::Tensor* probabilities = nullptr,

@@ -20,7 +20,8 @@ KVC_AVX2 inline __m256 silu8(__m256 g) {
 // same value: 1 + tanh(y) = 2 / (1 + e^-2y)) so that the far negative tail does not cancel.
 KVC_AVX2 inline __m256 gelu_tanh8(__m256 g) {
   const __m256 g3 = _mm256_mul_ps(_mm256_mul_ps(g, g), g);
-  const __m256 y = _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f), _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), g3, g));
+  const __m256 y =
+      _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f), _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), g3, g));
   const __m256 e = simd::exp(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_add_ps(y, y)));
   return _mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
 }

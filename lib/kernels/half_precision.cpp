@@ -105,7 +105,9 @@ bool has_avx512() {
 #endif
 }
 
-bool has_avx2() { return cpu_has_avx2_fma() && isa_limit.load(std::memory_order_relaxed) != HalfPrecisionIsa::Portable; }
+bool has_avx2() {
+  return cpu_has_avx2_fma() && isa_limit.load(std::memory_order_relaxed) != HalfPrecisionIsa::Portable;
+}
 
 }  // namespace
 
@@ -176,8 +178,7 @@ void rows_with(const void* w, const float* x, float* y, int64_t r0, int64_t r1, 
 
 }  // namespace
 
-void half_matvec_rows(at::ScalarType type, const void* w, const float* x, float* y, int64_t r0, int64_t r1,
-                      int64_t n) {
+void half_matvec_rows(at::ScalarType type, const void* w, const float* x, float* y, int64_t r0, int64_t r1, int64_t n) {
   const bool bf16 = type == at::kBFloat16;
 #if defined(__x86_64__)
   if (has_avx512()) {
@@ -190,6 +191,5 @@ void half_matvec_rows(at::ScalarType type, const void* w, const float* x, float*
   bf16 ? rows_with<dot_portable<c10::BFloat16>>(w, x, y, r0, r1, n)
        : rows_with<dot_portable<c10::Half>>(w, x, y, r0, r1, n);
 }
-
 
 }  // namespace kvc

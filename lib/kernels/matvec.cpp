@@ -75,7 +75,8 @@ at::Tensor fast_matvec(const at::Tensor& weight, const at::Tensor& x, const at::
         rows, chunk, [&](int64_t r0, int64_t r1) { half_matvec_rows(type, w, xp, yp, r0, r1, cols); }, alongside);
   } else {
     const float* w = weight.data_ptr<float>();
-    balanced_parallel_for(rows, chunk, [&](int64_t r0, int64_t r1) { matvec_rows(w, xp, yp, r0, r1, cols); }, alongside);
+    balanced_parallel_for(
+        rows, chunk, [&](int64_t r0, int64_t r1) { matvec_rows(w, xp, yp, r0, r1, cols); }, alongside);
   }
   if (bias.defined()) y.add_(bias);
   return y;

@@ -8,8 +8,8 @@
 
 namespace kvc {
 
-// weight [rows, cols] contiguous fp32, bf16 or f16 (widened in registers), x [cols] fp32, bias [rows] or undefined. Returns [rows], or
-// an undefined tensor when the fast path does not apply (other dtype/device, no AVX2): the caller
+// weight [rows, cols] contiguous fp32, bf16 or f16 (widened in registers), x [cols] fp32, bias [rows] or undefined.
+// Returns [rows], or an undefined tensor when the fast path does not apply (other dtype/device, no AVX2): the caller
 // then uses at::mv. Each row is summed in a fixed order, so results do not depend on thread count.
 // `alongside`, when given and the fast path applies, runs once on the calling thread while the other
 // threads start on the product (balanced_parallel_for); when the fast path declines, it does not run.

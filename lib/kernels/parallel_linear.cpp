@@ -6,9 +6,9 @@
 #include <algorithm>
 
 #include "kernels/half_precision.h"
-#include "runtime/parallel_grain.h"
 #include "runtime/blas_threads.h"
 #include "runtime/gradient_recording.h"
+#include "runtime/parallel_grain.h"
 
 namespace kvc {
 namespace {
@@ -24,7 +24,9 @@ struct HalfWeight {
   const uint16_t* data;
   at::ScalarType type;
   int64_t rows, cols;
-  void widen(int64_t first, int64_t count, float* out) const { half_to_float(type, data + first * cols, out, count * cols); }
+  void widen(int64_t first, int64_t count, float* out) const {
+    half_to_float(type, data + first * cols, out, count * cols);
+  }
 };
 
 }  // namespace
@@ -99,8 +101,8 @@ at::Tensor parallel_linear(const at::Tensor& x, const at::Tensor& weight, const 
   if (half) {
     const HalfWeight w{static_cast<const uint16_t*>(weight.data_ptr()), weight.scalar_type(), out, x.size(1)};
     if (split_rows) {
-      widened_linear_split_rows(xc, out, x.size(1), [&](int64_t first, int64_t n, float* dst) { w.widen(first, n, dst); },
-                                y, threads);
+      widened_linear_split_rows(
+          xc, out, x.size(1), [&](int64_t first, int64_t n, float* dst) { w.widen(first, n, dst); }, y, threads);
     } else {
       half_linear_split_columns(xc, w, y, threads);
     }

@@ -15,8 +15,7 @@ namespace {
 bool loops_apply(const at::Tensor& a, const at::Tensor& m) {
   return a.device().is_cpu() && m.device().is_cpu() && a.dim() == 3 && m.dim() == 3 && a.size(0) == m.size(0) &&
          a.scalar_type() == m.scalar_type() && (a.scalar_type() == at::kFloat || a.scalar_type() == at::kDouble) &&
-         !a.requires_grad() && !m.requires_grad() && a.is_contiguous() && m.stride(2) == 1 &&
-         m.stride(1) == m.size(2);
+         !a.requires_grad() && !m.requires_grad() && a.is_contiguous() && m.stride(2) == 1 && m.stride(1) == m.size(2);
 }
 
 template <typename T>

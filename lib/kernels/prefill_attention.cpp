@@ -9,9 +9,9 @@
 
 #include "kernels/attention_tiles.h"
 #include "kernels/cpu_features.h"
+#include "kernels/simd_avx2.h"
 #include "runtime/gradient_recording.h"
 #include "runtime/parallel_grain.h"
-#include "kernels/simd_avx2.h"
 
 namespace kvc {
 namespace {
@@ -25,17 +25,17 @@ KVC_AVX2 float exponentiate_range(float* row, int64_t n, int64_t lo, int64_t hi,
 }
 
 struct Plan {
-  const float* queries;  // [H, T, d] contiguous
-  const int64_t* q_pos;  // [T]
+  const float* queries;      // [H, T, d] contiguous
+  const int64_t* q_pos;      // [T]
   const float* packed_keys;  // [KV, S_pad, d] as key panels
   const float* values;       // head h row s at values + h * v_head_stride + s * v_row_stride
   int64_t v_head_stride, v_row_stride;
-  const int64_t* k_pos;  // [KV, S]
+  const int64_t* k_pos;      // [KV, S]
   std::vector<char> sorted;  // per KV head: positions ascending (an uncompressed or evicted-in-order cache)
   int64_t H, T, KV, S, S_pad, d, window;
   float scale;
-  float* out;  // [H, T, d] contiguous
-  int64_t window_rows = 0;       // probability rows kept for the last window_rows queries
+  float* out;                     // [H, T, d] contiguous
+  int64_t window_rows = 0;        // probability rows kept for the last window_rows queries
   float* window_probs = nullptr;  // [H, window_rows, S], zero-initialised
 };
 
@@ -104,7 +104,9 @@ struct KeptScores {
   std::vector<float> chunk_max;  // [kBlockRows, max_chunks]
   float* column_sums = nullptr;  // this task's partial sums [S], or null when not asked for
   KeptScores(int64_t S_pad, int64_t chunks)
-      : stride(S_pad), max_chunks(chunks), rows(static_cast<size_t>(kBlockRows * S_pad)),
+      : stride(S_pad),
+        max_chunks(chunks),
+        rows(static_cast<size_t>(kBlockRows * S_pad)),
         chunk_max(static_cast<size_t>(kBlockRows * chunks)) {}
 };
 
@@ -227,9 +229,8 @@ KVC_AVX2 void attend_block(const Plan& p, int64_t head, int64_t t0, int64_t rows
     if (!(state[r].sum > 0.0f)) continue;  // nothing visible: no probabilities
     const Tile& tile = tiles_[r / tiles::kMaxRows];
     const int64_t lo = tile.lo[r % tiles::kMaxRows], hi = tile.hi[r % tiles::kMaxRows], t = t0 + r;
-    float* window_row = t >= p.T - p.window_rows
-                            ? p.window_probs + (head * p.window_rows + t - (p.T - p.window_rows)) * p.S
-                            : nullptr;
+    float* window_row =
+        t >= p.T - p.window_rows ? p.window_probs + (head * p.window_rows + t - (p.T - p.window_rows)) * p.S : nullptr;
     if (kept->column_sums == nullptr && window_row == nullptr) continue;
     const float inv = 1.0f / state[r].sum;
     for (int64_t c0 = first_c0, chunk = 0; c0 < block_hi; c0 += kChunk, ++chunk) {
@@ -271,13 +272,28 @@ at::Tensor fast_prefill_attention(const at::Tensor& queries, const at::Tensor& q
   const float* k_data = keys.data_ptr<float>();
   at::parallel_for(0, KV, parallel_grain(S * d), [&](int64_t h0, int64_t h1) {
     for (int64_t h = h0; h < h1; ++h) {
-      tiles::pack_key_panels(k_data + h * keys.stride(0), keys.stride(1), S, d, packed.data_ptr<float>() + h * S_pad * d);
+      tiles::pack_key_panels(k_data + h * keys.stride(0), keys.stride(1), S, d,
+                             packed.data_ptr<float>() + h * S_pad * d);
     }
   });
   at::Tensor out = at::empty({H, T, d}, queries.options());
-  Plan plan{q.data_ptr<float>(), q_pos.data_ptr<int64_t>(), packed.data_ptr<float>(), values.data_ptr<float>(),
-            values.stride(0), values.stride(1), k_pos.data_ptr<int64_t>(), std::vector<char>(KV), H, T, KV, S, S_pad, d,
-            sliding_window, static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))), out.data_ptr<float>()};
+  Plan plan{q.data_ptr<float>(),
+            q_pos.data_ptr<int64_t>(),
+            packed.data_ptr<float>(),
+            values.data_ptr<float>(),
+            values.stride(0),
+            values.stride(1),
+            k_pos.data_ptr<int64_t>(),
+            std::vector<char>(KV),
+            H,
+            T,
+            KV,
+            S,
+            S_pad,
+            d,
+            sliding_window,
+            static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))),
+            out.data_ptr<float>()};
   for (int64_t h = 0; h < KV; ++h) plan.sorted[h] = std::is_sorted(plan.k_pos + h * S, plan.k_pos + (h + 1) * S);
   const int64_t blocks_per_head = (T + kBlockRows - 1) / kBlockRows;
   if (statistics == nullptr) {

@@ -11,10 +11,10 @@ namespace kvc {
 
 // One quantized input row, as the kernels read it.
 struct Q8Row {
-  const int8_t* q = nullptr;     // cols values
-  const float* d = nullptr;      // one scale per block
-  const int32_t* sum = nullptr;  // per block: the sum of its q
-  const float* dsum = nullptr;   // per block: d times that sum (the product of a constant weight row)
+  const int8_t* q = nullptr;       // cols values
+  const float* d = nullptr;        // one scale per block
+  const int32_t* sum = nullptr;    // per block: the sum of its q
+  const float* dsum = nullptr;     // per block: d times that sum (the product of a constant weight row)
   const int16_t* sum16 = nullptr;  // sums of q over each 16 values
   const int16_t* sum32 = nullptr;  // 256-value blocks only: over each 32 values
   // 32-value blocks quantized while the level is AVX-512 only (null otherwise), for kernels that take

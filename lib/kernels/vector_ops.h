@@ -34,7 +34,8 @@ KVC_AVX2 inline float dot_avx2(const float* a, const float* b, int64_t n) {
 KVC_AVX2 inline void axpy_avx2(float* y, const float* x, float a, int64_t n) {
   const __m256 av = _mm256_set1_ps(a);
   int64_t j = 0;
-  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(y + j, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + j), _mm256_loadu_ps(y + j)));
+  for (; j + 8 <= n; j += 8)
+    _mm256_storeu_ps(y + j, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + j), _mm256_loadu_ps(y + j)));
   for (; j < n; ++j) y[j] += a * x[j];
 }
 #endif

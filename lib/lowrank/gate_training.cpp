@@ -36,9 +36,8 @@ Forward run_window(const LlamaModel& model, const std::vector<GateParams>& k, co
   MaskLog log;
   // The model's own cache layout: the gated layers are the global ones, as in the low-rank cache (a
   // sliding-window layer keeps its window, with its own RoPE).
-  KVCache cache = model.new_cache([&](int64_t l) {
-    return std::make_unique<SoftMaskLayerCache>(shape, model.rope(), k[l], v[l], tau, &log);
-  });
+  KVCache cache = model.new_cache(
+      [&](int64_t l) { return std::make_unique<SoftMaskLayerCache>(shape, model.rope(), k[l], v[l], tau, &log); });
   const torch::Tensor logits = model.forward(window, cache);
   const int64_t T = static_cast<int64_t>(window.size());
   const std::vector<int64_t> next(window.begin() + 1, window.end());
@@ -68,7 +67,8 @@ torch::Tensor kl_from_exact(const torch::Tensor& exact, const torch::Tensor& gat
 
 // Window start for (step, slot): a pure function of the seed, so resuming needs no RNG state.
 int64_t window_start(uint64_t seed, int64_t step, int64_t slot, int64_t n_starts) {
-  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(step) * 7919ULL + static_cast<uint64_t>(slot));
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(step) * 7919ULL +
+                      static_cast<uint64_t>(slot));
   return static_cast<int64_t>(rng() % static_cast<uint64_t>(n_starts));
 }
 
@@ -95,16 +95,22 @@ std::string with_checksum(const std::string& archive) {
 }
 
 std::string checkpoint_payload(const std::string& file, const std::string& path) {
-  KVC_CHECK(file.size() >= kTrailerBytes && std::memcmp(file.data() + file.size() - kTrailerBytes, kCheckpointMagic, 8) == 0,
-            "--resume: '{}' has no kvc checksum trailer (damaged, cut short, or not a kvc-train checkpoint); start "
-            "again without --resume", path);
+  KVC_CHECK(
+      file.size() >= kTrailerBytes && std::memcmp(file.data() + file.size() - kTrailerBytes, kCheckpointMagic, 8) == 0,
+      "--resume: '{}' has no kvc checksum trailer (damaged, cut short, or not a kvc-train checkpoint); start "
+      "again without --resume",
+      path);
   uint64_t length = 0, hash = 0;
   std::memcpy(&length, file.data() + file.size() - 16, 8);
   std::memcpy(&hash, file.data() + file.size() - 8, 8);
-  KVC_CHECK(length == file.size() - kTrailerBytes, "--resume: '{}' is {} bytes where its trailer says {}: the file is "
-            "damaged; start again without --resume", path, file.size(), length + kTrailerBytes);
-  KVC_CHECK(fnv1a64(file.data(), length) == hash, "--resume: '{}' fails its checksum: the file is damaged; start "
-            "again without --resume", path);
+  KVC_CHECK(length == file.size() - kTrailerBytes,
+            "--resume: '{}' is {} bytes where its trailer says {}: the file is "
+            "damaged; start again without --resume",
+            path, file.size(), length + kTrailerBytes);
+  KVC_CHECK(fnv1a64(file.data(), length) == hash,
+            "--resume: '{}' fails its checksum: the file is damaged; start "
+            "again without --resume",
+            path);
   return file.substr(0, length);
 }
 
@@ -118,8 +124,8 @@ std::string shape_text(at::IntArrayRef sizes) {
 torch::Tensor evals_to_tensor(const std::vector<EvalPoint>& evals) {
   std::vector<double> flat;
   for (const EvalPoint& e : evals) {
-    flat.insert(flat.end(), {static_cast<double>(e.step), e.train_loss, e.heldout_ce, e.heldout_ce_full,
-                             e.soft_retain, e.hard_retain, e.heldout_kl, e.tokens_per_second});
+    flat.insert(flat.end(), {static_cast<double>(e.step), e.train_loss, e.heldout_ce, e.heldout_ce_full, e.soft_retain,
+                             e.hard_retain, e.heldout_kl, e.tokens_per_second});
   }
   return torch::tensor(flat, torch::kDouble).view({static_cast<int64_t>(evals.size()), 8});
 }
@@ -176,12 +182,15 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
                         const std::vector<int>& heldout_ids, const TrainOptions& o,
                         const std::function<void(const EvalPoint&)>& on_eval, const Ranks* ranks) {
   o.validate();
-  KVC_CHECK(!model.has_block_weights(), "gate training differentiates through every projection, whose weights must be "
+  KVC_CHECK(!model.has_block_weights(),
+            "gate training differentiates through every projection, whose weights must be "
             "dequantized: load the GGUF with --dtype float32");
   const Ranks alone;
   const Ranks& r = ranks != nullptr ? *ranks : alone;
-  KVC_CHECK(o.batch >= r.world(), "--batch {} over {} ranks: each rank runs whole windows, so --batch must be at "
-            "least the number of ranks", o.batch, r.world());
+  KVC_CHECK(o.batch >= r.world(),
+            "--batch {} over {} ranks: each rank runs whole windows, so --batch must be at "
+            "least the number of ranks",
+            o.batch, r.world());
   const ModelConfig& c = model.config();
   const int64_t L = c.num_layers, d = c.kv_dim();
   KVC_CHECK(o.steps > 0 && o.batch > 0, "--steps and --batch must be > 0");
@@ -189,8 +198,8 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
             c.max_position_embeddings, o.seq_len);
   KVC_CHECK(o.tau > 0 && o.tau < 1, "--tau must be in (0, 1), got {}", o.tau);
   KVC_CHECK(o.alpha >= 0, "--alpha must be >= 0, got {}", o.alpha);
-  KVC_CHECK(static_cast<int64_t>(train_ids.size()) > o.seq_len, "--data: {} training tokens, need more than --seq-len {}",
-            train_ids.size(), o.seq_len);
+  KVC_CHECK(static_cast<int64_t>(train_ids.size()) > o.seq_len,
+            "--data: {} training tokens, need more than --seq-len {}", train_ids.size(), o.seq_len);
   KVC_CHECK(static_cast<int64_t>(heldout_ids.size()) >= o.seq_len, "held-out text has {} tokens, need --seq-len {}",
             heldout_ids.size(), o.seq_len);
   KVC_CHECK(!o.resume || !o.checkpoint.empty(), "--resume needs --checkpoint FILE");
@@ -251,10 +260,11 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
           ar.try_read("settings", stored) && stored.isString()
               ? settings_differences(parse_named_settings(stored.toStringRef()), named_settings(model, o))
               : "";
-      KVC_CHECK(differences.empty(), "--resume: '{}' was written with {}; resume with the same flags, or start again "
-                "without --resume", o.checkpoint, differences);
-      fail("--resume: '{}' was written with other settings or another model; resume with the same flags",
-           o.checkpoint);
+      KVC_CHECK(differences.empty(),
+                "--resume: '{}' was written with {}; resume with the same flags, or start again "
+                "without --resume",
+                o.checkpoint, differences);
+      fail("--resume: '{}' was written with other settings or another model; resume with the same flags", o.checkpoint);
     }
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < all_params.size(); ++i) {
@@ -263,8 +273,10 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
       KVC_CHECK(t.sizes() == all_params[i].sizes() && t.scalar_type() == all_params[i].scalar_type(),
                 "--resume: '{}': parameter {} has shape {} where the gates need {}", o.checkpoint, i,
                 shape_text(t.sizes()), shape_text(all_params[i].sizes()));
-      KVC_CHECK(at::isfinite(t).all().item<bool>(), "--resume: '{}': parameter {} holds NaN or infinity; start again "
-                "without --resume", o.checkpoint, i);
+      KVC_CHECK(at::isfinite(t).all().item<bool>(),
+                "--resume: '{}': parameter {} holds NaN or infinity; start again "
+                "without --resume",
+                o.checkpoint, i);
       all_params[i].copy_(t);
     }
     torch::Tensor t;
@@ -396,8 +408,8 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
         if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
         grads.push_back(p.grad().flatten());
       }
-      std::vector<torch::Tensor> sums = {torch::cat(grads), torch::tensor({loss_sum, interrupted() ? 1.0 : 0.0},
-                                                                          torch::kDouble)};
+      std::vector<torch::Tensor> sums = {torch::cat(grads),
+                                         torch::tensor({loss_sum, interrupted() ? 1.0 : 0.0}, torch::kDouble)};
       exchange(sums);
       int64_t offset = 0;
       for (torch::Tensor& p : all_params) {
@@ -435,9 +447,10 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
   a.kind = kGatesKind;
   a.tau = o.tau;
   for (int64_t l = 0; l < L; ++l) {
-    a.layers.push_back({{k[l].U.detach().cpu().clone(), k[l].W.detach().cpu().clone(), k[l].b.detach().cpu().clone(), {}},
-                        {v[l].U.detach().cpu().clone(), v[l].W.detach().cpu().clone(), v[l].b.detach().cpu().clone(), {}},
-                        bases.layers[l].rotated_key});
+    a.layers.push_back(
+        {{k[l].U.detach().cpu().clone(), k[l].W.detach().cpu().clone(), k[l].b.detach().cpu().clone(), {}},
+         {v[l].U.detach().cpu().clone(), v[l].W.detach().cpu().clone(), v[l].b.detach().cpu().clone(), {}},
+         bases.layers[l].rotated_key});
   }
   const EvalPoint last = result.evals.empty() ? evaluate() : result.evals.back();
   a.metadata = {{"alpha", fmt::format("{}", o.alpha)},

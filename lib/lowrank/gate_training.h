@@ -1,9 +1,9 @@
 #pragma once
 // Training the token-wise rank gates (and the basis U) with the model frozen: the forward pass runs
 // through a differentiable layer cache that applies the soft mask, x̂ = (x U ⊙ m) U^{-1}, and the loss
-// is cross-entropy (or the KL divergence from the exact model) + α·R² with R the mean soft mask. Checkpoints hold parameters, optimizer state and
-// the step; data windows are a pure function of (seed, step, slot), so a resumed run repeats the same
-// run. Over several ranks, slot b of each step's batch is run by rank b % world and the gradients are
+// is cross-entropy (or the KL divergence from the exact model) + α·R² with R the mean soft mask. Checkpoints hold
+// parameters, optimizer state and the step; data windows are a pure function of (seed, step, slot), so a resumed run
+// repeats the same run. Over several ranks, slot b of each step's batch is run by rank b % world and the gradients are
 // added up across ranks before every update: the same global batch, and the same gates as one process
 // up to the order of the additions.
 #include <functional>
@@ -23,23 +23,23 @@ enum class TrainLoss { CrossEntropy, KlFromExact };
 
 struct TrainOptions {
   TrainLoss loss = TrainLoss::CrossEntropy;
-  double alpha = 1.0;       // weight of R² in the loss
-  double tau = 0.1;         // hard-mask threshold recorded for inference (and used for the hard R)
-  double lr = 5e-3;         // peak learning rate of the gates (W, b)
+  double alpha = 1.0;           // weight of R² in the loss
+  double tau = 0.1;             // hard-mask threshold recorded for inference (and used for the hard R)
+  double lr = 5e-3;             // peak learning rate of the gates (W, b)
   double basis_lr_scale = 0.1;  // U learns at lr * this
   double weight_decay = 0.0;
-  double clip = 1.0;        // max global gradient norm
+  double clip = 1.0;  // max global gradient norm
   int64_t steps = 200;
   int64_t warmup = 10;
   int64_t seq_len = 128;
-  int64_t batch = 2;        // windows per step
+  int64_t batch = 2;  // windows per step
   int64_t eval_every = 50;
   int64_t eval_windows = 4;
   int64_t checkpoint_every = 25;
-  int64_t stop_after = 0;   // > 0: stop (checkpointed) once this step is reached, as if interrupted
+  int64_t stop_after = 0;  // > 0: stop (checkpointed) once this step is reached, as if interrupted
   uint64_t seed = 0;
-  double init_bias = 6.0;   // gate bias ramp: larger starts with higher ranks
-  std::string checkpoint;   // path; empty: no checkpoints
+  double init_bias = 6.0;  // gate bias ramp: larger starts with higher ranks
+  std::string checkpoint;  // path; empty: no checkpoints
   bool resume = false;
   bool show_progress = true;
 
@@ -59,8 +59,8 @@ struct TrainResult {
   Artifact gates;  // ready to write
   std::vector<EvalPoint> evals;
   int64_t steps_done = 0, tokens_seen = 0;
-  bool finished = false;  // false: stopped early (interrupt or stop_after), checkpoint written
-  bool interrupted = false;  // Ctrl-C on this rank or on any other stopped it
+  bool finished = false;        // false: stopped early (interrupt or stop_after), checkpoint written
+  bool interrupted = false;     // Ctrl-C on this rank or on any other stopped it
   double exchange_seconds = 0;  // adding up gradients and statistics across ranks, waits included (0 alone)
 };
 

@@ -54,8 +54,10 @@ Projection grouped_from_weight(const at::Tensor& weight, int64_t num_kv_heads, i
   for (int64_t g = 0; g < groups; ++g) {
     // W_g = U Σ Vᵀ: the group's outputs x W_gᵀ = x V Σ Uᵀ live in the span of U's columns, strongest first.
     const auto [u, sigma, vh] = at::linalg_svd(weight.narrow(0, g * c, c).to(at::kDouble), /*full_matrices=*/false);
-    KVC_CHECK(u.size(1) == c, "--lowrank: palu: a group's weights have rank at most {} (hidden size) < {} dims; "
-              "use larger groups", u.size(1), c);
+    KVC_CHECK(u.size(1) == c,
+              "--lowrank: palu: a group's weights have rank at most {} (hidden size) < {} dims; "
+              "use larger groups",
+              u.size(1), c);
     bases.push_back(u);
     strengths.push_back(sigma.pow(2));
   }

@@ -45,12 +45,15 @@ Projection read_projection(const std::shared_ptr<st::SafetensorsFile>& file, int
     // leaves the smallest a hair below zero, hence the tolerance relative to the largest.
     const at::Tensor e = p.eigenvalues;
     const double tolerance = 1e-9 * std::max(1.0, e.abs().max().item<double>());
-    KVC_CHECK(e.min().item<double>() >= -tolerance, "{}: layer {} {}: an eigenvalue is negative ({}); the bases are "
-              "damaged: run kvc-calibrate again", file->path(), layer, which, e.min().item<double>());
+    KVC_CHECK(e.min().item<double>() >= -tolerance,
+              "{}: layer {} {}: an eigenvalue is negative ({}); the bases are "
+              "damaged: run kvc-calibrate again",
+              file->path(), layer, which, e.min().item<double>());
     if (d > 1) {
       KVC_CHECK((e.slice(0, 1) - e.slice(0, 0, d - 1)).max().item<double>() <= tolerance,
                 "{}: layer {} {}: the eigenvalues are not sorted largest first; the bases are damaged: run "
-                "kvc-calibrate again", file->path(), layer, which);
+                "kvc-calibrate again",
+                file->path(), layer, which);
     }
   }
   return p;
@@ -113,9 +116,10 @@ void write_artifact(const std::string& path, const Artifact& artifact, const Mod
   if (artifact.is_gates()) w.set_metadata("tau", fmt::format("{}", artifact.tau));
   for (size_t l = 0; l < artifact.layers.size(); ++l) {
     const auto li = static_cast<int64_t>(l);
-    for (const auto& [which, p] : {std::pair<const char*, const Projection&>{"k", artifact.layers[l].key},
-                                   std::pair<const char*, const Projection&>{"v", artifact.layers[l].value},
-                                   std::pair<const char*, const Projection&>{"k_rotated", artifact.layers[l].rotated_key}}) {
+    for (const auto& [which, p] :
+         {std::pair<const char*, const Projection&>{"k", artifact.layers[l].key},
+          std::pair<const char*, const Projection&>{"v", artifact.layers[l].value},
+          std::pair<const char*, const Projection&>{"k_rotated", artifact.layers[l].rotated_key}}) {
       if (!p.U.defined()) continue;
       add_tensor(w, tensor_name(li, which, "U"), p.U.detach().to(at::kFloat));
       if (p.has_gate()) {

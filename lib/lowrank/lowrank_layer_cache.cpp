@@ -21,8 +21,7 @@ constexpr int64_t kCsrKernelRows = 64;
 
 bool csr_kernels_apply(const at::Tensor& coeffs, bool offsets_on_device, const at::Tensor& rows) {
   return coeffs.defined() && coeffs.device().is_cpu() && !offsets_on_device && rows.size(0) <= kCsrKernelRows &&
-         !rows.requires_grad() &&
-         (rows.scalar_type() == at::kFloat || rows.scalar_type() == at::kDouble);
+         !rows.requires_grad() && (rows.scalar_type() == at::kFloat || rows.scalar_type() == at::kDouble);
 }
 
 at::Tensor to_tensor(const std::vector<int64_t>& v, at::Device device) {
@@ -59,7 +58,8 @@ at::Tensor LowRankLayerCache::Store::ranks() const {
 int64_t LowRankLayerCache::Store::capacity_bytes() const {
   const int64_t coefficient_bytes = coeffs.defined() ? coeffs.numel() * element_bytes() : 0;
   const auto index_bytes = [](const at::Tensor& t) { return t.defined() ? t.numel() * 8 : int64_t{0}; };
-  return coefficient_bytes + (offsets_on_device ? index_bytes(device_offsets) : static_cast<int64_t>(offsets.size()) * 8) +
+  return coefficient_bytes +
+         (offsets_on_device ? index_bytes(device_offsets) : static_cast<int64_t>(offsets.size()) * 8) +
          index_bytes(device_ranks);
 }
 
@@ -84,7 +84,7 @@ void LowRankLayerCache::Store::push(const at::Tensor& padded, const std::vector<
     // Geometric growth keeps decoding appends amortised O(1); the first append sizes exactly, for the
     // reserved tokens at this append's mean rank.
     const int64_t tokens = static_cast<int64_t>(offsets.size()) - 1 + T;
-    const int64_t cap = used() > 0                ? grown_capacity(need, coeffs.numel())
+    const int64_t cap = used() > 0                 ? grown_capacity(need, coeffs.numel())
                         : reserved_tokens > tokens ? need + (reserved_tokens - tokens) * ((need + tokens - 1) / tokens)
                                                    : need;
     at::Tensor grown = at::empty({cap}, stored);
@@ -162,7 +162,8 @@ at::Tensor LowRankLayerCache::Store::padded_on_device(int64_t s0, int64_t s1, at
   const at::Tensor r = device_ranks.narrow(0, s0, n).unsqueeze(1);
   const at::Tensor column = at::arange(width, r.options()).unsqueeze(0);
   const at::Tensor unused = column >= r;
-  const at::Tensor index = (device_offsets.narrow(0, s0, n).unsqueeze(1) + column).masked_fill_(unused, coeffs.numel() - 1);
+  const at::Tensor index =
+      (device_offsets.narrow(0, s0, n).unsqueeze(1) + column).masked_fill_(unused, coeffs.numel() - 1);
   return coeffs.index_select(0, index.reshape({-1})).view({n, width}).masked_fill_(unused, 0).to(compute);
 }
 
@@ -217,7 +218,8 @@ void LowRankLayerCache::Store::keep(const std::vector<int64_t>& kept) {
   }
   tokens = static_cast<int64_t>(kept.size());
   max_rank = 0;
-  for (size_t t = 0; t + 1 < new_offsets.size(); ++t) max_rank = std::max(max_rank, new_offsets[t + 1] - new_offsets[t]);
+  for (size_t t = 0; t + 1 < new_offsets.size(); ++t)
+    max_rank = std::max(max_rank, new_offsets[t + 1] - new_offsets[t]);
   if (offsets_on_device) {
     coeffs = at::cat({coeffs, at::zeros({1}, stored)});  // the scratch element
     used_bound = new_offsets.back();
@@ -232,12 +234,17 @@ LowRankLayerCache::LowRankLayerCache(AttentionShape shape, std::shared_ptr<const
                                      std::shared_ptr<const RankedProjection> key,
                                      std::shared_ptr<const RankedProjection> value, CacheTypes stored,
                                      bool offsets_on_device)
-    : shape_(shape), rope_(std::move(rope)), options_(options), key_proj_(std::move(key)), value_proj_(std::move(value)) {
+    : shape_(shape),
+      rope_(std::move(rope)),
+      options_(options),
+      key_proj_(std::move(key)),
+      value_proj_(std::move(value)) {
   stored = stored.resolved(options_.dtype().toScalarType());
   for (const at::ScalarType t : {stored.keys, stored.values}) {
     KVC_CHECK(at::isFloatingType(t) && !is_block_format(t),
               "--lowrank stores a different number of coefficients per token, which {} blocks of 32 values do not "
-              "fit; use --cache-type-k/-v f32, f16 or bf16 with --lowrank", cache_type_name(t));
+              "fit; use --cache-type-k/-v f32, f16 or bf16 with --lowrank",
+              cache_type_name(t));
   }
   key_.stored = options_.dtype(stored.keys);
   value_.stored = options_.dtype(stored.values);
@@ -249,8 +256,8 @@ LowRankLayerCache::LowRankLayerCache(AttentionShape shape, std::shared_ptr<const
 
 void LowRankLayerCache::append(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& positions) {
   const int64_t T = keys.size(1), dkv = shape_.num_kv_heads * shape_.head_dim;
-  for (auto [store, proj, x] : {std::make_tuple(&key_, key_proj_.get(), &keys),
-                                std::make_tuple(&value_, value_proj_.get(), &values)}) {
+  for (auto [store, proj, x] :
+       {std::make_tuple(&key_, key_proj_.get(), &keys), std::make_tuple(&value_, value_proj_.get(), &values)}) {
     // [n_kv, T, d] -> [T, n_kv * d]: all heads of a token form one latent vector.
     const auto flat = [&](const at::Tensor& heads) { return heads.transpose(0, 1).reshape({T, dkv}); };
     const at::Tensor heads = x->to(options_.dtype());
@@ -375,7 +382,8 @@ class LowRankLayerCache::Entries : public EntryBlocks {
     at::Tensor z;
     const at::Tensor p_rows = p.reshape({KV * rows, visible});
     if (csr_kernels_apply(cache_.value_.coeffs, cache_.value_.offsets_on_device, p_rows)) {
-      z = csr_latent_weigh(cache_.value_.csr(0, visible), p_rows.contiguous(), value_rank_).view({KV, rows, value_rank_});
+      z = csr_latent_weigh(cache_.value_.csr(0, visible), p_rows.contiguous(), value_rank_)
+              .view({KV, rows, value_rank_});
     } else {
       z = at::zeros({KV, rows, value_rank_}, cache_.options_);
       for (int64_t s0 = 0; s0 < visible; s0 += kKeyBlock) {
@@ -454,7 +462,8 @@ CacheFootprint LowRankLayerCache::footprint() const {
   f.entries = length_ * shape_.num_kv_heads;
   f.payload_bytes = key_.used() * key_.element_bytes() + value_.used() * value_.element_bytes();
   f.ram_bytes = f.payload_bytes;
-  f.step_read_bytes = f.payload_bytes + matrix_bytes_per_step(key_, *key_proj_) + matrix_bytes_per_step(value_, *value_proj_);
+  f.step_read_bytes =
+      f.payload_bytes + matrix_bytes_per_step(key_, *key_proj_) + matrix_bytes_per_step(value_, *value_proj_);
   f.resident_bytes = resident_bytes();
   return f;
 }

@@ -74,14 +74,14 @@ class LowRankLayerCache : public LayerCache {
  private:
   // Flat coefficients of one of K/V with per-token offsets.
   struct Store {
-    at::TensorOptions stored;          // dtype and device of coeffs
-    at::Tensor coeffs;                 // [capacity] (+1 scratch element when offsets_on_device)
-    std::vector<int64_t> offsets{0};   // token t's coefficients: [offsets[t], offsets[t+1]) (host layout)
+    at::TensorOptions stored;         // dtype and device of coeffs
+    at::Tensor coeffs;                // [capacity] (+1 scratch element when offsets_on_device)
+    std::vector<int64_t> offsets{0};  // token t's coefficients: [offsets[t], offsets[t+1]) (host layout)
     int64_t tokens = 0;
-    int64_t uniform_rank = -1;         // every token has this rank (fast path), or -1
-    int64_t max_rank = 0;              // of the stored tokens; offsets_on_device: of the widest append
-    int64_t reserved_tokens = 0;       // tokens the first allocation makes room for (reserve())
-    at::Tensor device_ranks;           // [capacity] int64 per-token ranks, kept off the CPU only
+    int64_t uniform_rank = -1;    // every token has this rank (fast path), or -1
+    int64_t max_rank = 0;         // of the stored tokens; offsets_on_device: of the widest append
+    int64_t reserved_tokens = 0;  // tokens the first allocation makes room for (reserve())
+    at::Tensor device_ranks;      // [capacity] int64 per-token ranks, kept off the CPU only
     // The device layout (see the top of this file): offsets [token capacity + 1] on the device, an upper
     // bound of the coefficients used, and the reads of them the host made.
     bool offsets_on_device = false;

@@ -19,17 +19,17 @@ int64_t parse_int(const std::string& s, const std::string& what) {
 }
 
 // `stored`: the basis coefficients are kept in, when it is not p's own (rotated keys).
-std::shared_ptr<RankedProjection> to_device(const Projection& p, const AttentionShape& shape, const at::TensorOptions& o,
-                                            int64_t rank, double tau, bool half_gate,
+std::shared_ptr<RankedProjection> to_device(const Projection& p, const AttentionShape& shape,
+                                            const at::TensorOptions& o, int64_t rank, double tau, bool half_gate,
                                             const Projection* stored = nullptr) {
   auto r = std::make_shared<RankedProjection>();
   const at::Tensor& U = stored != nullptr ? stored->U : p.U;
   // Inverse in float64: a trained U is no longer orthogonal, and its inverse must be accurate.
   r->U_inv_heads = at::linalg_inv(U.to(at::kDouble))
-                      .view({U.size(0), shape.num_kv_heads, shape.head_dim})
-                      .permute({1, 0, 2})
-                      .contiguous()
-                      .to(o);
+                       .view({U.size(0), shape.num_kv_heads, shape.head_dim})
+                       .permute({1, 0, 2})
+                       .contiguous()
+                       .to(o);
   // A fixed rank keeps only the leading coefficients: projecting onto the others would be discarded work.
   r->U = (rank > 0 ? U.narrow(1, 0, rank) : U).contiguous().to(o);
   r->rotated = stored != nullptr;
@@ -41,8 +41,10 @@ std::shared_ptr<RankedProjection> to_device(const Projection& p, const Attention
     // lives; the CPU's row-streaming product below then also reads it in f16, half the gate's bytes.
     if (half_gate) {
       r->W = r->W.to(at::kHalf);
-      KVC_CHECK(at::isfinite(r->W).all().item<bool>(), "--lowrank: gate=f16: the gate's matrix holds values beyond "
-                "f16's range (largest magnitude {}); use gate=f32", fold_gate(p.U, p.W).abs().max().item<double>());
+      KVC_CHECK(at::isfinite(r->W).all().item<bool>(),
+                "--lowrank: gate=f16: the gate's matrix holds values beyond "
+                "f16's range (largest magnitude {}); use gate=f32",
+                fold_gate(p.U, p.W).abs().max().item<double>());
     }
     r->W = r->W.to(o);
     r->b = p.b.to(o);
@@ -50,8 +52,8 @@ std::shared_ptr<RankedProjection> to_device(const Projection& p, const Attention
   }
   if (o.device().is_cpu() && o.dtype() == at::kFloat) {
     // One form per matrix: transposed for the row-streaming products.
-    for (auto [plain, rows] : {std::pair{&r->U, &r->U_rows}, std::pair{&r->gate_U, &r->gate_U_rows},
-                               std::pair{&r->W, &r->W_rows}}) {
+    for (auto [plain, rows] :
+         {std::pair{&r->U, &r->U_rows}, std::pair{&r->gate_U, &r->gate_U_rows}, std::pair{&r->W, &r->W_rows}}) {
       if (plain->defined()) *rows = plain->t().contiguous();
       *plain = at::Tensor();
     }
@@ -73,11 +75,13 @@ Artifact palu_artifact(const LlamaModel& model, int64_t group_size) {
   const int64_t q = c.num_heads * c.head_dim, kv = c.kv_dim();
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights& w = model.layer_weights(l);
-    KVC_CHECK(!w.k_norm.defined(), "--lowrank palu: layer {} normalises its keys after the projection (k_norm), so "
-              "the weights' SVD does not describe them; use a bases file from kvc-calibrate with group=", l);
+    KVC_CHECK(!w.k_norm.defined(),
+              "--lowrank palu: layer {} normalises its keys after the projection (k_norm), so "
+              "the weights' SVD does not describe them; use a bases file from kvc-calibrate with group=",
+              l);
     const at::Tensor rows = at::arange(q, q + 2 * kv, at::TensorOptions().dtype(at::kLong));
-    const at::Tensor kv_rows = (w.qkv.is_blocks() ? w.qkv.lookup_rows(rows) : w.qkv.dense().index_select(0, rows))
-                                   .to(at::kCPU, at::kDouble);
+    const at::Tensor kv_rows =
+        (w.qkv.is_blocks() ? w.qkv.lookup_rows(rows) : w.qkv.dense().index_select(0, rows)).to(at::kCPU, at::kDouble);
     LayerBasis basis;
     basis.key = grouped_from_weight(kv_rows.narrow(0, 0, kv), c.num_kv_heads, group_size);
     basis.value = grouped_from_weight(kv_rows.narrow(0, kv, kv), c.num_kv_heads, group_size);
@@ -107,17 +111,23 @@ LowRankSpec parse_lowrank_spec(const std::string& text, int64_t rank) {
     const SpecValues values(parse_spec_params(text.substr(colon + 1), "--lowrank", text), "--lowrank", text);
     values.check_known_keys({"tau", "ranks", "share", "keys", "gate", "group"});
     const std::string keys = values.get_string("keys", "pre-rope");
-    KVC_CHECK(keys == "pre-rope" || keys == "rotated", "--lowrank: keys must be pre-rope (the default: keys stored "
-              "before RoPE and rotated when read) or rotated (stored after RoPE, scored in the latent), got '{}'", keys);
+    KVC_CHECK(keys == "pre-rope" || keys == "rotated",
+              "--lowrank: keys must be pre-rope (the default: keys stored "
+              "before RoPE and rotated when read) or rotated (stored after RoPE, scored in the latent), got '{}'",
+              keys);
     spec.rotated_keys = keys == "rotated";
     const std::string gate = values.get_string("gate", "f32");
-    KVC_CHECK(gate == "f32" || gate == "f16", "--lowrank: gate must be f32 (the default) or f16 (the gate's "
-              "matrix rounded to 16 bits: half its bytes per decode step), got '{}'", gate);
+    KVC_CHECK(gate == "f32" || gate == "f16",
+              "--lowrank: gate must be f32 (the default) or f16 (the gate's "
+              "matrix rounded to 16 bits: half its bytes per decode step), got '{}'",
+              gate);
     spec.half_gate = gate == "f16";
     if (values.has("share")) {
       spec.share = values.get_number("share", 0.0);
-      KVC_CHECK(spec.share > 0 && spec.share <= 1, "--lowrank: share must be in (0, 1] (the kept share of the cache), "
-                "got {}", spec.share);
+      KVC_CHECK(spec.share > 0 && spec.share <= 1,
+                "--lowrank: share must be in (0, 1] (the kept share of the cache), "
+                "got {}",
+                spec.share);
     }
     if (values.has("tau")) {
       spec.tau = values.get_number("tau", spec.tau);
@@ -138,12 +148,15 @@ LowRankSpec parse_lowrank_spec(const std::string& text, int64_t rank) {
             "--lowrank: share= searches the ranks itself; give it without --rank or ':ranks='");
   if (rank > 0) spec.ranks = {rank};
   if (spec.from_weights()) {
-    KVC_CHECK(!spec.rotated_keys, "--lowrank palu: the weights' SVD describes keys before RoPE; keys=rotated needs "
+    KVC_CHECK(!spec.rotated_keys,
+              "--lowrank palu: the weights' SVD describes keys before RoPE; keys=rotated needs "
               "a bases file from kvc-calibrate (with group=)");
-    KVC_CHECK(spec.share == 0 && spec.tau < 0 && !spec.half_gate, "--lowrank palu: give a fixed rank (--rank r or "
+    KVC_CHECK(spec.share == 0 && spec.tau < 0 && !spec.half_gate,
+              "--lowrank palu: give a fixed rank (--rank r or "
               "':ranks='); share=, tau= and gate= need a bases or gates file");
   }
-  KVC_CHECK(spec.group == 0 || spec.share == 0, "--lowrank: group= and share= do not combine (the search reads one "
+  KVC_CHECK(spec.group == 0 || spec.share == 0,
+            "--lowrank: group= and share= do not combine (the search reads one "
             "basis's eigenvalues in order); give the fixed rank with --rank r or ':ranks='");
   return spec;
 }
@@ -166,13 +179,17 @@ LayoutFactory<LowRankLayerCache> make_lowrank_factory(const LowRankSpec& spec, c
         layer.rotated_key = grouped_from_moment(layer.rotated_key, c.num_kv_heads, group);
     }
   }
-  KVC_CHECK(!spec.rotated_keys || a.has_rotated_keys(), "--lowrank: '{}' holds no basis of rotated keys; run "
-            "kvc-calibrate again (and kvc-train on its output) to write one for keys=rotated", spec.path);
+  KVC_CHECK(!spec.rotated_keys || a.has_rotated_keys(),
+            "--lowrank: '{}' holds no basis of rotated keys; run "
+            "kvc-calibrate again (and kvc-train on its output) to write one for keys=rotated",
+            spec.path);
   const int64_t L = c.num_layers, dkv = c.kv_dim();
   std::vector<int64_t> ranks(static_cast<size_t>(L), 0), value_ranks;
   if (a.is_gates()) {
-    KVC_CHECK(spec.ranks.empty() && spec.share == 0, "--rank: '{}' holds trained gates (adaptive rank); a fixed rank "
-              "needs a bases file from kvc-calibrate", spec.path);
+    KVC_CHECK(spec.ranks.empty() && spec.share == 0,
+              "--rank: '{}' holds trained gates (adaptive rank); a fixed rank "
+              "needs a bases file from kvc-calibrate",
+              spec.path);
   } else if (spec.half_gate) {
     fail("--lowrank: gate=f16 applies to trained gates, and '{}' is a bases file (fixed ranks have no gate)",
          spec.path);
@@ -187,8 +204,10 @@ LayoutFactory<LowRankLayerCache> make_lowrank_factory(const LowRankSpec& spec, c
     ranks = allocation.keys;
     value_ranks = allocation.values;
   } else {
-    KVC_CHECK(!spec.ranks.empty(), "--lowrank: '{}' is a bases file; give the fixed rank with --rank r (or "
-              "'{}:ranks=r0/r1/...'), or pass gates from kvc-train", spec.path, spec.path);
+    KVC_CHECK(!spec.ranks.empty(),
+              "--lowrank: '{}' is a bases file; give the fixed rank with --rank r (or "
+              "'{}:ranks=r0/r1/...'), or pass gates from kvc-train",
+              spec.path, spec.path);
     KVC_CHECK(spec.tau < 0, "--lowrank: tau applies to gates, and '{}' is a bases file", spec.path);
     KVC_CHECK(spec.ranks.size() == 1 || static_cast<int64_t>(spec.ranks.size()) == L,
               "--lowrank: ranks= lists {} values, the model has {} layers", spec.ranks.size(), L);

@@ -25,7 +25,7 @@ namespace kvc::lowrank {
 
 struct LowRankSpec {
   std::string path;
-  double tau = -1;           // < 0: the artifact's
+  double tau = -1;             // < 0: the artifact's
   std::vector<int64_t> ranks;  // per layer (fixed rank), from ":ranks=" or --rank
   double share = 0;            // > 0: ranks searched for this kept share of the cache
   bool rotated_keys = false;   // ":keys=rotated": keys stored after RoPE in the rotated keys' basis

@@ -21,15 +21,15 @@ std::vector<double> shares(const at::Tensor& eigenvalues) {
 }  // namespace
 
 RankAllocation search_ranks(const Artifact& bases, const std::vector<int64_t>& layers, double kept_share) {
-  KVC_CHECK(!bases.is_gates(), "--lowrank: share= searches fixed ranks in a bases file; '{}' holds gates",
-            bases.path);
+  KVC_CHECK(!bases.is_gates(), "--lowrank: share= searches fixed ranks in a bases file; '{}' holds gates", bases.path);
   KVC_CHECK(std::isfinite(kept_share) && kept_share > 0 && kept_share <= 1,
             "--lowrank: share must be in (0, 1] (the kept share of the cache), got {}", kept_share);
   KVC_CHECK(!layers.empty(), "--lowrank: no layer to search ranks for");
   const int64_t d = bases.layers.at(static_cast<size_t>(layers[0])).key.eigenvalues.numel();
   const auto n = static_cast<int64_t>(layers.size());
   const auto budget = static_cast<int64_t>(std::floor(kept_share * static_cast<double>(2 * n * d) + 1e-9));
-  KVC_CHECK(budget >= 2 * n, "--lowrank: share={} keeps {} of {} coefficients per token, fewer than one direction "
+  KVC_CHECK(budget >= 2 * n,
+            "--lowrank: share={} keeps {} of {} coefficients per token, fewer than one direction "
             "for the keys and one for the values of each of the {} layers; use share >= {:.4g}",
             kept_share, budget, 2 * n * d, n, 1.0 / static_cast<double>(d));
 

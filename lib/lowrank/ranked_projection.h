@@ -11,16 +11,16 @@ namespace kvc::lowrank {
 // setup keeps U, gate_U and W transposed (the *_rows fields) where the CPU's row-streaming products
 // apply, and U_inv per KV head (U_inv_heads); tests may fill the plain forms instead.
 struct RankedProjection {
-  at::Tensor U, U_inv;  // [d_kv, d_kv]: the basis coefficients are stored in (U may hold only the
-                        // leading fixed_rank columns)
+  at::Tensor U, U_inv;     // [d_kv, d_kv]: the basis coefficients are stored in (U may hold only the
+                           // leading fixed_rank columns)
   at::Tensor U_inv_heads;  // [n_kv, d_kv, head_dim]: U_inv's columns per KV head, contiguous
-  at::Tensor W, b;      // the gate; undefined for a fixed rank
-  at::Tensor gate_U;    // the basis the gate was trained on, when it is not U (rotated keys); else undefined
+  at::Tensor W, b;         // the gate; undefined for a fixed rank
+  at::Tensor gate_U;       // the basis the gate was trained on, when it is not U (rotated keys); else undefined
   // W already holds the gate's basis (fold_gate): the gate reads the state itself, so a token's ranks
   // are known before it is projected and only its kept coefficients are computed.
   bool gate_reads_state = false;
   at::Tensor U_rows, gate_U_rows, W_rows;  // U, gate_U and W transposed ([out, in], contiguous)
-  bool rotated = false;  // keys only: U is a basis of RoPE-rotated keys
+  bool rotated = false;                    // keys only: U is a basis of RoPE-rotated keys
   int64_t fixed_rank = 0;
   double tau = 0.1;
   bool gated() const { return W.defined() || W_rows.defined(); }

@@ -27,8 +27,6 @@ std::string first_code_line(const std::string& prediction) {
   return "";
 }
 
-
-
 }  // namespace
 
 int fuzz_ratio(const std::string& a, const std::string& b) {

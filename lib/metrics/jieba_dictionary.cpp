@@ -74,8 +74,8 @@ JiebaDictionary JiebaDictionary::load(const std::string& path) {
     const int64_t frequency = word_end == std::string_view::npos
                                   ? -1
                                   : parse_frequency(line.substr(word_end + 1, frequency_end - word_end - 1));
-    KVC_CHECK(frequency >= 0 && utf8_valid(line), "{}:{}: expected 'word frequency [tag]' in UTF-8, got '{}'",
-              path, line_number, utf8_lossy(line));
+    KVC_CHECK(frequency >= 0 && utf8_valid(line), "{}:{}: expected 'word frequency [tag]' in UTF-8, got '{}'", path,
+              line_number, utf8_lossy(line));
     KVC_CHECK(std::numeric_limits<int64_t>::max() - dictionary.total_ >= frequency,
               "{}:{}: frequencies add up beyond 64 bits", path, line_number);
     const std::u32string word = decode_utf8(std::string(line.substr(0, word_end)));

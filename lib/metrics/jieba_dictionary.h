@@ -30,8 +30,8 @@ class JiebaDictionary {
  private:
   Node add_child(Node prefix, char32_t c);
 
-  std::vector<int64_t> frequencies_;                // by node; the root is the empty prefix
-  std::unordered_map<uint64_t, Node> children_;     // (parent node, code point) -> child node
+  std::vector<int64_t> frequencies_;             // by node; the root is the empty prefix
+  std::unordered_map<uint64_t, Node> children_;  // (parent node, code point) -> child node
   int64_t total_ = 0;
 };
 

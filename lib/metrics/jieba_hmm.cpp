@@ -131,8 +131,7 @@ std::vector<int> JiebaHmm::best_tags(const std::u32string& text) const {
       for (int from : kPrevious[tag]) {
         // Same association as Python: (previous + transition) + emission.
         const double candidate = score[t - 1][from] + transition_[from][tag] + emitted;
-        if (best < 0 || candidate > best_score ||
-            (candidate == best_score && kTagLetter[from] > kTagLetter[best])) {
+        if (best < 0 || candidate > best_score || (candidate == best_score && kTagLetter[from] > kTagLetter[best])) {
           best = from;
           best_score = candidate;
         }

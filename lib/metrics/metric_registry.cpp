@@ -8,8 +8,8 @@
 #include "metrics/edit_similarity.h"
 #include "metrics/label_metrics.h"
 #include "metrics/qa_metrics.h"
-#include "metrics/ruler_metrics.h"
 #include "metrics/rouge.h"
+#include "metrics/ruler_metrics.h"
 #include "metrics/zh_metrics.h"
 #include "util/error.h"
 
@@ -24,7 +24,7 @@ using AllAnswersMetric = double (*)(const std::string& prediction, const std::ve
 
 struct NamedMetric {
   const char* name;
-  PairMetric score;  // null for "contains", which scores all answers together
+  PairMetric score;                      // null for "contains", which scores all answers together
   AllAnswersMetric score_all = nullptr;  // set for metrics that score all answers together
 };
 

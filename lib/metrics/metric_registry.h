@@ -17,7 +17,6 @@ void check_metric_name(const std::string& name);
 // when there are none); "contains" instead asks for all answers at once (RULER string_match_all), since
 // its answers are the several values one question asks for.
 double score_with_metric(const std::string& name, const std::string& prediction,
-                         const std::vector<std::string>& answers,
-                         const std::vector<std::string>& all_classes = {});
+                         const std::vector<std::string>& answers, const std::vector<std::string>& all_classes = {});
 
 }  // namespace kvc

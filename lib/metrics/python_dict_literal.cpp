@@ -144,7 +144,9 @@ class LiteralParser {
         case 'n': utf8.push_back('\n'); break;
         case 't': utf8.push_back('\t'); break;
         case 'r': utf8.push_back('\r'); break;
-        case '\\': case '\'': case '"': utf8.push_back(escape); break;
+        case '\\':
+        case '\'':
+        case '"': utf8.push_back(escape); break;
         default: --pos_; error(std::string("unsupported escape '\\") + escape + "'");
       }
     }

@@ -49,8 +49,8 @@ std::optional<std::set<std::string>> lcs_words(const Words& reference, const Wor
   std::vector<std::vector<int>> table(rows + 1, std::vector<int>(cols + 1, 0));
   for (size_t i = 1; i <= rows; ++i) {
     for (size_t j = 1; j <= cols; ++j) {
-      table[i][j] = reference[i - 1] == predicted[j - 1] ? table[i - 1][j - 1] + 1
-                                                         : std::max(table[i - 1][j], table[i][j - 1]);
+      table[i][j] =
+          reference[i - 1] == predicted[j - 1] ? table[i - 1][j - 1] + 1 : std::max(table[i - 1][j], table[i][j - 1]);
     }
   }
   std::set<std::string> words;

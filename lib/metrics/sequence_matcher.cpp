@@ -74,8 +74,7 @@ class Matcher {
       written.clear();
     }
     for (size_t index : previously_written) previous_run_[index] = 0;
-    while (best.a_begin > span.a_begin && best.b_begin > span.b_begin &&
-           a_[best.a_begin - 1] == b_[best.b_begin - 1]) {
+    while (best.a_begin > span.a_begin && best.b_begin > span.b_begin && a_[best.a_begin - 1] == b_[best.b_begin - 1]) {
       --best.a_begin;
       --best.b_begin;
       ++best.size;

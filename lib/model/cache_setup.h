@@ -31,7 +31,7 @@ struct CacheSetup {
   // Picks the entries each new token attends to (retrieval): a pass of several tokens attends to every
   // entry, so only a one-token schedule measures it.
   bool selects_per_token = false;
-  std::function<std::string()> report;  // one line about the last cache (e.g. storage reads); may be empty
+  std::function<std::string()> report;          // one line about the last cache (e.g. storage reads); may be empty
   std::function<nlohmann::json()> report_json;  // the same as fields for --json; may be empty
   LayoutNeeds needs;
   // The reference of a comparison: the dense cache at full precision, whatever the model's cache types.

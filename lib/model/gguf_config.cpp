@@ -37,13 +37,16 @@ ModelConfig model_config_from_gguf(const gguf::GgufFile& f) {
   c.num_layers = positive(f, p + "block_count");
   c.num_heads = positive(f, p + "attention.head_count");
   c.num_kv_heads = f.has(p + "attention.head_count_kv") ? positive(f, p + "attention.head_count_kv") : c.num_heads;
-  c.head_dim = f.has(p + "attention.key_length") ? positive(f, p + "attention.key_length") : c.hidden_size / c.num_heads;
+  c.head_dim =
+      f.has(p + "attention.key_length") ? positive(f, p + "attention.key_length") : c.hidden_size / c.num_heads;
   if (f.has(p + "attention.value_length")) {
     KVC_CHECK(positive(f, p + "attention.value_length") == c.head_dim,
               "'{}': {}attention.value_length differs from key_length; kvc needs them equal", f.path(), p);
   }
-  KVC_CHECK(c.num_heads % c.num_kv_heads == 0, "'{}': {}attention.head_count ({}) is not a multiple of head_count_kv "
-            "({})", f.path(), p, c.num_heads, c.num_kv_heads);
+  KVC_CHECK(c.num_heads % c.num_kv_heads == 0,
+            "'{}': {}attention.head_count ({}) is not a multiple of head_count_kv "
+            "({})",
+            f.path(), p, c.num_heads, c.num_kv_heads);
   KVC_CHECK(c.head_dim % 2 == 0, "'{}': {}attention.key_length ({}) must be even for RoPE", f.path(), p, c.head_dim);
   c.max_position_embeddings = positive(f, p + "context_length");
   c.rms_norm_eps = f.get_f32(p + "attention.layer_norm_rms_epsilon");
@@ -78,7 +81,8 @@ ModelConfig model_config_from_gguf(const gguf::GgufFile& f) {
   c.vocab_size = static_cast<int64_t>(tokens.size());
   const auto token_id = [&](const char* key) {
     const uint32_t id = f.get_u32(key);
-    KVC_CHECK(id < tokens.size(), "'{}': {} is {}, outside the vocabulary of {} tokens", f.path(), key, id, tokens.size());
+    KVC_CHECK(id < tokens.size(), "'{}': {} is {}, outside the vocabulary of {} tokens", f.path(), key, id,
+              tokens.size());
     return static_cast<int>(id);
   };
   if (f.has("tokenizer.ggml.bos_token_id")) c.bos_token_id = token_id("tokenizer.ggml.bos_token_id");
@@ -90,7 +94,7 @@ ModelConfig model_config_from_gguf(const gguf::GgufFile& f) {
     if (f.has(key)) c.add_stop_ids({static_cast<int>(f.get_u32(key))}, f.path() + ": " + key);
   }
   static const char* const kEndOfGeneration[] = {"<|eot_id|>",    "<|im_end|>", "<|end|>", "<end_of_turn>",
-                                                  "<|endoftext|>", "<|eom_id|>", "<EOT>",   "<|end_of_text|>"};
+                                                 "<|endoftext|>", "<|eom_id|>", "<EOT>",   "<|end_of_text|>"};
   for (size_t id = 0; id < tokens.size(); ++id) {
     for (const char* name : kEndOfGeneration) {
       if (tokens[id] == name && !c.is_eos(static_cast<int>(id))) c.eos_token_ids.push_back(static_cast<int>(id));

@@ -1,8 +1,8 @@
 #pragma once
 // A GGUF file's metadata (llama.cpp's "<arch>.*" keys) -> ModelConfig, the same description that a
 // config.json gives. Only architectures in the table with a gguf_architecture are read.
-#include "io/gguf_reader.h"
 #include "core/model_config.h"
+#include "io/gguf_reader.h"
 
 namespace kvc {
 

@@ -100,7 +100,7 @@ GgufWeights::StoredRows GgufWeights::stored_rows(const std::string& hf_name, con
   const auto [heads, kv_heads] = qk_interleaved_heads_;
   const int64_t reordered = hf_name.find("self_attn.q_proj.weight") != std::string::npos   ? heads
                             : hf_name.find("self_attn.k_proj.weight") != std::string::npos ? kv_heads
-                                                                                            : 0;
+                                                                                           : 0;
   if (reordered > 0) {
     // The inverse of deinterleave_heads below: stored row (head, i, s) is output row (head, s, i).
     const int64_t half = shape[0] / reordered / 2;
@@ -108,7 +108,8 @@ GgufWeights::StoredRows GgufWeights::stored_rows(const std::string& hf_name, con
     for (int64_t h = 0; h < reordered; ++h) {
       for (int64_t i = 0; i < half; ++i) {
         for (int64_t s = 0; s < 2; ++s) {
-          out.output_rows[static_cast<size_t>(h * 2 * half + i * 2 + s)] = static_cast<int32_t>(h * 2 * half + s * half + i);
+          out.output_rows[static_cast<size_t>(h * 2 * half + i * 2 + s)] =
+              static_cast<int32_t>(h * 2 * half + s * half + i);
         }
       }
     }

@@ -23,7 +23,8 @@ std::vector<at::Tensor> LinearWeight::streamed() const {
   if (!blocks_) return {dense_};
   std::vector<at::Tensor> out;
   for (const BlockSegment& s : blocks_->segments()) {
-    out.push_back(at::from_blob(const_cast<uint8_t*>(s.data), {s.rows * s.row_bytes}, at::TensorOptions().dtype(at::kByte)));
+    out.push_back(
+        at::from_blob(const_cast<uint8_t*>(s.data), {s.rows * s.row_bytes}, at::TensorOptions().dtype(at::kByte)));
   }
   return out;
 }
@@ -40,7 +41,8 @@ void dequantize_row(const BlockMatrix& m, int64_t row, float* out) {
 const at::Tensor& LinearWeight::dequantized() const {
   std::call_once(dequantized_->once, [&] {
     at::Tensor t = at::empty({blocks_->rows(), blocks_->cols()});
-    for (int64_t r = 0; r < blocks_->rows(); ++r) dequantize_row(*blocks_, r, t.data_ptr<float>() + r * blocks_->cols());
+    for (int64_t r = 0; r < blocks_->rows(); ++r)
+      dequantize_row(*blocks_, r, t.data_ptr<float>() + r * blocks_->cols());
     dequantized_->tensor = t;
   });
   return dequantized_->tensor;
@@ -61,7 +63,8 @@ at::Tensor LinearWeight::lookup_rows(const at::Tensor& ids) const {
 // single-threaded GEMMs over LibTorch's threads, or multiply the blocks directly.
 // 16-bit weights under fp32 activations go through LibTorch only where the kernels do not apply
 // (recording gradients, no AVX2): widened per call, slow but exact.
-at::Tensor LinearWeight::apply(const at::Tensor& x, const at::Tensor& bias, const std::function<void()>& alongside) const {
+at::Tensor LinearWeight::apply(const at::Tensor& x, const at::Tensor& bias,
+                               const std::function<void()>& alongside) const {
   if (blocks_) {
     if (!x.device().is_cpu() || x.scalar_type() != at::kFloat || records_gradient({x, bias})) {
       if (alongside) alongside();

@@ -10,9 +10,9 @@
 
 #include "cache/attention.h"
 #include "cache/dense_layer_cache.h"
+#include "cache/local_window_cache.h"
 #include "kernels/gated_activation.h"
 #include "kernels/rms_norm.h"
-#include "cache/local_window_cache.h"
 #include "runtime/blas_threads.h"
 #include "util/error.h"
 #include "util/interrupt.h"
@@ -39,7 +39,8 @@ int64_t LlamaModel::parameter_count() const {
   for (const auto& l : layers_) {
     n += l.attn_norm.numel() + l.qkv.numel() + (l.qkv_bias.defined() ? l.qkv_bias.numel() : 0) + l.o_proj.numel() +
          l.mlp_norm.numel() + l.gate_up.numel() + l.down.numel();
-    for (const at::Tensor& t : {l.q_norm, l.k_norm, l.post_attn_norm, l.post_mlp_norm}) n += t.defined() ? t.numel() : 0;
+    for (const at::Tensor& t : {l.q_norm, l.k_norm, l.post_attn_norm, l.post_mlp_norm})
+      n += t.defined() ? t.numel() : 0;
   }
   return n;
 }
@@ -57,8 +58,8 @@ std::vector<at::Tensor> LlamaModel::decode_weights() const {
     for (const at::Tensor& t : w.streamed()) weights.push_back(t);
   };
   for (const LayerWeights& l : layers_) {
-    for (const at::Tensor& t : {l.attn_norm, l.qkv_bias, l.mlp_norm, l.q_norm, l.k_norm, l.post_attn_norm,
-                                l.post_mlp_norm}) {
+    for (const at::Tensor& t :
+         {l.attn_norm, l.qkv_bias, l.mlp_norm, l.q_norm, l.k_norm, l.post_attn_norm, l.post_mlp_norm}) {
       if (t.defined()) weights.push_back(t);
     }
     for (const LinearWeight* w : {&l.qkv, &l.o_proj, &l.gate_up, &l.down}) add(*w);
@@ -78,9 +79,8 @@ LayerCacheFactory LlamaModel::dense_layer_factory(CacheTypes types) const {
   const AttentionShape shape = config_.attention_shape();
   const auto options = at::TensorOptions().dtype(dtype_).device(device_);
   auto rope = rope_;
-  return [shape, options, rope, types](int64_t) {
-    return std::make_unique<DenseLayerCache>(shape, rope, options, types);
-  };
+  return
+      [shape, options, rope, types](int64_t) { return std::make_unique<DenseLayerCache>(shape, rope, options, types); };
 }
 
 // Local (sliding-window) layers always get a dense cache bounded by their window: compression and the
@@ -115,8 +115,8 @@ at::Tensor LlamaModel::rms_norm(const at::Tensor& x, const at::Tensor& weight) c
   return weight * normed.to(x.scalar_type());
 }
 
-at::Tensor LlamaModel::attention_block(int64_t layer, const at::Tensor& x, const at::Tensor& positions,
-                                       KVCache& cache, const ForwardOptions& options, int64_t prompt_tokens) const {
+at::Tensor LlamaModel::attention_block(int64_t layer, const at::Tensor& x, const at::Tensor& positions, KVCache& cache,
+                                       const ForwardOptions& options, int64_t prompt_tokens) const {
   const LayerWeights& l = layers_[static_cast<size_t>(layer)];
   const ModelConfig& c = config_;
   const int64_t T = x.size(0), d = c.head_dim, q_dim = c.num_heads * d, kv_dim = c.kv_dim();
@@ -153,10 +153,10 @@ at::Tensor LlamaModel::attention_block(int64_t layer, const at::Tensor& x, const
     AttentionProbe scoring_probe = probe;
     scoring_probe.window = std::min(probe.window, T - P);
     const AttentionShape shape = c.is_local_layer(layer) ? c.local_attention_shape() : c.attention_shape();
-    const at::Tensor scoring_attn = grouped_attention(
-        shape, q_rot.narrow(1, P, T - P), positions.narrow(0, P, T - P),
-        rope_for_layer(layer)->apply(k, positions).contiguous(), v.contiguous(),
-        positions.unsqueeze(0).expand({c.num_kv_heads, T}).contiguous(), scoring_probe, &step.stats);
+    const at::Tensor scoring_attn =
+        grouped_attention(shape, q_rot.narrow(1, P, T - P), positions.narrow(0, P, T - P),
+                          rope_for_layer(layer)->apply(k, positions).contiguous(), v.contiguous(),
+                          positions.unsqueeze(0).expand({c.num_kv_heads, T}).contiguous(), scoring_probe, &step.stats);
     attn = at::cat({prompt_attn, scoring_attn}, 1);
     if (step.stats.window_probs.defined()) step.stats.window_probs = step.stats.window_probs.narrow(2, 0, P);
   }
@@ -192,13 +192,13 @@ at::Tensor LlamaModel::mlp_block(int64_t layer, const at::Tensor& x) const {
 
 at::Tensor LlamaModel::forward(const std::vector<int>& tokens, KVCache& cache, const ForwardOptions& options) const {
   KVC_CHECK(!tokens.empty(), "forward: no tokens to run");
-  KVC_CHECK(cache.num_layers() == config_.num_layers, "forward: cache has {} layers, model has {}",
-            cache.num_layers(), config_.num_layers);
+  KVC_CHECK(cache.num_layers() == config_.num_layers, "forward: cache has {} layers, model has {}", cache.num_layers(),
+            config_.num_layers);
   const auto T = static_cast<int64_t>(tokens.size());
   const int64_t first = cache.next_position();
   const std::vector<int> scoring = options.observer != nullptr && first == 0 && T > 1
-                                      ? options.observer->scoring_tokens(tokens)
-                                      : std::vector<int>{};
+                                       ? options.observer->scoring_tokens(tokens)
+                                       : std::vector<int>{};
   const bool scored = !scoring.empty();
   // Our kernels split the work over LibTorch's threads; OpenBLAS's own pool would only fight them.
   set_blas_threads(device_.is_cpu() ? 1 : at::get_num_threads());
@@ -214,14 +214,13 @@ at::Tensor LlamaModel::forward(const std::vector<int>& tokens, KVCache& cache, c
   // every layer's RoPE and attention.
   rope_->reserve(first + fed - 1);
   if (rope_local_) rope_local_->reserve(first + fed - 1);
-  const at::Tensor positions =
-      at::arange(first, first + fed, at::TensorOptions().dtype(at::kLong).device(device_));
+  const at::Tensor positions = at::arange(first, first + fed, at::TensorOptions().dtype(at::kLong).device(device_));
   at::Tensor x = embed_.lookup_rows(id_tensor).to(dtype_);
   if (config_.traits.scaled_embeddings) x = x * embedding_scale_;
   for (int64_t i = 0; i < config_.num_layers; ++i) {
     if (options.stop_on_interrupt && interrupted())
-      throw InterruptedError(fmt::format("interrupted during a pass over {} tokens, at layer {} of {}", fed, i,
-                                         config_.num_layers));
+      throw InterruptedError(
+          fmt::format("interrupted during a pass over {} tokens, at layer {} of {}", fed, i, config_.num_layers));
     x = x + attention_block(i, x, positions, cache, options, scored ? T : 0);
     x = x + mlp_block(i, x);
     if (options.on_layer) options.on_layer(i + 1, config_.num_layers);

@@ -12,10 +12,10 @@
 
 #include "cache/cache_types.h"
 #include "cache/kv_cache.h"
-#include "model/forward_observer.h"
-#include "model/linear_weight.h"
 #include "core/model_config.h"
 #include "core/rope.h"
+#include "model/forward_observer.h"
+#include "model/linear_weight.h"
 
 namespace kvc {
 
@@ -52,7 +52,7 @@ class LlamaModel {
   // How the matrices are held: the dtype's name, or "gguf blocks (Q4_K, Q6_K, ...)" with the formats.
   std::string weight_format() const;
   bool has_block_weights() const { return !block_formats_.empty(); }
-  CacheTypes cache_types() const { return cache_types_; }       // resolved: never Undefined
+  CacheTypes cache_types() const { return cache_types_; }  // resolved: never Undefined
   // The global layers' RoPE: the one every compressed cache uses (local layers keep dense caches).
   std::shared_ptr<const Rope> rope() const { return rope_; }
   std::shared_ptr<const Rope> rope_for_layer(int64_t layer) const;

@@ -10,11 +10,11 @@
 #include "io/gguf_finite.h"
 #include "io/gguf_reader.h"
 #include "io/safetensors.h"
+#include "kernels/block_matrix.h"
 #include "kernels/half_precision.h"
 #include "model/gguf_config.h"
 #include "model/gguf_weights.h"
 #include "model/tensor_bridge.h"
-#include "kernels/block_matrix.h"
 #include "runtime/huge_page_allocator.h"
 #include "util/error.h"
 #include "util/files.h"
@@ -83,8 +83,8 @@ struct MatrixPart {
   int64_t rows;
 };
 
-LinearWeight matrix(const WeightSource& w, const GgufWeights* blocks, const std::vector<MatrixPart>& parts, int64_t cols,
-                    std::vector<std::string>& formats) {
+LinearWeight matrix(const WeightSource& w, const GgufWeights* blocks, const std::vector<MatrixPart>& parts,
+                    int64_t cols, std::vector<std::string>& formats) {
   const bool in_blocks = blocks != nullptr && std::any_of(parts.begin(), parts.end(), [&](const MatrixPart& p) {
                            return blocks->is_quantized(p.name);
                          });
@@ -127,8 +127,9 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadO
   // them to bf16 at load.
   const bool stored_16_bits = c.torch_dtype == "float16" || c.torch_dtype == "bfloat16";
   const bool keep_blocks = gguf && options.dtype == "auto" && model->device_.is_cpu();
-  model->weight_dtype_ = parse_dtype_option(
-      options.dtype, stored_16_bits ? c.torch_dtype : gguf && !model->device_.is_cpu() ? "bfloat16" : "float32");
+  model->weight_dtype_ = parse_dtype_option(options.dtype, stored_16_bits                     ? c.torch_dtype
+                                                           : gguf && !model->device_.is_cpu() ? "bfloat16"
+                                                                                              : "float32");
   // On CPU 16-bit weights stay 16-bit in memory and the kernels widen them in registers; activations
   // and the cache stay fp32. On CUDA everything runs in the weights' dtype.
   model->dtype_ = model->device_.is_cpu() && is_half_type(model->weight_dtype_) ? at::kFloat : model->weight_dtype_;
@@ -139,8 +140,9 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadO
   std::optional<st::Checkpoint> checkpoint;
   std::unique_ptr<WeightSource> source;
   if (gguf) {
-    const std::pair<int64_t, int64_t> interleaved =
-        c.traits.gguf_qk_rows_interleaved ? std::make_pair(c.num_heads, c.num_kv_heads) : std::make_pair(int64_t{0}, int64_t{0});
+    const std::pair<int64_t, int64_t> interleaved = c.traits.gguf_qk_rows_interleaved
+                                                        ? std::make_pair(c.num_heads, c.num_kv_heads)
+                                                        : std::make_pair(int64_t{0}, int64_t{0});
     source = std::make_unique<GgufWeights>(gguf, c.traits.unit_offset_norms, model->weight_dtype_, model->device_,
                                            interleaved);
   } else {
@@ -177,13 +179,14 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadO
     LayerWeights l;
     l.attn_norm = norm_weight(w, c, p + "input_layernorm.weight", h, act);
     // Stacking q/k/v (and gate/up) turns three matrix-vector products into one per decode step.
-    l.qkv = matrix(w, blocks,
-                   {{p + "self_attn.q_proj.weight", q}, {p + "self_attn.k_proj.weight", kv},
-                    {p + "self_attn.v_proj.weight", kv}},
-                   h, formats);
+    l.qkv = matrix(
+        w, blocks,
+        {{p + "self_attn.q_proj.weight", q}, {p + "self_attn.k_proj.weight", kv}, {p + "self_attn.v_proj.weight", kv}},
+        h, formats);
     if (c.qkv_bias) {
       l.qkv_bias = at::cat({w.get(p + "self_attn.q_proj.bias", {q}), w.get(p + "self_attn.k_proj.bias", {kv}),
-                            w.get(p + "self_attn.v_proj.bias", {kv})}).to(act);
+                            w.get(p + "self_attn.v_proj.bias", {kv})})
+                       .to(act);
     }
     l.o_proj = matrix(w, blocks, {{p + "self_attn.o_proj.weight", h}}, q, formats);
     if (c.traits.sandwich_norms) {

@@ -9,8 +9,8 @@
 
 #include <fmt/format.h>
 
-#include "io/safetensors.h"
 #include "core/model_config.h"
+#include "io/safetensors.h"
 #include "model/tensor_bridge.h"
 #include "util/error.h"
 #include "util/files.h"
@@ -153,11 +153,14 @@ class ShardedWriter {
 }  // namespace
 
 void validate_checkpoint_shape(const CheckpointShape& s) {
-  const std::pair<const char*, int64_t> sizes[] = {
-      {"hidden_size (--hidden)", s.hidden_size},          {"intermediate_size (--intermediate)", s.intermediate_size},
-      {"num_hidden_layers (--layers)", s.num_layers},      {"num_attention_heads (--heads)", s.num_heads},
-      {"num_key_value_heads (--kv-heads)", s.num_kv_heads}, {"head_dim (--head-dim)", s.head_dim},
-      {"vocab_size (--vocab)", s.vocab_size},              {"max_position_embeddings (--context)", s.max_position_embeddings}};
+  const std::pair<const char*, int64_t> sizes[] = {{"hidden_size (--hidden)", s.hidden_size},
+                                                   {"intermediate_size (--intermediate)", s.intermediate_size},
+                                                   {"num_hidden_layers (--layers)", s.num_layers},
+                                                   {"num_attention_heads (--heads)", s.num_heads},
+                                                   {"num_key_value_heads (--kv-heads)", s.num_kv_heads},
+                                                   {"head_dim (--head-dim)", s.head_dim},
+                                                   {"vocab_size (--vocab)", s.vocab_size},
+                                                   {"max_position_embeddings (--context)", s.max_position_embeddings}};
   for (const auto& [field, value] : sizes) KVC_CHECK(value > 0, "{} must be at least 1, got {}", field, value);
   KVC_CHECK(s.num_heads % s.num_kv_heads == 0,
             "num_attention_heads (--heads) {} must be a multiple of num_key_value_heads (--kv-heads) {}", s.num_heads,
@@ -193,7 +196,8 @@ void write_random_checkpoint(const CheckpointShape& s, const std::string& dir, c
     };
     auto norm_weight = [&] {
       at::Tensor w = at::ones({s.hidden_size}, at::kFloat);
-      if (o.norm_noise > 0) w += at::normal(0.0, o.norm_noise, {s.hidden_size}, gen, at::TensorOptions().dtype(at::kFloat));
+      if (o.norm_noise > 0)
+        w += at::normal(0.0, o.norm_noise, {s.hidden_size}, gen, at::TensorOptions().dtype(at::kFloat));
       return w.to(type);
     };
     const int64_t h = s.hidden_size, q = s.num_heads * s.head_dim, kv = s.num_kv_heads * s.head_dim;

@@ -22,7 +22,7 @@ struct CheckpointShape {
   nlohmann::json rope_scaling = nullptr;
   bool tie_word_embeddings = false;
   bool attention_bias = false;
-  int64_t sliding_window = 0;  // written for mistral / qwen2 when > 0
+  int64_t sliding_window = 0;     // written for mistral / qwen2 when > 0
   std::string dtype = "float32";  // float32 | float16 | bfloat16
 };
 
@@ -33,9 +33,9 @@ int64_t parameter_count(const CheckpointShape& shape);
 struct RandomCheckpointOptions {
   uint64_t seed = 0;
   double init_std = 0.02;
-  double norm_noise = 0.0;       // norm weights are 1 + noise·N(0,1)
-  int64_t max_shard_bytes = 0;   // > 0: sharded with model.safetensors.index.json
-  std::string tokenizer_path;    // copied to tokenizer.model when set
+  double norm_noise = 0.0;      // norm weights are 1 + noise·N(0,1)
+  int64_t max_shard_bytes = 0;  // > 0: sharded with model.safetensors.index.json
+  std::string tokenizer_path;   // copied to tokenizer.model when set
 };
 
 // Throws kvc::Error naming the field (and its kvc-make-checkpoint flag) unless the shape is one the

@@ -41,7 +41,8 @@ static at::Tensor view_of(const std::shared_ptr<st::SafetensorsFile>& file, cons
   void* data = const_cast<uint8_t*>(file->data(info.name));
   const bool aligned = reinterpret_cast<uintptr_t>(data) % st::dtype_size(info.dtype) == 0;
   // The deleter owns a reference to the mapping, so the view can outlive the file object.
-  at::Tensor view = at::from_blob(data, info.shape, [keep = file](void*) {}, at::TensorOptions().dtype(type));
+  at::Tensor view = at::from_blob(
+      data, info.shape, [keep = file](void*) {}, at::TensorOptions().dtype(type));
   return aligned ? view : view.clone();
 }
 

@@ -52,7 +52,8 @@ PressConfig build_ada(const PressParams& p) {
   PressConfig c = build_method_config(base);
   KVC_CHECK(!c.new_allocator()->splits_budget(),
             "--press ada: base={} has its own allocator; use a uniform scorer (snapkv, h2o, tova, "
-            "knorm, random, streaming_llm)", base.name);
+            "knorm, random, streaming_llm)",
+            base.name);
   // safeguard=α: every head keeps at least ⌊α · budget⌋ entries (kvpress' alpha_safeguard).
   const double safeguard = p.get_double("safeguard", 0.0);
   KVC_CHECK(safeguard >= 0 && safeguard <= 1, "--press ada: safeguard must be in [0, 1]");
@@ -65,7 +66,8 @@ PressConfig build_ada(const PressParams& p) {
 }  // namespace
 
 void register_ada() {
-  register_method("ada", "per-head budgets: top entries across a layer's heads, around base= (default snapkv)", build_ada);
+  register_method("ada", "per-head budgets: top entries across a layer's heads, around base= (default snapkv)",
+                  build_ada);
   // kvpress' name for the same wrapper (AdaKVPress, alpha_safeguard = safeguard).
   register_method("adakv", "alias of ada (kvpress' AdaKVPress)", build_ada);
 }

@@ -36,7 +36,8 @@ AttentionProfile profile_attention(const LlamaModel& model, const std::vector<in
   const ModelConfig& c = model.config();
   const int64_t L = c.num_layers, KV = c.num_kv_heads, S = o.context;
   KVC_CHECK(S >= 2 * o.task_window, "--context {} must be at least twice --task-window {}", S, o.task_window);
-  KVC_CHECK(S <= c.max_position_embeddings, "--context {} exceeds the model's context {}", S, c.max_position_embeddings);
+  KVC_CHECK(S <= c.max_position_embeddings, "--context {} exceeds the model's context {}", S,
+            c.max_position_embeddings);
   const int64_t available = static_cast<int64_t>(ids.size()) / S;
   KVC_CHECK(available >= 1, "the profiling text has {} tokens; --context {} needs at least that many", ids.size(), S);
   const int64_t windows = std::min(o.windows, available);
@@ -75,8 +76,8 @@ AttentionProfile profile_attention(const LlamaModel& model, const std::vector<in
       per_head.push_back(score);
       composite.push_back(std::get<0>(score.sort(-1, true)).mean(0));
       // DynamicKV: SnapKV-style window votes of the non-window entries, pooled over heads.
-      snap.push_back(pool1d(aggregate_heads(probs.sum(1), KV, HeadAgg::Mean), 5)
-                         .narrow(1, 0, S - o.task_window).mean(0));
+      snap.push_back(
+          pool1d(aggregate_heads(probs.sum(1), KV, HeadAgg::Mean), 5).narrow(1, 0, S - o.task_window).mean(0));
     }
     const at::Tensor comp = at::stack(composite), heads = at::stack(per_head), dyn = at::stack(snap);
     for (int64_t r = 0; r < R; ++r) {
@@ -85,8 +86,7 @@ AttentionProfile profile_attention(const LlamaModel& model, const std::vector<in
       p.kvcompose_retention[r] += pooled_share(comp, total) / windows;
       p.kvcompose_head_retention[r] += pooled_share(heads.reshape({L * KV, S}), total * KV).view({L, KV}) / windows;
       const auto dyn_keep = std::max<int64_t>(0, total - o.task_window * L);
-      p.dynamickv_retention[r] +=
-          (pooled_share(dyn, dyn_keep) * (S - o.task_window) + o.task_window) / S / windows;
+      p.dynamickv_retention[r] += (pooled_share(dyn, dyn_keep) * (S - o.task_window) + o.task_window) / S / windows;
     }
     progress.advance();
   }
@@ -98,8 +98,9 @@ AttentionProfile profile_attention(const LlamaModel& model, const std::vector<in
   p.ratios = at::tensor(o.ratios, at::kDouble);
   p.layer_budget_shares = p.kvcompose_retention / p.kvcompose_retention.sum(1, true).clamp_min(1e-12);
   // A model that attends with NaN would otherwise write budgets that every later run trusts.
-  KVC_CHECK(at::isfinite(p.layer_budget_shares).all().item<bool>() && at::isfinite(p.d2o_layer_weights).all().item<bool>(),
-            "the attention statistics are not finite (NaN or infinity); the model's weights or inputs are broken");
+  KVC_CHECK(
+      at::isfinite(p.layer_budget_shares).all().item<bool>() && at::isfinite(p.d2o_layer_weights).all().item<bool>(),
+      "the attention statistics are not finite (NaN or infinity); the model's weights or inputs are broken");
   return p;
 }
 

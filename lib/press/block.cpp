@@ -73,12 +73,14 @@ void register_block() {
                     PressConfig c = build_method_config(base);
                     KVC_CHECK(!c.new_allocator()->splits_budget() && !c.bounded,
                               "--press {}: base={} is not a prompt-time scorer with uniform budgets (use keydiff, "
-                              "knorm, expected_attention, cur, ...)", p.name, base.name);
+                              "knorm, expected_attention, cur, ...)",
+                              p.name, base.name);
                     const AttentionProbe probe = c.scorer->probe();
                     KVC_CHECK(!probe.column_sums && probe.window == 0 && !c.scoring_tokens,
                               "--press {}: base={} scores from attention statistics of the whole prompt, not of the "
                               "held entries and a block; use a scorer of keys, values and queries (keydiff, knorm, "
-                              "expected_attention, cur, ...)", p.name, base.name);
+                              "expected_attention, cur, ...)",
+                              p.name, base.name);
                     const int64_t size = p.typed().get_int("size", 128);
                     KVC_CHECK(size >= 1, "--press {}: size must be >= 1 (tokens per block), got {}", p.name, size);
                     c.scorer = std::make_shared<BlockScorer>(c.scorer, size);

@@ -29,7 +29,7 @@ class CapScorer : public Scorer {
     const int64_t h = q.size(0);
     const int64_t next = in.step->positions[s - 1].item<int64_t>() + 1;
     const at::Tensor r = average_rotation(*in.step->rope, next, o_.future).to(q.device());
-    const at::Tensor anchor = at::matmul(q, r.t()).mean(1);  // [H, d]
+    const at::Tensor anchor = at::matmul(q, r.t()).mean(1);                                                 // [H, d]
     const at::Tensor k = k_all.narrow(1, sinks, n).repeat_interleave(h / kv, 0);                            // [H, n, d]
     const at::Tensor v = in.step->values.to(at::kDouble).narrow(1, sinks, n).repeat_interleave(h / kv, 0);  // [H, n, d]
     const at::Tensor alignment = at::matmul(unit(k), unit(anchor).unsqueeze(-1)).squeeze(-1).clamp(-1.0, 1.0);
@@ -37,7 +37,7 @@ class CapScorer : public Scorer {
     const at::Tensor w = (logits - std::get<0>(logits.max(-1, /*keepdim=*/true))).exp();  // [H, n]
     const at::Tensor weighted = v * (w + o_.epsilon).unsqueeze(-1);
     const at::Tensor capacity = at::eye(d, v.options()) + at::matmul(weighted.transpose(1, 2), v);  // [H, d, d]
-    const at::Tensor solved = at::linalg_solve(capacity, v.transpose(1, 2));                       // A⁻¹ vᵢ
+    const at::Tensor solved = at::linalg_solve(capacity, v.transpose(1, 2));                        // A⁻¹ vᵢ
     const at::Tensor scores = aggregate_heads(w * (v.transpose(1, 2) * solved).sum(1), kv, in.agg);
     return protect_ends(at::cat({at::zeros({kv, sinks}, scores.options()), scores}, 1), sinks, 0);
   }

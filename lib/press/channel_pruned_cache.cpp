@@ -10,8 +10,12 @@ namespace kvc {
 ChannelPrunedLayerCache::ChannelPrunedLayerCache(AttentionShape shape, at::Tensor keys, at::Tensor channels,
                                                  at::Tensor values, at::Tensor positions,
                                                  std::unique_ptr<DenseLayerCache> tail)
-    : shape_(shape), keys_(std::move(keys)), channels_(std::move(channels)), values_(std::move(values)),
-      positions_(std::move(positions)), tail_(std::move(tail)) {
+    : shape_(shape),
+      keys_(std::move(keys)),
+      channels_(std::move(channels)),
+      values_(std::move(values)),
+      positions_(std::move(positions)),
+      tail_(std::move(tail)) {
   KVC_CHECK(shape_.sliding_window == 0, "a channel-pruned layer is a global layer (no sliding window)");
   KVC_CHECK(keys_.dim() == 3 && channels_.dim() == 2 && keys_.size(2) == channels_.size(1) &&
                 keys_.size(0) == shape_.num_kv_heads && tail_ != nullptr,
@@ -30,12 +34,13 @@ at::Tensor ChannelPrunedLayerCache::attend(const at::Tensor& queries, const at::
   const at::Tensor q = queries.to(type).view({KV, G, T, d});
   // Each head's query restricted to its KV head's kept channels.
   const at::Tensor q_kept = q.gather(3, channels_.to(q.device()).view({KV, 1, 1, c}).expand({KV, G, T, c}));
-  const at::Tensor prompt_scores = at::matmul(q_kept, keys_.to(type).transpose(1, 2).unsqueeze(1));  // [KV, G, T, n]
-  const at::Tensor tail_scores = at::matmul(q, tail_->keys().to(type).transpose(1, 2).unsqueeze(1));   // [KV, G, T, m]
+  const at::Tensor prompt_scores = at::matmul(q_kept, keys_.to(type).transpose(1, 2).unsqueeze(1));   // [KV, G, T, n]
+  const at::Tensor tail_scores = at::matmul(q, tail_->keys().to(type).transpose(1, 2).unsqueeze(1));  // [KV, G, T, m]
   at::Tensor scores = at::cat({prompt_scores, tail_scores}, 3) * (1.0 / std::sqrt(static_cast<double>(d)));
   const at::Tensor key_positions = at::cat({positions_, tail_->positions()}, 1);  // [KV, N]
   const int64_t N = key_positions.size(1);
-  const at::Tensor future = key_positions.view({KV, 1, 1, N}) > q_positions.to(key_positions.device()).view({1, 1, T, 1});
+  const at::Tensor future =
+      key_positions.view({KV, 1, 1, N}) > q_positions.to(key_positions.device()).view({1, 1, T, 1});
   scores.masked_fill_(future, -std::numeric_limits<double>::infinity());
   const at::Tensor probs = at::softmax(scores, -1);
   const at::Tensor values = at::cat({values_.to(type), tail_->values().to(type)}, 1).unsqueeze(1);  // [KV, 1, N, d]
@@ -57,8 +62,9 @@ void ChannelPrunedLayerCache::retain(const at::Tensor& indices) {
   // Storage order: a head's prompt entries come first; every head must keep as many of them.
   const at::Tensor in_prompt = idx < n;
   const int64_t kept = in_prompt[0].sum().item<int64_t>();
-  KVC_CHECK((in_prompt.sum(1) == kept).all().item<bool>() && in_prompt.narrow(1, 0, kept).all().item<bool>(),
-            "retain: a channel-pruned layer keeps the same number of prompt entries in every head, before the later ones");
+  KVC_CHECK(
+      (in_prompt.sum(1) == kept).all().item<bool>() && in_prompt.narrow(1, 0, kept).all().item<bool>(),
+      "retain: a channel-pruned layer keeps the same number of prompt entries in every head, before the later ones");
   const at::Tensor head = idx.narrow(1, 0, kept).to(keys_.device());
   const auto rows = [&head](const at::Tensor& t) {
     return t.gather(1, head.unsqueeze(-1).expand({head.size(0), head.size(1), t.size(2)})).contiguous();

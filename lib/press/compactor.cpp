@@ -31,8 +31,8 @@ class CompactorScorer : public Scorer {
     if (n > 0) {
       const double blend = o_.blend ? *o_.blend : 1.0 - static_cast<double>(in.budget) / static_cast<double>(s);
       const at::Tensor leverage = zscore(key_leverage(step.keys.narrow(1, left, n), o_.ridge));
-      const at::Tensor attention = zscore(non_causal_attention(step.queries.narrow(1, left, n), k_rot.narrow(1, left, n),
-                                                               step.values.narrow(1, left, n), o_.chunk, in.agg));
+      const at::Tensor attention = zscore(non_causal_attention(
+          step.queries.narrow(1, left, n), k_rot.narrow(1, left, n), step.values.narrow(1, left, n), o_.chunk, in.agg));
       middle = blend * leverage + attention;
     }
     return protect_ends(at::cat({at::zeros({kv, left}, opts), middle, at::zeros({kv, right}, opts)}, 1), left, right);

@@ -77,8 +77,7 @@ class CriticalAdaAllocator : public Allocator {
     const std::vector<int64_t> keep(counts.data_ptr<int64_t>(), counts.data_ptr<int64_t>() + kv);
     std::vector<int64_t> first;
     for (int64_t k : keep) first.push_back(static_cast<int64_t>(static_cast<double>(k) * first_stage_));
-    const at::Tensor scores =
-        two_stage_scores(ranked, &step, l, ctx.shape().attention.num_heads, first, epsilon_);
+    const at::Tensor scores = two_stage_scores(ranked, &step, l, ctx.shape().attention.num_heads, first, epsilon_);
     ctx.compress_per_head(l, scores, keep);
   }
   bool splits_budget() const override { return true; }
@@ -101,10 +100,12 @@ PressConfig build(const PressParams& p, bool ada) {
   PressConfig c = build_method_config(base);
   KVC_CHECK(!c.new_allocator()->splits_budget(),
             "--press {}: base={} has its own allocator; use a uniform scorer (snapkv, expected_attention, keydiff, "
-            "knorm, ...)", p.name, base.name);
+            "knorm, ...)",
+            p.name, base.name);
   KVC_CHECK(!c.bounded,
             "--press {}: base={} evicts while decoding, and CriticalKV rescores the prompt once; use a prompt-time "
-            "scorer (snapkv, expected_attention, keydiff, knorm, ...)", p.name, base.name);
+            "scorer (snapkv, expected_attention, keydiff, knorm, ...)",
+            p.name, base.name);
   const SpecValues v = p.typed();
   const double epsilon = v.get_nonnegative("epsilon", 1e-4);
   const double first_stage = v.get_nonnegative("first_stage", 0.5);

@@ -12,7 +12,8 @@ enum class CurLeverage { KvProduct, KvAvg, Key, Value };
 
 class CurScorer : public Scorer {
  public:
-  CurScorer(int64_t sinks, int64_t window, CurLeverage leverage) : sinks_(sinks), window_(window), leverage_(leverage) {}
+  CurScorer(int64_t sinks, int64_t window, CurLeverage leverage)
+      : sinks_(sinks), window_(window), leverage_(leverage) {}
   at::Tensor score(const ScoreInput& in) const override {
     KVC_CHECK(in.step != nullptr && in.step->keys.defined(),
               "--press cur: scores the prompt's own keys and values; it has no prompt step here (layer {})", in.layer);
@@ -47,22 +48,23 @@ class CurScorer : public Scorer {
 }  // namespace
 
 void register_cur() {
-  register_method("cur", "key and value leverage by squared norms in local windows (CurDKV, arXiv:2509.15038; "
-                         "sinks=4,window=16,leverage=kv_product)",
-                  [](const PressParams& p) {
-                    p.check_known_keys({"sinks", "window", "leverage", "agg", "heads"});
-                    const SpecValues v = p.typed();
-                    const int64_t sinks = v.get_count("sinks", 4), window = v.get_count("window", 16);
-                    const std::string type =
-                        v.get_choice("leverage", "kv_product", {"kv_product", "kv_avg", "key", "value"});
-                    const CurLeverage leverage = type == "kv_avg" ? CurLeverage::KvAvg
-                                                 : type == "key"  ? CurLeverage::Key
-                                                 : type == "value" ? CurLeverage::Value
-                                                                   : CurLeverage::KvProduct;
-                    PressConfig c;
-                    c.scorer = std::make_shared<CurScorer>(sinks, window, leverage);
-                    return c;
-                  });
+  register_method(
+      "cur",
+      "key and value leverage by squared norms in local windows (CurDKV, arXiv:2509.15038; "
+      "sinks=4,window=16,leverage=kv_product)",
+      [](const PressParams& p) {
+        p.check_known_keys({"sinks", "window", "leverage", "agg", "heads"});
+        const SpecValues v = p.typed();
+        const int64_t sinks = v.get_count("sinks", 4), window = v.get_count("window", 16);
+        const std::string type = v.get_choice("leverage", "kv_product", {"kv_product", "kv_avg", "key", "value"});
+        const CurLeverage leverage = type == "kv_avg"  ? CurLeverage::KvAvg
+                                     : type == "key"   ? CurLeverage::Key
+                                     : type == "value" ? CurLeverage::Value
+                                                       : CurLeverage::KvProduct;
+        PressConfig c;
+        c.scorer = std::make_shared<CurScorer>(sinks, window, leverage);
+        return c;
+      });
 }
 
 }  // namespace kvc

@@ -86,9 +86,9 @@ class D2OAllocator : public Allocator {
   void finish_prefill(PressContext& ctx) override {
     if (options_.layers == D2OLayers::Uniform) return;
     const int64_t L = ctx.shape().num_layers;
-    const std::vector<int64_t> bounds = distribute(layer_weights(), ctx.budget() * L,
-                                                   std::vector<int64_t>(static_cast<size_t>(L), 1),
-                                                   std::vector<int64_t>(static_cast<size_t>(L), ctx.prompt_length()));
+    const std::vector<int64_t> bounds =
+        distribute(layer_weights(), ctx.budget() * L, std::vector<int64_t>(static_cast<size_t>(L), 1),
+                   std::vector<int64_t>(static_cast<size_t>(L), ctx.prompt_length()));
     for (int64_t l = 0; l < L; ++l) ctx.set_bound(l, bounds[static_cast<size_t>(l)]);
     for (int64_t l = 0; l < L; ++l) ctx.compress(l, ctx.score(l, nullptr), ctx.bound(l));
   }
@@ -160,10 +160,9 @@ class D2OAllocator : public Allocator {
   };
 
   D2OOptions options_;
-  std::vector<double> layer_variance_;  // per layer, from the prefill attention
+  std::vector<double> layer_variance_;            // per layer, from the prefill attention
   std::map<int64_t, MergeThreshold> thresholds_;  // per layer
 };
-
 
 // Eq. 10: the current mean of the best similarities gets the weight β, the history 1 − β ("greater
 // weight to more recent"); the first mean starts it (threshold < 0: none yet). A fixed threshold stays.
@@ -244,7 +243,8 @@ void d2o_merge_one_per_head_on_device(LayerCache& cache, const at::Tensor& keep,
     // Recording the merges (--dump-kept) reads them back; decoding alone does not.
     const at::Tensor heads = merge.view({kv}).nonzero().squeeze(1);
     if (heads.numel() > 0) {
-      *merged = at::stack({heads, evict.view({kv}).index_select(0, heads), target.view({kv}).index_select(0, heads)}, 1);
+      *merged =
+          at::stack({heads, evict.view({kv}).index_select(0, heads), target.view({kv}).index_select(0, heads)}, 1);
     }
   }
 }
@@ -330,11 +330,12 @@ void d2o_merge(LayerCache& cache, const at::Tensor& keep, double beta, double& t
 }
 
 void register_d2o() {
-  register_method("d2o", "inverse-variance layer budgets; sinks+recent+heavy tokens; merges evicted (bounded) "
+  register_method("d2o",
+                  "inverse-variance layer budgets; sinks+recent+heavy tokens; merges evicted (bounded) "
                   "(sinks=4,recent=0.25,beta=0.7,threshold=ema,layers=variance)",
                   [](const PressParams& p) {
-                    p.check_known_keys({"sinks", "recent", "beta", "tau", "merge", "threshold", "layers", "variance",
-                                        "agg", "heads"});
+                    p.check_known_keys(
+                        {"sinks", "recent", "beta", "tau", "merge", "threshold", "layers", "variance", "agg", "heads"});
                     PressConfig c;
                     const int64_t sinks = p.get_int("sinks", 4);
                     const double recent = p.get_double("recent", 0.25);
@@ -354,8 +355,10 @@ void register_d2o() {
                                                                   {"scaled", D2OLayers::Scaled},
                                                                   {"uniform", D2OLayers::Uniform}};
                     const std::string layers = p.get_string("layers", "variance");
-                    KVC_CHECK(splits.count(layers) == 1, "--press d2o: layers must be variance, reciprocal, "
-                              "exp_decay, scaled or uniform, got '{}'", layers);
+                    KVC_CHECK(splits.count(layers) == 1,
+                              "--press d2o: layers must be variance, reciprocal, "
+                              "exp_decay, scaled or uniform, got '{}'",
+                              layers);
                     D2OOptions o;
                     o.layers = splits.at(layers);
                     const std::string threshold = p.get_string("threshold", "ema");
@@ -365,7 +368,8 @@ void register_d2o() {
                     } else if (threshold != "ema") {
                       o.ema = false;
                       o.fixed_threshold = p.get_double("threshold", 0.0);
-                      KVC_CHECK(o.fixed_threshold >= -1 && o.fixed_threshold <= 1, "--press d2o: threshold must be "
+                      KVC_CHECK(o.fixed_threshold >= -1 && o.fixed_threshold <= 1,
+                                "--press d2o: threshold must be "
                                 "ema (Eq. 10), none (merge every evicted entry) or a cosine in [-1, 1], got {}",
                                 threshold);
                     }
@@ -379,8 +383,10 @@ void register_d2o() {
                     o.beta = p.get_double("beta", 0.7);
                     o.tau = p.get_double("tau", 1.0);
                     KVC_CHECK(o.beta >= 0 && o.beta <= 1, "--press d2o: beta must be in [0, 1]");
-                    KVC_CHECK(o.merge || threshold == "ema", "--press d2o: threshold={} applies to the merge, and "
-                              "merge=0 has none", threshold);
+                    KVC_CHECK(o.merge || threshold == "ema",
+                              "--press d2o: threshold={} applies to the merge, and "
+                              "merge=0 has none",
+                              threshold);
                     c.allocator = [o] { return std::make_unique<D2OAllocator>(o); };
                     return c;
                   });

@@ -35,10 +35,10 @@ class DuoScorer : public Scorer {
     const at::Tensor k = s.keys.to(at::kDouble).mean(1, /*keepdim=*/true);                                // [KV, 1, d]
     const int64_t H = q.size(0), KV = k.size(0), d = q.size(2), n = o_.positions;
     const at::Tensor pos = at::arange(n, at::TensorOptions().dtype(at::kLong).device(q.device()));
-    const at::Tensor last = s.rope->apply(q.contiguous(), pos.narrow(0, n - 1, 1));          // [H, 1, d]
-    const at::Tensor keys = s.rope->apply(k.expand({KV, n, d}).contiguous(), pos);            // [KV, n, d]
+    const at::Tensor last = s.rope->apply(q.contiguous(), pos.narrow(0, n - 1, 1));  // [H, 1, d]
+    const at::Tensor keys = s.rope->apply(k.expand({KV, n, d}).contiguous(), pos);   // [KV, n, d]
     const at::Tensor logits = at::matmul(last.view({KV, H / KV, 1, d}), keys.unsqueeze(1).transpose(2, 3)) /
-                              std::sqrt(static_cast<double>(d));                              // [KV, G, 1, n]
+                              std::sqrt(static_cast<double>(d));  // [KV, G, 1, n]
     return at::softmax(logits, -1).cumsum(-1).mean(-1).view({KV, H / KV}).mean(1);
   }
 
@@ -91,12 +91,14 @@ class DuoAllocator : public Allocator {
 
 PressConfig build(const PressParams& p) {
   p.check_known_keys({"streaming", "sinks", "recent", "positions", "agg"});
-  KVC_CHECK(p.ratio == 0 && p.budget == 0, "--press {}: keeps what its streaming heads need (streaming=); drop "
-            "--ratio/--budget", p.name);
+  KVC_CHECK(p.ratio == 0 && p.budget == 0,
+            "--press {}: keeps what its streaming heads need (streaming=); drop "
+            "--ratio/--budget",
+            p.name);
   DuoOptions o;
   o.streaming = p.get_double("streaming", 0.0);
-  KVC_CHECK(o.streaming >= 0 && o.streaming <= 1, "--press {}: streaming (the share of heads) must be in [0, 1], got {}",
-            p.name, o.streaming);
+  KVC_CHECK(o.streaming >= 0 && o.streaming <= 1,
+            "--press {}: streaming (the share of heads) must be in [0, 1], got {}", p.name, o.streaming);
   o.sinks = p.get_int("sinks", 128);
   o.recent = p.get_int("recent", 256);
   o.positions = p.get_int("positions", 500);
@@ -116,7 +118,8 @@ PressConfig build(const PressParams& p) {
 void register_duo_attention() {
   register_method("duo_attention",
                   "streaming heads (scored on the fly from the prompt's mean query and key) keep sinks + recent, "
-                  "retrieval heads everything (DuoAttention, arXiv:2410.10819; streaming=0 as kvpress: set it,sinks=128,recent=256,positions=500)",
+                  "retrieval heads everything (DuoAttention, arXiv:2410.10819; streaming=0 as kvpress: set "
+                  "it,sinks=128,recent=256,positions=500)",
                   build, /*sizes_itself=*/true);
 }
 

@@ -34,14 +34,14 @@ class ExpectedAttentionScorer : public Scorer {
     const at::Tensor mu = q.mean(1);  // [H, d]
     const int64_t next = in.step->positions[s - 1].item<int64_t>() + 1;
     const at::Tensor r = average_rotation(*in.step->rope, next, o_.future).to(q.device());  // [d, d]
-    const at::Tensor mu_r = at::matmul(mu, r.t());                          // R̄μ per head
+    const at::Tensor mu_r = at::matmul(mu, r.t());                                          // R̄μ per head
     // Keys of query head i: its KV head's (grouped-query attention).
     const at::Tensor k = k_all.narrow(1, sinks, s - sinks).repeat_interleave(h / kv, 0);  // [H, n, d]
     at::Tensor logits = at::matmul(k, mu_r.unsqueeze(-1)).squeeze(-1) / std::sqrt(static_cast<double>(d));
     if (o_.covariance) {
       const at::Tensor centered = q - mu.unsqueeze(1);
       const at::Tensor cov = at::matmul(centered.transpose(1, 2), centered) / static_cast<double>(n_q);  // biased
-      const at::Tensor cov_r = at::matmul(at::matmul(r, cov), r.t());                                   // R̄ΣR̄ᵀ
+      const at::Tensor cov_r = at::matmul(at::matmul(r, cov), r.t());                                    // R̄ΣR̄ᵀ
       logits = logits + (at::matmul(k, cov_r) * k).sum(-1) / static_cast<double>(d) / 2.0;
     }
     at::Tensor scores = aggregate_heads(at::softmax(logits, -1), kv, in.agg);  // [n_kv, n]

@@ -13,7 +13,9 @@ void write_kept_dump(const std::string& path, const KeptRecord& record, const KV
                      const std::map<std::string, std::string>& metadata) {
   KVC_CHECK(!record.after_prefill.empty(), "--dump-kept {}: no prompt was compressed (no --press?)", path);
   st::SafetensorsWriter writer;
-  const auto name = [](const char* kind, size_t l, size_t h) { return std::string(kind) + "." + std::to_string(l) + "." + std::to_string(h); };
+  const auto name = [](const char* kind, size_t l, size_t h) {
+    return std::string(kind) + "." + std::to_string(l) + "." + std::to_string(h);
+  };
   const auto final_positions = KeptRecord::positions_of(cache);
   for (size_t l = 0; l < record.after_prefill.size(); ++l) {
     // A layer that stores some key channels only (ThinK) names them.

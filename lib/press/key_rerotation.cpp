@@ -48,7 +48,8 @@ class RerotatingAllocator : public Allocator {
     base_->finish_prefill(ctx);
     // A base that allocates over layers compresses them only now.
     if (base_->splits_budget())
-      for (int64_t l = 0; l < ctx.shape().num_layers; ++l) rerotate(ctx.layer_cache(l), *ropes_[static_cast<size_t>(l)]);
+      for (int64_t l = 0; l < ctx.shape().num_layers; ++l)
+        rerotate(ctx.layer_cache(l), *ropes_[static_cast<size_t>(l)]);
   }
   void before_evict(int64_t layer, LayerCache& cache, const at::Tensor& kept, KeptRecord* record) override {
     base_->before_evict(layer, cache, kept, record);

@@ -113,7 +113,8 @@ PressConfig build(const PressParams& p, bool per_head) {
   const std::string task = p.get_string("task", "repeat");
   KVC_CHECK(task == "window" || task == "all" || task == "repeat",
             "--press {}: task must be window (the last `window` prompt tokens), all (the context itself, "
-            "causally) or repeat (a second copy of the context, as kvpress), got '{}'", p.name, task);
+            "causally) or repeat (a second copy of the context, as kvpress), got '{}'",
+            p.name, task);
   const int64_t window = p.get_int("window", 32);
   KVC_CHECK(window >= 1, "--press {}: window must be >= 1", p.name);
   PressConfig c;
@@ -130,8 +131,8 @@ PressConfig build(const PressParams& p, bool per_head) {
   // copy's attention, so every token is seen by queries that have read the whole context (task=all
   // scores a token only by the queries after it). The copy costs a second prefill's compute.
   if (task == "repeat") c.scoring_tokens = [](const std::vector<int>& prompt) { return prompt; };
-  c.scorer = std::make_shared<KVComposeScorer>(task == "window" ? window : std::numeric_limits<int64_t>::max() / 2,
-                                               kernel);
+  c.scorer =
+      std::make_shared<KVComposeScorer>(task == "window" ? window : std::numeric_limits<int64_t>::max() / 2, kernel);
   // The paper compresses the context and then asks the task; when the task tokens (the question) end
   // the compressed prompt they must survive, as SnapKV's window does: protected in each layer's own
   // selection, but ranked by their scores in the global allocation (no floor of `window` per layer).
@@ -149,7 +150,8 @@ PressConfig build(const PressParams& p, bool per_head) {
 }  // namespace
 
 void register_kvcompose() {
-  register_method("kvcompose", "composite tokens pooled over all layers set layer budgets (task=repeat|window|all,kernel=1; "
+  register_method("kvcompose",
+                  "composite tokens pooled over all layers set layer budgets (task=repeat|window|all,kernel=1; "
                   "window=32 with task=window)",
                   [](const PressParams& p) { return build(p, /*per_head=*/false); });
   register_method("kvcompose_unstructured", "KVCompose with per-(layer, head) budgets (CSR cache)",

@@ -45,7 +45,8 @@ class LagKVScorer : public Scorer {
       const at::Tensor order = std::get<1>(scores.sort(-1));
       scores = std::get<1>(order.sort(-1)).to(at::kDouble) / static_cast<double>(lag_);
     }
-    const at::Tensor scored = at::cat({at::zeros({kv, sinks_}, opts), scores.reshape({kv, -1}), at::zeros({kv, tail}, opts)}, 1);
+    const at::Tensor scored =
+        at::cat({at::zeros({kv, sinks_}, opts), scores.reshape({kv, -1}), at::zeros({kv, tail}, opts)}, 1);
     return protect_ends(scored, sinks_, tail);
   }
 

@@ -68,9 +68,10 @@ std::vector<double> load_layer_shares(const std::string& path, double ratio, con
       return std::vector<double>(row.data_ptr<double>(), row.data_ptr<double>() + row.numel());
     }
   }
-  fail("--budgets {}: no budgets for --ratio {} (the file has ratios {}); pass one of them or rerun kvc-profile "
-       "--ratios",
-       path, ratio, fmt::join(available, ", "));
+  fail(
+      "--budgets {}: no budgets for --ratio {} (the file has ratios {}); pass one of them or rerun kvc-profile "
+      "--ratios",
+      path, ratio, fmt::join(available, ", "));
 }
 
 }  // namespace kvc

@@ -14,7 +14,7 @@ at::Tensor key_leverage(const at::Tensor& keys, double ridge) {
   const at::Tensor x = k - k.mean(1, /*keepdim=*/true);  // [n_kv, S, d]
   const int64_t d = x.size(2);
   const at::Tensor gram = at::matmul(x.transpose(1, 2), x) + ridge * at::eye(d, x.options());  // [n_kv, d, d]
-  const at::Tensor solved = at::linalg_solve(gram, x.transpose(1, 2));                     // (XᵀX + λI)⁻¹ Xᵀ
+  const at::Tensor solved = at::linalg_solve(gram, x.transpose(1, 2));  // (XᵀX + λI)⁻¹ Xᵀ
   return (x.transpose(1, 2) * solved).sum(1).clamp_min(0);
 }
 
@@ -37,8 +37,9 @@ class LeverageScorer : public Scorer {
 }  // namespace
 
 void register_leverage() {
-  register_method("leverage", "keys with the highest statistical leverage, before RoPE (Compactor's geometric "
-                              "score, arXiv:2507.08143; ridge=0.01)",
+  register_method("leverage",
+                  "keys with the highest statistical leverage, before RoPE (Compactor's geometric "
+                  "score, arXiv:2507.08143; ridge=0.01)",
                   [](const PressParams& p) {
                     p.check_known_keys({"ridge", "agg", "heads"});
                     const double ridge = p.typed().get_nonnegative("ridge", 0.01);

@@ -7,7 +7,8 @@
 
 namespace kvc {
 
-std::vector<int> encode_with_model_tokenizer(const LlamaModel& model, const std::string& text, const std::string& press) {
+std::vector<int> encode_with_model_tokenizer(const LlamaModel& model, const std::string& text,
+                                             const std::string& press) {
   try {
     return Tokenizer::load(model.dir()).encode(text);
   } catch (const std::exception& e) {

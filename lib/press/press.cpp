@@ -16,7 +16,6 @@ std::map<std::string, ConfigBuilder>& builders() {
 
 }  // namespace
 
-
 void parse_common(const PressParams& p, PressConfig& config) {
   const std::string agg = p.get_string("agg", "mean");
   KVC_CHECK(agg == "mean" || agg == "max", "--press {}: agg must be mean or max, got '{}'", p.name, agg);

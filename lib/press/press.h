@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "press/press_registry.h"
 #include "model/forward_observer.h"
 #include "press/allocator.h"
+#include "press/press_registry.h"
 #include "util/error.h"
 
 namespace kvc {
@@ -52,9 +52,9 @@ struct PressConfig {
   std::string name;
   std::shared_ptr<const Scorer> scorer;
   AllocatorFactory allocator;  // empty: every layer and head the same budget
-  bool bounded = false;     // evict during decoding too (H2O, TOVA, StreamingLLM, D2O)
-  bool cumulative = false;  // track Σ attention per entry across calls (H2O, D2O)
-  bool current = false;     // track the newest query's attention (TOVA)
+  bool bounded = false;        // evict during decoding too (H2O, TOVA, StreamingLLM, D2O)
+  bool cumulative = false;     // track Σ attention per entry across calls (H2O, D2O)
+  bool current = false;        // track the newest query's attention (TOVA)
   HeadAgg agg = HeadAgg::Mean;
   bool shared_heads = false;  // one selection per layer for all heads (identical retain rows)
   // The allocator runs at every prefill, with or without --ratio/--budget: the method decides what it keeps
@@ -68,9 +68,7 @@ struct PressConfig {
   double ratio = 0;
   int64_t budget = 0;
 
-  std::unique_ptr<Allocator> new_allocator() const {
-    return allocator ? allocator() : std::make_unique<Allocator>();
-  }
+  std::unique_ptr<Allocator> new_allocator() const { return allocator ? allocator() : std::make_unique<Allocator>(); }
 };
 
 // Aggregates per-query-head scores [n_heads, ...] onto KV heads [n_kv, ...].
@@ -84,8 +82,7 @@ at::Tensor pool1d(const at::Tensor& scores, int64_t kernel, bool zero_padding = 
 // Copy of importance [n_kv, S] with the `sinks` oldest and the `recent` newest entries of each head
 // protected: by `positions` [n_kv, S] when given (a bounded cache evicting in place is not in
 // chronological storage order), else by storage order.
-at::Tensor protect_ends(const at::Tensor& importance, int64_t sinks, int64_t recent,
-                        const at::Tensor& positions = {});
+at::Tensor protect_ends(const at::Tensor& importance, int64_t sinks, int64_t recent, const at::Tensor& positions = {});
 // Integer split of `total` proportional to `weights`, each within [lo, hi], summing exactly to total
 // when feasible (largest remainder, clamps redistributed).
 std::vector<int64_t> distribute(const std::vector<double>& weights, int64_t total, const std::vector<int64_t>& lo,
@@ -107,7 +104,8 @@ at::Tensor prerope_queries(const ScoreInput& in, const std::string& press);
 at::Tensor zscore(const at::Tensor& x);
 // `text` in the model's own tokenizer (no BOS/EOS), for a press that feeds text of its own (KVzip's repeat
 // prompt); a one-line error naming the press where the model has no tokenizer.
-std::vector<int> encode_with_model_tokenizer(const LlamaModel& model, const std::string& text, const std::string& press);
+std::vector<int> encode_with_model_tokenizer(const LlamaModel& model, const std::string& text,
+                                             const std::string& press);
 // A 0|1 parameter (default `fallback`).
 bool get_flag(const PressParams& p, const std::string& key, bool fallback);
 
@@ -136,6 +134,5 @@ struct SnapKVPooling {
 // Built from the press's kernel=, pad=, pool= parameters (snapkv_keys() lists them with window=).
 std::shared_ptr<const Scorer> make_snapkv_scorer(int64_t window, const PressParams& p);
 std::vector<std::string> snapkv_keys();
-
 
 }  // namespace kvc

@@ -157,29 +157,30 @@ void PressObserver::later_prompt_layer(const LayerStep& step, KVCache& cache) {
   KVC_CHECK(scores.dim() == 2 && scores.size(1) == T, "--press {}: scored {} entries of a {}-token prompt",
             config_->name, scores.dim() == 2 ? scores.size(1) : -1, T);
   // What the layer held before always stays.
-  const at::Tensor held = at::full({KV, earlier}, std::numeric_limits<double>::infinity(),
-                                   scores.options().dtype(at::kDouble));
+  const at::Tensor held =
+      at::full({KV, earlier}, std::numeric_limits<double>::infinity(), scores.options().dtype(at::kDouble));
   bound_[li] = earlier + keep;
   compress(l, at::cat({held, scores.to(at::kDouble).expand({KV, T})}, 1), earlier + keep, cache);
 }
 
 void PressObserver::prefill_layer(const LayerStep& step, KVCache& cache) {
-  KVC_CHECK(cache.next_position() == 0, "--press {}: compression starts with an empty cache (one observer per sequence)",
-            config_->name);
+  KVC_CHECK(cache.next_position() == 0,
+            "--press {}: compression starts with an empty cache (one observer per sequence)", config_->name);
   const int64_t l = step.layer, L = shape_.num_layers, KV = shape_.attention.num_kv_heads;
   const int64_t S = step.keys.size(1);
   const auto li = static_cast<size_t>(l);
   Context ctx(*this, cache);
   if (l == 0) {
     prompt_len_ = S;
-    const int64_t b = config_->budget > 0 ? config_->budget
-                                          : static_cast<int64_t>(std::llround((1.0 - config_->ratio) * S));
+    const int64_t b =
+        config_->budget > 0 ? config_->budget : static_cast<int64_t>(std::llround((1.0 - config_->ratio) * S));
     budget_ = std::max<int64_t>(b, 1);
     // The prompt fits: nothing to evict yet; a bounded press holds every layer to the budget later.
     bound_ = budget_ >= S ? std::vector<int64_t>(static_cast<size_t>(L), budget_) : allocator_->layer_bounds(ctx);
   }
   positions_[li].assign(step.positions.to(at::kLong).unsqueeze(0).expand({KV, S}));
-  if (step.stats.column_sums.defined()) cumulative_[li].assign(aggregate_heads(step.stats.column_sums, KV, config_->agg));
+  if (step.stats.column_sums.defined())
+    cumulative_[li].assign(aggregate_heads(step.stats.column_sums, KV, config_->agg));
   if (config_->current && step.stats.window_probs.defined()) {
     const at::Tensor w = step.stats.window_probs;
     current_[li].assign(aggregate_heads(w.select(1, w.size(1) - 1), KV, config_->agg));
@@ -290,12 +291,13 @@ void PressObserver::warn_if_fewer_than_protected(int64_t layer, const at::Tensor
   // them leaves only the newest part of the window and the method's selection never runs.
   const int64_t protected_entries = (importance >= kProtected).sum(1).max().item<int64_t>();
   if (keep >= protected_entries) return;
-  warn_once("press-below-protected:" + config_->name,
-            fmt::format("--press {} keeps {} of the {} prompt entries per KV head in layer {}, fewer than the {} it "
-                        "always keeps (sinks and recent window): it drops part of that window and does not select "
-                        "at all, so the output degrades. Keep more (a lower --ratio, or --budget {} or more) or "
-                        "give the press a smaller window ({}:window=N where it takes one).",
-                        config_->name, keep, importance.size(1), layer, protected_entries, protected_entries, config_->name));
+  warn_once(
+      "press-below-protected:" + config_->name,
+      fmt::format("--press {} keeps {} of the {} prompt entries per KV head in layer {}, fewer than the {} it "
+                  "always keeps (sinks and recent window): it drops part of that window and does not select "
+                  "at all, so the output degrades. Keep more (a lower --ratio, or --budget {} or more) or "
+                  "give the press a smaller window ({}:window=N where it takes one).",
+                  config_->name, keep, importance.size(1), layer, protected_entries, protected_entries, config_->name));
 }
 
 }  // namespace kvc

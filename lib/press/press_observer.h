@@ -68,7 +68,7 @@ class PressObserver : public ForwardObserver, public KeptRecorder {
   bool hold_next_ = false;
   bool prompt_next_ = false;
   int64_t prompt_len_ = 0, budget_ = 0;
-  std::vector<int64_t> bound_;          // entries per head each layer keeps
+  std::vector<int64_t> bound_;           // entries per head each layer keeps
   std::vector<TrackedRows> positions_;   // [n_kv, S] int64 per layer, mirrors storage order
   std::vector<TrackedRows> cumulative_;  // [n_kv, S] float64
   std::vector<TrackedRows> current_;     // [n_kv, S] float64

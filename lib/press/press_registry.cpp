@@ -38,9 +38,7 @@ PressParams PressParams::parse(const std::string& text) {
   return p;
 }
 
-SpecValues PressParams::typed() const {
-  return SpecValues(SpecParams(values.begin(), values.end()), "--press", name);
-}
+SpecValues PressParams::typed() const { return SpecValues(SpecParams(values.begin(), values.end()), "--press", name); }
 
 double PressParams::get_double(const std::string& key, double fallback) const {
   return typed().get_number(key, fallback);

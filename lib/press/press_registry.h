@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "model/cache_setup.h"
-#include "util/spec_parser.h"
 #include "model/llama_model.h"
+#include "util/spec_parser.h"
 
 namespace kvc {
 

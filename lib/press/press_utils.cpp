@@ -57,8 +57,10 @@ void aggregate_heads_into(const at::Tensor& per_query_head, HeadAgg agg, const a
   const bool direct = per_query_head.is_cpu() && into.is_cpu() && per_query_head.dim() == 2 &&
                       per_query_head.size(1) >= s && per_query_head.stride(1) == 1 && into.stride(1) == 1 &&
                       into.scalar_type() == at::kDouble && per_query_head.size(0) % into.size(0) == 0;
-  if (direct && per_query_head.scalar_type() == at::kFloat) return aggregate_rows<float>(per_query_head, agg, into, accumulate);
-  if (direct && per_query_head.scalar_type() == at::kDouble) return aggregate_rows<double>(per_query_head, agg, into, accumulate);
+  if (direct && per_query_head.scalar_type() == at::kFloat)
+    return aggregate_rows<float>(per_query_head, agg, into, accumulate);
+  if (direct && per_query_head.scalar_type() == at::kDouble)
+    return aggregate_rows<double>(per_query_head, agg, into, accumulate);
   const at::Tensor rows = aggregate_heads(per_query_head, into.size(0), agg).narrow(1, 0, s);
   accumulate ? into.add_(rows) : into.copy_(rows);
 }
@@ -149,8 +151,8 @@ at::Tensor protect_ends(const at::Tensor& importance, int64_t sinks, int64_t rec
   const int64_t s = importance.size(1);
   // Age of each entry, higher = newer: storage order until a bounded cache starts evicting in place
   // (the newest entry then fills the freed slot), so the position when known (unique per head).
-  const bool by_position = positions.defined() && positions.dim() == 2 && positions.size(0) == importance.size(0) &&
-                           positions.size(1) == s;
+  const bool by_position =
+      positions.defined() && positions.dim() == 2 && positions.size(0) == importance.size(0) && positions.size(1) == s;
   if (importance.device().is_cpu() && importance.dim() == 2) {
     at::Tensor in = importance.scalar_type() == at::kDouble ? importance : importance.to(at::kDouble);
     if (in.stride(1) != 1) in = in.contiguous();
@@ -164,7 +166,8 @@ at::Tensor protect_ends(const at::Tensor& importance, int64_t sinks, int64_t rec
     return protect_ends_cpu<double>(in, sinks, recent, age);
   }
   at::Tensor out = importance.to(at::kDouble).clone();
-  const at::Tensor age = by_position ? positions.to(at::kDouble) : at::arange(s, out.options()).expand({out.size(0), s});
+  const at::Tensor age =
+      by_position ? positions.to(at::kDouble) : at::arange(s, out.options()).expand({out.size(0), s});
   // Protected entries rank by recency among themselves (sinks highest), so a budget smaller than
   // sinks + window still keeps the sinks and then the most recent. The r newest and k oldest per row
   // come from top-k thresholds (O(S log r) per step, not two full sorts).
@@ -189,9 +192,12 @@ std::vector<int64_t> distribute(const std::vector<double>& weights, int64_t tota
   // Water-filling: spread what is left proportionally over unclamped items; clamp and repeat.
   for (size_t round = 0; round <= n && left > 0; ++round) {
     double wsum = 0;
-    for (size_t i = 0; i < n; ++i) if (!fixed[i]) wsum += std::max(weights[i], 0.0);
+    for (size_t i = 0; i < n; ++i)
+      if (!fixed[i]) wsum += std::max(weights[i], 0.0);
     const bool uniform = wsum <= 0;  // no positive weight left: spread evenly
-    if (uniform) for (size_t i = 0; i < n; ++i) if (!fixed[i]) wsum += 1;
+    if (uniform)
+      for (size_t i = 0; i < n; ++i)
+        if (!fixed[i]) wsum += 1;
     if (wsum <= 0) break;
     std::vector<double> share(n, 0);
     bool clamped = false;
@@ -221,9 +227,8 @@ std::vector<int64_t> distribute(const std::vector<double>& weights, int64_t tota
       given += whole;
       order.push_back(i);
     }
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return share[a] - std::floor(share[a]) > share[b] - std::floor(share[b]);
-    });
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return share[a] - std::floor(share[a]) > share[b] - std::floor(share[b]); });
     left -= given;
     for (size_t j = 0; left > 0 && j < order.size(); ++j) {
       if (out[order[j]] < hi[order[j]]) {

@@ -12,9 +12,9 @@ at::Tensor projected_value_norms(const LinearWeight& w_o, const at::Tensor& valu
   // float32 products, float64 for a float64 model; a GGUF's blocks are dequantized for this once (their rows
   // are the output dimensions).
   const at::ScalarType math = values.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  const at::Tensor w = (w_o.is_blocks() ? w_o.lookup_rows(at::arange(w_o.rows(), at::TensorOptions().dtype(at::kLong)))
-                                        : w_o.dense())
-                           .to(values.device(), math);
+  const at::Tensor w =
+      (w_o.is_blocks() ? w_o.lookup_rows(at::arange(w_o.rows(), at::TensorOptions().dtype(at::kLong))) : w_o.dense())
+          .to(values.device(), math);
   const at::Tensor v = values.to(math);
   at::Tensor out = at::zeros({kv, s}, v.options().dtype(at::kDouble));
   // Head by head: the products of every head at once would hold n_heads × S × hidden floats.

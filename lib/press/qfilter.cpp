@@ -16,8 +16,8 @@ class QFilterScorer : public Scorer {
     const at::Tensor k = rotated_keys(in, "qfilter").to(at::kDouble);  // [n_kv, S, d]
     const int64_t kv = k.size(0), d = k.size(2);
     const at::Tensor q = in.step->queries.to(at::kDouble);  // [H, S, d], rotated
-    const at::Tensor grouped = q.reshape({kv, -1, d});     // each KV head's query heads, stacked
-    const at::Tensor u = filters(grouped);                   // [n_kv, d]
+    const at::Tensor grouped = q.reshape({kv, -1, d});      // each KV head's query heads, stacked
+    const at::Tensor u = filters(grouped);                  // [n_kv, d]
     return at::matmul(k, u.unsqueeze(-1)).squeeze(-1);
   }
 

@@ -23,8 +23,9 @@ class RandomScorer : public Scorer {
     double* o = out.data_ptr<double>();
     for (int64_t h = 0; h < kv; ++h) {
       for (int64_t i = 0; i < s; ++i) {
-        const uint64_t key = splitmix64(splitmix64(splitmix64(seed_ ^ static_cast<uint64_t>(in.layer)) ^
-                                                   static_cast<uint64_t>(h)) ^ static_cast<uint64_t>(p[h * s + i]));
+        const uint64_t key =
+            splitmix64(splitmix64(splitmix64(seed_ ^ static_cast<uint64_t>(in.layer)) ^ static_cast<uint64_t>(h)) ^
+                       static_cast<uint64_t>(p[h * s + i]));
         o[h * s + i] = static_cast<double>(key >> 11) / 9007199254740992.0;
       }
     }

@@ -39,7 +39,8 @@ class SimLayerAllocator : public Allocator {
     KVC_CHECK(step.stats.window_probs.defined(), "--press simlayerkv: layer {} has no window attention", l);
     // [H, w, S] -> mean over heads and queries, the queries' own columns left out.
     const at::Tensor w = step.stats.window_probs;
-    const at::Tensor mean = w.narrow(1, w.size(1) - o_.last, o_.last).to(at::kDouble).mean(at::IntArrayRef{0, 1}).narrow(0, 0, S - o_.last);
+    const at::Tensor mean =
+        w.narrow(1, w.size(1) - o_.last, o_.last).to(at::kDouble).mean(at::IntArrayRef{0, 1}).narrow(0, 0, S - o_.last);
     const double mass = mean.narrow(0, 0, o_.sinks).sum().item<double>() +
                         mean.narrow(0, S - o_.last - o_.recent, o_.recent).sum().item<double>();
     if (mass <= o_.threshold) return;
@@ -55,11 +56,12 @@ class SimLayerAllocator : public Allocator {
 
 PressConfig build(const PressParams& p) {
   p.check_known_keys({"threshold", "last", "recent", "sinks", "agg", "heads"});
-  KVC_CHECK(p.ratio == 0 && p.budget == 0, "--press {}: keeps what its lazy layers need (threshold=); drop --ratio/--budget",
-            p.name);
+  KVC_CHECK(p.ratio == 0 && p.budget == 0,
+            "--press {}: keeps what its lazy layers need (threshold=); drop --ratio/--budget", p.name);
   SimLayerOptions o;
   o.threshold = p.get_double("threshold", 1.0);
-  KVC_CHECK(o.threshold >= 0 && o.threshold <= 1, "--press {}: threshold must be in [0, 1], got {}", p.name, o.threshold);
+  KVC_CHECK(o.threshold >= 0 && o.threshold <= 1, "--press {}: threshold must be in [0, 1], got {}", p.name,
+            o.threshold);
   o.last = p.get_int("last", 1);
   o.recent = p.get_int("recent", 1024);
   o.sinks = p.get_int("sinks", 4);
@@ -78,7 +80,8 @@ PressConfig build(const PressParams& p) {
 void register_simlayerkv() {
   register_method("simlayerkv",
                   "lazy layers (last queries' attention on sinks + recent above threshold) keep only those "
-                  "(SimLayerKV, arXiv:2410.13846; threshold=1 as kvpress: set it (0.9 Llama 3, 0.65 Llama 2),last=1,recent=1024,sinks=4)",
+                  "(SimLayerKV, arXiv:2410.13846; threshold=1 as kvpress: set it (0.9 Llama 3, 0.65 Llama "
+                  "2),last=1,recent=1024,sinks=4)",
                   build, /*sizes_itself=*/true);
 }
 

@@ -19,7 +19,8 @@ class SnapKVScorer : public Scorer {
       // their neighbours' scores); the window is protected below anyway.
       const int64_t s = votes.size(1), scored = std::max<int64_t>(0, s - window_);
       pooled = at::cat({pool1d(votes.narrow(1, 0, scored).contiguous(), pooling_.kernel, pooling_.zero_padding),
-                        votes.narrow(1, scored, s - scored)}, 1);
+                        votes.narrow(1, scored, s - scored)},
+                       1);
     }
     return protect_ends(pooled, 0, window_);
   }

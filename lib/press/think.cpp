@@ -68,12 +68,14 @@ class ThinKAllocator : public Allocator {
     auto* dense = dynamic_cast<DenseLayerCache*>(&layer);
     KVC_CHECK(dense != nullptr && dense->can_merge(),
               "--press think: stores a subset of key channels from the dense cache of floating-point rows; layer {} "
-              "is '{}'", l, layer.layout());
+              "is '{}'",
+              l, layer.layout());
     const at::Tensor keys = dense->keys();  // rotated [n_kv, n, d]
     const int64_t KV = keys.size(0), n = keys.size(1), d = keys.size(2);
     const int64_t pruned = static_cast<int64_t>(static_cast<double>(d) * channels_);
     if (pruned == 0 || n == 0) return;
-    const at::Tensor score = query_energy_[static_cast<size_t>(l)].to(keys.device()) * keys.to(at::kDouble).pow(2).mean(1);
+    const at::Tensor score =
+        query_energy_[static_cast<size_t>(l)].to(keys.device()) * keys.to(at::kDouble).pow(2).mean(1);
     const at::Tensor kept = std::get<0>(std::get<1>(score.topk(d - pruned, 1)).sort(1)).contiguous();  // [n_kv, c]
     at::Tensor kept_keys = keys.gather(2, kept.unsqueeze(1).expand({KV, n, d - pruned})).contiguous();
     at::Tensor values = dense->values().clone(), positions = dense->positions().clone();
@@ -82,9 +84,9 @@ class ThinKAllocator : public Allocator {
     std::unique_ptr<LayerCache> tail = dense->clone();
     auto* tail_dense = dynamic_cast<DenseLayerCache*>(tail.get());
     tail.release();
-    ctx.replace_layer_cache(l, std::make_unique<ChannelPrunedLayerCache>(
-                                   ctx.shape().attention, std::move(kept_keys), kept, std::move(values),
-                                   std::move(positions), std::unique_ptr<DenseLayerCache>(tail_dense)));
+    ctx.replace_layer_cache(l, std::make_unique<ChannelPrunedLayerCache>(ctx.shape().attention, std::move(kept_keys),
+                                                                         kept, std::move(values), std::move(positions),
+                                                                         std::unique_ptr<DenseLayerCache>(tail_dense)));
   }
 
   std::unique_ptr<Allocator> base_;  // null: no token eviction
@@ -95,8 +97,10 @@ class ThinKAllocator : public Allocator {
 
 PressConfig build(const PressParams& p) {
   const double channels = p.get_double("channels", 0.0);
-  KVC_CHECK(channels >= 0 && channels < 1, "--press {}: channels (the share of key channels pruned) must be in [0, 1), "
-            "got {}", p.name, channels);
+  KVC_CHECK(channels >= 0 && channels < 1,
+            "--press {}: channels (the share of key channels pruned) must be in [0, 1), "
+            "got {}",
+            p.name, channels);
   const int64_t window = p.get_int("window", 32);
   KVC_CHECK(window >= 1, "--press {}: window must be >= 1, got {}", p.name, window);
   PressConfig c;
@@ -118,8 +122,10 @@ PressConfig build(const PressParams& p) {
     c.bounded = false;  // the prompt's tokens, then its channels; nothing evicted while decoding
   } else {
     p.check_known_keys({"channels", "window", "agg", "heads"});
-    KVC_CHECK(p.ratio == 0 && p.budget == 0, "--press {}: prunes key channels (channels=); --ratio/--budget need "
-              "base=PRESS to also evict tokens", p.name);
+    KVC_CHECK(p.ratio == 0 && p.budget == 0,
+              "--press {}: prunes key channels (channels=); --ratio/--budget need "
+              "base=PRESS to also evict tokens",
+              p.name);
     c.scorer = std::make_shared<NoTokenScorer>();
   }
   c.sizes_itself = true;

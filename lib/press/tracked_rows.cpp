@@ -65,7 +65,8 @@ void TrackedRows::append(const at::Tensor& columns) {
     auto* out = static_cast<char*>(buffer_.data_ptr()) + length * buffer_.element_size();
     const auto* in = static_cast<const char*>(columns.data_ptr());
     for (int64_t h = 0; h < rows; ++h) {
-      std::memcpy(out + h * buffer_.stride(0) * buffer_.element_size(), same_for_every_row ? in : in + h * bytes, bytes);
+      std::memcpy(out + h * buffer_.stride(0) * buffer_.element_size(), same_for_every_row ? in : in + h * bytes,
+                  bytes);
     }
   } else {
     buffer_.narrow(1, length, count).copy_(columns);
@@ -111,7 +112,8 @@ void TrackedRows::swap_remove(const std::vector<int64_t>& slots) {
     const int64_t slot = slots[static_cast<size_t>(h)];
     KVC_CHECK(slot >= 0 && slot <= last, "press bookkeeping: entry {} out of range for {} entries", slot, last + 1);
     char* row = data + h * buffer_.stride(0) * static_cast<int64_t>(size);
-    if (slot < last) std::memcpy(row + slot * static_cast<int64_t>(size), row + last * static_cast<int64_t>(size), size);
+    if (slot < last)
+      std::memcpy(row + slot * static_cast<int64_t>(size), row + last * static_cast<int64_t>(size), size);
   }
   set_length(last);
 }

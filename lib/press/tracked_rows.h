@@ -16,8 +16,8 @@ class TrackedRows {
   const at::Tensor& view() const { return view_; }
   int64_t length() const { return defined() ? view_.size(1) : 0; }
 
-  void assign(const at::Tensor& rows);      // [n_kv, S]: copied in (into the buffer when it fits)
-  void append(const at::Tensor& columns);   // [n_kv, T] (broadcastable), after the last column
+  void assign(const at::Tensor& rows);     // [n_kv, S]: copied in (into the buffer when it fits)
+  void append(const at::Tensor& columns);  // [n_kv, T] (broadcastable), after the last column
   void append_zeros(int64_t count);
   // Reorders every row as the cache did: row[h][i] = old row[h][order[h][i]], order [n_kv, n] with n
   // at most the length (entries not in `order` are dropped).

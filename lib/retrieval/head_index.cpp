@@ -42,7 +42,8 @@ std::vector<int64_t> chain_order(const std::vector<std::unordered_map<int64_t, d
     int64_t next = lowest_unplaced;
     double next_count = 0;
     for (const auto& [other, count] : co[cur])
-      if (!placed[other] && (count > next_count || (count == next_count && other < next))) next = other, next_count = count;
+      if (!placed[other] && (count > next_count || (count == next_count && other < next)))
+        next = other, next_count = count;
     if (next >= k) break;
     cur = next;
   }
@@ -254,8 +255,7 @@ void HeadIndex::add(const float* key, const float* value, int64_t position) {
     shared_->cache->append(c.uid, key, value, position);
     return;
   }
-  const bool in_ram = shared_->cache->resident(c.uid) ||
-                      std::find(active_.begin(), active_.end(), j) != active_.end();
+  const bool in_ram = shared_->cache->resident(c.uid) || std::find(active_.begin(), active_.end(), j) != active_.end();
   if (in_ram) {  // split now: the members are already in memory
     EntryBlock members = load(j);
     members.push(key, value, position);

@@ -28,12 +28,12 @@ struct RetrievalShared {
   RetrievalConfig config;
   std::unique_ptr<PageStore> store;
   std::unique_ptr<ClusterCache> cache;
-  std::unique_ptr<IoThread> io;  // declared after the store: stops before the store closes
+  std::unique_ptr<IoThread> io;          // declared after the store: stops before the store closes
   std::unique_ptr<Prefetcher> prefetch;  // next-layer read-ahead (config.prefetch)
   int64_t num_layers = 0;                // layers sharing this state, numbered as they were made
   int64_t step = 0;
   int64_t splits = 0, forced_splits = 0, delayed_splits = 0;
-  int64_t split_moved_bytes = 0;  // bytes of split children written to new places
+  int64_t split_moved_bytes = 0;                     // bytes of split children written to new places
   int64_t split_read_bytes = 0, split_read_ops = 0;  // reads made only to split an uncached cluster (in bytes_read too)
   double recall_sum = 0;
   int64_t recall_count = 0, retrieved_entries = 0;
@@ -42,7 +42,7 @@ struct RetrievalShared {
   double select_seconds = 0;   // decode: scoring the centroids and choosing clusters
   double update_seconds = 0;   // decode: placing each new entry (nearest centroid, splits, store append)
   double io_wait_seconds = 0;  // decode thread blocked on reads (with the I/O thread, what overlap left)
-  bool measure = false;  // keep a full RAM copy to measure recall (kvc-cluster replay)
+  bool measure = false;        // keep a full RAM copy to measure recall (kvc-cluster replay)
 };
 
 struct Cluster {

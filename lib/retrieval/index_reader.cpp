@@ -83,14 +83,18 @@ LoadedIndex read_index(const std::string& path) {
   // The commit record covers every cluster: an index whose extents were emptied or cut holds clusters
   // the store's check would never read, and must not verify as complete.
   const auto& clusters = required_tensor(*file, "clusters", st::DType::I64, 2, 4);
-  KVC_CHECK(clusters.shape[0] == ext.shape[0], "index '{}': {} clusters but {} extents in the commit record; the index "
-            "is damaged: build the store again", path, clusters.shape[0], ext.shape[0]);
+  KVC_CHECK(clusters.shape[0] == ext.shape[0],
+            "index '{}': {} clusters but {} extents in the commit record; the index "
+            "is damaged: build the store again",
+            path, clusters.shape[0], ext.shape[0]);
   std::set<int64_t> extent_uids;
   for (const ExtentRecord& r : out.manifest.extents) extent_uids.insert(r.uid);
   const auto* c = reinterpret_cast<const int64_t*>(file->data("clusters"));
   for (int64_t i = 0; i < clusters.shape[0]; ++i) {
-    KVC_CHECK(extent_uids.count(c[i * 4]) == 1, "index '{}': cluster {} has no extent in the commit record; the index "
-              "is damaged: build the store again", path, c[i * 4]);
+    KVC_CHECK(extent_uids.count(c[i * 4]) == 1,
+              "index '{}': cluster {} has no extent in the commit record; the index "
+              "is damaged: build the store again",
+              path, c[i * 4]);
   }
   return out;
 }

@@ -108,7 +108,8 @@ int64_t record_row_bytes(RecordType type, int64_t dim) {
     case RecordType::kF16:
     case RecordType::kBF16: return 2 * dim;
     case RecordType::kQ8_0:
-    case RecordType::kQ4_0: return static_cast<int64_t>(gguf::quantized_bytes(ggml_type(type), static_cast<uint64_t>(dim)));
+    case RecordType::kQ4_0:
+      return static_cast<int64_t>(gguf::quantized_bytes(ggml_type(type), static_cast<uint64_t>(dim)));
   }
   return 0;
 }

@@ -24,8 +24,8 @@ void full_pread(int fd, uint8_t* buffer, int64_t bytes, int64_t offset, const st
   while (done < bytes) {
     const ssize_t n = ::pread(fd, buffer + done, static_cast<size_t>(bytes - done), offset + done);
     if (n < 0 && errno == EINTR) continue;
-    KVC_CHECK(n > 0, "store '{}': read of {} bytes at offset {} failed ({}): the file is truncated or unreadable",
-              path, bytes, offset + done, n < 0 ? std::strerror(errno) : "end of file");
+    KVC_CHECK(n > 0, "store '{}': read of {} bytes at offset {} failed ({}): the file is truncated or unreadable", path,
+              bytes, offset + done, n < 0 ? std::strerror(errno) : "end of file");
     done += n;
   }
 }

@@ -3,8 +3,8 @@
 #include "retrieval/page_store.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,8 +43,8 @@ PageStore::PageStore(const std::string& path, RecordFormat format, Layout layout
   // an existing file there is replaced only by a complete store, never truncated or unlinked.
   struct stat existing {};
   if (::stat(path.c_str(), &existing) == 0)
-    KVC_CHECK(S_ISREG(existing.st_mode), "store '{}' is not a regular file (a device, FIFO or folder); give a file path",
-              path);
+    KVC_CHECK(S_ISREG(existing.st_mode),
+              "store '{}' is not a regular file (a device, FIFO or folder); give a file path", path);
   check_output_is_not_an_input(path);
   remove_stale_temps_beside(path);
   const std::string temp = temp_path_beside(path);
@@ -57,7 +57,8 @@ PageStore::PageStore(const std::string& path, RecordFormat format, Layout layout
   temp_path_ = temp;
   page_buffer_ = static_cast<uint8_t*>(aligned_bytes(kPageBytes).release());
   if (const char* crash = std::getenv("KVC_STORE_CRASH_AFTER_PAGES")) crash_after_pages_ = std::atoll(crash);
-  generation_ = (static_cast<uint64_t>(SteadyClock::now().time_since_epoch().count()) << 16) ^ static_cast<uint64_t>(::getpid());
+  generation_ =
+      (static_cast<uint64_t>(SteadyClock::now().time_since_epoch().count()) << 16) ^ static_cast<uint64_t>(::getpid());
   // File header: magic, generation, page size, head_dim, key and value record types. A rebuilt store
   // gets a new generation, so an index committed for an earlier build never matches it.
   std::memset(page_buffer_, 0, kPageBytes);

@@ -39,10 +39,8 @@ std::vector<EntryBlock> PageStore::read(const std::vector<int64_t>& uids, int64_
     for (size_t c = 0; c < plan.clusters.size(); ++c) {
       const int64_t uid = plan.clusters[c].uid;
       KVC_CHECK(is_live(uid), "store: cluster {} was dropped while it was read", uid);
-      if (unchanged[c])
-        tails.emplace_back(c, extents_[uid].tail);
-      else
-        changed.push_back(pending[c]);
+      if (unchanged[c]) tails.emplace_back(c, extents_[uid].tail);
+      else changed.push_back(pending[c]);
     }
     lock.unlock();
     for (auto& [c, tail] : tails) {
@@ -66,10 +64,8 @@ std::vector<PageStore::PageImage> PageStore::read_pages(const std::vector<int64_
   std::vector<PageImage> out;
   out.reserve(plan.clusters.size());
   for (size_t c = 0; c < plan.clusters.size(); ++c) {
-    if (current[c])
-      out.push_back({decode(plan.clusters[c], fetched), plan.clusters[c].version});
-    else
-      out.push_back({EntryBlock(dim_), 0});
+    if (current[c]) out.push_back({decode(plan.clusters[c], fetched), plan.clusters[c].version});
+    else out.push_back({EntryBlock(dim_), 0});
   }
   return out;
 }
@@ -101,8 +97,7 @@ PageStore::ReadPlan PageStore::plan_read(const std::vector<int64_t>& uids, int64
     ReadPlan::Run* last = plan.runs.empty() ? nullptr : &plan.runs.back();
     if (last && r.first - (last->first + last->pages) <= gap_pages)
       last->pages = std::max(last->pages, r.first + r.pages - last->first);
-    else
-      plan.runs.push_back(r);
+    else plan.runs.push_back(r);
   }
   return plan;
 }

@@ -35,7 +35,8 @@ void PageStore::verify(const std::string& path, const StoreManifest& m) {
     ~Closer() { ::close(fd); }
   } closer{fd};
   KVC_CHECK(m.page_bytes == kPageBytes && m.dim > 0 && m.dim <= (kPageBytes - kHeaderBytes - 8) / 8 &&
-                m.file_pages >= 1 && ((!is_block_record(m.key_type) && !is_block_record(m.value_type)) || m.dim % 32 == 0),
+                m.file_pages >= 1 &&
+                ((!is_block_record(m.key_type) && !is_block_record(m.value_type)) || m.dim % 32 == 0),
             "store '{}': the index describes an impossible store (page bytes {}, head_dim {}, {} pages)", path,
             m.page_bytes, m.dim, m.file_pages);
   auto page = aligned_bytes(kPageBytes);
@@ -59,15 +60,17 @@ void PageStore::verify(const std::string& path, const StoreManifest& m) {
             path, generation, m.generation);
   int64_t header_meta[4];
   std::memcpy(header_meta, page.get() + 16, sizeof header_meta);
-  KVC_CHECK(header_meta[0] == kPageBytes && header_meta[1] == m.dim && header_meta[2] == static_cast<int64_t>(m.key_type) &&
+  KVC_CHECK(header_meta[0] == kPageBytes && header_meta[1] == m.dim &&
+                header_meta[2] == static_cast<int64_t>(m.key_type) &&
                 header_meta[3] == static_cast<int64_t>(m.value_type) && zero_from(16 + sizeof header_meta),
             "store '{}' is corrupt: its header page is damaged; rebuild it with kvc-cluster build", path);
   struct stat st {};
   KVC_CHECK(::fstat(fd, &st) == 0, "store '{}': fstat failed: {}", path, std::strerror(errno));
   const int64_t file_bytes = static_cast<int64_t>(st.st_size);
-  KVC_CHECK(file_bytes % kPageBytes == 0 && file_bytes / kPageBytes <= m.file_pages,
-            "store '{}' is incomplete or corrupt: it holds {} bytes, not at most {} whole {}-byte pages as its index says",
-            path, file_bytes, m.file_pages, kPageBytes);
+  KVC_CHECK(
+      file_bytes % kPageBytes == 0 && file_bytes / kPageBytes <= m.file_pages,
+      "store '{}' is incomplete or corrupt: it holds {} bytes, not at most {} whole {}-byte pages as its index says",
+      path, file_bytes, m.file_pages, kPageBytes);
   const int64_t present_pages = file_bytes / kPageBytes;
 
   const int64_t record_bytes = m.format().record_bytes();

@@ -16,7 +16,8 @@ void Prefetcher::issue(int64_t layer, const ClusterCache& cache) {
   counters_.issued += static_cast<int64_t>(uids.size());
   pending_layer_ = layer;
   pending_uids_ = uids;
-  pending_ = io_->submit([store = store_, uids = std::move(uids), gap = gap_pages_] { return store->read_pages(uids, gap); });
+  pending_ =
+      io_->submit([store = store_, uids = std::move(uids), gap = gap_pages_] { return store->read_pages(uids, gap); });
 }
 
 double Prefetcher::collect(int64_t layer) {

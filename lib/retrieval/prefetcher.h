@@ -17,9 +17,9 @@
 namespace kvc::retrieval {
 
 struct PrefetchCounters {
-  int64_t issued = 0;  // clusters read ahead
-  int64_t used = 0;    // ... taken by the layer they were read for (a demand read saved)
-  int64_t stale = 0;   // ... needed but changed since (read again)
+  int64_t issued = 0;       // clusters read ahead
+  int64_t used = 0;         // ... taken by the layer they were read for (a demand read saved)
+  int64_t stale = 0;        // ... needed but changed since (read again)
   double wait_seconds = 0;  // decode thread blocked on an unfinished prefetch
 };
 

@@ -31,9 +31,9 @@ RetrievalConfig RetrievalConfig::parse(const std::string& spec) {
   else fail("--retrieval '{}': unknown strategy '{}' (use adaptive, static, local or none)", spec, name);
   if (colon == std::string::npos) return c;
   const SpecValues v(parse_spec_params(spec.substr(colon + 1), "--retrieval", spec), "--retrieval", spec);
-  v.check_known_keys({"topk", "csize", "sinks", "recent", "bmax", "tau_q", "tau_scale", "every", "budget", "layout",
-                      "pool", "coorder", "gap", "cache", "cache_kb", "iters", "segment", "direct", "async", "prefetch",
-                      "tails", "label"});
+  v.check_known_keys({"topk",    "csize",  "sinks", "recent",   "bmax",  "tau_q", "tau_scale", "every",
+                      "budget",  "layout", "pool",  "coorder",  "gap",   "cache", "cache_kb",  "iters",
+                      "segment", "direct", "async", "prefetch", "tails", "label"});
   c.topk = v.get_count("topk", c.topk);
   c.cluster_size = v.get_count("csize", c.cluster_size);
   c.sinks = v.get_count("sinks", c.sinks);
@@ -54,8 +54,8 @@ RetrievalConfig RetrievalConfig::parse(const std::string& spec) {
   c.prefetch = v.get_count("prefetch", c.prefetch ? 1 : 0) != 0;
   c.label = v.get_string("label", c.label);
   const bool dual = c.layout == Layout::kDualHead, aligned = c.cache_policy == CachePolicy::kAligned;
-  c.layout = v.get_choice("layout", dual ? "dual" : "naive", {"dual", "naive"}) == "dual" ? Layout::kDualHead
-                                                                                        : Layout::kNaive;
+  c.layout =
+      v.get_choice("layout", dual ? "dual" : "naive", {"dual", "naive"}) == "dual" ? Layout::kDualHead : Layout::kNaive;
   c.cache_policy = v.get_choice("cache", aligned ? "aligned" : "lru", {"aligned", "lru"}) == "aligned"
                        ? CachePolicy::kAligned
                        : CachePolicy::kLru;

@@ -188,8 +188,7 @@ void RetrievalLayerCache::measure_recall(int64_t h, const at::Tensor& q, const a
   AttentionProbe probe;
   probe.column_sums = true;
   AttentionStats stats;
-  blocked_attention({G, 1, d, shape_.sliding_window}, q.to(at::kFloat).view({G, 1, d}), q_position, all, probe,
-                    &stats);
+  blocked_attention({G, 1, d, shape_.sliding_window}, q.to(at::kFloat).view({G, 1, d}), q_position, all, probe, &stats);
   std::vector<int64_t> idx;
   for (int64_t pos : positions) {
     auto it = std::lower_bound(s.all.positions.begin(), s.all.positions.end(), pos);
@@ -281,7 +280,8 @@ at::Tensor RetrievalLayerCache::attend(const at::Tensor& queries, const at::Tens
   if (shared_->io) {
     for (int64_t h = 0; h < shape_.num_kv_heads; ++h)
       if (!misses[h].empty())
-        reads[h] = shared_->io->submit([store, uids = misses[h], gap = cfg.gap_pages] { return store->read(uids, gap); });
+        reads[h] =
+            shared_->io->submit([store, uids = misses[h], gap = cfg.gap_pages] { return store->read(uids, gap); });
   }
 
   // 3. Per head: sinks + recent + retrieved, deduplicated by position; exact attention over them.
@@ -362,7 +362,8 @@ CacheFootprint RetrievalLayerCache::footprint() const {
     resident += (s.sinks.size() + s.recent.size() + s.staging.size() + s.all.size()) * rec;
     resident += heads_[h].pending().size() * rec;
     resident += heads_[h].centroid_bytes();
-    for (const auto& c : heads_[h].clusters()) resident += c.delayed.size() * rec + static_cast<int64_t>(sizeof(Cluster));
+    for (const auto& c : heads_[h].clusters())
+      resident += c.delayed.size() * rec + static_cast<int64_t>(sizeof(Cluster));
   }
   if (slot_ == 0) resident += shared_->cache->used_bytes() + shared_->store->tail_bytes();
   f.resident_bytes = resident;

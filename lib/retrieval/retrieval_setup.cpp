@@ -74,7 +74,8 @@ std::shared_ptr<RetrievalShared> make_retrieval_shared(const RetrievalConfig& co
                                                  RecordFormat{records.dim}.record_bytes());
   shared->measure = measure;
   if (config.async_io) shared->io = std::make_unique<IoThread>();
-  if (config.prefetch) shared->prefetch = std::make_unique<Prefetcher>(shared->store.get(), shared->io.get(), config.gap_pages);
+  if (config.prefetch)
+    shared->prefetch = std::make_unique<Prefetcher>(shared->store.get(), shared->io.get(), config.gap_pages);
   return shared;
 }
 
@@ -115,14 +116,14 @@ std::string describe_storage_io(const RetrievalShared& shared) {
   const auto& io = shared.store->counters();
   const auto& cc = shared.cache->counters();
   const double steps = static_cast<double>(std::max<int64_t>(1, shared.step));
-  return fmt::format("retrieval {}: read {:.1f} KiB in {} ops ({:.3f} s, {}), wrote {:.1f} KiB, cache hit rate {:.3f}, "
-                     "{} splits, store {:.1f} KiB; prompt clustered in {:.3f} s; per decode step {:.3f} ms choosing "
-                     "clusters, {:.3f} ms placing new entries",
-                     shared.config.name(), io.read_bytes / 1024.0, io.read_ops, io.read_seconds,
-                     shared.store->direct() ? "O_DIRECT" : "fadvise", io.written_bytes / 1024.0,
-                     cc.lookups > 0 ? static_cast<double>(cc.hits) / cc.lookups : 0.0, shared.splits,
-                     shared.store->file_pages() * 4.0, shared.cluster_seconds, 1e3 * shared.select_seconds / steps,
-                     1e3 * shared.update_seconds / steps);
+  return fmt::format(
+      "retrieval {}: read {:.1f} KiB in {} ops ({:.3f} s, {}), wrote {:.1f} KiB, cache hit rate {:.3f}, "
+      "{} splits, store {:.1f} KiB; prompt clustered in {:.3f} s; per decode step {:.3f} ms choosing "
+      "clusters, {:.3f} ms placing new entries",
+      shared.config.name(), io.read_bytes / 1024.0, io.read_ops, io.read_seconds,
+      shared.store->direct() ? "O_DIRECT" : "fadvise", io.written_bytes / 1024.0,
+      cc.lookups > 0 ? static_cast<double>(cc.hits) / cc.lookups : 0.0, shared.splits, shared.store->file_pages() * 4.0,
+      shared.cluster_seconds, 1e3 * shared.select_seconds / steps, 1e3 * shared.update_seconds / steps);
 }
 
 nlohmann::json storage_io_json(const RetrievalShared& shared) {

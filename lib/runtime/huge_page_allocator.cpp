@@ -2,8 +2,8 @@
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
-#include <torch/version.h>
 #include <sys/mman.h>
+#include <torch/version.h>
 
 #include <cstdlib>
 #include <map>
@@ -98,7 +98,7 @@ class HugePageAllocator final : public c10::Allocator {
         return {data, data, &free_block, cpu};
       }
     }
-    void* data = c10::alloc_cpu(nbytes);  // LibTorch's own path (posix_memalign + free), throws on OOM
+    void* data = c10::alloc_cpu(nbytes);       // LibTorch's own path (posix_memalign + free), throws on OOM
     return {data, data, &c10::free_cpu, cpu};  // small blocks skip the pool's lookup on free
   }
   c10::DeleterFnPtr raw_deleter() const override { return &free_block; }

@@ -4,8 +4,8 @@
 // ask every `rounds` iterations, a count set from the root's clock to about half a second between asks
 // (the ranks wait for each other at each ask: 3% of a stories260K calibration at a quarter second). The
 // count travels with the answer, so every rank asks at the same iterations.
-#include <cstdint>
 #include <chrono>
+#include <cstdint>
 
 #include "runtime/ranks.h"
 

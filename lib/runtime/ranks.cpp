@@ -24,8 +24,8 @@ std::string env(const char* name) {
 
 int env_int(const char* name, int64_t lo, int64_t hi) {
   const auto value = parse_integer(env(name));
-  KVC_CHECK(value && *value >= lo && *value <= hi, "environment variable {}='{}': expected an integer in {}..{}",
-            name, env(name), lo, hi);
+  KVC_CHECK(value && *value >= lo && *value <= hi, "environment variable {}='{}': expected an integer in {}..{}", name,
+            env(name), lo, hi);
   return static_cast<int>(*value);
 }
 
@@ -58,7 +58,8 @@ struct Ranks::Group {
 Ranks::Ranks() = default;
 Ranks::~Ranks() = default;
 
-std::shared_ptr<Ranks> Ranks::join(const RankEnvironment& env, const std::string& backend, std::chrono::seconds timeout) {
+std::shared_ptr<Ranks> Ranks::join(const RankEnvironment& env, const std::string& backend,
+                                   std::chrono::seconds timeout) {
   KVC_CHECK(backend == "gloo" || backend == "nccl", "--dist-backend: unknown backend '{}' (expected gloo or nccl)",
             backend);
   KVC_CHECK(backend == "gloo", "--dist-backend nccl: this build's LibTorch has no NCCL; use --dist-backend gloo");
@@ -158,8 +159,10 @@ void Ranks::check_same(const std::string& what, const std::string& value) const 
   std::vector<at::Tensor> t = {s};
   sum(t);
   const bool same = s[0].item<double>() == h * world_ && s[1].item<double>() == h * h * world_;
-  KVC_CHECK(same, "rank {} of {}: the ranks were started with different {}; start every rank with the same flags "
-            "and data", rank_, world_, what);
+  KVC_CHECK(same,
+            "rank {} of {}: the ranks were started with different {}; start every rank with the same flags "
+            "and data",
+            rank_, world_, what);
 }
 
 }  // namespace kvc

@@ -115,9 +115,7 @@ std::optional<ParsedLine> parse_line(const std::string& line, const std::string&
   return parsed;
 }
 
-bool is_blank(const std::string& line) {
-  return line.find_first_not_of(" \t\r") == std::string::npos;
-}
+bool is_blank(const std::string& line) { return line.find_first_not_of(" \t\r") == std::string::npos; }
 
 // The set's name without LongBench-E's "_e" suffix, or empty when it names no known set.
 std::string known_dataset(const std::string& name) {
@@ -141,9 +139,10 @@ void check_same_dataset(const DatasetSpec& spec, const ParsedLine& parsed, const
             "{}: the record belongs to data set '{}', not '{}': pass the file's own --dataset (or leave "
             "--dataset out to take it from the file)",
             where, named, spec.name);
-  KVC_CHECK(spec.language == Language::Code || parsed.language.empty() || parsed.language == language_name(spec.language),
-            "{}: the record's language is '{}' but {} is a '{}' data set", where, parsed.language, spec.name,
-            language_name(spec.language));
+  KVC_CHECK(
+      spec.language == Language::Code || parsed.language.empty() || parsed.language == language_name(spec.language),
+      "{}: the record's language is '{}' but {} is a '{}' data set", where, parsed.language, spec.name,
+      language_name(spec.language));
 }
 
 // What makes a well-formed line unusable for `spec`; empty when it fits.

@@ -17,9 +17,9 @@ enum class OnBadLine {
 
 // What a LongBench line says beyond the sample itself.
 struct LongBenchRecord {
-  std::string dataset;   // its "dataset" field; empty when absent
-  int64_t length = -1;   // its "length" field (LongBench-E's length buckets); -1 when absent
-  size_t line = 0;       // 1-based line in the file
+  std::string dataset;  // its "dataset" field; empty when absent
+  int64_t length = -1;  // its "length" field (LongBench-E's length buckets); -1 when absent
+  size_t line = 0;      // 1-based line in the file
 };
 
 struct LongBenchData {

@@ -13,9 +13,9 @@ enum class Language { English, Chinese, Code };
 struct DatasetSpec {
   std::string name;
   Language language;
-  std::string metric;    // a name from metric_names()
-  int max_new_tokens;    // LongBench's generation length for the data set
-  bool first_line_only;  // eval.py scores prediction.lstrip('\n').split('\n')[0]
+  std::string metric;           // a name from metric_names()
+  int max_new_tokens;           // LongBench's generation length for the data set
+  bool first_line_only;         // eval.py scores prediction.lstrip('\n').split('\n')[0]
   std::string prompt_template;  // with {context} and, for most sets, {input} after it
 };
 

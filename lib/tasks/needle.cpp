@@ -5,8 +5,8 @@
 #include <map>
 
 #include "tasks/task_random.h"
-#include "tasks/token_budget.h"
 #include "tasks/text_template.h"
+#include "tasks/token_budget.h"
 #include "util/error.h"
 
 namespace kvc {

@@ -17,7 +17,9 @@ namespace kvc {
 
 namespace {
 
-const char* metric_of(const std::string& task) { return task.rfind("qa_", 0) == 0 ? "string_match_part" : "string_match_all"; }
+const char* metric_of(const std::string& task) {
+  return task.rfind("qa_", 0) == 0 ? "string_match_part" : "string_match_all";
+}
 
 // Python's str.strip() whitespace, as RULER strips its sentences.
 constexpr const char* kWhitespace = " \t\n\r\f\v";
@@ -65,8 +67,8 @@ std::vector<size_t> sample_indices(TaskRng& rng, size_t n, size_t k) {
 std::string random_uuid(TaskRng& rng) {
   const auto bits64 = [&] { return rng.below(1ULL << 32) << 32 | rng.below(1ULL << 32); };
   uint64_t high = bits64(), low = bits64();
-  high = (high & ~0xF000ULL) | 0x4000ULL;                   // version 4
-  low = (low & ~(0xC000ULL << 48)) | (0x8000ULL << 48);      // variant 10xx
+  high = (high & ~0xF000ULL) | 0x4000ULL;                // version 4
+  low = (low & ~(0xC000ULL << 48)) | (0x8000ULL << 48);  // variant 10xx
   const std::string hex = fmt::format("{:016x}{:016x}", high, low);
   return fmt::format("{}-{}-{}-{}-{}", hex.substr(0, 8), hex.substr(8, 4), hex.substr(12, 4), hex.substr(16, 4),
                      hex.substr(20, 12));

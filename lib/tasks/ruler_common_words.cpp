@@ -77,8 +77,8 @@ std::string numbered(const std::vector<std::string>& words) {
 }
 
 struct WordList {
-  std::string text;                  // "1. w 2. w ..."
-  std::vector<std::string> common;   // the first kCommonWords drawn
+  std::string text;                 // "1. w 2. w ..."
+  std::vector<std::string> common;  // the first kCommonWords drawn
 };
 
 // get_example: `count` distinct words, the first ten repeated `repeats.common` times, the rest
@@ -88,8 +88,10 @@ WordList word_list(uint64_t seed, const std::string& stream, size_t count, Repea
   const std::vector<std::string> words = draw_words(words_rng, count);
   TaskRng rng(seed, fmt::format("{}/order/{}", stream, count));
   std::vector<std::string> entries;
-  for (size_t r = 0; r < repeats.common; ++r) entries.insert(entries.end(), words.begin(), words.begin() + kCommonWords);
-  for (size_t r = 0; r < repeats.uncommon; ++r) entries.insert(entries.end(), words.begin() + kCommonWords, words.end());
+  for (size_t r = 0; r < repeats.common; ++r)
+    entries.insert(entries.end(), words.begin(), words.begin() + kCommonWords);
+  for (size_t r = 0; r < repeats.uncommon; ++r)
+    entries.insert(entries.end(), words.begin() + kCommonWords, words.end());
   rng.shuffle(entries);
   return {numbered(entries), std::vector<std::string>(words.begin(), words.begin() + kCommonWords)};
 }

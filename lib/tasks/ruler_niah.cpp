@@ -124,8 +124,10 @@ TaskSample make_ruler_niah(const RulerNiahConfig& config, const RulerRequest& re
           : fmt::format("{}, and {}", fmt::join(queries.begin(), queries.end() - 1, ", "), queries.back());
 
   std::vector<int> depths;  // essay: random.sample(DEPTHS, needles)
-  for (size_t index : sample_indices(rng, ruler_depths().size(), needles.size())) depths.push_back(ruler_depths()[index]);
-  const std::vector<std::string> words = config.haystack == RulerHaystack::kEssay ? essay_words(essay) : std::vector<std::string>{};
+  for (size_t index : sample_indices(rng, ruler_depths().size(), needles.size()))
+    depths.push_back(ruler_depths()[index]);
+  const std::vector<std::string> words =
+      config.haystack == RulerHaystack::kEssay ? essay_words(essay) : std::vector<std::string>{};
   NeedleHaystack needle_haystack(config, request.seed, used_keys);
   const RulerPrompt prompt = niah_prompt(config, query);
 
@@ -134,7 +136,8 @@ TaskSample make_ruler_niah(const RulerNiahConfig& config, const RulerRequest& re
   const auto data = [&](size_t count) {
     if (config.haystack == RulerHaystack::kEssay) return essay_with_insertions(words, count, depths, needles);
     std::vector<std::string> lines;
-    for (size_t i = 0; i < count; ++i) lines.push_back(config.haystack == RulerHaystack::kNoise ? kRulerNoise : needle_haystack[i]);
+    for (size_t i = 0; i < count; ++i)
+      lines.push_back(config.haystack == RulerHaystack::kNoise ? kRulerNoise : needle_haystack[i]);
     TaskRng place(request.seed, fmt::format("ruler_niah/positions/{}", count));
     std::vector<size_t> positions = sample_indices(place, std::max(count, needles.size()), needles.size());
     std::sort(positions.rbegin(), positions.rend());

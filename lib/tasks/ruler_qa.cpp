@@ -21,7 +21,8 @@ const char* const kInstruction =
 // qa.py's choice of `count` documents: the gold ones, then the nearby ones (SQuAD: the same article), then
 // other documents at random; when `count` reaches the number of documents, all of them in order, repeated.
 std::vector<size_t> choose_documents(const RulerQaData& data, const RulerQuestion& question, size_t count,
-                                     const std::vector<size_t>& shuffled_nearby, const std::vector<size_t>& shuffled_others) {
+                                     const std::vector<size_t>& shuffled_nearby,
+                                     const std::vector<size_t>& shuffled_others) {
   std::vector<size_t> chosen;
   if (count >= data.documents.size()) {
     for (size_t i = 0; i < count; ++i) chosen.push_back(i % data.documents.size());
@@ -65,11 +66,13 @@ TaskSample make_ruler_qa(const std::string& task, const RulerQaData& data, const
   const RulerPrompt prompt{fmt::format("{}\n\nThe following are given documents.\n\n", kInstruction),
                            fmt::format("\n\n{}\n\nQuestion: {}", kInstruction, question.question), " Answer:"};
   const auto documents = [&](size_t extra) {
-    std::vector<size_t> chosen = choose_documents(data, question, question.gold_documents.size() + extra, nearby, others);
+    std::vector<size_t> chosen =
+        choose_documents(data, question, question.gold_documents.size() + extra, nearby, others);
     TaskRng order(request.seed, fmt::format("ruler_qa/order/{}", extra));
     order.shuffle(chosen);
     std::vector<std::string> parts;
-    for (size_t i = 0; i < chosen.size(); ++i) parts.push_back(fmt::format("Document {}:\n{}", i + 1, data.documents[chosen[i]]));
+    for (size_t i = 0; i < chosen.size(); ++i)
+      parts.push_back(fmt::format("Document {}:\n{}", i + 1, data.documents[chosen[i]]));
     return fmt::format("{}", fmt::join(parts, "\n\n"));
   };
   const size_t extra = fit_to_budget(task, request.context_tokens, request.context_tokens, counter,

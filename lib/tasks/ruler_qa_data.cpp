@@ -49,7 +49,8 @@ RulerQaData read_squad(const std::string& path) {
     const auto index = index_documents(out.documents);
     for (const auto& article : data.at("data")) {
       std::vector<size_t> article_documents;
-      for (const auto& paragraph : article.at("paragraphs")) article_documents.push_back(index.at(paragraph.at("context")));
+      for (const auto& paragraph : article.at("paragraphs"))
+        article_documents.push_back(index.at(paragraph.at("context")));
       for (const auto& paragraph : article.at("paragraphs")) {
         const size_t own = index.at(paragraph.at("context"));
         for (const auto& qa : paragraph.at("qas")) {
@@ -79,7 +80,8 @@ RulerQaData read_hotpotqa(const std::string& path) {
     const auto index = index_documents(out.documents);
     for (const auto& item : data) {
       RulerQuestion question{item.at("question"), {item.at("answer")}, {}, {}};
-      for (const auto& paragraph : item.at("context")) question.gold_documents.push_back(index.at(hotpot_document(paragraph)));
+      for (const auto& paragraph : item.at("context"))
+        question.gold_documents.push_back(index.at(hotpot_document(paragraph)));
       out.questions.push_back(std::move(question));
     }
   } catch (const Json::exception& e) {
@@ -92,7 +94,8 @@ RulerQaData load_ruler_qa(const std::string& dir, const std::string& task) {
   const bool squad = task == "qa_1";
   KVC_CHECK(squad || task == "qa_2", "no QA data set for task '{}'", task);
   const std::string path = dir + (squad ? "/squad.json" : "/hotpotqa.json");
-  KVC_CHECK(file_exists(path), "--qa-dir: {} is missing (RULER's scripts/data/synthetic/json/download_qa_dataset.sh gets it from {})",
+  KVC_CHECK(file_exists(path),
+            "--qa-dir: {} is missing (RULER's scripts/data/synthetic/json/download_qa_dataset.sh gets it from {})",
             path,
             squad ? "https://rajpurkar.github.io/SQuAD-explorer/dataset/dev-v2.0.json"
                   : "http://curtis.ml.cmu.edu/datasets/hotpot/hotpot_dev_distractor_v1.json");

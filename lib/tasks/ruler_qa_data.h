@@ -11,8 +11,8 @@ namespace kvc {
 struct RulerQuestion {
   std::string question;
   std::vector<std::string> answers;
-  std::vector<size_t> gold_documents;     // indices into RulerQaData::documents
-  std::vector<size_t> nearby_documents;   // SQuAD: the same article's other paragraphs
+  std::vector<size_t> gold_documents;    // indices into RulerQaData::documents
+  std::vector<size_t> nearby_documents;  // SQuAD: the same article's other paragraphs
 };
 
 struct RulerQaData {

@@ -77,8 +77,8 @@ TaskSample make_ruler_sample(const std::string& name, const RulerRequest& reques
                              const RulerInputs& inputs) {
   check_known(name);
   if (const RulerNiahConfig* niah = find_niah(name)) {
-    KVC_CHECK(niah->haystack != H::kEssay || !inputs.essay.empty(), "{}: needs the essay haystack (data/text/pg_essays)",
-              name);
+    KVC_CHECK(niah->haystack != H::kEssay || !inputs.essay.empty(),
+              "{}: needs the essay haystack (data/text/pg_essays)", name);
     return make_ruler_niah(*niah, request, counter, inputs.essay);
   }
   if (name == "vt") return make_ruler_vt(request, counter);

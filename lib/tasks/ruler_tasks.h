@@ -32,15 +32,15 @@ RulerSource ruler_task_source(const std::string& name);
 int64_t ruler_tokens_to_generate(const std::string& name);
 
 struct RulerInputs {
-  std::string essay;                    // Paul Graham essays (data/text/pg_essays) for the essay haystacks
-  const RulerQaData* squad = nullptr;   // qa_1
+  std::string essay;                      // Paul Graham essays (data/text/pg_essays) for the essay haystacks
+  const RulerQaData* squad = nullptr;     // qa_1
   const RulerQaData* hotpotqa = nullptr;  // qa_2
 };
 
 struct RulerRequest {
   size_t context_tokens = 0;  // the context part holds at most this many tokens (by the counter)
   uint64_t seed = 0;
-  size_t sample_index = 0;    // qa: the sample asks the data set's question of this index, as RULER does
+  size_t sample_index = 0;  // qa: the sample asks the data set's question of this index, as RULER does
 };
 
 // Throws kvc::Error for an unknown name (listing the valid ones), a missing input, or a budget too small.

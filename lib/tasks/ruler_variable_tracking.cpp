@@ -52,10 +52,12 @@ RulerPrompt vt_prompt(const Chain& chain) {
 std::string noise_with_chain(const Chain& chain, size_t count, uint64_t seed, const std::string& stream) {
   std::vector<std::string> lines(count, kRulerNoise);
   TaskRng place(seed, fmt::format("{}/{}", stream, count));
-  std::vector<size_t> positions = sample_indices(place, std::max(count, chain.statements.size()), chain.statements.size());
+  std::vector<size_t> positions =
+      sample_indices(place, std::max(count, chain.statements.size()), chain.statements.size());
   std::sort(positions.begin(), positions.end());
   for (size_t j = 0; j < positions.size(); ++j) {
-    lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(std::min(positions[j] + j, lines.size())), chain.statements[j]);
+    lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(std::min(positions[j] + j, lines.size())),
+                 chain.statements[j]);
   }
   return fmt::format("{}", fmt::join(lines, "\n"));
 }
@@ -75,13 +77,17 @@ TaskSample make_ruler_vt(const RulerRequest& request, const TokenCounter& counte
   };
   const size_t example_budget = std::min(kExampleTokens, request.context_tokens / 3);
   const size_t example_count = largest_fitting(example_budget, example_budget, counter, example_input).value_or(0);
-  const std::string worked = example_input(example_count) + " " + fmt::format("{}", fmt::join(example.names, " ")) + "\n";
+  const std::string worked =
+      example_input(example_count) + " " + fmt::format("{}", fmt::join(example.names, " ")) + "\n";
 
   RulerPrompt prompt = vt_prompt(chain);
   prompt.head = worked + "\n" + prompt.head;
-  const auto build = [&](size_t count) { return prompt.head + noise_with_chain(chain, count, request.seed, "ruler_vt/noise"); };
+  const auto build = [&](size_t count) {
+    return prompt.head + noise_with_chain(chain, count, request.seed, "ruler_vt/noise");
+  };
   const size_t count = fit_to_budget("vt", request.context_tokens, request.context_tokens, counter, build);
-  TaskSample sample = ruler_sample("vt", request, prompt, noise_with_chain(chain, count, request.seed, "ruler_vt/noise"));
+  TaskSample sample =
+      ruler_sample("vt", request, prompt, noise_with_chain(chain, count, request.seed, "ruler_vt/noise"));
   sample.answers = chain.names;
   return sample;
 }

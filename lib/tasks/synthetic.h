@@ -31,8 +31,7 @@ TaskSample variable_tracking(size_t context_tokens, uint64_t seed, const TokenCo
                              const std::string& haystack);
 // A numbered list of English words where ten appear far more often than the rest; the answers are those
 // ten (common words extraction).
-TaskSample common_words(size_t context_tokens, uint64_t seed, const TokenCounter& counter,
-                        const std::string& haystack);
+TaskSample common_words(size_t context_tokens, uint64_t seed, const TokenCounter& counter, const std::string& haystack);
 // Coded six-letter words with Zipf frequencies (count of rank r ∝ 1/r²); the answers are the three most
 // frequent (frequent words extraction).
 TaskSample frequent_words(size_t context_tokens, uint64_t seed, const TokenCounter& counter,

@@ -14,9 +14,9 @@ namespace {
 
 struct NiahShape {
   const char* task;
-  size_t keys;             // distinct keys hidden
-  size_t values_per_key;   // facts per key
-  size_t asked_keys;       // keys the question asks for (the first ones drawn)
+  size_t keys;            // distinct keys hidden
+  size_t values_per_key;  // facts per key
+  size_t asked_keys;      // keys the question asks for (the first ones drawn)
 };
 
 TaskSample make_niah(const NiahShape& shape, size_t context_tokens, uint64_t seed, const TokenCounter& counter,
@@ -47,7 +47,8 @@ TaskSample make_niah(const NiahShape& shape, size_t context_tokens, uint64_t see
   sample.context = build(fit_to_budget(shape.task, context_tokens, context_tokens, counter, build));
 
   const std::string asked = join_with_and(std::vector<std::string>(keys.begin(), keys.begin() + shape.asked_keys));
-  sample.question = fmt::format("\nWhat are all the special magic numbers for {} mentioned in the provided text?", asked);
+  sample.question =
+      fmt::format("\nWhat are all the special magic numbers for {} mentioned in the provided text?", asked);
   sample.answer_prefix = fmt::format(" The special magic numbers for {} mentioned in the provided text are", asked);
   return sample;
 }

@@ -19,9 +19,12 @@ struct NamedGenerator {
 
 const std::vector<NamedGenerator>& registry() {
   static const std::vector<NamedGenerator> generators = {
-      {"niah_single", niah_single},          {"niah_multikey", niah_multikey},
-      {"niah_multivalue", niah_multivalue},  {"niah_multiquery", niah_multiquery},
-      {"variable_tracking", variable_tracking}, {"common_words", common_words},
+      {"niah_single", niah_single},
+      {"niah_multikey", niah_multikey},
+      {"niah_multivalue", niah_multivalue},
+      {"niah_multiquery", niah_multiquery},
+      {"variable_tracking", variable_tracking},
+      {"common_words", common_words},
       {"frequent_words", frequent_words},
   };
   return generators;

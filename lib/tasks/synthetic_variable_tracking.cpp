@@ -53,13 +53,14 @@ TaskSample variable_tracking(size_t context_tokens, uint64_t seed, const TokenCo
     insertions.push_back({depths[insertions.size()], statements[chain][next_in_chain[chain]++]});
   }
 
-  const std::string instruction = "Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n";
+  const std::string instruction =
+      "Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n";
   const auto build = [&](size_t count) { return instruction + assemble_haystack(sentences, count, insertions).text; };
 
   TaskSample sample = synthetic_sample("variable_tracking", context_tokens, seed);
   sample.context = build(fit_to_budget("variable_tracking", context_tokens, context_tokens, counter, build));
-  sample.question = fmt::format("\nQuestion: Find all variables that are assigned the value {} in the text above.",
-                                values.front());
+  sample.question =
+      fmt::format("\nQuestion: Find all variables that are assigned the value {} in the text above.", values.front());
   sample.answer_prefix = fmt::format(
       " Answer: According to the chain(s) of variable assignment in the text above, {} variables are assigned the "
       "value {}, they are:",

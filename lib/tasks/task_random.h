@@ -16,9 +16,9 @@ class TaskRng {
   // more value for one purpose leaves the others unchanged.
   explicit TaskRng(uint64_t seed, const std::string& stream = "");
 
-  uint64_t below(uint64_t bound);  // uniform in [0, bound); bound > 0
-  double unit();                   // uniform in [0, 1)
-  std::string digits(int count);   // a decimal number of `count` digits without a leading zero
+  uint64_t below(uint64_t bound);                     // uniform in [0, bound); bound > 0
+  double unit();                                      // uniform in [0, 1)
+  std::string digits(int count);                      // a decimal number of `count` digits without a leading zero
   std::string letters(int count, char first_letter);  // `count` random letters from first_letter's case
 
   template <typename T>

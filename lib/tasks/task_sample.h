@@ -12,10 +12,10 @@ struct TaskSample {
   std::string id;
   std::string context;
   std::string question;
-  std::string answer_prefix;              // text the answer continues, e.g. " The pass key is"
-  std::vector<std::string> answers;       // acceptable answers, or for "contains" all required ones
-  std::vector<std::string> all_classes;   // label set of classification data sets, else empty
-  std::string metric;                     // a name from metric_names(); empty where the source fixes none
+  std::string answer_prefix;             // text the answer continues, e.g. " The pass key is"
+  std::vector<std::string> answers;      // acceptable answers, or for "contains" all required ones
+  std::vector<std::string> all_classes;  // label set of classification data sets, else empty
+  std::string metric;                    // a name from metric_names(); empty where the source fixes none
 };
 
 // Tokens of a text under the model's tokenizer. Task generators take one instead of a tokenizer so that

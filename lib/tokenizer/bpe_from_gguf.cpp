@@ -35,22 +35,38 @@ struct PreName {
 // flags. "default" gets GPT-2's split; llama.cpp's own "default" adds digit splits of its own that no
 // Hugging Face tokenizer has.
 const PreName kPreNames[] = {
-    {"llama3", &kLlama3, true, true},        {"llama-bpe", &kLlama3, true, true},
-    {"llama-v3", &kLlama3, true, true},      {"falcon3", &kLlama3, true, true},
-    {"falcon-h1", &kLlama3, true, true},     {"pixtral", &kLlama3, true, true},
-    {"midm-2.0", &kLlama3, true, true},      {"lfm2", &kLlama3, true, true},
-    {"dbrx", &kLlama3, false, false},        {"smaug-bpe", &kLlama3, false, false},
-    {"qwen2", &kQwen2, false, false},        {"deepseek-r1-qwen", &kQwen2, false, false},
-    {"kormo", &kQwen2, false, false},        {"stablelm2", &kQwen2, false, false},
-    {"megrez", &kQwen2, false, false},       {"hunyuan", &kQwen2, false, false},
-    {"gpt2", &kGpt2, false, false},          {"gpt-2", &kGpt2, false, false},
-    {"phi-2", &kGpt2, false, false},         {"mpt", &kGpt2, false, false},
-    {"olmo", &kGpt2, false, false},          {"jais", &kGpt2, false, false},
-    {"exaone4", &kGpt2, false, false},       {"trillion", &kGpt2, false, false},
-    {"default", &kGpt2, false, false},       {"smollm", &kDigitsThenGpt2, false, false},
-    {"starcoder", &kDigitsThenGpt2, false, false}, {"refact", &kDigitsThenGpt2, false, false},
-    {"command-r", &kDigitsThenGpt2, false, false}, {"codeshell", &kDigitsThenGpt2, false, false},
-    {"exaone", &kDigitsThenGpt2, false, false},    {"minerva-7b", &kDigitsThenGpt2, false, false},
+    {"llama3", &kLlama3, true, true},
+    {"llama-bpe", &kLlama3, true, true},
+    {"llama-v3", &kLlama3, true, true},
+    {"falcon3", &kLlama3, true, true},
+    {"falcon-h1", &kLlama3, true, true},
+    {"pixtral", &kLlama3, true, true},
+    {"midm-2.0", &kLlama3, true, true},
+    {"lfm2", &kLlama3, true, true},
+    {"dbrx", &kLlama3, false, false},
+    {"smaug-bpe", &kLlama3, false, false},
+    {"qwen2", &kQwen2, false, false},
+    {"deepseek-r1-qwen", &kQwen2, false, false},
+    {"kormo", &kQwen2, false, false},
+    {"stablelm2", &kQwen2, false, false},
+    {"megrez", &kQwen2, false, false},
+    {"hunyuan", &kQwen2, false, false},
+    {"gpt2", &kGpt2, false, false},
+    {"gpt-2", &kGpt2, false, false},
+    {"phi-2", &kGpt2, false, false},
+    {"mpt", &kGpt2, false, false},
+    {"olmo", &kGpt2, false, false},
+    {"jais", &kGpt2, false, false},
+    {"exaone4", &kGpt2, false, false},
+    {"trillion", &kGpt2, false, false},
+    {"default", &kGpt2, false, false},
+    {"smollm", &kDigitsThenGpt2, false, false},
+    {"starcoder", &kDigitsThenGpt2, false, false},
+    {"refact", &kDigitsThenGpt2, false, false},
+    {"command-r", &kDigitsThenGpt2, false, false},
+    {"codeshell", &kDigitsThenGpt2, false, false},
+    {"exaone", &kDigitsThenGpt2, false, false},
+    {"minerva-7b", &kDigitsThenGpt2, false, false},
 };
 
 const PreName& pre_name(const std::string& pre, const std::string& path) {
@@ -65,11 +81,15 @@ const PreName& pre_name(const std::string& pre, const std::string& path) {
 
 std::unique_ptr<TokenizerBackend> load_bpe_from_gguf(const std::string& path) {
   const auto file = gguf::GgufFile::open_metadata(path);
-  KVC_CHECK(file->has("tokenizer.ggml.model"), "'{}': metadata key 'tokenizer.ggml.model' is missing (no tokenizer "
-                                               "in this GGUF)", path);
+  KVC_CHECK(file->has("tokenizer.ggml.model"),
+            "'{}': metadata key 'tokenizer.ggml.model' is missing (no tokenizer "
+            "in this GGUF)",
+            path);
   const std::string model = file->get_string("tokenizer.ggml.model");
-  KVC_CHECK(model != "llama", "'{}': tokenizer.ggml.model 'llama' (SentencePiece-style vocabulary) is not read yet; "
-                              "only 'gpt2' (byte-level BPE) is", path);
+  KVC_CHECK(model != "llama",
+            "'{}': tokenizer.ggml.model 'llama' (SentencePiece-style vocabulary) is not read yet; "
+            "only 'gpt2' (byte-level BPE) is",
+            path);
   KVC_CHECK(model == "gpt2", "'{}': tokenizer.ggml.model '{}' is not supported (gpt2)", path, model);
 
   BpeSpec spec;
@@ -128,11 +148,13 @@ std::unique_ptr<TokenizerBackend> load_bpe_from_gguf(const std::string& path) {
   if (const auto eos = token_id("tokenizer.ggml.eos_token_id")) spec.eos_ids.push_back(*eos);
   if (const auto eot = token_id("tokenizer.ggml.eot_token_id"))
     if (spec.eos_ids.empty() || spec.eos_ids[0] != *eot) spec.eos_ids.push_back(*eot);
-  const bool add_bos = file->has("tokenizer.ggml.add_bos_token") ? file->get_bool("tokenizer.ggml.add_bos_token")
-                                                                  : family.add_bos;
+  const bool add_bos =
+      file->has("tokenizer.ggml.add_bos_token") ? file->get_bool("tokenizer.ggml.add_bos_token") : family.add_bos;
   if (add_bos) {
-    KVC_CHECK(spec.bos_id.has_value(), "'{}': tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id "
-                                       "is missing", path);
+    KVC_CHECK(spec.bos_id.has_value(),
+              "'{}': tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id "
+              "is missing",
+              path);
     spec.prefix_ids.push_back(*spec.bos_id);
   }
   if (file->has("tokenizer.ggml.add_eos_token") && file->get_bool("tokenizer.ggml.add_eos_token") &&

@@ -23,14 +23,14 @@ struct AddedToken {
 
 // Everything a tokenizer file says, already in kvc's terms; sources: tokenizer.json and GGUF metadata.
 struct BpeSpec {
-  std::string source;         // the file, for error messages
-  std::string merges_field;   // how the file names its merges ("model.merges", "tokenizer.ggml.merges")
+  std::string source;        // the file, for error messages
+  std::string merges_field;  // how the file names its merges ("model.merges", "tokenizer.ggml.merges")
   std::vector<std::pair<std::string, int>> vocab;
   std::vector<std::pair<std::string, std::string>> merges;  // in rank order
   std::vector<AddedToken> added_tokens;
   std::vector<PreTokenizerStep> pre_tokenizer;
-  bool ignore_merges = false;  // a piece that is itself in the vocabulary is one token
-  bool nfc = false;            // the normalizer composes text to NFC before pre-tokenizing
+  bool ignore_merges = false;               // a piece that is itself in the vocabulary is one token
+  bool nfc = false;                         // the normalizer composes text to NFC before pre-tokenizing
   std::vector<int> prefix_ids, suffix_ids;  // the post-processor's ids around a text
   std::optional<int> bos_id;
   std::vector<int> eos_ids;

@@ -11,8 +11,8 @@ RegexSplitter::RegexSplitter(const std::string& pattern, bool literal, const std
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
   const uint32_t options = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options,
-                                   &error_code, &error_offset, nullptr);
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &error_code,
+                                   &error_offset, nullptr);
   if (code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error_code, message, sizeof message);
@@ -50,10 +50,9 @@ void RegexSplitter::find_all(std::string_view text, std::vector<std::pair<size_t
   size_t start = 0;
   while (start < text.size()) {
     // The caller checked the UTF-8 once for the whole text.
-    const int rc = jit_ ? pcre2_jit_match(code, subject, text.size(), start, PCRE2_NO_UTF_CHECK, state.data,
-                                          state.context)
-                        : pcre2_match(code, subject, text.size(), start, PCRE2_NO_UTF_CHECK, state.data,
-                                      state.context);
+    const int rc =
+        jit_ ? pcre2_jit_match(code, subject, text.size(), start, PCRE2_NO_UTF_CHECK, state.data, state.context)
+             : pcre2_match(code, subject, text.size(), start, PCRE2_NO_UTF_CHECK, state.data, state.context);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
       PCRE2_UCHAR message[256];

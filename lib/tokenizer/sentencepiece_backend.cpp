@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <climits>
-#include <filesystem>
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
 
 #include "tokenizer/special_token_flags.h"
@@ -71,8 +71,8 @@ const ShimApi& shim() {
     const std::string path = find_shim();
     void* lib = open_shim(path);
     if (lib == nullptr) {
-      load_error = fmt::format("cannot open the tokenizer library '{}': {} (set KVC_SPM_SHIM to its path)", path,
-                               ::dlerror());
+      load_error =
+          fmt::format("cannot open the tokenizer library '{}': {} (set KVC_SPM_SHIM to its path)", path, ::dlerror());
       return;
     }
     bind(lib, "kvc_spm_load", api.load);
@@ -132,8 +132,7 @@ class SentencePieceBackend final : public TokenizerBackend {
 
   std::string piece(int id) const override {
     std::string text;
-    KVC_CHECK(shim().id_to_piece(handle_, id, append_bytes, &text) == 0, "token id {} is outside the vocabulary",
-              id);
+    KVC_CHECK(shim().id_to_piece(handle_, id, append_bytes, &text) == 0, "token id {} is outside the vocabulary", id);
     return text;
   }
 

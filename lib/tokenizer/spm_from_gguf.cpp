@@ -173,9 +173,9 @@ class SpmGgufTokenizer : public TokenizerBackend {
     std::unordered_map<std::string, std::pair<int, int>> merged_from;
     const auto try_add = [&](int left, int right) {
       if (left < 0 || right < 0) return;
-      const std::string piece = text.substr(symbols[static_cast<size_t>(left)].start,
-                                            symbols[static_cast<size_t>(left)].length +
-                                                symbols[static_cast<size_t>(right)].length);
+      const std::string piece =
+          text.substr(symbols[static_cast<size_t>(left)].start,
+                      symbols[static_cast<size_t>(left)].length + symbols[static_cast<size_t>(right)].length);
       const int id = token_id(piece);
       if (id < 0) return;
       queue.push({left, right, scores_[static_cast<size_t>(id)], piece.size()});
@@ -239,11 +239,15 @@ class SpmGgufTokenizer : public TokenizerBackend {
 
 std::unique_ptr<TokenizerBackend> load_spm_from_gguf(const gguf::GgufFile& file) {
   const std::string& path = file.path();
-  KVC_CHECK(file.has("tokenizer.ggml.tokens"), "'{}': metadata key 'tokenizer.ggml.tokens' is missing (no tokenizer "
-            "in this GGUF)", path);
+  KVC_CHECK(file.has("tokenizer.ggml.tokens"),
+            "'{}': metadata key 'tokenizer.ggml.tokens' is missing (no tokenizer "
+            "in this GGUF)",
+            path);
   std::vector<std::string> tokens = file.get_string_array("tokenizer.ggml.tokens");
-  KVC_CHECK(file.has("tokenizer.ggml.scores"), "'{}': metadata key 'tokenizer.ggml.scores' is missing (a SentencePiece "
-            "vocabulary needs its scores)", path);
+  KVC_CHECK(file.has("tokenizer.ggml.scores"),
+            "'{}': metadata key 'tokenizer.ggml.scores' is missing (a SentencePiece "
+            "vocabulary needs its scores)",
+            path);
   const auto& real_scores = file.get_float_array("tokenizer.ggml.scores");
   KVC_CHECK(real_scores.size() == tokens.size(), "'{}': tokenizer.ggml.scores has {} entries for {} tokens", path,
             real_scores.size(), tokens.size());
@@ -271,8 +275,10 @@ std::unique_ptr<TokenizerBackend> load_spm_from_gguf(const gguf::GgufFile& file)
   // llama.cpp adds BOS for SentencePiece vocabularies unless the file says otherwise.
   const bool add_bos = !file.has("tokenizer.ggml.add_bos_token") || file.get_bool("tokenizer.ggml.add_bos_token");
   if (add_bos) {
-    KVC_CHECK(tokenizer->bos_.has_value(), "'{}': tokenizer.ggml.add_bos_token is true but "
-              "tokenizer.ggml.bos_token_id is missing", path);
+    KVC_CHECK(tokenizer->bos_.has_value(),
+              "'{}': tokenizer.ggml.add_bos_token is true but "
+              "tokenizer.ggml.bos_token_id is missing",
+              path);
     tokenizer->prefix_.push_back(*tokenizer->bos_);
   }
   if (file.has("tokenizer.ggml.add_eos_token") && file.get_bool("tokenizer.ggml.add_eos_token") &&

@@ -1,7 +1,7 @@
 #include "tokenizer/spm_model_check.h"
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -39,15 +39,14 @@ class ProtoReader {
       case 5: skip(4); break;
       case 2: {
         const uint64_t length = varint();
-        KVC_CHECK(length <= end_ - at_, "'{}' is not a SentencePiece model: field {} claims {} bytes, {} are left", path_,
-                  number, length, end_ - at_);
+        KVC_CHECK(length <= end_ - at_, "'{}' is not a SentencePiece model: field {} claims {} bytes, {} are left",
+                  path_, number, length, end_ - at_);
         begin = at_;
         end = at_ + static_cast<size_t>(length);
         at_ = end;
         break;
       }
-      default:
-        fail("'{}' is not a SentencePiece model: field {} has wire type {}", path_, number, key & 7);
+      default: fail("'{}' is not a SentencePiece model: field {} has wire type {}", path_, number, key & 7);
     }
     end = std::max(end, begin);
   }
@@ -74,9 +73,10 @@ uint32_t offset_of(uint32_t unit) { return (unit >> 10) << ((unit & (1U << 9)) >
 void check_charsmap(const std::string& bytes, size_t begin, size_t end, const std::string& path) {
   if (begin == end) return;  // no map: the identity normalizer
   const auto bad = [&](const std::string& what) {
-    fail("'{}': the normalizer's precompiled character map is damaged ({}); use the model's original "
-         "tokenizer.model",
-         path, what);
+    fail(
+        "'{}': the normalizer's precompiled character map is damaged ({}); use the model's original "
+        "tokenizer.model",
+        path, what);
   };
   if (end - begin < 4) bad("shorter than its 4-byte header");
   uint32_t trie_bytes = 0;

@@ -27,8 +27,8 @@ KVC_SPM_EXPORT void kvc_spm_free(void* handle) { delete static_cast<sentencepiec
 
 KVC_SPM_EXPORT int kvc_spm_encode(void* handle, const char* text, size_t size, kvc_spm_ids_sink sink, void* context) {
   std::vector<int> ids;
-  const auto status = static_cast<sentencepiece::SentencePieceProcessor*>(handle)->Encode(
-      absl::string_view(text, size), &ids);
+  const auto status =
+      static_cast<sentencepiece::SentencePieceProcessor*>(handle)->Encode(absl::string_view(text, size), &ids);
   if (!status.ok()) return -1;
   sink(context, ids.data(), ids.size());
   return 0;
@@ -36,8 +36,8 @@ KVC_SPM_EXPORT int kvc_spm_encode(void* handle, const char* text, size_t size, k
 
 KVC_SPM_EXPORT int kvc_spm_decode(void* handle, const int* ids, size_t count, kvc_spm_bytes_sink sink, void* context) {
   std::string text;
-  const auto status = static_cast<sentencepiece::SentencePieceProcessor*>(handle)->Decode(
-      std::vector<int>(ids, ids + count), &text);
+  const auto status =
+      static_cast<sentencepiece::SentencePieceProcessor*>(handle)->Decode(std::vector<int>(ids, ids + count), &text);
   if (!status.ok()) return -1;
   sink(context, text.data(), text.size());
   return 0;

@@ -19,8 +19,10 @@ namespace {
 std::unique_ptr<TokenizerBackend> load_file(const std::string& path) {
   if (gguf::is_gguf_file(path)) {
     const auto file = gguf::GgufFile::open_metadata(path);
-    KVC_CHECK(file->has("tokenizer.ggml.model"), "'{}': metadata key 'tokenizer.ggml.model' is missing (no tokenizer "
-              "in this GGUF)", path);
+    KVC_CHECK(file->has("tokenizer.ggml.model"),
+              "'{}': metadata key 'tokenizer.ggml.model' is missing (no tokenizer "
+              "in this GGUF)",
+              path);
     if (file->get_string("tokenizer.ggml.model") == "llama") return load_spm_from_gguf(*file);
     return load_bpe_from_gguf(path);
   }
@@ -35,10 +37,12 @@ Tokenizer::Tokenizer(std::unique_ptr<TokenizerBackend> backend)
   // Longest first, so that "<start_of_turn>" wins over a shorter control token that is its prefix.
   for (int id : backend_->control_ids()) {
     std::string spelled = backend_->piece(id);
-    if (!spelled.empty()) control_spellings_[static_cast<unsigned char>(spelled[0])].emplace_back(std::move(spelled), id);
+    if (!spelled.empty())
+      control_spellings_[static_cast<unsigned char>(spelled[0])].emplace_back(std::move(spelled), id);
   }
   for (auto& list : control_spellings_) {
-    std::stable_sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+    std::stable_sort(list.begin(), list.end(),
+                     [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
   }
 }
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;

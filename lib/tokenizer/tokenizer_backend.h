@@ -32,7 +32,7 @@ class TokenizerBackend {
   // Byte-level BPE matches its special tokens in encode() already.
   virtual std::vector<int> control_ids() const { return {}; }
 
-  virtual std::string kind() const = 0;  // "sentencepiece" or "bpe"
+  virtual std::string kind() const = 0;    // "sentencepiece" or "bpe"
   virtual std::string source() const = 0;  // the file it came from
 };
 

@@ -60,7 +60,8 @@ void read_vocab_and_merges(const Reader& r, const json& model, BpeSpec& spec) {
 
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     if (model.contains(key) && model[key].is_string() && !model[key].get<std::string>().empty())
-      fail("'{}': model.{} '{}' is not supported (byte-level BPE has none)", r.path(), key, model[key].get<std::string>());
+      fail("'{}': model.{} '{}' is not supported (byte-level BPE has none)", r.path(), key,
+           model[key].get<std::string>());
   }
   spec.ignore_merges = r.bool_member(model, "ignore_merges", "model", false);
 
@@ -171,7 +172,8 @@ void read_normalizer(const Reader& r, const json& node, const std::string& where
   const std::string type = r.string_member(node, "type", where);
   if (type == "Sequence") {
     const json& list = r.member(node, "normalizers", where);
-    for (size_t i = 0; i < list.size(); ++i) read_normalizer(r, list[i], fmt::format("{}.normalizers[{}]", where, i), spec);
+    for (size_t i = 0; i < list.size(); ++i)
+      read_normalizer(r, list[i], fmt::format("{}.normalizers[{}]", where, i), spec);
     return;
   }
   KVC_CHECK(type == "NFC", "'{}': {}.type '{}' is not a supported normalizer (NFC)", r.path(), where, type);
@@ -256,18 +258,19 @@ std::unique_ptr<TokenizerBackend> load_tokenizer_json(const std::string& path) {
   read_vocab_and_merges(r, r.member(root, "model", ""), spec);
   read_normalizer(r, root.value("normalizer", json()), "normalizer", spec);
   read_pre_tokenizer(r, root.value("pre_tokenizer", json()), "pre_tokenizer", spec);
-  KVC_CHECK(mentions_byte_level(root.value("pre_tokenizer", json())) || mentions_byte_level(root.value("decoder", json())),
-            "'{}': neither 'pre_tokenizer' nor 'decoder' is ByteLevel; kvc reads byte-level BPE from tokenizer.json "
-            "and SentencePiece models from tokenizer.model",
-            path);
+  KVC_CHECK(
+      mentions_byte_level(root.value("pre_tokenizer", json())) || mentions_byte_level(root.value("decoder", json())),
+      "'{}': neither 'pre_tokenizer' nor 'decoder' is ByteLevel; kvc reads byte-level BPE from tokenizer.json "
+      "and SentencePiece models from tokenizer.model",
+      path);
   read_post_processor(r, root.value("post_processor", json()), "post_processor", spec);
   read_added_tokens(r, root, spec);
   const size_t slash = path.rfind('/');
   read_special_ids(slash == std::string::npos ? "." : path.substr(0, slash), spec);
   // Without a tokenizer_config.json, the post-processor's first id is the BOS (Llama 3: <|begin_of_text|>).
   if (!spec.bos_id && !spec.prefix_ids.empty()) spec.bos_id = spec.prefix_ids.front();
-  apply_add_special_flags(read_add_special_flags(slash == std::string::npos ? "." : path.substr(0, slash)),
-                          spec.bos_id, spec.eos_ids.empty() ? std::nullopt : std::optional<int>(spec.eos_ids.front()),
+  apply_add_special_flags(read_add_special_flags(slash == std::string::npos ? "." : path.substr(0, slash)), spec.bos_id,
+                          spec.eos_ids.empty() ? std::nullopt : std::optional<int>(spec.eos_ids.front()),
                           spec.prefix_ids, spec.suffix_ids, path);
   return make_bpe_tokenizer(std::move(spec));
 }

@@ -26,7 +26,7 @@ template <typename... Args>
 
 }  // namespace kvc
 
-#define KVC_CHECK(cond, ...)      \
-  do {                            \
+#define KVC_CHECK(cond, ...)               \
+  do {                                     \
     if (!(cond)) ::kvc::fail(__VA_ARGS__); \
   } while (0)

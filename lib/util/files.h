@@ -59,7 +59,7 @@ class OutputFile {
   std::string target_path_;  // after following symlinks
   std::string temp_path_;    // empty when writing through
   int fd_ = -1;
-  bool owns_fd_ = true;      // false for standard output
+  bool owns_fd_ = true;  // false for standard output
   bool committed_ = false;
 };
 

@@ -2,10 +2,10 @@
 
 #include "util/error.h"
 
+#include <unistd.h>
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
-#include <unistd.h>
 
 namespace kvc {
 namespace {

@@ -19,8 +19,10 @@ OutputLock::OutputLock(const std::string& dir, const std::string& name, const st
     const int error_number = errno;
     ::close(fd_);
     fd_ = -1;
-    KVC_CHECK(error_number != EWOULDBLOCK, "{} '{}': another run is writing {} there; wait for it to end or give "
-              "another folder", flag, dir, name);
+    KVC_CHECK(error_number != EWOULDBLOCK,
+              "{} '{}': another run is writing {} there; wait for it to end or give "
+              "another folder",
+              flag, dir, name);
     fail("{} '{}': cannot lock '{}': {}", flag, dir, path, std::strerror(error_number));
   }
 }

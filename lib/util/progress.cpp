@@ -17,9 +17,14 @@ std::atomic<bool> progress_lines{true};
 void set_progress_lines(bool shown) { progress_lines = shown; }
 
 Progress::Progress(std::string label, int64_t total, std::string unit, bool enabled, double quiet_for_seconds)
-    : label_(std::move(label)), unit_(std::move(unit)), total_(std::max<int64_t>(total, 1)),
-      enabled_(enabled), tty_(::isatty(STDERR_FILENO) != 0), quiet_for_seconds_(quiet_for_seconds),
-      start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
+    : label_(std::move(label)),
+      unit_(std::move(unit)),
+      total_(std::max<int64_t>(total, 1)),
+      enabled_(enabled),
+      tty_(::isatty(STDERR_FILENO) != 0),
+      quiet_for_seconds_(quiet_for_seconds),
+      start_(std::chrono::steady_clock::now()),
+      last_draw_(start_) {}
 
 Progress::~Progress() { finish(); }
 
@@ -56,7 +61,7 @@ void Progress::draw(bool final_line) {
   if (filled < kWidth) bar += '>' + std::string(static_cast<size_t>(kWidth - filled - 1), ' ');
   // Slow items (a whole sweep cell) read better as seconds per item than as 0.0 items per second.
   const std::string speed = rate >= 1.0 || rate == 0.0 ? fmt::format("{:.1f} {}/s", rate, unit_)
-                                                         : fmt::format("{:.1f} s/{}", 1.0 / rate, unit_);
+                                                       : fmt::format("{:.1f} s/{}", 1.0 / rate, unit_);
   std::string line = fmt::format("{} [{}] {}/{} {} {} {:.0f}s", label_, bar, done_, total_, speed,
                                  final_line ? "in" : "ETA", final_line ? elapsed : eta);
   if (tty_) {

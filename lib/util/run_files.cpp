@@ -55,8 +55,7 @@ void check_against_inputs(RunFiles& files, const std::string& path) {
   if (input == files.inputs.end() || (!input->second.named && input->second.mappings == 0)) return;
   const std::string& input_path = input->second.path;
   const std::string& role = input->second.role;
-  if (input_path == path)
-    fail("refusing to write '{}': it is {}; give another output path", path, role);
+  if (input_path == path) fail("refusing to write '{}': it is {}; give another output path", path, role);
   fail("refusing to write '{}': it is the same file as '{}', {}; give another output path", path, input_path, role);
 }
 
@@ -96,9 +95,9 @@ void note_model_files(const std::string& model_path) {
   }
   // What the loader may read: config, weights and their index, tokenizer files, chat template.
   static const std::set<std::string> kModelFiles = {
-      "config.json",     "generation_config.json", "tokenizer.json",          "tokenizer.model",
-      "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja", "chat_template.json",
-      "model.safetensors", "model.safetensors.index.json"};
+      "config.json",           "generation_config.json",      "tokenizer.json",      "tokenizer.model",
+      "tokenizer_config.json", "special_tokens_map.json",     "chat_template.jinja", "chat_template.json",
+      "model.safetensors",     "model.safetensors.index.json"};
   for (const auto& entry : fs::directory_iterator(model_path, ec)) {
     const std::string name = entry.path().filename().string();
     const bool shard = name.rfind("model-", 0) == 0 && entry.path().extension() == ".safetensors";

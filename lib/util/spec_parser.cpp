@@ -20,8 +20,9 @@ constexpr const char* kSpaces = " \t";
 SpecParams parse_spec_params(const std::string& list, const std::string& flag, const std::string& spec) {
   // A spec's text becomes a label in CSV rows, gnuplot scripts and tables: a line break or escape
   // sequence there would split a row or a command, so none is taken.
-  KVC_CHECK(std::none_of(spec.begin(), spec.end(), [](char c) { return (c >= 0 && c < 0x20 && c != '\t') || c == 0x7f; }),
-            "{} '{}': control characters (line breaks, escapes) are not allowed in a spec", flag, spec);
+  KVC_CHECK(
+      std::none_of(spec.begin(), spec.end(), [](char c) { return (c >= 0 && c < 0x20 && c != '\t') || c == 0x7f; }),
+      "{} '{}': control characters (line breaks, escapes) are not allowed in a spec", flag, spec);
   KVC_CHECK(!trim(list, kSpaces).empty(),
             "{} '{}': empty parameter list after ':'; drop the ':' or add key=value items", flag, spec);
   SpecParams params;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "support/expect_error.h"
 #include "support/gguf_test_writer.h"
 #include "support/paths.h"
 #include "tokenizer/normalizer.h"
@@ -21,11 +22,10 @@
 #include "util/error.h"
 #include "util/hash.h"
 #include "util/utf8.h"
-#include "support/expect_error.h"
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 using kvc::Tokenizer;
+using nlohmann::json;
 
 namespace {
 
@@ -89,8 +89,7 @@ void expect_agreement(const Tokenizer& tokenizer, const json& gold, const std::s
   for (int id : gold["special_suffix"].get<std::vector<int>>()) with_specials.push_back(id);
   EXPECT_EQ(tokenizer.with_special_ids(plain), with_specials) << label;
   EXPECT_EQ(decode_mismatches, 0u) << label;
-  std::printf("agreement %s: %zu texts, %zu tokens, %zu mismatches\n", label.c_str(), compared, tokens,
-              mismatches);
+  std::printf("agreement %s: %zu texts, %zu tokens, %zu mismatches\n", label.c_str(), compared, tokens, mismatches);
 }
 
 // A GGUF holding a tokenizer.json's vocabulary as llama.cpp's converter writes it.
@@ -201,7 +200,8 @@ TEST(BpeGoldens, SmolLM2VocabularyOfARealGgufMatchesLlamaCpp) {
   EXPECT_EQ(tokenizer.kind(), "bpe");
   expect_agreement(tokenizer, gold, gold["name"].get<std::string>());
   const json& wiki = gold["wikitext2_test"];
-  const std::vector<int> ids = tokenizer.encode(slurp(std::string(KVC_SOURCE_DIR) + "/" + wiki["file"].get<std::string>()));
+  const std::vector<int> ids =
+      tokenizer.encode(slurp(std::string(KVC_SOURCE_DIR) + "/" + wiki["file"].get<std::string>()));
   EXPECT_EQ(static_cast<int64_t>(ids.size()), wiki["tokens"].get<int64_t>());
   std::string joined;
   for (size_t i = 0; i < ids.size(); ++i) joined += (i ? " " : "") + std::to_string(ids[i]);

@@ -20,11 +20,11 @@
 #include "util/error.h"
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 using kvc::ChatMessage;
 using kvc::ChatRenderOptions;
 using kvc::ChatTemplate;
 using kvc::test::expect_error;
+using nlohmann::json;
 
 namespace {
 
@@ -70,7 +70,8 @@ std::tm parse_now(const std::string& iso) {
 
 std::vector<ChatMessage> messages_of(const json& conversation) {
   std::vector<ChatMessage> messages;
-  for (const json& m : conversation) messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+  for (const json& m : conversation)
+    messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
   return messages;
 }
 
@@ -102,8 +103,10 @@ TEST_P(Golden, RendersEveryConversationAsTransformersDoes) {
   const std::tm now = parse_now(golden["now"]);
   int renderings = 0, errors = 0;
   for (const json& c : golden["cases"]) {
-    const std::string label = c["conversation"].get<std::string>() + (c["add_generation_prompt"].get<bool>() ? " +prompt" : "");
-    const std::vector<ChatMessage> messages = messages_of(golden["conversations"][c["conversation"].get<std::string>()]);
+    const std::string label =
+        c["conversation"].get<std::string>() + (c["add_generation_prompt"].get<bool>() ? " +prompt" : "");
+    const std::vector<ChatMessage> messages =
+        messages_of(golden["conversations"][c["conversation"].get<std::string>()]);
     ChatRenderOptions options;
     options.add_generation_prompt = c["add_generation_prompt"];
     options.bos_token = golden["bos_token"];
@@ -191,13 +194,15 @@ TEST(ChatTemplateJinja, Expressions) {
   EXPECT_EQ(render("{{ 1 // 0.1 }} {{ -7.5 // 2 }} {{ 7.5 % -2 }} {{ 2 ** -1 }}"), "9.0 -4.0 -0.5 0.5");
   EXPECT_EQ(render("{{ 1e16 }} {{ 1e15 }} {{ 0.0001 }} {{ 0.1 + 0.2 }} {{ 1.5e-7 }} {{ -0.0 }}"),
             "1e+16 1000000000000000.0 0.0001 0.30000000000000004 1.5e-07 -0.0");
-  EXPECT_EQ(render("{{ 'a' ~ 1 ~ none ~ true }} {{ 'ab' * 3 }} {{ [1, 2] + [3] }} {{ 'x' if false }}|"), "a1NoneTrue ababab [1, 2, 3] |");
+  EXPECT_EQ(render("{{ 'a' ~ 1 ~ none ~ true }} {{ 'ab' * 3 }} {{ [1, 2] + [3] }} {{ 'x' if false }}|"),
+            "a1NoneTrue ababab [1, 2, 3] |");
   EXPECT_EQ(render("{{ [1, 'a', none, true, 1.5, {'k': 'v\\'\"'}] }} {{ (1,) }} {{ ['it\\'s', 'x\\ny'] }}"),
             "[1, 'a', None, True, 1.5, {'k': 'v\\'\"'}] (1,) [\"it's\", 'x\\ny']");
   EXPECT_EQ(render("{{ 3 > 2 > 1 }} {{ 1 == 1.0 }} {{ (1, 2) == [1, 2] }} {{ 'a' in 'cat' }} {{ 3 not in [1] }}"),
             "True True False True True");
-  EXPECT_EQ(render("{{ 'héllo'[1:3] }} {{ 'abc'[::-1] }} {{ 'héllo'|length }} {{ [1, 2, 3][-1] }} {{ messages[0].role }}"),
-            "él cba 5 3 user");
+  EXPECT_EQ(
+      render("{{ 'héllo'[1:3] }} {{ 'abc'[::-1] }} {{ 'héllo'|length }} {{ [1, 2, 3][-1] }} {{ messages[0].role }}"),
+      "él cba 5 3 user");
   EXPECT_EQ(render("{{ none or 'x' }} {{ 0 and 1 }} {{ not none }} {{ -3|abs }} {{ 'a' 'b' }}"), "x 0 True 3 ab");
   EXPECT_EQ(render("{{ '\\x41\\u00e9\\101\\q' }}"), "AéA\\q");
 }
@@ -216,15 +221,19 @@ TEST(ChatTemplateJinja, ScopesAndNamespaces) {
   // A for body is a scope of its own, each iteration afresh; an if is not; namespace() carries values out.
   EXPECT_EQ(render("{% set x = 1 %}{% for i in [1, 2] %}{% set x = x + i %}{{ x }}{% endfor %}|{{ x }}"), "23|1");
   EXPECT_EQ(render("{% if true %}{% set z = 3 %}{% endif %}{{ z }}"), "3");
-  EXPECT_EQ(render("{% set ns = namespace(a=1) %}{% for i in range(3) %}{% set ns.a = ns.a * 2 %}{% endfor %}{{ ns.a }}"), "8");
-  EXPECT_EQ(render("{% macro m(a, b='x') %}[{{ a }}{{ b }}{{ g }}]{% endmacro %}{% set g = 'G' %}{{ m(1) }}{{ m(1, b=2) }}"),
-            "[1xG][12G]");
+  EXPECT_EQ(
+      render("{% set ns = namespace(a=1) %}{% for i in range(3) %}{% set ns.a = ns.a * 2 %}{% endfor %}{{ ns.a }}"),
+      "8");
+  EXPECT_EQ(
+      render("{% macro m(a, b='x') %}[{{ a }}{{ b }}{{ g }}]{% endmacro %}{% set g = 'G' %}{{ m(1) }}{{ m(1, b=2) }}"),
+      "[1xG][12G]");
   EXPECT_EQ(render("{% macro m() %}<{{ caller() }}>{% endmacro %}{% call m() %}body{% endcall %}"), "<body>");
   EXPECT_EQ(render("{% set x %}a {{ 1 }}{% endset %}[{{ x }}]{% filter upper %}b{% endfilter %}"), "[a 1]B");
   EXPECT_EQ(render("{% for k, v in {'a': 1, 'b': 2}.items() %}{{ k }}={{ v }}{{ ', ' if not loop.last }}{% endfor %}"),
             "a=1, b=2");
   EXPECT_EQ(render("{% for a in [1, 2, 3, 4] if a is even %}{{ loop.index }}/{{ loop.length }}{% endfor %}"), "1/22/2");
-  EXPECT_EQ(render("{% for i in range(5) %}{% if i == 3 %}{% break %}{% endif %}{% if i == 1 %}{% continue %}{% endif %}{{ i }}{% endfor %}"),
+  EXPECT_EQ(render("{% for i in range(5) %}{% if i == 3 %}{% break %}{% endif %}{% if i == 1 %}{% continue %}{% endif "
+                   "%}{{ i }}{% endfor %}"),
             "02");
   expect_error([] { render("{% set x = 1 %}{% set x.y = 2 %}"); }, "cannot assign attribute on non-namespace object");
 }
@@ -239,16 +248,20 @@ TEST(ChatTemplateJinja, FiltersAndMethods) {
   EXPECT_EQ(render(trim, {{"user", " \xe4\xbd \n"}}), "\xe4\xbd|5");
   EXPECT_EQ(render("{{ {'b': 1, 'a': [1, 2]}|tojson }} {{ 'é\"\\n'|tojson }} {{ [1, 2]|tojson(indent=2) }}"),
             "{\"b\": 1, \"a\": [1, 2]} \"é\\\"\\n\" [\n  1,\n  2\n]");
-  EXPECT_EQ(render("{{ [3, 1, 2]|sort|join(', ') }} {{ ['b', 'A', 'a']|unique|list }} {{ 'hello world-x'|title }} {{ \"it's\".title() }}"),
+  EXPECT_EQ(render("{{ [3, 1, 2]|sort|join(', ') }} {{ ['b', 'A', 'a']|unique|list }} {{ 'hello world-x'|title }} {{ "
+                   "\"it's\".title() }}"),
             "1, 2, 3 ['b', 'A'] Hello World-X It'S");
-  EXPECT_EQ(render("{{ messages|selectattr('role', 'equalto', 'user')|map(attribute='content')|list }} {{ [1, 2]|select('odd')|list }}"),
+  EXPECT_EQ(render("{{ messages|selectattr('role', 'equalto', 'user')|map(attribute='content')|list }} {{ [1, "
+                   "2]|select('odd')|list }}"),
             "['hi'] [1]");
-  EXPECT_EQ(render("{{ '{} {x}'.format('a', x=1) }} {{ '%s-%d'|replace('-', '+') }} {{ '%s=%d' % ('a', 3) }}"), "a 1 %s+%d a=3");
+  EXPECT_EQ(render("{{ '{} {x}'.format('a', x=1) }} {{ '%s-%d'|replace('-', '+') }} {{ '%s=%d' % ('a', 3) }}"),
+            "a 1 %s+%d a=3");
   EXPECT_EQ(render("{{ '%5.1f|%-4s|%03d'|format(3.14159, 'x', 7) }}"), "  3.1|x   |007");
   EXPECT_EQ(render("{{ strftime_now('%d %b %Y') }}"), "05 Sep 2024");
   expect_error([] { render("{{ raise_exception('Only user and assistant roles are supported!') }}"); },
-                "test: line 1: the template refused the conversation: Only user and assistant roles are supported!");
-  expect_error([] { render("{% set a = [1] %}{{ a.append(2) }}"); }, "access to attribute 'append' of 'list' object is unsafe");
+               "test: line 1: the template refused the conversation: Only user and assistant roles are supported!");
+  expect_error([] { render("{% set a = [1] %}{{ a.append(2) }}"); },
+               "access to attribute 'append' of 'list' object is unsafe");
   expect_error([] { render("{{ 'a' + 1 }}"); }, "can only concatenate str (not \"int\") to str");
   expect_error([] { render("{{ range(200000)|length }}"); }, "Range too big");
 }
@@ -267,14 +280,17 @@ TEST(ChatTemplateJinja, WhitespaceControlAsTransformersConfiguresIt) {
 TEST(ChatTemplateErrors, BadTemplatesFailInOneLineNamingTheOrigin) {
   const std::string origin = "'model.gguf': tokenizer.chat_template";
   auto parse = [&](const std::string& source) { return [source, origin] { ChatTemplate::parse(source, origin); }; };
-  expect_error(parse("{% for m in messages %}{{ m }}"), origin + ": line 1: unexpected end of template: the 'for' block opened on line 1");
+  expect_error(parse("{% for m in messages %}{{ m }}"),
+               origin + ": line 1: unexpected end of template: the 'for' block opened on line 1");
   expect_error(parse("\n\n{{ x | nosuchfilter }}"), origin + ": line 3: no filter named 'nosuchfilter'");
   expect_error(parse("{{ x is nosuchtest }}"), "no test named 'nosuchtest'");
-  expect_error(parse("{% if x %}{% for y in z %}{{ y|nosuchfilter }}{% endfor %}{% endif %}"), "no filter named 'nosuchfilter'");
+  expect_error(parse("{% if x %}{% for y in z %}{{ y|nosuchfilter }}{% endfor %}{% endif %}"),
+               "no filter named 'nosuchfilter'");
   // As jinja2: inside an if (or an inline if) an unknown filter is an error only once it is reached.
   const ChatTemplate guarded = ChatTemplate::parse("{% if nope %}{{ x|nosuchfilter }}{% endif %}ok", origin);
   EXPECT_EQ(guarded.render({{"user", "hi"}}, {}), "ok");
-  expect_error([] { render("{% if true %}{{ 1|nosuchfilter }}{% endif %}"); }, "test: line 1: No filter named 'nosuchfilter' found.");
+  expect_error([] { render("{% if true %}{{ 1|nosuchfilter }}{% endif %}"); },
+               "test: line 1: No filter named 'nosuchfilter' found.");
   expect_error(parse("{{ 1 + }}"), origin + ": line 1: unexpected '}}'");
   expect_error(parse("{{ 'unterminated }}"), "unterminated string literal");
   expect_error(parse("{% for x in y %}{% endif %}{% endfor %}"), "unexpected 'endif'");
@@ -296,9 +312,15 @@ TEST(ChatTemplateErrors, HostileTemplatesStopInBoundedTime) {
                "loop iterations and calls");
   expect_error([] { render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"); }, "macro calls nest more than");
   expect_error([] { render("{{ 'x' * 1000000000 }}"); }, "longer than 64 MiB");
-  expect_error([] { render("{% set ns = namespace(s='x' * 1000000) %}{% for i in range(100000) %}{% set ns.s = ns.s ~ 'y' %}{% endfor %}"); },
-               "MiB of text");
-  expect_error([] { render("{% set s = 'x' * 40000000 %}{% for i in range(100) %}{{ s }}{% endfor %}"); }, "longer than 64 MiB");
+  expect_error(
+      [] {
+        render(
+            "{% set ns = namespace(s='x' * 1000000) %}{% for i in range(100000) %}{% set ns.s = ns.s ~ 'y' %}{% endfor "
+            "%}");
+      },
+      "MiB of text");
+  expect_error([] { render("{% set s = 'x' * 40000000 %}{% for i in range(100) %}{{ s }}{% endfor %}"); },
+               "longer than 64 MiB");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(seconds, 5.0);
 }
@@ -310,23 +332,27 @@ TEST(ChatTemplateErrors, LinkedValuesAreFreedWithoutDeepRecursion) {
   EXPECT_EQ(render("{% set ns = namespace(cur=none) %}{% for i in range(50000) %}{% set n = namespace(p=ns.cur) %}"
                    "{% set ns.cur = n %}{% endfor %}done"),
             "done");
-  EXPECT_EQ(render("{% set ns = namespace(f=none) %}{% for i in range(50000) %}{% set prev = ns.f %}{% macro m() %}{{ prev }}"
-                   "{% endmacro %}{% set ns.f = m %}{% endfor %}done"),
-            "done");
-  EXPECT_EQ(render("{% set ns = namespace(l=none) %}{% for i in range(50000) %}{% for x in [ns.l] %}{% set ns.l = loop %}"
-                   "{% endfor %}{% endfor %}done"),
-            "done");
+  EXPECT_EQ(
+      render("{% set ns = namespace(f=none) %}{% for i in range(50000) %}{% set prev = ns.f %}{% macro m() %}{{ prev }}"
+             "{% endmacro %}{% set ns.f = m %}{% endfor %}done"),
+      "done");
+  EXPECT_EQ(
+      render("{% set ns = namespace(l=none) %}{% for i in range(50000) %}{% for x in [ns.l] %}{% set ns.l = loop %}"
+             "{% endfor %}{% endfor %}done"),
+      "done");
   EXPECT_EQ(render("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns.me.me.me is defined }}"), "True");
   EXPECT_EQ(render("{% macro m() %}{{ m is defined }}{% endmacro %}{{ m() }}"), "True");
-  expect_error([] { render("{% set ns = namespace(x=[]) %}{% for i in range(1000) %}{% set ns.x = [ns.x] %}{% endfor %}"); },
-               "lists and dicts nest more than 200 levels deep");
+  expect_error(
+      [] { render("{% set ns = namespace(x=[]) %}{% for i in range(1000) %}{% set ns.x = [ns.x] %}{% endfor %}"); },
+      "lists and dicts nest more than 200 levels deep");
 }
 
 // ---- finding a model's template ----
 
 TEST(ChatTemplateResolve, ByNameByFileAndFromTheModel) {
   EXPECT_EQ(kvc::resolve_chat_template("chatml", "").origin(), "--chat-template chatml");
-  EXPECT_EQ(kvc::resolve_chat_template("llama3", "/nonexistent/model.gguf").source(), *kvc::builtin_chat_template("llama3"));
+  EXPECT_EQ(kvc::resolve_chat_template("llama3", "/nonexistent/model.gguf").source(),
+            *kvc::builtin_chat_template("llama3"));
 
   const std::string dir = temp_dir("resolve");
   const std::string file = dir + "/mine.jinja";
@@ -335,15 +361,17 @@ TEST(ChatTemplateResolve, ByNameByFileAndFromTheModel) {
   EXPECT_EQ(from_file.origin(), "--chat-template '" + file + "'");
   EXPECT_EQ(from_file.render({{"user", "hi"}}, {}), "user:hi;");
 
-  expect_error([] { kvc::resolve_chat_template("no-such-template", ""); },
-               "--chat-template 'no-such-template': neither a built-in template (chatml|gemma|llama2|llama3|mistral|plain");
+  expect_error(
+      [] { kvc::resolve_chat_template("no-such-template", ""); },
+      "--chat-template 'no-such-template': neither a built-in template (chatml|gemma|llama2|llama3|mistral|plain");
   expect_error([&] { kvc::resolve_chat_template(dir, ""); }, "neither a built-in template");
   expect_error([] { kvc::resolve_chat_template("", ""); }, "no chat template: pass --chat-template chatml|");
 
   // A folder: tokenizer_config.json's string, or its list's "default"; chat_template.jinja wins over both.
   const std::string model = temp_dir("model");
   write_file(model + "/tokenizer.json", "{}");
-  expect_error([&] { kvc::resolve_chat_template("", model); }, "'" + model + "' has no chat template; pass --chat-template chatml|");
+  expect_error([&] { kvc::resolve_chat_template("", model); },
+               "'" + model + "' has no chat template; pass --chat-template chatml|");
   EXPECT_FALSE(kvc::model_chat_template(model));
   write_file(model + "/tokenizer_config.json", R"({"chat_template": "A{{ messages|length }}"})");
   EXPECT_EQ(*kvc::model_chat_template(model), "A{{ messages|length }}");
@@ -368,7 +396,8 @@ TEST(ChatTemplateResolve, ByNameByFileAndFromTheModel) {
   with.add_string("tokenizer.chat_template", "G{{ messages[0].content }}");
   write_file(dir + "/with.gguf", with.build());
   EXPECT_EQ(kvc::resolve_chat_template("", dir + "/with.gguf").render({{"user", "x"}}, {}), "Gx");
-  EXPECT_EQ(kvc::resolve_chat_template("", dir + "/with.gguf").origin(), "'" + dir + "/with.gguf': tokenizer.chat_template");
+  EXPECT_EQ(kvc::resolve_chat_template("", dir + "/with.gguf").origin(),
+            "'" + dir + "/with.gguf': tokenizer.chat_template");
   kvc::test::GgufTestWriter without;
   without.add_string("general.architecture", "llama");
   write_file(dir + "/without.gguf", without.build());

@@ -19,10 +19,10 @@
 #include <thread>
 #include <vector>
 
+#include "support/expect_error.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/staged_folder.h"
-#include "support/expect_error.h"
 
 namespace fs = std::filesystem;
 
@@ -218,8 +218,8 @@ TEST_F(FileWritersTest, FullFilesystemRemovesTheTemporary) {
 
 TEST_F(FileWritersTest, MissingFolderNamesTheUsersPath) {
   const std::string wanted = path("no/such/stats.json");
-  expect_error([&] { write_file_atomic(wanted, "{}"); }, "cannot write '" + wanted + "': folder '" + path("no/such") +
-                                                              "' does not exist");
+  expect_error([&] { write_file_atomic(wanted, "{}"); },
+               "cannot write '" + wanted + "': folder '" + path("no/such") + "' does not exist");
   expect_error([&] { check_writable_output(wanted); }, "cannot write '" + wanted + "'");
 }
 

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "io/gguf_reader.h"
+#include "support/expect_error.h"
 #include "support/gguf_test_writer.h"
 #include "util/error.h"
-#include "support/expect_error.h"
 
 namespace fs = std::filesystem;
 using kvc::gguf::GgufFile;
@@ -128,11 +128,13 @@ TEST(GgufReader, HonoursGeneralAlignment) {
   float first;
   std::memcpy(&first, file->tensor("b").data, 4);
   EXPECT_EQ(first, 8.0f);
-  EXPECT_EQ(GgufFile::open(write_file("v2.gguf", [] {
-              GgufTestWriter v2 = valid_writer();
-              v2.version = 2;
-              return v2.build();
-            }()))->version(),
+  EXPECT_EQ(GgufFile::open(write_file("v2.gguf",
+                                      [] {
+                                        GgufTestWriter v2 = valid_writer();
+                                        v2.version = 2;
+                                        return v2.build();
+                                      }()))
+                ->version(),
             2u);
 }
 

@@ -36,10 +36,15 @@ std::string write_lines(const std::string& name, const std::vector<std::string>&
 }
 
 // eval.py's metric functions under kvc's metric names.
-const std::map<std::string, std::string> kMetricNames = {
-    {"qa_f1_score", "qa_f1"},       {"qa_f1_zh_score", "qa_f1_zh"},     {"rouge_score", "rouge_l"},
-    {"rouge_zh_score", "rouge_zh"}, {"classification_score", "classification"}, {"count_score", "count"},
-    {"retrieval_score", "retrieval"}, {"retrieval_zh_score", "retrieval_zh"}, {"code_sim_score", "code_sim"}};
+const std::map<std::string, std::string> kMetricNames = {{"qa_f1_score", "qa_f1"},
+                                                         {"qa_f1_zh_score", "qa_f1_zh"},
+                                                         {"rouge_score", "rouge_l"},
+                                                         {"rouge_zh_score", "rouge_zh"},
+                                                         {"classification_score", "classification"},
+                                                         {"count_score", "count"},
+                                                         {"retrieval_score", "retrieval"},
+                                                         {"retrieval_zh_score", "retrieval_zh"},
+                                                         {"code_sim_score", "code_sim"}};
 
 TEST(LongBenchDatasets, TableIsLongBenchsOwnConfig) {
   const Json official = read_json(kvc::test::reference_dir("longbench_config") + "/datasets.json")["datasets"];
@@ -158,29 +163,34 @@ TEST(LongBenchDatasets, BucketsNeedLengths) {
 }
 
 TEST(LongBenchReader, RefusesAFileOfAnotherDataSet) {
-  const std::string path = write_lines("hotpot_as_trec.jsonl",
-      {R"({"context":"c","input":"q","answers":["a"],"all_classes":["a"],"dataset":"hotpotqa"})"});
+  const std::string path =
+      write_lines("hotpot_as_trec.jsonl",
+                  {R"({"context":"c","input":"q","answers":["a"],"all_classes":["a"],"dataset":"hotpotqa"})"});
   // A wrong file is an error even when bad lines would be skipped.
   expect_error([&] { kvc::load_longbench_jsonl(path, kvc::OnBadLine::Skip, &kvc::dataset_spec("trec")); },
                "belongs to data set 'hotpotqa', not 'trec'");
-  const std::string zh = write_lines("zh_as_en.jsonl", {R"({"context":"c","input":"q","answers":["a"],"language":"zh"})"});
+  const std::string zh =
+      write_lines("zh_as_en.jsonl", {R"({"context":"c","input":"q","answers":["a"],"language":"zh"})"});
   expect_error([&] { kvc::load_longbench_jsonl(zh, kvc::OnBadLine::Skip, &kvc::dataset_spec("multifieldqa_en")); },
                "language is 'zh'");
   // LongBench-E names its sets with "_e"; code sets name their programming language.
-  const std::string e = write_lines("hotpotqa_e.jsonl",
+  const std::string e = write_lines(
+      "hotpotqa_e.jsonl",
       {R"({"context":"c","input":"q","answers":["a"],"dataset":"hotpotqa_e","language":"en","length":4100})"});
   const auto data = kvc::load_longbench_jsonl(e, kvc::OnBadLine::Stop, &kvc::dataset_spec("hotpotqa"));
   ASSERT_EQ(data.records.size(), 1u);
   EXPECT_EQ(data.records[0].length, 4100);
   EXPECT_EQ(data.records[0].line, 1u);
-  const std::string code = write_lines("lcc.jsonl", {R"({"context":"c","input":"","answers":["x"],"language":"java"})"});
+  const std::string code =
+      write_lines("lcc.jsonl", {R"({"context":"c","input":"","answers":["x"],"language":"java"})"});
   EXPECT_EQ(kvc::load_longbench_jsonl(code, kvc::OnBadLine::Stop, &kvc::dataset_spec("lcc")).samples.size(), 1u);
 }
 
 TEST(LongBenchReader, LinesThatCannotBeScoredAreBadLines) {
-  const std::string path = write_lines("retrieval.jsonl",
-      {R"({"context":"c","input":"q","answers":["Paragraph 12"]})", R"({"context":"c","input":"q","answers":["twelve"]})",
-       R"({"context":"c","input":"q","answers":["Paragraph x, Paragraph 3"]})"});
+  const std::string path =
+      write_lines("retrieval.jsonl", {R"({"context":"c","input":"q","answers":["Paragraph 12"]})",
+                                      R"({"context":"c","input":"q","answers":["twelve"]})",
+                                      R"({"context":"c","input":"q","answers":["Paragraph x, Paragraph 3"]})"});
   const auto& retrieval = kvc::dataset_spec("passage_retrieval_en");
   expect_error([&] { kvc::load_longbench_jsonl(path, kvc::OnBadLine::Stop, &retrieval); },
                "retrieval.jsonl:2: answer 'twelve' names no paragraph");
@@ -188,7 +198,8 @@ TEST(LongBenchReader, LinesThatCannotBeScoredAreBadLines) {
   EXPECT_EQ(data.samples.size(), 2u);
   EXPECT_EQ(data.skipped_lines, 1u);
   EXPECT_EQ(data.records[1].line, 3u);
-  const std::string trec = write_lines("trec.jsonl", {R"({"context":"c","input":"q","answers":["Food"],"all_classes":null})"});
+  const std::string trec =
+      write_lines("trec.jsonl", {R"({"context":"c","input":"q","answers":["Food"],"all_classes":null})"});
   expect_error([&] { kvc::load_longbench_jsonl(trec, kvc::OnBadLine::Stop, &kvc::dataset_spec("trec")); },
                "'all_classes' is missing or empty");
   // passage_count's answers may be integers; eval.py compares str() of them.
@@ -206,9 +217,9 @@ TEST(LongBenchReader, TellsTheDataSetFromTheFile) {
 }
 
 TEST(LongBenchPredictions, ScoresEveryLineWithTheLastLinesClassesAsEvalPyDoes) {
-  const std::string path = write_lines("trec.jsonl",
-      {R"({"pred":"Food","answers":["Food"],"all_classes":["Color"],"length":10})",
-       R"({"pred":"Color","answers":["Color"],"all_classes":["Food","Color"],"length":9000})", ""});
+  const std::string path = write_lines(
+      "trec.jsonl", {R"({"pred":"Food","answers":["Food"],"all_classes":["Color"],"length":10})",
+                     R"({"pred":"Color","answers":["Color"],"all_classes":["Food","Color"],"length":9000})", ""});
   const auto data = kvc::load_longbench_predictions(path, kvc::OnBadLine::Stop);
   ASSERT_EQ(data.samples.size(), 2u);
   EXPECT_EQ(data.samples[0].all_classes, (std::vector<std::string>{"Food", "Color"}));

@@ -29,9 +29,9 @@ const std::string kGoldenDir = std::string(KVC_SOURCE_DIR) + "/data/reference/lo
 constexpr double kTolerance = 1e-9;
 
 const std::map<std::string, std::string> kOfficialToKvc = {
-    {"qa_f1_score", "qa_f1"},        {"rouge_score", "rouge_l"},       {"classification_score", "classification"},
-    {"retrieval_score", "retrieval"}, {"count_score", "count"},         {"code_sim_score", "code_sim"},
-    {"qa_f1_zh_score", "qa_f1_zh"},  {"rouge_zh_score", "rouge_zh"},   {"retrieval_zh_score", "retrieval_zh"},
+    {"qa_f1_score", "qa_f1"},         {"rouge_score", "rouge_l"},     {"classification_score", "classification"},
+    {"retrieval_score", "retrieval"}, {"count_score", "count"},       {"code_sim_score", "code_sim"},
+    {"qa_f1_zh_score", "qa_f1_zh"},   {"rouge_zh_score", "rouge_zh"}, {"retrieval_zh_score", "retrieval_zh"},
 };
 
 std::string slurp(const std::string& path) {
@@ -92,7 +92,8 @@ TEST(LongBenchScorer, EveryCaseMatchesTheOfficialScorer) {
   const json class_lists = json::parse(slurp(kGoldenDir + "/class_lists.json"));
   const json golden = json::parse(slurp(kGoldenDir + "/official_scores.json"));
   const json& results = golden.at("results");
-  ASSERT_EQ(results.size(), cases.size()) << "official_scores.json is stale: rerun scripts/longbench_official_scores.py";
+  ASSERT_EQ(results.size(), cases.size())
+      << "official_scores.json is stale: rerun scripts/longbench_official_scores.py";
   ASSERT_GT(cases.size(), 1000u);
 
   std::map<std::string, MetricSummary> summaries;
@@ -133,8 +134,8 @@ TEST(LongBenchScorer, EveryCaseMatchesTheOfficialScorer) {
     summary.max_difference = std::max(summary.max_difference, difference);
     if (difference > kTolerance) ++summary.failed;
     EXPECT_LE(difference, kTolerance) << id << ": kvc " << outcome.score << ", LongBench " << official
-                                      << "\n  prediction: " << json(prediction) << "\n  ground truth: "
-                                      << json(ground_truth);
+                                      << "\n  prediction: " << json(prediction)
+                                      << "\n  ground truth: " << json(ground_truth);
   }
 
   std::cout << "metric           compared  max |difference|  official raised  failed\n";
@@ -149,7 +150,8 @@ TEST(LongBenchScorer, EveryCaseMatchesTheOfficialScorer) {
 TEST(LongBenchScorer, DataSetTotalsMatchEvalPy) {
   const json golden = json::parse(slurp(kGoldenDir + "/official_scores.json"));
   std::map<std::string, std::vector<json>> by_dataset;
-  for (const json& record : read_jsonl(kGoldenDir + "/datasets.jsonl")) by_dataset[record.at("dataset")].push_back(record);
+  for (const json& record : read_jsonl(kGoldenDir + "/datasets.jsonl"))
+    by_dataset[record.at("dataset")].push_back(record);
   size_t compared = 0;
   for (const json& expected : golden.at("datasets")) {
     const std::string name = expected.at("dataset");

@@ -64,7 +64,7 @@ TEST(QaF1, MatchesHandComputedValues) {
   EXPECT_NEAR(kvc::qa_f1_score("the the cat cat cat", "cat cat dog"), 2.0 / 3.0, 1e-12);
   EXPECT_DOUBLE_EQ(kvc::qa_f1_score("dog", "cat"), 0.0);
   EXPECT_DOUBLE_EQ(kvc::qa_f1_score("", "cat"), 0.0);
-  EXPECT_DOUBLE_EQ(kvc::qa_f1_score("", ""), 0.0);  // no overlap, as in LongBench
+  EXPECT_DOUBLE_EQ(kvc::qa_f1_score("", ""), 0.0);      // no overlap, as in LongBench
   EXPECT_DOUBLE_EQ(kvc::qa_f1_score("the", "a"), 0.0);  // both empty after normalisation
 }
 
@@ -161,8 +161,7 @@ TEST(Classification, MatchesLongBench) {
   EXPECT_DOUBLE_EQ(kvc::classification_score("Entity", "Location", trec), 0.0);
   EXPECT_DOUBLE_EQ(kvc::classification_score("", "Location", trec), 0.0);
   // "location" is part of the ground truth "Other location" but not equal to it: dropped, leaving 1.
-  EXPECT_DOUBLE_EQ(kvc::classification_score("Other location", "Other location", {"location", "Other location"}),
-                   1.0);
+  EXPECT_DOUBLE_EQ(kvc::classification_score("Other location", "Other location", {"location", "Other location"}), 1.0);
 }
 
 TEST(Classification, ReproducesLongBenchRemovalDuringIteration) {
@@ -196,8 +195,8 @@ TEST(ExactMatch, ComparesNormalisedText) {
 
 TEST(Contains, IsTheShareOfReferencesFound) {
   // Two of three references appear: 2/3.
-  EXPECT_NEAR(kvc::contains_answer("The values are 1234567 and 7654321.", {"1234567", "7654321", "1111111"}),
-              2.0 / 3.0, 1e-12);
+  EXPECT_NEAR(kvc::contains_answer("The values are 1234567 and 7654321.", {"1234567", "7654321", "1111111"}), 2.0 / 3.0,
+              1e-12);
   EXPECT_DOUBLE_EQ(kvc::contains_answer("The answer is PURPLE", {"purple"}), 1.0);
   EXPECT_DOUBLE_EQ(kvc::contains_answer("anything", {}), 0.0);
   EXPECT_DOUBLE_EQ(kvc::contains_answer("", {"x"}), 0.0);

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "metrics/metric_registry.h"
+#include "metrics/python_unicode.h"
 #include "metrics/qa_metrics.h"
 #include "metrics/ruler_metrics.h"
-#include "metrics/python_unicode.h"
 #include "util/utf8.h"
 
 namespace {
@@ -99,11 +99,11 @@ TEST(RulerMetrics, PythonLowerSpecialCases) {
   const auto lower = [](const std::string& text) {
     return kvc::encode_utf8(kvc::python_unicode::lower(kvc::decode_utf8(text)));
   };
-  EXPECT_EQ(lower("\u0130"), "i\u0307");                     // two code points
+  EXPECT_EQ(lower("\u0130"), "i\u0307");                                     // two code points
   EXPECT_EQ(lower("\u039f\u0394\u039f\u03a3"), "\u03bf\u03b4\u03bf\u03c2");  // final sigma
-  EXPECT_EQ(lower("\u03a3\u0391"), "\u03c3\u03b1");           // not final
-  EXPECT_EQ(lower("A'\u03a3'"), "a'\u03c2'");                // apostrophes are case-ignorable
-  EXPECT_EQ(lower("\u212a\uff21\U00010400"), "k\uff41\U00010428");  // Kelvin sign, fullwidth, Deseret
+  EXPECT_EQ(lower("\u03a3\u0391"), "\u03c3\u03b1");                          // not final
+  EXPECT_EQ(lower("A'\u03a3'"), "a'\u03c2'");                                // apostrophes are case-ignorable
+  EXPECT_EQ(lower("\u212a\uff21\U00010400"), "k\uff41\U00010428");           // Kelvin sign, fullwidth, Deseret
 }
 
 TEST(RulerMetrics, BytesThatAreNotUtf8CountAsReplacementCharacters) {

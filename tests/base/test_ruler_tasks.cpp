@@ -126,7 +126,8 @@ struct Needle {
 std::vector<Needle> needles_in(const std::string& text, const std::string& type) {
   const std::regex pattern("One of the special magic " + type + " for (\\S+) is: (\\S+)\\.");
   std::vector<Needle> out;
-  for (std::sregex_iterator it(text.begin(), text.end(), pattern), end; it != end; ++it) out.push_back({(*it)[1], (*it)[2]});
+  for (std::sregex_iterator it(text.begin(), text.end(), pattern), end; it != end; ++it)
+    out.push_back({(*it)[1], (*it)[2]});
   return out;
 }
 
@@ -139,8 +140,9 @@ TEST(RulerNiah, SingleNeedleTemplatesAreRulersSingularForm) {
   const auto needles = needles_in(sample.context, "numbers");
   ASSERT_EQ(needles.size(), 1u);
   const std::string key = needles[0].key;
-  EXPECT_TRUE(starts_with(sample.context, "A special magic number is hidden within the following text. Make sure to "
-                                          "memorize it. I will quiz you about the number afterwards.\n"));
+  EXPECT_TRUE(starts_with(sample.context,
+                          "A special magic number is hidden within the following text. Make sure to "
+                          "memorize it. I will quiz you about the number afterwards.\n"));
   EXPECT_EQ(sample.question, "\nWhat is the special magic number for " + key + " mentioned in the provided text?");
   EXPECT_EQ(sample.answer_prefix, " The special magic number for " + key + " mentioned in the provided text is");
   EXPECT_EQ(sample.answers, std::vector<std::string>{needles[0].value});
@@ -174,8 +176,9 @@ TEST(RulerNiah, NeedlesAnswersAndQueriesFollowSyntheticYaml) {
     size_t answers;
     bool plural;
   };
-  for (const Expect& e : {Expect{"niah_single_2", "numbers", 1, 1, false}, Expect{"niah_multikey_1", "numbers", 4, 1, false},
-                          Expect{"niah_multivalue", "numbers", 4, 4, true}, Expect{"niah_multiquery", "numbers", 4, 4, true}}) {
+  for (const Expect& e :
+       {Expect{"niah_single_2", "numbers", 1, 1, false}, Expect{"niah_multikey_1", "numbers", 4, 1, false},
+        Expect{"niah_multivalue", "numbers", 4, 4, true}, Expect{"niah_multiquery", "numbers", 4, 4, true}}) {
     const auto sample = make(e.task, 3000);
     const auto needles = needles_in(sample.context, e.type);
     EXPECT_EQ(needles.size(), e.needles) << e.task;
@@ -191,8 +194,9 @@ TEST(RulerNiah, NeedlesAnswersAndQueriesFollowSyntheticYaml) {
   }
   // Multi-query asks "a, b, c, and d" and every asked key's value is an answer.
   const auto sample = make("niah_multiquery", 3000);
-  const std::regex query("\nWhat are all the special magic numbers for (\\S+), (\\S+), (\\S+), and (\\S+) mentioned in "
-                         "the provided text\\?");
+  const std::regex query(
+      "\nWhat are all the special magic numbers for (\\S+), (\\S+), (\\S+), and (\\S+) mentioned in "
+      "the provided text\\?");
   std::smatch match;
   ASSERT_TRUE(std::regex_match(sample.question, match, query)) << sample.question;
   std::map<std::string, std::string> value_of;
@@ -210,8 +214,8 @@ TEST(RulerNiah, NeedleHaystackIsMadeOfOtherNeedles) {
     EXPECT_GT(needles.size(), 50u) << task;
     EXPECT_EQ(occurrences(sample.context, "\n"), needles.size()) << task;  // head's newline + one per line break
     ASSERT_EQ(sample.answers.size(), 1u);
-    const std::string asked = sample.question.substr(sample.question.find(" for ") + 5,
-                                                     sample.question.find(" mentioned") - sample.question.find(" for ") - 5);
+    const std::string asked = sample.question.substr(
+        sample.question.find(" for ") + 5, sample.question.find(" mentioned") - sample.question.find(" for ") - 5);
     size_t asked_needles = 0;
     for (const auto& needle : needles) {
       EXPECT_TRUE(std::regex_match(needle.key, uuids ? kUuid : kWordKey)) << needle.key;
@@ -274,10 +278,14 @@ TEST(RulerVt, OneChainOfFourHopsAfterAWorkedExample) {
   ASSERT_TRUE(std::regex_match(statements[0], match, std::regex("VAR ([A-Z]{5}) = (\\d{5})")));
   EXPECT_EQ(match[1], sample.answers[0]);
   const std::string value = match[2];
-  for (size_t i = 1; i < 5; ++i) EXPECT_EQ(statements[i], "VAR " + sample.answers[i] + " = VAR " + sample.answers[i - 1] + " ");
-  EXPECT_EQ(sample.question, "\nQuestion: Find all variables that are assigned the value " + value + " in the text above.");
-  EXPECT_EQ(sample.answer_prefix, " Answer: According to the chain(s) of variable assignment in the text above, 5 "
-                                  "variables are assigned the value " + value + ", they are: ");
+  for (size_t i = 1; i < 5; ++i)
+    EXPECT_EQ(statements[i], "VAR " + sample.answers[i] + " = VAR " + sample.answers[i - 1] + " ");
+  EXPECT_EQ(sample.question,
+            "\nQuestion: Find all variables that are assigned the value " + value + " in the text above.");
+  EXPECT_EQ(sample.answer_prefix,
+            " Answer: According to the chain(s) of variable assignment in the text above, 5 "
+            "variables are assigned the value " +
+                value + ", they are: ");
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -295,10 +303,12 @@ std::map<std::string, size_t> numbered_word_counts(const std::string& list) {
 }
 
 TEST(RulerCwe, CommonWordsRepeatAsRulersFrequenciesSay) {
-  const std::string head = "Below is a numbered list of words. In these words, some appear more often than others. "
-                           "Memorize the ones that appear most often.\n";
+  const std::string head =
+      "Below is a numbered list of words. In these words, some appear more often than others. "
+      "Memorize the ones that appear most often.\n";
   // Short contexts: 6 and 1 (example 3 and 1); from RULER's 4K on: 30 and 3 (example 10 and 3).
-  for (const auto& [budget, common, uncommon] : std::vector<std::tuple<size_t, size_t, size_t>>{{1500, 6, 1}, {9000, 30, 3}}) {
+  for (const auto& [budget, common, uncommon] :
+       std::vector<std::tuple<size_t, size_t, size_t>>{{1500, 6, 1}, {9000, 30, 3}}) {
     const auto sample = make("cwe", budget, 2);
     ASSERT_EQ(occurrences(sample.context, head), 2u);
     const std::string list = sample.context.substr(sample.context.rfind(head) + head.size());
@@ -314,15 +324,17 @@ TEST(RulerCwe, CommonWordsRepeatAsRulersFrequenciesSay) {
     // The worked example closes with its answer list and a newline.
     const std::string example = sample.context.substr(0, sample.context.rfind(head));
     EXPECT_TRUE(std::regex_search(example, std::regex("in the list are: 1\\. \\S+ 2\\. \\S+ .* 10\\. \\S+\n$")));
-    const auto example_counts = numbered_word_counts(example.substr(head.size(), example.find("\nQuestion:") - head.size()));
+    const auto example_counts =
+        numbered_word_counts(example.substr(head.size(), example.find("\nQuestion:") - head.size()));
     EXPECT_EQ(example_counts.size(), budget < 3584 ? 20u : 40u);
   }
 }
 
 TEST(RulerFwe, ZipfCountsWithDotsOnTopAndThreeAnswers) {
   const auto sample = make("fwe", 3000, 4);
-  const std::string head = "Read the following coded text and track the frequency of each coded word. Find the three "
-                           "most frequently appeared coded words. ";
+  const std::string head =
+      "Read the following coded text and track the frequency of each coded word. Find the three "
+      "most frequently appeared coded words. ";
   ASSERT_TRUE(starts_with(sample.context, head));
   std::map<std::string, size_t> counts;
   std::istringstream in(sample.context.substr(head.size()));
@@ -342,9 +354,11 @@ TEST(RulerFwe, ZipfCountsWithDotsOnTopAndThreeAnswers) {
     EXPECT_TRUE(std::regex_match(word, std::regex("[a-z]{6}"))) << word;
   }
   EXPECT_GT(n, 27);
-  EXPECT_EQ(sample.question, "\nQuestion: Do not provide any explanation. Please ignore the dots '....'. What are the "
-                             "three most frequently appeared words in the above coded text?");
-  EXPECT_EQ(sample.answer_prefix, " Answer: According to the coded text above, the three most frequently appeared words are:");
+  EXPECT_EQ(sample.question,
+            "\nQuestion: Do not provide any explanation. Please ignore the dots '....'. What are the "
+            "three most frequently appeared words in the above coded text?");
+  EXPECT_EQ(sample.answer_prefix,
+            " Answer: According to the coded text above, the three most frequently appeared words are:");
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -373,13 +387,17 @@ TEST(RulerQa, DocumentsAreNumberedAndHoldTheGoldOnes) {
       const auto sample = make(task, 250, 9, index);
       const auto& question = data.questions[index];
       EXPECT_EQ(sample.answers, question.answers);
-      EXPECT_EQ(sample.question, "\n\nAnswer the question based on the given documents. Only give me the answer and do not "
-                                 "output any other words.\n\nQuestion: " + question.question);
+      EXPECT_EQ(sample.question,
+                "\n\nAnswer the question based on the given documents. Only give me the answer and do not "
+                "output any other words.\n\nQuestion: " +
+                    question.question);
       EXPECT_EQ(sample.answer_prefix, " Answer:");
-      EXPECT_TRUE(starts_with(sample.context, "Answer the question based on the given documents. Only give me the answer "
-                                              "and do not output any other words.\n\nThe following are given documents.\n\n"
-                                              "Document 1:\n"));
-      for (size_t gold : question.gold_documents) EXPECT_GE(occurrences(sample.context, data.documents[gold]), 1u) << task;
+      EXPECT_TRUE(starts_with(sample.context,
+                              "Answer the question based on the given documents. Only give me the answer "
+                              "and do not output any other words.\n\nThe following are given documents.\n\n"
+                              "Document 1:\n"));
+      for (size_t gold : question.gold_documents)
+        EXPECT_GE(occurrences(sample.context, data.documents[gold]), 1u) << task;
       const size_t documents = occurrences(sample.context, "Document ");
       EXPECT_NE(sample.context.find("\n\nDocument " + std::to_string(documents) + ":\n"), std::string::npos) << task;
     }

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "io/safetensors.h"
-#include "util/error.h"
 #include "support/expect_error.h"
+#include "util/error.h"
 
 namespace fs = std::filesystem;
 using namespace kvc::st;
@@ -76,8 +76,8 @@ class SafetensorsTest : public ::testing::Test {
 
 TEST(DTypeTest, NamesAndSizesMatchTheSpec) {
   const std::vector<std::tuple<DType, std::string, size_t>> expected = {
-      {DType::F64, "F64", 8}, {DType::F32, "F32", 4}, {DType::F16, "F16", 2}, {DType::BF16, "BF16", 2},
-      {DType::I64, "I64", 8}, {DType::I32, "I32", 4}, {DType::I16, "I16", 2}, {DType::I8, "I8", 1},
+      {DType::F64, "F64", 8}, {DType::F32, "F32", 4},  {DType::F16, "F16", 2}, {DType::BF16, "BF16", 2},
+      {DType::I64, "I64", 8}, {DType::I32, "I32", 4},  {DType::I16, "I16", 2}, {DType::I8, "I8", 1},
       {DType::U8, "U8", 1},   {DType::BOOL, "BOOL", 1}};
   for (const auto& [dtype, name, size] : expected) {
     EXPECT_EQ(dtype_name(dtype), name);
@@ -475,8 +475,9 @@ INSTANTIATE_TEST_SUITE_P(
                   "non-integer"},
         BadHeader{"NegativeDim", R"({"a": {"dtype": "F32", "shape": [-2, -2], "data_offsets": [0, 16]}})", k16Bytes,
                   "negative dim"},
-        BadHeader{"DimBeyondInt64", R"({"a": {"dtype": "U8", "shape": [9223372036854775808], "data_offsets": [0, 16]}})",
-                  k16Bytes, "dim too large"},
+        BadHeader{"DimBeyondInt64",
+                  R"({"a": {"dtype": "U8", "shape": [9223372036854775808], "data_offsets": [0, 16]}})", k16Bytes,
+                  "dim too large"},
         BadHeader{"MissingOffsets", R"({"a": {"dtype": "F32", "shape": [4]}})", k16Bytes, "missing 'data_offsets'"},
         BadHeader{"OffsetsNotArray", R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": 16}})", k16Bytes,
                   "not two non-negative integers"},
@@ -484,15 +485,16 @@ INSTANTIATE_TEST_SUITE_P(
                   "not two non-negative integers"},
         BadHeader{"OffsetsNegative", R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [-16, 0]}})", k16Bytes,
                   "not two non-negative integers"},
-        BadHeader{"OffsetsNotIntegers", R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": ["0", 16]}})",
-                  k16Bytes, "not two non-negative integers"},
-        BadHeader{"OffsetsBeginAfterEnd", R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [16, 0]}})",
-                  k16Bytes, "begin > end"},
+        BadHeader{"OffsetsNotIntegers", R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": ["0", 16]}})", k16Bytes,
+                  "not two non-negative integers"},
+        BadHeader{"OffsetsBeginAfterEnd", R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [16, 0]}})", k16Bytes,
+                  "begin > end"},
         BadHeader{"EndBeyondData", R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}})",
                   std::string(12, '\0'), "end 16 is beyond the data section (12 bytes)"},
-        BadHeader{"HugeEndBeyondData",
-                  R"({"a": {"dtype": "U8", "shape": [1], "data_offsets": [18446744073709551614, 18446744073709551615]}})",
-                  k16Bytes, "is beyond the data section"},
+        BadHeader{
+            "HugeEndBeyondData",
+            R"({"a": {"dtype": "U8", "shape": [1], "data_offsets": [18446744073709551614, 18446744073709551615]}})",
+            k16Bytes, "is beyond the data section"},
         BadHeader{"ByteLengthMismatch", R"({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 16]}})", k16Bytes,
                   "span 16 bytes but shape [3] of F32 needs 12"},
         BadHeader{"ShapeProductOverflows",
@@ -522,10 +524,10 @@ INSTANTIATE_TEST_SUITE_P(
                   R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
                       "b": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}})",
                   k16Bytes, "data bytes [4, 8) before tensor 'b' belong to no tensor"},
-        BadHeader{"GapBeforeFirstTensor", R"({"a": {"dtype": "F32", "shape": [3], "data_offsets": [4, 16]}})",
-                  k16Bytes, "data bytes [0, 4) before tensor 'a' belong to no tensor"},
-        BadHeader{"BytesAfterLastTensor", R"({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]}})",
-                  k16Bytes, "4 data bytes after the last tensor belong to no tensor"},
+        BadHeader{"GapBeforeFirstTensor", R"({"a": {"dtype": "F32", "shape": [3], "data_offsets": [4, 16]}})", k16Bytes,
+                  "data bytes [0, 4) before tensor 'a' belong to no tensor"},
+        BadHeader{"BytesAfterLastTensor", R"({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]}})", k16Bytes,
+                  "4 data bytes after the last tensor belong to no tensor"},
         BadHeader{"DataWithoutTensors", R"({})", k16Bytes, "16 data bytes after the last tensor"},
         BadHeader{"MetadataNotObject", R"({"__metadata__": "pt"})", "", "__metadata__ is not a JSON object"},
         BadHeader{"MetadataValueNotString", R"({"__metadata__": {"format": "pt", "step": 3}})", "",
@@ -576,8 +578,10 @@ TEST_P(NonFiniteTest, IsFoundAndNamesTheTensor) {
   const size_t count = 5001;
   std::string data(element * count, '\0');
   data.replace(element * (count - 1), element, c.bits);
-  const std::string header = std::string(R"({"ok": {"dtype": ")") + c.dtype + R"(", "shape": [0], "data_offsets": [0, 0]},
-      "w": {"dtype": ")" + c.dtype + R"(", "shape": [)" + std::to_string(count) + R"(], "data_offsets": [0, )" +
+  const std::string header = std::string(R"({"ok": {"dtype": ")") + c.dtype +
+                             R"(", "shape": [0], "data_offsets": [0, 0]},
+      "w": {"dtype": ")" + c.dtype +
+                             R"(", "shape": [)" + std::to_string(count) + R"(], "data_offsets": [0, )" +
                              std::to_string(data.size()) + "]}}";
   write_safetensors(path("nf.safetensors"), header, data);
   const auto st = SafetensorsFile::open(path("nf.safetensors"));
@@ -620,9 +624,12 @@ TEST_F(SafetensorsTest, NumberOverflowInTheHeaderIsAnError) {
   write_safetensors(path("big.safetensors"), R"({"a":{"dtype":"F32","shape":[1e999],"data_offsets":[0,4]}})",
                     std::string(4, '\0'));
   expect_error([&] { SafetensorsFile::open(path("big.safetensors")); }, "header is not valid JSON");
-  expect_error([&] { SafetensorsFile::open(std::string(KVC_SOURCE_DIR) +
-                                           "/tests/fuzz/regressions/safetensors/number-overflow.safetensors"); },
-               "header is not valid JSON");
+  expect_error(
+      [&] {
+        SafetensorsFile::open(std::string(KVC_SOURCE_DIR) +
+                              "/tests/fuzz/regressions/safetensors/number-overflow.safetensors");
+      },
+      "header is not valid JSON");
 }
 
 TEST_F(CheckpointTest, NumberOverflowInTheIndexIsAnError) {

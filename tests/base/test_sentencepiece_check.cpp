@@ -47,7 +47,8 @@ std::string damaged_model(const std::string& name, void (*damage)(char* map, siz
   std::string model = read_bytes(kFixtures + "/nfkc/tokenizer.model");
   const auto offset = g["charsmap_offset"].get<size_t>();
   damage(&model[offset], g["charsmap_bytes"].get<size_t>(), g["trie_bytes"].get<size_t>());
-  const std::string dir = (std::filesystem::temp_directory_path() / ("kvc-spm-" + name + "-" + std::to_string(::getpid()))).string();
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("kvc-spm-" + name + "-" + std::to_string(::getpid()))).string();
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/tokenizer.model", std::ios::binary) << model;
   return dir;
@@ -68,29 +69,32 @@ void expect_refused(const std::string& dir, const std::string& needle) {
 }
 
 TEST(SentencePieceCheck, ATrieSizePastTheMapIsRefused) {
-  expect_refused(damaged_model("trie-size", [](char* map, size_t map_bytes, size_t) {
-                   const uint32_t size = static_cast<uint32_t>(map_bytes - 1);
-                   std::memcpy(map, &size, 4);
-                 }),
+  expect_refused(damaged_model("trie-size",
+                               [](char* map, size_t map_bytes, size_t) {
+                                 const uint32_t size = static_cast<uint32_t>(map_bytes - 1);
+                                 std::memcpy(map, &size, 4);
+                               }),
                  "trie size does not fit");
 }
 
 TEST(SentencePieceCheck, TrieOffsetsPastTheMapAreRefused) {
-  expect_refused(damaged_model("offsets", [](char* map, size_t, size_t trie_bytes) {
-                   for (size_t at = 4; at < 4 + trie_bytes; at += 4) {
-                     uint32_t unit;
-                     std::memcpy(&unit, map + at, 4);
-                     unit |= 0xFFFFFC00u;  // the largest offset field
-                     std::memcpy(map + at, &unit, 4);
-                   }
-                 }),
+  expect_refused(damaged_model("offsets",
+                               [](char* map, size_t, size_t trie_bytes) {
+                                 for (size_t at = 4; at < 4 + trie_bytes; at += 4) {
+                                   uint32_t unit;
+                                   std::memcpy(&unit, map + at, 4);
+                                   unit |= 0xFFFFFC00u;  // the largest offset field
+                                   std::memcpy(map + at, &unit, 4);
+                                 }
+                               }),
                  "past its end");
 }
 
 TEST(SentencePieceCheck, ReplacementStringsWithoutTheirEndAreRefused) {
-  expect_refused(damaged_model("strings", [](char* map, size_t map_bytes, size_t trie_bytes) {
-                   std::memset(map + 4 + trie_bytes, 'A', map_bytes - 4 - trie_bytes);
-                 }),
+  expect_refused(damaged_model("strings",
+                               [](char* map, size_t map_bytes, size_t trie_bytes) {
+                                 std::memset(map + 4 + trie_bytes, 'A', map_bytes - 4 - trie_bytes);
+                               }),
                  "replacement string");
 }
 
@@ -99,8 +103,8 @@ TEST(SentencePieceCheck, BrokenFramingIsRefused) {
   EXPECT_THROW(check_sentencepiece_model(std::string("\x0f", 1), "t.model"), Error);                  // wire type 7
   EXPECT_THROW(check_sentencepiece_model("", "t.model"), Error);
   EXPECT_NO_THROW(check_sentencepiece_model(read_bytes(kFixtures + "/nfkc/tokenizer.model"), "nfkc"));
-  EXPECT_NO_THROW(check_sentencepiece_model(read_bytes(std::string(KVC_SOURCE_DIR) +
-                                                       "/data/models/stories260K/tokenizer.model"), "stories260K"));
+  EXPECT_NO_THROW(check_sentencepiece_model(
+      read_bytes(std::string(KVC_SOURCE_DIR) + "/data/models/stories260K/tokenizer.model"), "stories260K"));
 }
 
 }  // namespace

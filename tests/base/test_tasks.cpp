@@ -32,9 +32,10 @@ size_t count_words(const std::string& text) {
 const kvc::TokenCounter kWordCounter = count_words;
 
 std::string essays() {
-  static const std::string text = kvc::load_haystack({std::string(KVC_SOURCE_DIR) + "/data/text/pg_essays/addiction.txt",
-                                                      std::string(KVC_SOURCE_DIR) + "/data/text/pg_essays/aord.txt",
-                                                      std::string(KVC_SOURCE_DIR) + "/data/text/pg_essays/apple.txt"});
+  static const std::string text =
+      kvc::load_haystack({std::string(KVC_SOURCE_DIR) + "/data/text/pg_essays/addiction.txt",
+                          std::string(KVC_SOURCE_DIR) + "/data/text/pg_essays/aord.txt",
+                          std::string(KVC_SOURCE_DIR) + "/data/text/pg_essays/apple.txt"});
   return text;
 }
 
@@ -55,8 +56,8 @@ std::string error_of(const std::function<void()>& action) {
 TEST(Haystack, SplitsSentencesAndJoinsBack) {
   const std::string text = "Mr. Darcy smiled. She left! Did he (really)? Yes.\n\nNew paragraph without end";
   const auto sentences = kvc::split_sentences(text);
-  EXPECT_EQ(sentences, (std::vector<std::string>{"Mr. Darcy smiled. ", "She left! ", "Did he (really)? ",
-                                                 "Yes.\n\n", "New paragraph without end"}));
+  EXPECT_EQ(sentences, (std::vector<std::string>{"Mr. Darcy smiled. ", "She left! ", "Did he (really)? ", "Yes.\n\n",
+                                                 "New paragraph without end"}));
   std::string joined;
   for (const auto& sentence : sentences) joined += sentence;
   EXPECT_EQ(joined, text);
@@ -130,7 +131,8 @@ TEST(Needle, MiddleDepthIsRealisedWithinASentence) {
 
 TEST(Needle, NeverExceedsTheBudgetAndComesClose) {
   size_t longest_sentence = 0;
-  for (const auto& sentence : kvc::split_sentences(essays())) longest_sentence = std::max(longest_sentence, count_words(sentence));
+  for (const auto& sentence : kvc::split_sentences(essays()))
+    longest_sentence = std::max(longest_sentence, count_words(sentence));
   for (size_t budget : {30, 64, 257, 1000, 3000}) {
     for (double depth : {0.0, 0.3, 0.5, 1.0}) {
       for (uint64_t seed : {1, 2}) {
@@ -145,7 +147,8 @@ TEST(Needle, NeverExceedsTheBudgetAndComesClose) {
 }
 
 TEST(Needle, RepeatsAShortHaystack) {
-  const auto sample = kvc::make_needle_sample({}, "Short haystack here. Only two sentences.", 200, 0.5, 1, kWordCounter);
+  const auto sample =
+      kvc::make_needle_sample({}, "Short haystack here. Only two sentences.", 200, 0.5, 1, kWordCounter);
   EXPECT_LE(count_words(sample.context), 200u);
   EXPECT_GT(count_words(sample.context), 190u);
 }
@@ -167,8 +170,8 @@ TEST(Needle, SampleHoldsTheAnswerAndAsksForIt) {
   }();
   ASSERT_EQ(entity.size(), 3u);
   EXPECT_EQ(entity[2].str(), number);
-  EXPECT_EQ(sample.question, "\nWhat is the secret number of the " + entity[1].str() +
-                                 "? The secret number of the " + entity[1].str() + " is");
+  EXPECT_EQ(sample.question, "\nWhat is the secret number of the " + entity[1].str() + "? The secret number of the " +
+                                 entity[1].str() + " is");
   EXPECT_FALSE(contains(sample.question, number));
 }
 
@@ -219,7 +222,8 @@ TEST(Synthetic, EveryTaskFitsItsBudgetAndHoldsItsAnswers) {
         EXPECT_GT(count_words(sample.context), budget / 2) << where;
         EXPECT_EQ(sample.metric, "contains") << where;
         ASSERT_FALSE(sample.answers.empty()) << where;
-        for (const auto& answer : sample.answers) EXPECT_TRUE(contains(sample.context, answer)) << where << ": " << answer;
+        for (const auto& answer : sample.answers)
+          EXPECT_TRUE(contains(sample.context, answer)) << where << ": " << answer;
         EXPECT_FALSE(sample.question.empty()) << where;
         EXPECT_FALSE(contains(sample.context, sample.question)) << where;
         EXPECT_TRUE(contains(sample.id, name)) << where;
@@ -275,10 +279,8 @@ struct NiahCase {
 };
 
 TEST(SyntheticRecompute, NiahAnswersAreTheAskedKeysValues) {
-  const NiahCase cases[] = {{"niah_single", 1, 1, 1},
-                            {"niah_multikey", 4, 1, 1},
-                            {"niah_multivalue", 1, 4, 1},
-                            {"niah_multiquery", 4, 1, 4}};
+  const NiahCase cases[] = {
+      {"niah_single", 1, 1, 1}, {"niah_multikey", 4, 1, 1}, {"niah_multivalue", 1, 4, 1}, {"niah_multiquery", 4, 1, 4}};
   for (const auto& task : cases) {
     for (uint64_t seed : {1, 2, 3}) {
       const auto sample = kvc::make_synthetic_sample(task.name, 1000, seed, kWordCounter, essays());
@@ -411,9 +413,10 @@ const char* const kGoodLine =
 
 TEST_F(LongBenchFile, ReadsSamples) {
   const std::string path = write(
-      "good.jsonl", std::string(kGoodLine) + "\n\n" +
-                        R"({"input": "q?", "context": "c", "answers": ["Human", "Entity"], "all_classes": ["Human", "Entity"]})" +
-                        "\r\n");
+      "good.jsonl",
+      std::string(kGoodLine) + "\n\n" +
+          R"({"input": "q?", "context": "c", "answers": ["Human", "Entity"], "all_classes": ["Human", "Entity"]})" +
+          "\r\n");
   const auto data = kvc::load_longbench_jsonl(path);
   ASSERT_EQ(data.samples.size(), 2u);
   EXPECT_EQ(data.skipped_lines, 0u);
@@ -435,15 +438,15 @@ TEST_F(LongBenchFile, StopModeNamesFileAndLine) {
 }
 
 TEST_F(LongBenchFile, SkipModeWarnsAndCounts) {
-  const std::string path = write(
-      "skip.jsonl", std::string(kGoodLine) + "\n" +
-                        "not json\n" +                                                         // line 2
-                        R"({"input": "q", "context": "c"})" + "\n" +                           // 3: no answers
-                        R"({"input": "q", "context": "c", "answers": [1.5, true]})" + "\n" +  // 4: not strings or integers
-                        R"({"input": "q", "context": "c", "answers": []})" + "\n" +            // 5: empty
-                        R"({"input": 7, "context": "c", "answers": ["a"]})" + "\n" +           // 6: input not text
-                        R"({"input": "q", "context": "c", "answers": ["a"], "all_classes": "x"})" + "\n" +  // 7
-                        std::string(kGoodLine) + "\n");
+  const std::string path =
+      write("skip.jsonl", std::string(kGoodLine) + "\n" + "not json\n" +    // line 2
+                              R"({"input": "q", "context": "c"})" + "\n" +  // 3: no answers
+                              R"({"input": "q", "context": "c", "answers": [1.5, true]})" +
+                              "\n" +                                                       // 4: not strings or integers
+                              R"({"input": "q", "context": "c", "answers": []})" + "\n" +  // 5: empty
+                              R"({"input": 7, "context": "c", "answers": ["a"]})" + "\n" +  // 6: input not text
+                              R"({"input": "q", "context": "c", "answers": ["a"], "all_classes": "x"})" + "\n" +  // 7
+                              std::string(kGoodLine) + "\n");
   ::testing::internal::CaptureStderr();
   const auto data = kvc::load_longbench_jsonl(path, kvc::OnBadLine::Skip);
   const std::string warnings = ::testing::internal::GetCapturedStderr();

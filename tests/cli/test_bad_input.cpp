@@ -111,9 +111,11 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(MakeCheckpointDiskFull, LeavesNoFolderAndNoPartialFiles) {
   const std::string parent = test::make_temp_dir("kvc-full-ckpt");
   const std::string out = parent + "/model";
-  const auto r = run_command(with_file_size_limit(
-      16, bin("kvc-make-checkpoint") + " --hidden 64 --intermediate 128 --layers 2 --heads 4 --kv-heads 2 "
-                                      "--head-dim 16 --vocab 512 -o " + out));
+  const auto r =
+      run_command(with_file_size_limit(16, bin("kvc-make-checkpoint") +
+                                               " --hidden 64 --intermediate 128 --layers 2 --heads 4 --kv-heads 2 "
+                                               "--head-dim 16 --vocab 512 -o " +
+                                               out));
   expect_clean_error(r, "cannot write '" + out + "/model.safetensors': File too large");
   EXPECT_FALSE(fs::exists(out));
   EXPECT_TRUE(fs::is_empty(parent));
@@ -225,9 +227,8 @@ TEST_F(LowRankBadInput, MeaninglessTrainingFlagsAreRefused) {
 TEST_F(LowRankBadInput, CheckpointOnAFullDiskIsOneLineAndLeavesNoTemporary) {
   const std::string small = test::make_temp_dir("kvc-full-train");
   const std::string checkpoint = small + "/t.ckpt";
-  const auto r = run_command(
-      with_file_size_limit(4, train_cmd("--steps 2 --batch 1 --checkpoint " + checkpoint + " --checkpoint-every 1 -o " +
-                                        small + "/g.st")));
+  const auto r = run_command(with_file_size_limit(
+      4, train_cmd("--steps 2 --batch 1 --checkpoint " + checkpoint + " --checkpoint-every 1 -o " + small + "/g.st")));
   expect_clean_error(r, "cannot write '" + checkpoint + "': File too large");
   EXPECT_TRUE(fs::is_empty(small));
 }
@@ -263,7 +264,8 @@ TEST(ProfileBadInput, AFailedRunLeavesTheFolderAsItWas) {
     fake << "#!/bin/sh\necho 'gnuplot: cannot open output' >&2\nexit 1\n";
   }
   fs::permissions(dir + "/bin/gnuplot", fs::perms::owner_all);
-  const std::string profile = bin("kvc-profile") + " -m " + kStories + " -f " + kText + " -c 64 --windows 1 -t 1 -q --out-dir ";
+  const std::string profile =
+      bin("kvc-profile") + " -m " + kStories + " -f " + kText + " -c 64 --windows 1 -t 1 -q --out-dir ";
   const std::string failing = "PATH=" + dir + "/bin:$PATH " + profile;
   expect_clean_error(run_command(failing + dir + "/new"), "gnuplot failed");
   EXPECT_FALSE(fs::exists(dir + "/new"));
@@ -288,7 +290,8 @@ TEST(BenchPressesBadInput, RefusedInOneLine) {
   expect_clean_error(run_command(base + "--contexts 50 --presses none,nosuch"), "unknown method 'nosuch'");
   expect_clean_error(run_command(base + "--contexts 50 --presses h2o"),
                      "--presses: give the reference and at least one press to compare (e.g. none,h2o)");
-  expect_clean_error(run_command(base + "--contexts 50 --presses none,h2o --ratio 1.5"), "--ratio must be in [0, 1), got 1.5");
+  expect_clean_error(run_command(base + "--contexts 50 --presses none,h2o --ratio 1.5"),
+                     "--ratio must be in [0, 1), got 1.5");
   expect_clean_error(run_command(base + "--contexts 0 --presses none,h2o"), "--contexts: 0 is not a positive count");
   expect_clean_error(run_command(base + "--contexts 510 --presses none,h2o"),
                      "510 prompt tokens + 4 decode steps exceed the model's context of 512");

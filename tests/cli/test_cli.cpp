@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "io/safetensors.h"
-#include "support/paths.h"
 #include "support/cli_expectations.h"
+#include "support/paths.h"
 #include "support/run_command.h"
 
 namespace kvc {
@@ -48,8 +48,10 @@ TEST(CliReference, GreedyGenerationReproducesReferenceIds) {
   const auto ref = nlohmann::json::parse(test::slurp(test::reference_dir("stories260K") + "/reference.json"));
   const std::string dir = test::make_temp_dir("kvc-greedy");
   test::write_bytes(dir + "/prompt.txt", ref["greedy_prompt_text"].get<std::string>());
-  const auto r = run_command(generate_cmd(kStories, "--prompt-file " + dir + "/prompt.txt -n 40 --temperature 0 "
-                                                    "--ignore-eos --stats-json " + dir + "/stats.json"));
+  const auto r = run_command(generate_cmd(kStories, "--prompt-file " + dir +
+                                                        "/prompt.txt -n 40 --temperature 0 "
+                                                        "--ignore-eos --stats-json " +
+                                                        dir + "/stats.json"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto stats = nlohmann::json::parse(test::slurp(dir + "/stats.json"));
   const auto& info = file->info("greedy_continuation_ids");
@@ -84,9 +86,9 @@ TEST(CliReference, EvalPerplexityJsonMatchesReference) {
 }
 
 TEST(CliReference, KlOfTheUncompressedCacheIsZero) {
-  const auto r = run_command(bin("kvc-eval") + " kl -t 1 -m " + kStories + " --file " +
-                             test::data_file("tinystories/tinystories_excerpt_30k.txt") +
-                             " --window 128 --max-windows 3 --json");
+  const auto r =
+      run_command(bin("kvc-eval") + " kl -t 1 -m " + kStories + " --file " +
+                  test::data_file("tinystories/tinystories_excerpt_30k.txt") + " --window 128 --max-windows 3 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto out = nlohmann::json::parse(r.out);
   EXPECT_EQ(out["kl"].get<double>(), 0.0);
@@ -113,7 +115,8 @@ TEST(PromptIds, ToolsStartAPromptAsLlamaCppDoes) {
       const std::string file = test::make_temp_dir("kvc-prompt-ids") + "/prompt.txt";
       std::ofstream(file) << c["text"].get<std::string>();
       const std::vector<int> expected = c["ids"].get<std::vector<int>>();
-      const test::CommandResult g = run_command(bin("kvc-generate") + " -m " + path + " -f " + file + " -n 1 -t 1 --json");
+      const test::CommandResult g =
+          run_command(bin("kvc-generate") + " -m " + path + " -f " + file + " -n 1 -t 1 --json");
       ASSERT_EQ(g.exit_code, 0) << g.err;
       EXPECT_EQ(nlohmann::json::parse(g.out)["prompt_ids"].get<std::vector<int>>(), expected);
       const test::CommandResult p = run_command(bin("kvc-eval") + " ppl -m " + path + " -f " + file +
@@ -139,7 +142,8 @@ TEST(PromptIds, ToolsStartAPromptAsLlamaCppDoes) {
     EXPECT_NE(first_id("--no-bos"), 1);
   }
   // stories260K (SentencePiece, tokenizer_config.json: add_bos_token true) starts with BOS, id 1.
-  const test::CommandResult g = run_command(bin("kvc-generate") + " -m " + kStories + " -p 'Once upon' -n 1 -t 1 --json");
+  const test::CommandResult g =
+      run_command(bin("kvc-generate") + " -m " + kStories + " -p 'Once upon' -n 1 -t 1 --json");
   ASSERT_EQ(g.exit_code, 0) << g.err;
   EXPECT_EQ(nlohmann::json::parse(g.out)["prompt_ids"][0].get<int>(), 1);
   if (checked == 0) GTEST_SKIP() << "neither real GGUF is installed (scripts/setup.sh installs them)";
@@ -152,8 +156,8 @@ TEST(PrefillProgress, ALongPromptShowsItsLayersAndQuietSilencesIt) {
   if (!std::ifstream(model)) GTEST_SKIP() << "SmolLM2's GGUF is not installed (scripts/setup.sh installs it)";
   const std::string dir = test::make_temp_dir("kvc-prefill-progress");
   std::ofstream(dir + "/prompt.txt") << test::slurp(test::data_file("wikitext2/wiki.test.raw")).substr(0, 4800);
-  const std::string base = bin("kvc-generate") + " -m " + model + " -f " + dir + "/prompt.txt -n 1 -t 1 --json-out " +
-                           dir + "/stats.json";
+  const std::string base =
+      bin("kvc-generate") + " -m " + model + " -f " + dir + "/prompt.txt -n 1 -t 1 --json-out " + dir + "/stats.json";
   const test::CommandResult shown = run_command(base);
   ASSERT_EQ(shown.exit_code, 0) << shown.err;
   std::ifstream in(dir + "/stats.json");
@@ -206,15 +210,17 @@ TEST(CliErrors, OverlappingOffsets) {
 
 TEST(CliErrors, OffsetsOutOfRange) {
   const std::string dir = copy_of_stories();
-  test::write_bytes(dir + "/model.safetensors",
-                    safetensors_bytes(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", std::string(8, '\0')));
+  test::write_bytes(
+      dir + "/model.safetensors",
+      safetensors_bytes(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", std::string(8, '\0')));
   expect_clean_error(run_command(generate_cmd(dir)), "beyond the data section");
 }
 
 TEST(CliErrors, DtypeShapeMismatch) {
   const std::string dir = copy_of_stories();
-  test::write_bytes(dir + "/model.safetensors",
-                    safetensors_bytes(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0')));
+  test::write_bytes(
+      dir + "/model.safetensors",
+      safetensors_bytes(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0')));
   expect_clean_error(run_command(generate_cmd(dir)), "'a'");
 }
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "io/safetensors.h"
-#include "support/paths.h"
 #include "support/cli_expectations.h"
+#include "support/paths.h"
 #include "support/run_command.h"
 
 namespace kvc {
@@ -42,9 +42,10 @@ TEST(ClusterCli, BadInput) {
 
 TEST(ClusterCli, BuildVerifyAndCrash) {
   const std::string dir = test::make_temp_dir("kvc-cluster-cli");
-  const std::string build = cluster("build -m " + kModel + " -p 'Once upon a time there was a little girl named Lily. "
-                                    "She liked to play in the park with her dog.' --store " + dir + "/s.kvs --index " +
-                                    dir + "/s.safetensors");
+  const std::string build = cluster("build -m " + kModel +
+                                    " -p 'Once upon a time there was a little girl named Lily. "
+                                    "She liked to play in the park with her dog.' --store " +
+                                    dir + "/s.kvs --index " + dir + "/s.safetensors");
   auto r = run_command(build + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
@@ -76,8 +77,9 @@ TEST(ClusterCli, BuildVerifyAndCrash) {
 TEST(ClusterCli, ARebuildThatCannotWriteItsIndexLeavesTheOldPairWhole) {
   if (!std::filesystem::is_character_file("/dev/full")) GTEST_SKIP() << "no /dev/full here";
   const std::string dir = test::make_temp_dir("kvc-cluster-full");
-  const std::string build = cluster("build -m " + kModel + " -p 'Once upon a time there was a little girl named Lily.' " +
-                                    "--store " + dir + "/s.kvs --index ");
+  const std::string build =
+      cluster("build -m " + kModel + " -p 'Once upon a time there was a little girl named Lily.' " + "--store " + dir +
+              "/s.kvs --index ");
   auto r = run_command(build + dir + "/s.safetensors");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string store_before = test::slurp(dir + "/s.kvs");
@@ -97,8 +99,9 @@ TEST(ClusterCli, ARebuildThatCannotWriteItsIndexLeavesTheOldPairWhole) {
 TEST(ClusterCli, ReplayJson) {
   const std::string dir = test::make_temp_dir("kvc-cluster-replay");
   // 200 prompt tokens: enough for full pages (56 entries of head_dim 8) to reach the store.
-  const auto r = run_command(cluster("replay -m " + kModel + " -f " + test::data_file("tinystories/tinystories_excerpt_30k.txt") +
-                                     " --prompt-tokens 200 -n 12 -s adaptive -s static:topk=1000 -s none --json --out-dir " + dir));
+  const auto r = run_command(
+      cluster("replay -m " + kModel + " -f " + test::data_file("tinystories/tinystories_excerpt_30k.txt") +
+              " --prompt-tokens 200 -n 12 -s adaptive -s static:topk=1000 -s none --json --out-dir " + dir));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["strategies"].size(), 3u);
@@ -144,7 +147,8 @@ TEST(ClusterCli, EvalKlAndNeedleWithRetrieval) {
   EXPECT_EQ(test::run_command("ls " + tmp).out, "") << "temporary stores are removed with their cache";
 
   r = run_command(eval + " needle -m " + test::model_dir("kvc-micro-lm") + " --haystack " +
-                  test::data_file("pg_essays") + " --lengths 256 --depths 0.5 --samples 2 "
+                  test::data_file("pg_essays") +
+                  " --lengths 256 --depths 0.5 --samples 2 "
                   "--retrieval adaptive:budget=64 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   j = nlohmann::json::parse(r.out);
@@ -159,8 +163,9 @@ TEST(ClusterCli, EvalKlAndNeedleWithRetrieval) {
 // instead of verifying "complete" over nothing.
 TEST(ClusterCli, AnIndexWithoutItsExtentsDoesNotVerify) {
   const std::string dir = test::make_temp_dir("kvc-cluster-extents");
-  auto r = run_command(cluster("build -m " + kModel + " -p 'Once upon a time there was a little girl named Lily.' --store " +
-                               dir + "/s.kvs --index " + dir + "/s.safetensors"));
+  auto r =
+      run_command(cluster("build -m " + kModel + " -p 'Once upon a time there was a little girl named Lily.' --store " +
+                          dir + "/s.kvs --index " + dir + "/s.safetensors"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto rewrite_with_extents = [&](int64_t rows) {
     const auto file = st::SafetensorsFile::open(dir + "/s.safetensors");
@@ -182,7 +187,8 @@ TEST(ClusterCli, AnIndexWithoutItsExtentsDoesNotVerify) {
   ASSERT_GT(extents, 1);
   for (const int64_t rows : {int64_t{0}, extents - 1}) {
     rewrite_with_extents(rows);
-    expect_clean_error(run_command(cluster("verify --index " + dir + "/damaged.safetensors")), "extents in the commit record");
+    expect_clean_error(run_command(cluster("verify --index " + dir + "/damaged.safetensors")),
+                       "extents in the commit record");
   }
 }
 

@@ -10,10 +10,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <algorithm>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -30,8 +30,7 @@ using test::bin;
 using test::run_command;
 
 const std::string kCalibrate = " -m " + test::model_dir("stories260K") + " -f " +
-                               test::data_file("tinystories/tinystories_excerpt_30k.txt") +
-                               " --ctx-size 128 -t 1 ";
+                               test::data_file("tinystories/tinystories_excerpt_30k.txt") + " --ctx-size 128 -t 1 ";
 
 // A listening socket on a port the kernel chose: the port stays taken while the socket lives.
 struct HeldPort {
@@ -96,9 +95,13 @@ std::vector<double> tensor_values(const st::SafetensorsFile& f, const std::strin
 
 TEST(DistributedCalibrate, TwoRanksGiveTheBasesOfOneProcess) {
   const std::string dir = test::make_temp_dir("kvc-dist");
-  const test::CommandResult one = run_command(bin("kvc-calibrate") + kCalibrate + "--tokens 6000 -o " + dir + "/one.safetensors");
+  const test::CommandResult one =
+      run_command(bin("kvc-calibrate") + kCalibrate + "--tokens 6000 -o " + dir + "/one.safetensors");
   ASSERT_EQ(one.exit_code, 0) << one.err;
-  const test::CommandResult two = run_ranks(2, free_port(), {"--tokens 6000 --dist-timeout 30 -o two.safetensors", "--tokens 6000 --dist-timeout 30 -o two.safetensors"}, dir);
+  const test::CommandResult two = run_ranks(
+      2, free_port(),
+      {"--tokens 6000 --dist-timeout 30 -o two.safetensors", "--tokens 6000 --dist-timeout 30 -o two.safetensors"},
+      dir);
   ASSERT_EQ(two.out, "0\n0\n") << two.err;
   const auto a = st::SafetensorsFile::open(dir + "/one.safetensors");
   const auto b = st::SafetensorsFile::open(dir + "/two.safetensors");
@@ -137,7 +140,8 @@ TEST(DistributedCalibrate, CtrlCOnOneRankStopsBothAtOnceAndWritesNothing) {
   // machine LibTorch may take seconds to load, and a SIGINT before the handler would kill the rank outright.
   const std::string once_both_catch_it =
       "for p in $p0 $p1; do while kill -0 $p 2>/dev/null && [ $(( 0x$(awk '/^SigCgt/ {print $2}' /proc/$p/status "
-      "2>/dev/null || echo 0) & 2 )) -eq 0 ]; do sleep 0.05; done; done; sleep 2; date +%s.%N > signal_time; kill -INT $p1";
+      "2>/dev/null || echo 0) & 2 )) -eq 0 ]; do sleep 0.05; done; done; sleep 2; date +%s.%N > signal_time; kill -INT "
+      "$p1";
   const test::CommandResult stopped = run_ranks(command, 2, free_port(), {"", ""}, dir, once_both_catch_it);
   const double seconds = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -
                          std::stod(test::slurp(dir + "/signal_time"));
@@ -153,9 +157,9 @@ TEST(DistributedCalibrate, AMissingRankEndsInOneLineWithinTheTimeout) {
   const auto start = std::chrono::steady_clock::now();
   const test::CommandResult r = run_ranks(1, free_port(), {"--tokens 2000 --dist-timeout 3 -o x.safetensors"}, dir);
   // A world of 2 announced, one rank started.
-  const test::CommandResult lone = run_command("cd " + dir + " && MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
-                                               std::to_string(free_port()) + " WORLD_SIZE=2 RANK=0 " +
-                                               bin("kvc-calibrate") + kCalibrate + "--tokens 2000 --dist-timeout 3 -o x.safetensors");
+  const test::CommandResult lone = run_command(
+      "cd " + dir + " && MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port()) + " WORLD_SIZE=2 RANK=0 " +
+      bin("kvc-calibrate") + kCalibrate + "--tokens 2000 --dist-timeout 3 -o x.safetensors");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.out, "0\n") << r.err;  // a world of one needs nobody
   test::expect_clean_error(lone, "the ranks did not all join at 127.0.0.1:");
@@ -165,8 +169,9 @@ TEST(DistributedCalibrate, AMissingRankEndsInOneLineWithinTheTimeout) {
 
 TEST(DistributedCalibrate, RanksWithDifferentFlagsStopInOneLine) {
   const std::string dir = test::make_temp_dir("kvc-dist-flags");
-  const test::CommandResult r =
-      run_ranks(2, free_port(), {"--tokens 2000 --dist-timeout 30 -o y.safetensors", "--tokens 3000 --dist-timeout 30 -o y.safetensors"}, dir);
+  const test::CommandResult r = run_ranks(
+      2, free_port(),
+      {"--tokens 2000 --dist-timeout 30 -o y.safetensors", "--tokens 3000 --dist-timeout 30 -o y.safetensors"}, dir);
   EXPECT_EQ(r.out, "1\n1\n") << r.err;
   EXPECT_NE(r.err.find("the ranks were started with different --tokens or --ctx-size"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("terminate called"), std::string::npos) << r.err;
@@ -175,9 +180,9 @@ TEST(DistributedCalibrate, RanksWithDifferentFlagsStopInOneLine) {
 
 TEST(DistributedCalibrate, APortInUseIsNamed) {
   const HeldPort held;
-  const test::CommandResult r = run_command("MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(held.port) +
-                                            " WORLD_SIZE=2 RANK=0 " + bin("kvc-calibrate") + kCalibrate +
-                                            "--tokens 2000 --dist-timeout 3 -o /tmp/kvc-never.safetensors");
+  const test::CommandResult r =
+      run_command("MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(held.port) + " WORLD_SIZE=2 RANK=0 " +
+                  bin("kvc-calibrate") + kCalibrate + "--tokens 2000 --dist-timeout 3 -o /tmp/kvc-never.safetensors");
   test::expect_clean_error(r, "the port is in use; choose another MASTER_PORT");
 }
 
@@ -250,13 +255,14 @@ TEST(DistributedTrain, CtrlCOnOneRankStopsBothWithACheckpointThatResumesToTheSam
   const std::string flags = steps + "--checkpoint-every 1 --checkpoint t.ckpt --dist-timeout 60 -o ";
   const test::CommandResult a = run_command("cd " + dir + " && " + train_command(steps + "-o one.safetensors"));
   ASSERT_EQ(a.exit_code, 0) << a.err;
-  const test::CommandResult stopped =
-      run_ranks(train_command(flags + "two.safetensors"), 2, free_port(), {"", ""}, dir, wait_for_file("t.ckpt") + "; kill -INT $p1");
+  const test::CommandResult stopped = run_ranks(train_command(flags + "two.safetensors"), 2, free_port(), {"", ""}, dir,
+                                                wait_for_file("t.ckpt") + "; kill -INT $p1");
   ASSERT_EQ(stopped.out, "130\n130\n") << stopped.err;  // both ranks report the interrupt
   const std::string said = test::slurp(dir + "/out0.txt");
   ASSERT_NE(said.find("stopped at step"), std::string::npos) << said;
   EXPECT_FALSE(std::ifstream(dir + "/two.safetensors").good());
-  const test::CommandResult resumed = run_ranks(train_command(flags + "two.safetensors --resume"), 2, free_port(), {"", ""}, dir);
+  const test::CommandResult resumed =
+      run_ranks(train_command(flags + "two.safetensors --resume"), 2, free_port(), {"", ""}, dir);
   ASSERT_EQ(resumed.out, "0\n0\n") << resumed.err;
   EXPECT_LE(max_difference(dir + "/one.safetensors", dir + "/two.safetensors"), 0.0);
 }
@@ -285,8 +291,8 @@ TEST(DistributedTrain, ImpossibleSplitsAndMismatchedRanksAreOneLine) {
   test::expect_clean_error(
       run_command("cd " + dir + " && WORLD_SIZE=3 RANK=0 " + train_command("--steps 2 --batch 2 -o g.st")),
       "--batch 2 over 3 ranks: each rank runs whole windows, so --batch must be at least the number of ranks");
-  const test::CommandResult r =
-      run_ranks(train_command("--steps 2 --batch 2 --dist-timeout 60 -o g.st"), 2, free_port(), {"--lr 0.01", "--lr 0.02"}, dir);
+  const test::CommandResult r = run_ranks(train_command("--steps 2 --batch 2 --dist-timeout 60 -o g.st"), 2,
+                                          free_port(), {"--lr 0.01", "--lr 0.02"}, dir);
   EXPECT_EQ(r.out, "1\n1\n") << r.err;
   EXPECT_NE(r.err.find("the ranks were started with different training flags (or models)"), std::string::npos) << r.err;
   EXPECT_FALSE(std::ifstream(dir + "/g.st").good());
@@ -314,9 +320,10 @@ TEST(DistributedSweep, ShardsMergedGiveTheUnshardedTable) {
   const test::CommandResult partial = run_command(bin("kvc-eval") + " merge --allow-partial --json" + out);
   ASSERT_EQ(partial.exit_code, 0) << partial.err;
   EXPECT_NE(partial.out.find("\"complete\":false"), std::string::npos) << partial.out;
-  const test::CommandResult s1 = run_command("env -u RANK -u WORLD_SIZE -u SLURM_NTASKS SLURM_ARRAY_TASK_ID=6 "
-                                            "SLURM_ARRAY_TASK_MIN=5 SLURM_ARRAY_TASK_COUNT=3 " + bin("kvc-eval") +
-                                            kSweep + out + " --shard auto");
+  const test::CommandResult s1 = run_command(
+      "env -u RANK -u WORLD_SIZE -u SLURM_NTASKS SLURM_ARRAY_TASK_ID=6 "
+      "SLURM_ARRAY_TASK_MIN=5 SLURM_ARRAY_TASK_COUNT=3 " +
+      bin("kvc-eval") + kSweep + out + " --shard auto");
   ASSERT_EQ(s1.exit_code, 0) << s1.err;
   const test::CommandResult merged = run_command(bin("kvc-eval") + " merge" + out);
   ASSERT_EQ(merged.exit_code, 0) << merged.err;
@@ -343,16 +350,17 @@ TEST(DistributedSweep, BadShardsAndMixedSweepsAreOneLine) {
   test::expect_clean_error(run_command("env -u RANK -u WORLD_SIZE -u SLURM_NTASKS " + bin("kvc-eval") + kSweep +
                                        "--out-dir " + dir + "/x --shard auto"),
                            "--shard auto: no launcher environment");
-  test::expect_clean_error(run_command("RANK=0 WORLD_SIZE=1 " + bin("kvc-eval") + kSweep + "--out-dir " + dir +
-                                       "/x --shard auto"),
-                           "--shard auto: the launcher started one process (torchrun), so there is nothing to share");
+  test::expect_clean_error(
+      run_command("RANK=0 WORLD_SIZE=1 " + bin("kvc-eval") + kSweep + "--out-dir " + dir + "/x --shard auto"),
+      "--shard auto: the launcher started one process (torchrun), so there is nothing to share");
   test::expect_clean_error(run_command("env -u RANK -u WORLD_SIZE -u SLURM_NTASKS SLURM_ARRAY_TASK_ID=12 "
-                                       "SLURM_ARRAY_TASK_MIN=0 SLURM_ARRAY_TASK_COUNT=4 " + bin("kvc-eval") + kSweep +
-                                       "--out-dir " + dir + "/x --shard auto"),
+                                       "SLURM_ARRAY_TASK_MIN=0 SLURM_ARRAY_TASK_COUNT=4 " +
+                                       bin("kvc-eval") + kSweep + "--out-dir " + dir + "/x --shard auto"),
                            "the Slurm array's task IDs are not 0..N-1 from SLURM_ARRAY_TASK_MIN (ID 12, MIN 0");
   test::expect_clean_error(run_command(bin("kvc-eval") + " merge --out-dir " + dir), "has no shard-I-of-N.json files");
   // Shards of two different sweeps in one folder.
-  ASSERT_EQ(run_command(bin("kvc-eval") + kSweep + "--out-dir " + dir + "/mixed --shard 0/2 --max-cells 1").exit_code, 0);
+  ASSERT_EQ(run_command(bin("kvc-eval") + kSweep + "--out-dir " + dir + "/mixed --shard 0/2 --max-cells 1").exit_code,
+            0);
   std::string other_sweep = kSweep;
   other_sweep.replace(other_sweep.find("--max-windows 2"), 15, "--max-windows 1");
   const test::CommandResult other =
@@ -368,18 +376,19 @@ TEST(LocalLauncher, AFailingRankStopsTheOthersAndItsStatusIsReturned) {
   const std::string dir = test::make_temp_dir("kvc-dist-launcher");
   const std::string launcher = std::string(KVC_SOURCE_DIR) + "/scripts/ranks.sh";
   const auto start = std::chrono::steady_clock::now();
-  const test::CommandResult r = run_command(
-      "cd " + dir + " && MASTER_PORT=" + std::to_string(free_port()) + " " + launcher + " 2 bash -c '[ $RANK = 1 ] && exit 3; exec " +
-      bin("kvc-calibrate") + kCalibrate + "--tokens 2000 --dist-timeout 60 -o x.safetensors'");
+  const test::CommandResult r =
+      run_command("cd " + dir + " && MASTER_PORT=" + std::to_string(free_port()) + " " + launcher +
+                  " 2 bash -c '[ $RANK = 1 ] && exit 3; exec " + bin("kvc-calibrate") + kCalibrate +
+                  "--tokens 2000 --dist-timeout 60 -o x.safetensors'");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_NE(r.err.find("rank 1 exited with status 3; stopping the other ranks"), std::string::npos) << r.err;
   EXPECT_LT(seconds, 30.0);
   EXPECT_FALSE(std::ifstream(dir + "/x.safetensors").good());
   // Every rank succeeding: status 0 and rank 0's file.
-  const test::CommandResult ok = run_command("cd " + dir + " && MASTER_PORT=" + std::to_string(free_port()) + " " +
-                                             launcher + " 2 " + bin("kvc-calibrate") + kCalibrate +
-                                             "--tokens 2000 -o y.safetensors");
+  const test::CommandResult ok =
+      run_command("cd " + dir + " && MASTER_PORT=" + std::to_string(free_port()) + " " + launcher + " 2 " +
+                  bin("kvc-calibrate") + kCalibrate + "--tokens 2000 -o y.safetensors");
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
   EXPECT_TRUE(std::ifstream(dir + "/y.safetensors").good());
 }

@@ -1,13 +1,13 @@
-// Every command the README, docs/*.md, apps/*/README.md and the tools' --help examples tell a user to type runs here, with the
-// exact flags, from a scratch folder laid out like the repository root (data/, recipes/, build/).
-// Recipes see KVC_SMOKE=1 and run their own commands at small sizes; tools run as written.
+// Every command the README, docs/*.md, apps/*/README.md and the tools' --help examples tell a user to type runs here,
+// with the exact flags, from a scratch folder laid out like the repository root (data/, recipes/, build/). Recipes see
+// KVC_SMOKE=1 and run their own commands at small sizes; tools run as written.
 #include <gtest/gtest.h>
 
+#include <dirent.h>
+#include <sys/stat.h>
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <dirent.h>
-#include <sys/stat.h>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -52,22 +52,24 @@ std::string make_workspace(const std::string& name) {
                           shell_quote(kSource + "/data/") + "$d " + dir + "/data/$d; done && ln -s " +
                           shell_quote(kSource + "/recipes") + " " + dir + "/recipes && ln -s " +
                           shell_quote(kSource + "/scripts") + " " + dir + "/scripts && ln -s " + shell_quote(kBuild) +
-                          " " + dir + "/build && if [ -d " + shell_quote(kSource + "/.venv-models") + " ]; then ln -s " +
-                          shell_quote(kSource + "/.venv-models") + " " + dir + "/.venv-models; fi";
+                          " " + dir + "/build && if [ -d " + shell_quote(kSource + "/.venv-models") +
+                          " ]; then ln -s " + shell_quote(kSource + "/.venv-models") + " " + dir + "/.venv-models; fi";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   return dir;
 }
 
 // Runs the commands in order in one workspace (later commands may read what earlier ones wrote), each
 // after `setup` (a shell prefix such as an export).
-void run_in_workspace(const std::string& name, const std::vector<std::string>& commands, const std::string& setup = "") {
+void run_in_workspace(const std::string& name, const std::vector<std::string>& commands,
+                      const std::string& setup = "") {
   const std::string dir = make_workspace(name);
   for (const std::string& command : commands) {
     const std::string script = "cd " + shell_quote(dir) + " && export KVC_SMOKE=1 && " + setup +
                                "timeout 900 bash -o pipefail -c " + shell_quote(command) + " </dev/null";
     const auto r = test::run_command(script);
     const auto tail = [](const std::string& s) { return s.size() > 3000 ? s.substr(s.size() - 3000) : s; };
-    ASSERT_EQ(r.exit_code, 0) << "command: " << command << "\n--- stderr:\n" << tail(r.err) << "\n--- stdout:\n"
+    ASSERT_EQ(r.exit_code, 0) << "command: " << command << "\n--- stderr:\n"
+                              << tail(r.err) << "\n--- stdout:\n"
                               << tail(r.out);
   }
 }
@@ -270,7 +272,7 @@ TEST(Docs, LinksResolve) {
   }
 }
 
-const std::vector<std::string> kTools = {"kvc-generate", "kvc-eval",  "kvc-profile", "kvc-calibrate",
+const std::vector<std::string> kTools = {"kvc-generate", "kvc-eval",    "kvc-profile", "kvc-calibrate",
                                          "kvc-train",    "kvc-cluster", "kvc-bench",   "kvc-make-checkpoint",
                                          "kvc-tokenize"};
 
@@ -299,8 +301,8 @@ TEST_P(HelpExamples, RunAsPastedFromTheRepositoryRootAfterInstall) {
   const auto examples = tool_examples(tool);
   ASSERT_FALSE(examples.empty()) << tool << " --help shows no examples";
   ASSERT_TRUE(std::ifstream(kInstalled + "/bin/" + tool))
-      << kInstalled << "/bin/" << tool << " is missing: run the suite with ctest, or first cmake --install "
-      << kBuild << " --prefix " << kInstalled;
+      << kInstalled << "/bin/" << tool << " is missing: run the suite with ctest, or first cmake --install " << kBuild
+      << " --prefix " << kInstalled;
   // As a user pastes them after the install step: the bare tool names resolve through PATH.
   run_in_workspace(tool + "-help", examples, "export PATH=" + shell_quote(kInstalled + "/bin") + ":\"$PATH\" && ");
 }

@@ -112,7 +112,8 @@ TEST(EvalSweep, StoppedRunResumesWithoutRecomputingFinishedCells) {
   EXPECT_EQ(test::slurp(out + "/results.md"), md);
   EXPECT_EQ(test::slurp(out + "/results.csv"), csv);
   EXPECT_EQ(test::slurp(out + "/results.jsonl"), results_bytes);
-  expect_clean_error(run_command(bin("kvc-eval") + " report --out-dir " + out + "/nothing-here"), "has no results.jsonl");
+  expect_clean_error(run_command(bin("kvc-eval") + " report --out-dir " + out + "/nothing-here"),
+                     "has no results.jsonl");
 
   // Cells made under other settings are never mixed in; the error names the flag that differs.
   expect_clean_error(run_command(sweep_cmd(out, "--seed 5")), "holds cells made with --seed 0 (this run: 5)");
@@ -175,7 +176,8 @@ std::string shared_sweep_cmd(const std::string& out, const std::string& prefill)
          " -t 1 --methods all --ratios 0.5,0.9 --tasks needle,niah_single_2,vt --haystack " +
          test::data_file("pg_essays") +
          " --needle-lengths 384 --needle-depths 0.5 --samples 2 --task-lengths 512 --retrieval adaptive:budget=32 "
-         "--out-dir " + out + " --json --prefill " + prefill;
+         "--out-dir " +
+         out + " --json --prefill " + prefill;
 }
 
 // The presses of --methods all that score a reconstruction or a repeat of the prompt (KVzip, KVCompose's
@@ -251,8 +253,10 @@ TEST(EvalSweep, TextCellsShareEachWindowsRunsAndGiveThePerCellResults) {
 TEST(EvalSweep, TypedCacheRowsEqualTheirOwnRunsWithOnePrefillPerType) {
   const std::string micro = test::model_dir("kvc-micro-lm"), out = test::make_temp_dir("kvc-sweep-typed");
   const std::string common = " -m " + micro + " -t 1 -f " + kText + " -c 128 --max-windows 2 --json";
-  auto r = run_command(bin("kvc-eval") + " sweep" + common + " --methods none --ratios 0.5 --tasks kl "
-                       "--typed-cache q8_0,f16 --typed-cache-press snapkv --out-dir " + out);
+  auto r = run_command(bin("kvc-eval") + " sweep" + common +
+                       " --methods none --ratios 0.5 --tasks kl "
+                       "--typed-cache q8_0,f16 --typed-cache-press snapkv --out-dir " +
+                       out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // 2 windows: the reference, and one prefill each for the f32 cache, q8_0 and f16.
   EXPECT_EQ(nlohmann::json::parse(r.out)["prefill"]["prefills"], 8);
@@ -271,7 +275,8 @@ TEST(EvalSweep, TypedCacheRowsEqualTheirOwnRunsWithOnePrefillPerType) {
       EXPECT_DOUBLE_EQ(cell["compression_ratio"].get<double>(), alone["compression_ratio"].get<double>());
     }
   }
-  EXPECT_GT(cells.at("cache/q8_0")["compression_ratio"].get<double>(), cells.at("cache/f16")["compression_ratio"].get<double>());
+  EXPECT_GT(cells.at("cache/q8_0")["compression_ratio"].get<double>(),
+            cells.at("cache/f16")["compression_ratio"].get<double>());
   EXPECT_GT(cells.at("cache/q8_0")["kl"].get<double>(), 0.0);
 
   const std::string base = bin("kvc-eval") + " sweep" + common + " --methods none --tasks kl --out-dir ";
@@ -281,9 +286,9 @@ TEST(EvalSweep, TypedCacheRowsEqualTheirOwnRunsWithOnePrefillPerType) {
                      "--typed-cache auto is the model's own cache");
   expect_clean_error(run_command(base + test::make_temp_dir("kvc-sweep-typed-bad") + " --typed-cache-press snapkv"),
                      "--typed-cache-press");
-  expect_clean_error(run_command(base + test::make_temp_dir("kvc-sweep-typed-bad") +
-                                 " --typed-cache q8_0 --typed-cache-press d2o"),
-                     "merges evicted entries");
+  expect_clean_error(
+      run_command(base + test::make_temp_dir("kvc-sweep-typed-bad") + " --typed-cache q8_0 --typed-cache-press d2o"),
+      "merges evicted entries");
   expect_clean_error(run_command(bin("kvc-eval") + " sweep -m " + kStories + " -t 1 -f " + kText +
                                  " -c 64 --max-windows 1 --methods none --tasks kl --typed-cache q4_0 --out-dir " +
                                  test::make_temp_dir("kvc-sweep-typed-bad")),
@@ -292,9 +297,9 @@ TEST(EvalSweep, TypedCacheRowsEqualTheirOwnRunsWithOnePrefillPerType) {
 
 TEST(EvalNeedle, WritesGridJsonTablesAndHeatmap) {
   const std::string out = test::make_temp_dir("kvc-needle-cli");
-  const auto r = run_command(bin("kvc-eval") + " needle -m " + kStories + " -t 1 --haystack " + kText +
-                             " --lengths 96,160 --depths 0,0.5,1 --samples 1 --templates passkey --out " + out +
-                             " --json");
+  const auto r =
+      run_command(bin("kvc-eval") + " needle -m " + kStories + " -t 1 --haystack " + kText +
+                  " --lengths 96,160 --depths 0,0.5,1 --samples 1 --templates passkey --out " + out + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["accuracy_grid"].size(), 3u);
@@ -308,9 +313,9 @@ TEST(EvalNeedle, WritesGridJsonTablesAndHeatmap) {
   if (std::system("command -v gnuplot >/dev/null") == 0)
     EXPECT_EQ(test::slurp(out + "/needle_heatmap.png").substr(1, 3), "PNG");
   // Run again: every cell is read back from cells.jsonl, sample for sample, and none is appended.
-  const auto again = run_command(bin("kvc-eval") + " needle -m " + kStories + " -t 1 --haystack " + kText +
-                                 " --lengths 96,160 --depths 0,0.5,1 --samples 1 --templates passkey --out " + out +
-                                 " --json");
+  const auto again =
+      run_command(bin("kvc-eval") + " needle -m " + kStories + " -t 1 --haystack " + kText +
+                  " --lengths 96,160 --depths 0,0.5,1 --samples 1 --templates passkey --out " + out + " --json");
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_EQ(nlohmann::json::parse(again.out)["cells"], j["cells"]);
   EXPECT_EQ(read_jsonl(out + "/cells.jsonl").size(), 6u);
@@ -324,7 +329,8 @@ TEST(EvalBadInput, SweepPrefillModeChunkAndForeignSampleCheckpoints) {
                      "--chunk must be >= 1, got 0");
   // Finished samples made under other settings are never mixed into a cell.
   {
-    std::ofstream(out + "/samples.jsonl") << R"({"sample":"needle|none|0|0","settings":"other","record":{}})" << "\n";
+    std::ofstream(out + "/samples.jsonl") << R"({"sample":"needle|none|0|0","settings":"other","record":{}})"
+                                          << "\n";
   }
   expect_clean_error(run_command(sweep_cmd(out)), "other settings");
 }
@@ -333,8 +339,9 @@ TEST(EvalBadInput, SweepPrefillModeChunkAndForeignSampleCheckpoints) {
 // naming the window, instead of an exception from the JSON library or a silently wrong cell.
 TEST(EvalBadInput, SweepKlCheckpointWithoutScoresIsOneLine) {
   const std::string out = test::make_temp_dir("kvc-sweep-kl-bad");
-  const std::string cmd = bin("kvc-eval") + " sweep -m " + kStories + " -t 1 --methods snapkv --ratios 0.5 --tasks kl " +
-                          "--file " + kText + " --window 64 --max-windows 2 --out-dir " + out + " --json";
+  const std::string cmd = bin("kvc-eval") + " sweep -m " + kStories +
+                          " -t 1 --methods snapkv --ratios 0.5 --tasks kl " + "--file " + kText +
+                          " --window 64 --max-windows 2 --out-dir " + out + " --json";
   ASSERT_EQ(run_command(cmd).exit_code, 0);
   std::vector<nlohmann::json> lines = read_jsonl(out + "/samples.jsonl");
   ASSERT_FALSE(lines.empty());
@@ -354,10 +361,10 @@ TEST(EvalBadInput, RetrievalWithSeveralTokensPerKlPassIsOneLine) {
                                  " -c 64 --max-windows 1 --chunk 4 --retrieval adaptive:budget=16"),
                      "with --chunk 4: a retrieval cache picks entries for one new token at a time");
   const std::string out = test::make_temp_dir("kvc-sweep-kl-retrieval");
-  expect_clean_error(run_command(bin("kvc-eval") + " sweep -m " + kStories + " -t 1 --methods none --tasks kl --file " +
-                                 kText + " --window 64 --max-windows 1 --chunk 4 --retrieval adaptive:budget=16 " +
-                                 "--out-dir " + out),
-                     "use --chunk 1");
+  expect_clean_error(
+      run_command(bin("kvc-eval") + " sweep -m " + kStories + " -t 1 --methods none --tasks kl --file " + kText +
+                  " --window 64 --max-windows 1 --chunk 4 --retrieval adaptive:budget=16 " + "--out-dir " + out),
+      "use --chunk 1");
   EXPECT_TRUE(!std::filesystem::exists(out + "/samples.jsonl") || read_jsonl(out + "/samples.jsonl").empty());
 }
 
@@ -365,8 +372,9 @@ TEST(EvalBadInput, RetrievalWithSeveralTokensPerKlPassIsOneLine) {
 // their RAM is their payload.
 TEST(EvalSweep, KlCheckpointsWithoutRamBytesReadBackAsTheirPayload) {
   const std::string out = test::make_temp_dir("kvc-sweep-kl-old");
-  const std::string cmd = bin("kvc-eval") + " sweep -m " + kStories + " -t 1 --methods snapkv --ratios 0.5 --tasks kl " +
-                          "--file " + kText + " --window 64 --max-windows 2 --out-dir " + out + " --json";
+  const std::string cmd = bin("kvc-eval") + " sweep -m " + kStories +
+                          " -t 1 --methods snapkv --ratios 0.5 --tasks kl " + "--file " + kText +
+                          " --window 64 --max-windows 2 --out-dir " + out + " --json";
   ASSERT_EQ(run_command(cmd).exit_code, 0);
   std::vector<nlohmann::json> lines = read_jsonl(out + "/samples.jsonl");
   ASSERT_FALSE(lines.empty());
@@ -402,18 +410,20 @@ TEST(EvalRuler, LengthsCountTheGeneratedTokens) {
   const auto sample = nlohmann::json::parse(r.out)["results"][0]["samples"][0];
   EXPECT_LE(sample["prompt_tokens"].get<int64_t>(), 512 - 128);
   EXPECT_GT(sample["prompt_tokens"].get<int64_t>(), 512 - 128 - 64);  // filled up to a haystack sentence
-  expect_clean_error(run_command(bin("kvc-eval") + " tasks -m " + kStories + " --tasks niah_single_1 --lengths 513 --json"),
-                     "--lengths: 513 exceeds the model's context of 512");
-  expect_clean_error(run_command(bin("kvc-eval") + " tasks -m " + kStories + " --tasks niah_single_1 --lengths 130 --json"),
-                     "leaves no room for a prompt besides the 128 tokens");
+  expect_clean_error(
+      run_command(bin("kvc-eval") + " tasks -m " + kStories + " --tasks niah_single_1 --lengths 513 --json"),
+      "--lengths: 513 exceeds the model's context of 512");
+  expect_clean_error(
+      run_command(bin("kvc-eval") + " tasks -m " + kStories + " --tasks niah_single_1 --lengths 130 --json"),
+      "leaves no room for a prompt besides the 128 tokens");
 }
 
 std::string longbench_file(const std::string& dir, int context_words) {
   std::string ctx;
   for (int i = 0; i < context_words; ++i) ctx += "Tom has a red ball. ";
   const std::string path = dir + "/qa.jsonl";
-  const nlohmann::json good = {{"context", ctx}, {"input", "What does Tom have?"}, {"answers", {"a red ball"}},
-                               {"_id", "s1"}};
+  const nlohmann::json good = {
+      {"context", ctx}, {"input", "What does Tom have?"}, {"answers", {"a red ball"}}, {"_id", "s1"}};
   test::write_bytes(path, good.dump() + "\n{\"context\": \"x\", \"input\": \n" + good.dump() + "\n");
   return path;
 }
@@ -449,8 +459,13 @@ TEST(EvalLongBench, TakesTheDataSetFromTheFileAndRefusesAnotherSetsFile) {
   const std::string dir = test::make_temp_dir("kvc-lb-detect");
   std::string ctx;
   for (int i = 0; i < 20; ++i) ctx += "Tom has a red ball. ";
-  const nlohmann::json line = {{"context", ctx}, {"input", "What does Tom have?"}, {"answers", {"a red ball"}},
-                               {"dataset", "hotpotqa"}, {"language", "en"}, {"length", 120}, {"_id", "s1"}};
+  const nlohmann::json line = {{"context", ctx},
+                               {"input", "What does Tom have?"},
+                               {"answers", {"a red ball"}},
+                               {"dataset", "hotpotqa"},
+                               {"language", "en"},
+                               {"length", 120},
+                               {"_id", "s1"}};
   test::write_bytes(dir + "/some_file.jsonl", line.dump() + "\n");
   const std::string run = bin("kvc-eval") + " longbench -m " + kStories + " -t 1 -f " + dir +
                           "/some_file.jsonl --max-new-tokens 4 --length-buckets --json --out-dir " + dir + "/out";
@@ -463,9 +478,9 @@ TEST(EvalLongBench, TakesTheDataSetFromTheFileAndRefusesAnotherSetsFile) {
   const auto rescored = run_command(bin("kvc-eval") + " longbench-score -f " + dir + "/out/hotpotqa.jsonl --json");
   ASSERT_EQ(rescored.exit_code, 0) << rescored.err;
   EXPECT_EQ(nlohmann::json::parse(rescored.out)["longbench_score"], j["longbench_score"]);
-  expect_clean_error(run_command(bin("kvc-eval") + " longbench -m " + kStories + " -f " + dir +
-                                 "/some_file.jsonl --dataset trec"),
-                     "belongs to data set 'hotpotqa', not 'trec'");
+  expect_clean_error(
+      run_command(bin("kvc-eval") + " longbench -m " + kStories + " -f " + dir + "/some_file.jsonl --dataset trec"),
+      "belongs to data set 'hotpotqa', not 'trec'");
 }
 
 TEST(EvalLongBench, MaxLengthCutsTheMiddleOfThePrompt) {
@@ -485,7 +500,8 @@ TEST(EvalLongBench, ScoreCommandGivesEvalPysNumbers) {
   const std::string dir = std::string(KVC_SOURCE_DIR) + "/data/reference/longbench_eval";
   const auto golden = nlohmann::json::parse(read_text_file(dir + "/scores.json"));
   for (const std::string name : {"trec", "lcc", "multifieldqa_zh"}) {
-    const auto r = run_command(bin("kvc-eval") + " longbench-score -f " + dir + "/pred/" + name + ".jsonl --length-buckets --json");
+    const auto r = run_command(bin("kvc-eval") + " longbench-score -f " + dir + "/pred/" + name +
+                               ".jsonl --length-buckets --json");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["longbench_score"], golden["scores"][name]["score"]) << name;

@@ -150,20 +150,47 @@ TEST(FlagVocabulary, UnknownOptionIsNamedWithTheNearestValidOne) {
 // meaning or is refused by its own name, never read as a bundle of short options ("-ngl 99" as -n "gl").
 TEST(FlagVocabulary, LlamaCppFlagsWorkOrAreRefusedByName) {
   // (-t is generate()'s own; q8_0 blocks of 32 do not fit stories260K's head_dim of 8.)
-  const std::vector<std::string> supported = {"-c 64", "-s 3", "--temp 0", "--top-k 40", "--top-p 0.9",
-                                              "--min-p 0.05", "--repeat-penalty 1.1", "--repeat-last-n 64",
-                                              "-ctk f16", "-ctv bf16"};
+  const std::vector<std::string> supported = {"-c 64",
+                                              "-s 3",
+                                              "--temp 0",
+                                              "--top-k 40",
+                                              "--top-p 0.9",
+                                              "--min-p 0.05",
+                                              "--repeat-penalty 1.1",
+                                              "--repeat-last-n 64",
+                                              "-ctk f16",
+                                              "-ctv bf16"};
   for (const std::string& flag : supported) {
     const auto r = run_command(generate("-p hi -n 2 " + flag));
     EXPECT_EQ(r.exit_code, 0) << flag << ": " << r.err;
   }
-  const std::vector<std::pair<std::string, std::string>> refused = {
-      {"-ngl", "99"},      {"--n-gpu-layers", "99"}, {"-fa", ""},       {"--flash-attn", ""}, {"-b", "512"},
-      {"-ub", "512"},      {"-tb", "2"},             {"-np", "4"},      {"-cb", ""},          {"-md", "d.gguf"},
-      {"-hf", "org/repo"}, {"-i", ""},               {"-ins", ""},      {"-no-cnv", ""},      {"-r", "User:"},
-      {"-nkvo", ""},       {"--mlock", ""},          {"--no-mmap", ""}, {"-gan", "4"},        {"-ot", "x=CPU"},
-      {"--grammar", "g"},  {"-j", "{}"},             {"-co", ""},       {"-sp", ""},          {"--lora", "a.gguf"},
-      {"--mirostat", "2"}, {"--rope-freq-base", "1e4"}};
+  const std::vector<std::pair<std::string, std::string>> refused = {{"-ngl", "99"},
+                                                                    {"--n-gpu-layers", "99"},
+                                                                    {"-fa", ""},
+                                                                    {"--flash-attn", ""},
+                                                                    {"-b", "512"},
+                                                                    {"-ub", "512"},
+                                                                    {"-tb", "2"},
+                                                                    {"-np", "4"},
+                                                                    {"-cb", ""},
+                                                                    {"-md", "d.gguf"},
+                                                                    {"-hf", "org/repo"},
+                                                                    {"-i", ""},
+                                                                    {"-ins", ""},
+                                                                    {"-no-cnv", ""},
+                                                                    {"-r", "User:"},
+                                                                    {"-nkvo", ""},
+                                                                    {"--mlock", ""},
+                                                                    {"--no-mmap", ""},
+                                                                    {"-gan", "4"},
+                                                                    {"-ot", "x=CPU"},
+                                                                    {"--grammar", "g"},
+                                                                    {"-j", "{}"},
+                                                                    {"-co", ""},
+                                                                    {"-sp", ""},
+                                                                    {"--lora", "a.gguf"},
+                                                                    {"--mirostat", "2"},
+                                                                    {"--rope-freq-base", "1e4"}};
   for (const auto& [flag, value] : refused) {
     const auto r = run_command(generate("-p hi " + flag + " " + value));
     EXPECT_EQ(r.exit_code, 2) << flag;
@@ -210,7 +237,8 @@ TEST(FlagVocabulary, AFileFlagReadsStandardInputFromDash) {
   ASSERT_EQ(from_file.exit_code, 0) << from_file.err;
   ASSERT_EQ(from_stdin.exit_code, 0) << from_stdin.err;
   EXPECT_EQ(nlohmann::json::parse(from_file.out)["ppl"], nlohmann::json::parse(from_stdin.out)["ppl"]);
-  EXPECT_EQ(nlohmann::json::parse(from_stdin.out)["tokens_in_file"], nlohmann::json::parse(from_file.out)["tokens_in_file"]);
+  EXPECT_EQ(nlohmann::json::parse(from_stdin.out)["tokens_in_file"],
+            nlohmann::json::parse(from_file.out)["tokens_in_file"]);
 }
 
 TEST(FlagVocabulary, EvalStandardNamesAndOldSpellingsAgree) {
@@ -249,8 +277,9 @@ TEST(FlagVocabulary, GenerateFileJsonAndJsonOut) {
 }
 
 TEST(FlagVocabulary, LlamaCppSamplingAliases) {
-  const std::string args = "-p 'Once upon a time' -n 12 --temp 0.9 -s 5 --top-k 20 --top-p 0.9 --min-p 0.05 "
-                           "--repeat-penalty 1.3 --repeat-last-n 16 --json";
+  const std::string args =
+      "-p 'Once upon a time' -n 12 --temp 0.9 -s 5 --top-k 20 --top-p 0.9 --min-p 0.05 "
+      "--repeat-penalty 1.3 --repeat-last-n 16 --json";
   const auto a = run_command(generate(args)), b = run_command(generate(args));
   ASSERT_EQ(a.exit_code, 0) << a.err;
   const auto ja = nlohmann::json::parse(a.out);
@@ -261,8 +290,9 @@ TEST(FlagVocabulary, LlamaCppSamplingAliases) {
   EXPECT_EQ(ja["repeat_last_n"], 16);
   EXPECT_EQ(ja["seed"], 5);
   EXPECT_EQ(ja["temperature"], 0.9);
-  const auto long_seed = run_command(generate("-p 'Once upon a time' -n 12 --temperature 0.9 --seed 5 --top-k 20 "
-                                              "--top-p 0.9 --min-p 0.05 --repeat-penalty 1.3 --repeat-last-n 16 --json"));
+  const auto long_seed =
+      run_command(generate("-p 'Once upon a time' -n 12 --temperature 0.9 --seed 5 --top-k 20 "
+                           "--top-p 0.9 --min-p 0.05 --repeat-penalty 1.3 --repeat-last-n 16 --json"));
   EXPECT_EQ(nlohmann::json::parse(long_seed.out)["generated_ids"], ja["generated_ids"]);
   expect_clean_error(run_command(generate("-p hi --top-k -1")), "--top-k");
   expect_clean_error(run_command(generate("-p hi --min-p 1.5")), "--min-p");
@@ -291,9 +321,9 @@ TEST(FlagVocabulary, ProfileCalibrateTrainAndInspectTakeTheStandardNames) {
   const auto calibrate = run_command(bin("kvc-calibrate") + " -m " + kStories + " -t 1 -f " + kText +
                                      " --tokens 2000 -c 64 --json -o " + dir + "/bases.safetensors");
   ASSERT_EQ(calibrate.exit_code, 0) << calibrate.err;
-  const auto train = run_command(bin("kvc-train") + " -m " + kStories + " -t 1 --bases " + dir + "/bases.safetensors -f " +
-                                 kText + " --steps 2 -c 32 --batch 1 --eval-every 100 --eval-windows 1 --json -o " + dir +
-                                 "/gates.safetensors");
+  const auto train = run_command(
+      bin("kvc-train") + " -m " + kStories + " -t 1 --bases " + dir + "/bases.safetensors -f " + kText +
+      " --steps 2 -c 32 --batch 1 --eval-every 100 --eval-windows 1 --json -o " + dir + "/gates.safetensors");
   ASSERT_EQ(train.exit_code, 0) << train.err;
   EXPECT_TRUE(std::filesystem::exists(dir + "/gates.safetensors"));
   test::write_bytes(dir + "/text.txt", "Once upon a time");
@@ -321,7 +351,8 @@ TEST(NoSilentNoOps, CompressionFlagsThatWouldDoNothingOrConflict) {
   expect_clean_error(run_command(generate(base + "--retrieval-store s.kvs")), "needs --retrieval");
   expect_clean_error(run_command(generate(base + "--retrieval 'adaptive:topk=1,topk=2'")), "'topk' is given twice");
   expect_clean_error(run_command(generate(base + "--retrieval 'adaptive:'")), "empty parameter list");
-  expect_clean_error(run_command(bin("kvc-cluster") + " replay -m " + kStories + " -p 'Once upon a time' -n 2 "
+  expect_clean_error(run_command(bin("kvc-cluster") + " replay -m " + kStories +
+                                 " -p 'Once upon a time' -n 2 "
                                  "-s 'static:csize=4,csize=8'"),
                      "'csize' is given twice");
   // kvc-eval shares the checks.
@@ -354,7 +385,8 @@ TEST(SmallerItems, GeneratedTextEndsItsLineBeforeTheSummary) {
   // The summary says which KV size it prints, in the JSON's own numbers.
   char expected[128];
   std::snprintf(expected, sizeof expected, "KV cache %.1f KiB resident at the end (after prefill: %.1f KiB",
-                s["kv_resident_bytes"].get<double>() / 1024.0, s["kv_after_prefill_resident_bytes"].get<double>() / 1024.0);
+                s["kv_resident_bytes"].get<double>() / 1024.0,
+                s["kv_after_prefill_resident_bytes"].get<double>() / 1024.0);
   EXPECT_NE(r.out.find(expected), std::string::npos) << r.out;
 }
 
@@ -367,7 +399,8 @@ TEST(SmallerItems, ModelPathDiagnostics) {
   expect_clean_error(run_command(bin("kvc-generate") + " -m meta-llama/Llama-2-7b -p hi"), "Hugging Face id");
   std::filesystem::create_directories(dir + "/hf");
   test::write_bytes(dir + "/hf/tokenizer.json", "{}");
-  expect_clean_error(run_command(bin("kvc-generate") + " -m " + dir + "/hf -p hi"), "tokenizer.json but no config.json");
+  expect_clean_error(run_command(bin("kvc-generate") + " -m " + dir + "/hf -p hi"),
+                     "tokenizer.json but no config.json");
   expect_clean_error(run_command(bin("kvc-generate") + " -m " + dir + "/hf/tokenizer.json -p hi"),
                      "a file, not a model folder");
   expect_clean_error(run_command(bin("kvc-generate") + " -m " + kText + " -p hi"), "a file, not a model folder");
@@ -376,8 +409,10 @@ TEST(SmallerItems, ModelPathDiagnostics) {
 
 TEST(SmallerItems, TasksKeepFinishedResultsWhenOneFails) {
   const std::string dir = test::make_temp_dir("kvc-vocab-tasks");
-  const auto r = run_command(bin("kvc-eval") + " tasks -m " + kStories + " -t 1 --tasks niah_single,variable_tracking "
-                             "--lengths 256 --samples 1 --max-new-tokens 8 --json --out-dir " + dir);
+  const auto r = run_command(bin("kvc-eval") + " tasks -m " + kStories +
+                             " -t 1 --tasks niah_single,variable_tracking "
+                             "--lengths 256 --samples 1 --max-new-tokens 8 --json --out-dir " +
+                             dir);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_NE(r.err.find("kvc-eval: error: tasks: variable_tracking"), std::string::npos) << r.err;
@@ -416,8 +451,10 @@ TEST(SmallerItems, ClusterReplayWithoutOutDirLeavesNothingInTmp) {
 
 TEST(SmallerItems, SweepPlotStylesEveryMethodAndDrawsTheBaselineAcross) {
   const std::string dir = test::make_temp_dir("kvc-vocab-sweep");
-  const auto r = run_command(bin("kvc-eval") + " sweep -m " + kStories + " -t 1 --methods none,snapkv,h2o,tova,knorm "
-                             "--ratios 0.5,0.9 --tasks kl -f " + kText + " -c 64 --max-windows 1 --json --out-dir " + dir);
+  const auto r = run_command(bin("kvc-eval") + " sweep -m " + kStories +
+                             " -t 1 --methods none,snapkv,h2o,tova,knorm "
+                             "--ratios 0.5,0.9 --tasks kl -f " +
+                             kText + " -c 64 --max-windows 1 --json --out-dir " + dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string gp = test::slurp(dir + "/score_vs_ratio_kl.gp");
   std::set<std::string> styles;
@@ -475,9 +512,9 @@ TEST(SmallerItems, QuietSilencesProgressInEveryTool) {
                   "--out-dir " + out + "/p");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err.find("profile ["), std::string::npos) << r.err;
-  for (const std::string cmd : {"kvc-eval kl", "kvc-eval needle", "kvc-eval tasks", "kvc-eval sweep",
-                                "kvc-eval longbench", "kvc-calibrate", "kvc-train", "kvc-cluster build",
-                                "kvc-cluster replay", "kvc-bench", "kvc-generate"}) {
+  for (const std::string cmd :
+       {"kvc-eval kl", "kvc-eval needle", "kvc-eval tasks", "kvc-eval sweep", "kvc-eval longbench", "kvc-calibrate",
+        "kvc-train", "kvc-cluster build", "kvc-cluster replay", "kvc-bench", "kvc-generate"}) {
     r = run_command(bin("") + cmd + " --help");
     EXPECT_NE(r.out.find("-q,--quiet"), std::string::npos) << cmd;
   }

@@ -1,13 +1,13 @@
 // kvc-calibrate / kvc-train / --lowrank as a user runs them: calibrate, evaluate at full rank (KL 0),
 // interrupted + resumed training equals an uninterrupted run, foreign artifacts refused in one line.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <torch/script.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <map>
 
 #include "io/safetensors.h"
@@ -46,7 +46,8 @@ class LowRankCli : public ::testing::Test {
   static std::string train_cmd(const std::string& extra) {
     return bin("kvc-train") + " -m " + kModel + " --bases " + dir_ + "/bases.safetensors --data " + kText +
            " --alpha 2 --steps 4 --warmup 1 --seq-len 32 --batch 1 --eval-every 1 --eval-windows 1 -t 1 --json "
-           "--checkpoint-every 1 " + extra;
+           "--checkpoint-every 1 " +
+           extra;
   }
   static inline std::string dir_;
   static inline nlohmann::json summary_;
@@ -61,13 +62,15 @@ TEST_F(LowRankCli, CalibrationReportsExplainedVarianceAndFullRankIsExact) {
     EXPECT_LE(k[1], k[2]);
     EXPECT_LE(k[2], 1.0 + 1e-9);
   }
-  const auto r = run_command(bin("kvc-eval") + " kl -m " + kModel + " --file " + kText +
-                             " --window 64 --max-windows 2 --json -t 1 --lowrank " + dir_ + "/bases.safetensors --rank 32");
+  const auto r =
+      run_command(bin("kvc-eval") + " kl -m " + kModel + " --file " + kText +
+                  " --window 64 --max-windows 2 --json -t 1 --lowrank " + dir_ + "/bases.safetensors --rank 32");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_LT(j["kl"].get<double>(), 1e-6);  // an orthonormal basis at full rank loses nothing
-  const auto half = run_command(bin("kvc-eval") + " kl -m " + kModel + " --file " + kText +
-                                " --window 64 --max-windows 2 --json -t 1 --lowrank " + dir_ + "/bases.safetensors --rank 16");
+  const auto half =
+      run_command(bin("kvc-eval") + " kl -m " + kModel + " --file " + kText +
+                  " --window 64 --max-windows 2 --json -t 1 --lowrank " + dir_ + "/bases.safetensors --rank 16");
   ASSERT_EQ(half.exit_code, 0) << half.err;
   EXPECT_NEAR(nlohmann::json::parse(half.out)["compression_ratio"].get<double>(), 0.5, 1e-9);
 }
@@ -89,7 +92,8 @@ TEST_F(LowRankCli, ResumedTrainingEqualsUninterrupted) {
     const auto* x = reinterpret_cast<const float*>(a->data(name));
     const auto* y = reinterpret_cast<const float*>(b->data(name));
     for (int64_t i = 0; i < n; ++i) max_diff = std::max(max_diff, std::abs(double(x[i]) - y[i]));
-    if (name.find(".W") != std::string::npos) for (int64_t i = 0; i < n; ++i) moved += std::abs(x[i]);
+    if (name.find(".W") != std::string::npos)
+      for (int64_t i = 0; i < n; ++i) moved += std::abs(x[i]);
   }
   EXPECT_LT(max_diff, 1e-5);
   EXPECT_GT(moved, 0.0) << "training did not change the gates";
@@ -162,7 +166,9 @@ TEST_F(LowRankCli, ADamagedCheckpointIsRefused) {
   const auto part = run_command(train_cmd("--checkpoint " + good + " --stop-after 1"));
   ASSERT_EQ(part.exit_code, 0) << part.err;
   const std::string bytes = test::slurp(good);
-  const auto resume = [&] { return run_command(train_cmd("--checkpoint " + bad + " --resume -o " + dir_ + "/m.safetensors")); };
+  const auto resume = [&] {
+    return run_command(train_cmd("--checkpoint " + bad + " --resume -o " + dir_ + "/m.safetensors"));
+  };
   test::write_bytes(bad, bytes.substr(0, bytes.size() - 1000));
   expect_clean_error(resume(), "--resume");
   test::write_bytes(bad, archive_of(bytes).substr(0, archive_of(bytes).size() / 2) + bytes.substr(bytes.size() - 24));
@@ -178,12 +184,12 @@ TEST_F(LowRankCli, ADamagedCheckpointIsRefused) {
     edit_checkpoint(bad, edit);
     return resume();
   };
-  expect_clean_error(edited([](torch::jit::Module& a) {
-                       a.setattr("p0", torch::full_like(a.attr("p0").toTensor(), std::nan("")));
-                     }),
-                     "NaN");
-  expect_clean_error(edited([](torch::jit::Module& a) { a.setattr("step", torch::tensor(int64_t{-(int64_t{1} << 62)})); }),
-                     "outside this run");
+  expect_clean_error(
+      edited([](torch::jit::Module& a) { a.setattr("p0", torch::full_like(a.attr("p0").toTensor(), std::nan(""))); }),
+      "NaN");
+  expect_clean_error(
+      edited([](torch::jit::Module& a) { a.setattr("step", torch::tensor(int64_t{-(int64_t{1} << 62)})); }),
+      "outside this run");
   expect_clean_error(edited([](torch::jit::Module& a) { a.setattr("p0", torch::zeros({3})); }), "shape");
 }
 
@@ -194,10 +200,10 @@ TEST_F(LowRankCli, ADamagedCheckpointIsRefused) {
 TEST_F(LowRankCli, EachLossWinsOnItsOwnHeldOutMeasure) {
   std::map<std::string, nlohmann::json> result;
   for (const std::string loss : {"ce", "kl"}) {
-    const auto r = run_command(bin("kvc-train") + " -m " + kModel + " --bases " + dir_ + "/bases.safetensors --data " +
-                               kText + " --alpha 4 --steps 40 -c 64 --eval-every 0 -t 1 --json --loss " + loss +
-                               " --checkpoint " + dir_ + "/loss_" + loss + ".ckpt -o " + dir_ + "/gates_" + loss +
-                               ".safetensors");
+    const auto r =
+        run_command(bin("kvc-train") + " -m " + kModel + " --bases " + dir_ + "/bases.safetensors --data " + kText +
+                    " --alpha 4 --steps 40 -c 64 --eval-every 0 -t 1 --json --loss " + loss + " --checkpoint " + dir_ +
+                    "/loss_" + loss + ".ckpt -o " + dir_ + "/gates_" + loss + ".safetensors");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     result[loss] = nlohmann::json::parse(r.out);
     ASSERT_EQ(st::SafetensorsFile::open(dir_ + "/gates_" + loss + ".safetensors")->metadata().at("loss"), loss);
@@ -205,18 +211,22 @@ TEST_F(LowRankCli, EachLossWinsOnItsOwnHeldOutMeasure) {
   EXPECT_LT(result["kl"]["final_kl"].get<double>(), result["ce"]["final_kl"].get<double>());
   EXPECT_LE(result["kl"]["final_retain_rate"].get<double>(), result["ce"]["final_retain_rate"].get<double>());
   EXPECT_LT(result["ce"]["final_ce"].get<double>(), result["kl"]["final_ce"].get<double>());
-  expect_clean_error(run_command(bin("kvc-train") + " -m " + kModel + " --bases " + dir_ + "/bases.safetensors --data " +
-                                 kText + " --alpha 4 --steps 40 -c 64 --eval-every 0 -t 1 --loss kl --resume "
-                                 "--checkpoint " + dir_ + "/loss_ce.ckpt -o " + dir_ + "/x.safetensors"),
-                     "was written with --loss ce (this run: kl)");
+  expect_clean_error(
+      run_command(bin("kvc-train") + " -m " + kModel + " --bases " + dir_ + "/bases.safetensors --data " + kText +
+                  " --alpha 4 --steps 40 -c 64 --eval-every 0 -t 1 --loss kl --resume "
+                  "--checkpoint " +
+                  dir_ + "/loss_ce.ckpt -o " + dir_ + "/x.safetensors"),
+      "was written with --loss ce (this run: kl)");
 }
 
 // A sweep's low-rank rows are the caches `kvc-eval kl --lowrank` builds: the same KL, alone and under a press.
 TEST_F(LowRankCli, SweepLowRankRowsEqualTheirOwnRuns) {
   const std::string out = test::make_temp_dir("lowrank_sweep"), bases = dir_ + "/bases.safetensors";
   const std::string common = " -m " + kModel + " -f " + kText + " -c 64 --max-windows 2 -t 1 --json";
-  const auto sweep = run_command(bin("kvc-eval") + " sweep" + common + " --methods none --ratios 0.5 --tasks kl "
-                                 "--lowrank " + bases + ":ranks=16 --lowrank-press snapkv --out-dir " + out);
+  const auto sweep = run_command(bin("kvc-eval") + " sweep" + common +
+                                 " --methods none --ratios 0.5 --tasks kl "
+                                 "--lowrank " +
+                                 bases + ":ranks=16 --lowrank-press snapkv --out-dir " + out);
   ASSERT_EQ(sweep.exit_code, 0) << sweep.err;
   std::map<std::string, nlohmann::json> cells;
   std::ifstream in(out + "/results.jsonl");
@@ -242,19 +252,22 @@ TEST_F(LowRankCli, SweepLowRankRowsEqualTheirOwnRuns) {
   expect_clean_error(run_command(bin("kvc-eval") + " sweep" + common + " --methods none --tasks kl --lowrank " + bases +
                                  ":ranks=16 --lowrank-press d2o --out-dir " + test::make_temp_dir("lowrank_sweep_bad")),
                      "cannot be combined with --lowrank");
-  expect_clean_error(run_command(bin("kvc-eval") + " sweep" + common + " --methods none --tasks kl --lowrank-press "
-                                 "snapkv --out-dir " + test::make_temp_dir("lowrank_sweep_bad2")),
+  expect_clean_error(run_command(bin("kvc-eval") + " sweep" + common +
+                                 " --methods none --tasks kl --lowrank-press "
+                                 "snapkv --out-dir " +
+                                 test::make_temp_dir("lowrank_sweep_bad2")),
                      "--lowrank-press");
 }
 
 // "-" for artifacts: calibrate -> train -> generate through pipes gives the bytes and the text that the
 // same steps give through files, and a damaged artifact on stdin is refused naming the flag it came by.
 TEST_F(LowRankCli, ArtifactsFlowThroughPipesAsThroughFiles) {
-  const std::string calibrate = bin("kvc-calibrate") + " -m " + kModel + " -f " + kText +
-                                " --tokens 2000 -c 128 -t 1 -o ";
-  const std::string train = bin("kvc-train") + " -m " + kModel + " -f " + kText +
-                            " --steps 3 -c 32 --eval-every 0 -t 1 --bases ";
-  const std::string generate = bin("kvc-generate") + " -m " + kModel + " -p 'Once upon a time' -n 12 -q -t 1 "
+  const std::string calibrate =
+      bin("kvc-calibrate") + " -m " + kModel + " -f " + kText + " --tokens 2000 -c 128 -t 1 -o ";
+  const std::string train =
+      bin("kvc-train") + " -m " + kModel + " -f " + kText + " --steps 3 -c 32 --eval-every 0 -t 1 --bases ";
+  const std::string generate = bin("kvc-generate") + " -m " + kModel +
+                               " -p 'Once upon a time' -n 12 -q -t 1 "
                                "--json-out - --lowrank ";
   // run_command redirects the last command's stdin from /dev/null: a pipeline runs as one group.
   const auto pipeline = [](const std::string& commands) { return "{ " + commands + "; }"; };
@@ -263,8 +276,8 @@ TEST_F(LowRankCli, ArtifactsFlowThroughPipesAsThroughFiles) {
   ASSERT_EQ(run_command(train + files + "/bases.safetensors -o " + files + "/gates.safetensors").exit_code, 0);
   const auto by_files = run_command(generate + files + "/gates.safetensors");
   ASSERT_EQ(by_files.exit_code, 0) << by_files.err;
-  const auto piped = run_command(pipeline(calibrate + "- 2>/dev/null | " + train + "- -o - 2>/dev/null | tee " +
-                                          files + "/piped.safetensors | " + generate + "-"));
+  const auto piped = run_command(pipeline(calibrate + "- 2>/dev/null | " + train + "- -o - 2>/dev/null | tee " + files +
+                                          "/piped.safetensors | " + generate + "-"));
   ASSERT_EQ(piped.exit_code, 0) << piped.err;
   EXPECT_EQ(test::slurp(files + "/piped.safetensors"), test::slurp(files + "/gates.safetensors"));
   EXPECT_EQ(nlohmann::json::parse(piped.out)["text"], nlohmann::json::parse(by_files.out)["text"]);
@@ -292,8 +305,8 @@ TEST_F(LowRankCli, ForeignOrIncompleteArtifactsAreRefused) {
                                    " --ratio 0.5 --lowrank " + dir_ + "/bases.safetensors --rank 16"),
                        "cannot be combined with --lowrank");
   }
-  expect_clean_error(run_command(bin("kvc-eval") + " kl -m " + kModel + " --file " + kText +
-                                 " --lowrank " + dir_ + "/bases.safetensors --rank 33"),
+  expect_clean_error(run_command(bin("kvc-eval") + " kl -m " + kModel + " --file " + kText + " --lowrank " + dir_ +
+                                 "/bases.safetensors --rank 33"),
                      "outside 1..32");
   expect_clean_error(run_command(bin("kvc-train") + " -m " + kModel + " --bases " + kModel +
                                  "/model.safetensors --data " + kText + " -o /dev/null"),

@@ -2,11 +2,11 @@
 // overwrote a model, a bases file or a device node, or ran a shell or gnuplot command built from a
 // folder name or a label, now end in one line naming the problem, with every input as it was.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <csignal>
 #include <cstdio>
@@ -70,9 +70,9 @@ class OutputSafety : public ::testing::Test {
 };
 
 TEST_F(OutputSafety, AnOutputOnTheModelIsRefusedBeforeAnyWork) {
-  expect_clean_error(run_command(bin("kvc-generate") + " -m " + model_ + " -p Once -n 2 --json-out " + model_ +
-                                 "/config.json"),
-                     "refusing to write");
+  expect_clean_error(
+      run_command(bin("kvc-generate") + " -m " + model_ + " -p Once -n 2 --json-out " + model_ + "/config.json"),
+      "refusing to write");
   expect_clean_error(run_command(bin("kvc-calibrate") + " -m " + model_ + " -f " + text() + " --tokens 64 -o " +
                                  model_ + "/model.safetensors"),
                      "refusing to write");
@@ -94,9 +94,9 @@ TEST_F(OutputSafety, AnOutputOnTheModelIsRefusedBeforeAnyWork) {
 TEST_F(OutputSafety, AnOutputOnAnotherInputOrOutputIsRefused) {
   const std::string bases = dir_ + "/b.safetensors";
   test::write_bytes(bases, "not really bases, but a user's file");
-  expect_clean_error(run_command(bin("kvc-train") + " -m " + model_ + " -f " + text() + " --bases " + bases + " -o " +
-                                 bases),
-                     "refusing to write");
+  expect_clean_error(
+      run_command(bin("kvc-train") + " -m " + model_ + " -f " + text() + " --bases " + bases + " -o " + bases),
+      "refusing to write");
   EXPECT_EQ(slurp(bases), "not really bases, but a user's file");
   expect_clean_error(run_command(bin("kvc-train") + " -m " + model_ + " -f " + text() + " --bases " + bases +
                                  " --checkpoint " + dir_ + "/g -o " + dir_ + "/g"),
@@ -104,9 +104,9 @@ TEST_F(OutputSafety, AnOutputOnAnotherInputOrOutputIsRefused) {
   // --store X --index X: refused before X is touched.
   const std::string x = dir_ + "/x";
   test::write_bytes(x, "keep me");
-  expect_clean_error(run_command(bin("kvc-cluster") + " build -m " + model_ + " -p 'Once upon a time' --store " + x +
-                                 " --index " + x),
-                     "twice");
+  expect_clean_error(
+      run_command(bin("kvc-cluster") + " build -m " + model_ + " -p 'Once upon a time' --store " + x + " --index " + x),
+      "twice");
   EXPECT_EQ(slurp(x), "keep me");
   // An input text as the output.
   const std::string copy = dir_ + "/text.txt";
@@ -122,8 +122,8 @@ TEST_F(OutputSafety, ADeviceIsNeverRemovedOrReplaced) {
   expect_clean_error(run_command(bin("kvc-generate") + " -m " + model_ + " -p Once -n 2 --retrieval adaptive " +
                                  "--retrieval-store /dev/full"),
                      "not a regular file");
-  expect_clean_error(run_command(bin("kvc-cluster") + " build -m " + model_ + " -p 'Once upon a time' --store /dev/full " +
-                                 "--index " + dir_ + "/i.safetensors"),
+  expect_clean_error(run_command(bin("kvc-cluster") + " build -m " + model_ +
+                                 " -p 'Once upon a time' --store /dev/full " + "--index " + dir_ + "/i.safetensors"),
                      "not a regular file");
   struct stat st {};
   ASSERT_EQ(::stat("/dev/full", &st), 0) << "/dev/full was removed";
@@ -138,11 +138,13 @@ TEST_F(OutputSafety, ADeviceIsNeverRemovedOrReplaced) {
 TEST_F(OutputSafety, StandardOutputOnAFullDiskIsAnError) {
   // In a subshell: run_command redirects the command's own standard output after it.
   const auto to_full_disk = [](const std::string& command) { return run_command("(" + command + " > /dev/full)"); };
-  expect_error_at_end(to_full_disk(bin("kvc-tokenize") + " -m " + model_ + " -p 'Once upon a time'"), "standard output");
-  expect_error_at_end(to_full_disk(bin("kvc-generate") + " -m " + model_ + " -p Once -n 2 -q --json"), "standard output");
-  expect_error_at_end(to_full_disk(bin("kvc-eval") + " ppl -m " + model_ + " -f " + text() +
-                                  " -c 64 --max-windows 1 --json"),
-                     "standard output");
+  expect_error_at_end(to_full_disk(bin("kvc-tokenize") + " -m " + model_ + " -p 'Once upon a time'"),
+                      "standard output");
+  expect_error_at_end(to_full_disk(bin("kvc-generate") + " -m " + model_ + " -p Once -n 2 -q --json"),
+                      "standard output");
+  expect_error_at_end(
+      to_full_disk(bin("kvc-eval") + " ppl -m " + model_ + " -f " + text() + " -c 64 --max-windows 1 --json"),
+      "standard output");
 }
 
 TEST_F(OutputSafety, AFifoAsTheModelIsRefusedWithoutWaiting) {
@@ -156,13 +158,14 @@ TEST_F(OutputSafety, AFifoAsTheModelIsRefusedWithoutWaiting) {
 TEST_F(OutputSafety, AFolderNameOrALabelNeverBecomesACommand) {
   // The folder and label are passed to no shell and written into gnuplot scripts as string literals.
   const std::string out = dir_ + "/x'; touch " + dir_ + "/PWNED; echo '";
-  const std::string replay = bin("kvc-cluster") + " replay -m " + model_ + " -p 'Once upon a time there was a girl' -n 4 ";
+  const std::string replay =
+      bin("kvc-cluster") + " replay -m " + model_ + " -p 'Once upon a time there was a girl' -n 4 ";
   auto r = run_command("cd " + shell_word(dir_) + " && " + replay + "-s adaptive --out-dir " + shell_word(out));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_FALSE(fs::exists(dir_ + "/PWNED")) << "a shell ran the folder name";
   EXPECT_TRUE(fs::is_directory(out)) << "the folder is made with the name as given";
-  r = run_command("cd " + shell_word(dir_) + " && " + replay +
-                  shell_word("-s") + " " + shell_word("adaptive:label=a\"; system(\"touch P2\"); b=\"") + " -s " +
+  r = run_command("cd " + shell_word(dir_) + " && " + replay + shell_word("-s") + " " +
+                  shell_word("adaptive:label=a\"; system(\"touch P2\"); b=\"") + " -s " +
                   shell_word("static:label=it's") + " --plot --out-dir " + shell_word(dir_ + "/bob's run"));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_FALSE(fs::exists(dir_ + "/P2")) << "gnuplot ran a label";
@@ -227,7 +230,8 @@ TEST_F(OutputSafety, BadValuesAreNamedAndAFifoStoreDoesNotBlock) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(::unlink(store.c_str()), 0);
   ASSERT_EQ(::mkfifo(store.c_str(), 0600), 0);
-  expect_clean_error(run_command("timeout 20 " + bin("kvc-cluster") + " verify --index " + index), "not a regular file");
+  expect_clean_error(run_command("timeout 20 " + bin("kvc-cluster") + " verify --index " + index),
+                     "not a regular file");
 }
 
 // Ctrl-C: every tool stops at a safe point and exits 130, whatever it was doing; kvc-train writes its
@@ -247,29 +251,32 @@ TEST_F(OutputSafety, CtrlCExits130) {
     ::waitpid(pid, &status, 0);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   };
-  EXPECT_EQ(interrupted_status(bin("kvc-generate") + " -m " + model_ + " -p 'Once upon a time' --press h2o --budget 64 " +
-                               "-n 100000000 --ignore-eos", dir_ + "/generate.err"),
+  EXPECT_EQ(interrupted_status(bin("kvc-generate") + " -m " + model_ +
+                                   " -p 'Once upon a time' --press h2o --budget 64 " + "-n 100000000 --ignore-eos",
+                               dir_ + "/generate.err"),
             130)
       << slurp(dir_ + "/generate.err");
   const std::string bases = dir_ + "/bases.safetensors";
   auto r = run_command(bin("kvc-calibrate") + " -m " + model_ + " -f " + text() + " --tokens 512 -c 64 -o " + bases);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(interrupted_status(bin("kvc-train") + " -m " + model_ + " -f " + text() + " --bases " + bases +
-                               " --steps 1000000 -c 64 --checkpoint " + dir_ + "/g.ckpt -o " + dir_ + "/gates.safetensors",
+                                   " --steps 1000000 -c 64 --checkpoint " + dir_ + "/g.ckpt -o " + dir_ +
+                                   "/gates.safetensors",
                                dir_ + "/train.err"),
             130)
       << slurp(dir_ + "/train.err");
   EXPECT_FALSE(fs::exists(dir_ + "/gates.safetensors")) << "an interrupted training wrote its -o file";
   // kvc-bench stops between timed runs (here prefills) and writes no --json-out file.
   EXPECT_EQ(interrupted_status(bin("kvc-bench") + " -m " + model_ + " --contexts 256 --prefill-repeats 100000000 " +
-                               "--decode-tokens 1 -t 1 --json-out " + dir_ + "/bench.json", dir_ + "/bench.err"),
+                                   "--decode-tokens 1 -t 1 --json-out " + dir_ + "/bench.json",
+                               dir_ + "/bench.err"),
             130)
       << slurp(dir_ + "/bench.err");
   EXPECT_FALSE(fs::exists(dir_ + "/bench.json")) << "an interrupted benchmark wrote its --json-out file";
   // kvc-eval ppl stops before the next window and says how many of the planned windows it scored.
   const std::string wiki = test::data_file("wikitext2/wiki.test.raw");
-  EXPECT_EQ(interrupted_status(bin("kvc-eval") + " ppl -m " + model_ + " -f " + wiki + " -c 16 -t 1", dir_ + "/ppl.err"),
-            130)
+  EXPECT_EQ(
+      interrupted_status(bin("kvc-eval") + " ppl -m " + model_ + " -f " + wiki + " -c 16 -t 1", dir_ + "/ppl.err"), 130)
       << slurp(dir_ + "/ppl.err");
   const std::string err = slurp(dir_ + "/ppl.err");
   long long scored = -1, planned = -1;

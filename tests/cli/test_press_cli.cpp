@@ -4,10 +4,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
-#include <fstream>
 
 #include "io/safetensors.h"
 #include "support/paths.h"
@@ -40,9 +40,9 @@ class ProfileCli : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = test::make_temp_dir("press_cli_profile");
-    const auto r = test::run_command(test::bin("kvc-profile") + " -m " + stories() + " --data " + text() +
-                                     " --context 128 --windows 2 --task-window 16 --ratios 0.5,0.75 -t 1 -o " + dir_ +
-                                     " --json");
+    const auto r =
+        test::run_command(test::bin("kvc-profile") + " -m " + stories() + " --data " + text() +
+                          " --context 128 --windows 2 --task-window 16 --ratios 0.5,0.75 -t 1 -o " + dir_ + " --json");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     summary_ = nlohmann::json::parse(r.out);
   }
@@ -86,17 +86,18 @@ TEST_F(ProfileCli, GenerateUsesBudgetsAndRefusesForeignModel) {
   const auto ok = test::run_command(base + " -m " + stories());
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
   expect_clean_error(test::run_command(base + " -m " + test::model_dir("kvc-micro-lm")), "made for another model");
-  expect_clean_error(test::run_command(test::bin("kvc-generate") + " -m " + stories() +
-                                       " -p hi -n 2 -q --press snapkv --ratio 0.3 --budgets " + dir_ +
-                                       "/profile.safetensors"),
-                     "no budgets for --ratio 0.3");
+  expect_clean_error(
+      test::run_command(test::bin("kvc-generate") + " -m " + stories() +
+                        " -p hi -n 2 -q --press snapkv --ratio 0.3 --budgets " + dir_ + "/profile.safetensors"),
+      "no budgets for --ratio 0.3");
 }
 
 TEST(PressCli, BoundedCacheDecodesPastTheContextInFlatMemory) {
   const std::string dir = test::make_temp_dir("press_cli_long");
   const auto r = test::run_command(test::bin("kvc-generate") + " -m " + stories() +
                                    " -p 'Once upon a time' --press h2o --budget 32 -n 700 --ignore-eos -q -t 1 "
-                                   "--stats-json " + dir + "/s.json");
+                                   "--stats-json " +
+                                   dir + "/s.json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto s = nlohmann::json::parse(test::slurp(dir + "/s.json"));
   EXPECT_EQ(s["generated_tokens"], 700);  // past stories260K's 512-token context
@@ -104,9 +105,9 @@ TEST(PressCli, BoundedCacheDecodesPastTheContextInFlatMemory) {
   EXPECT_EQ(s["kv_entries"], 32 * 5 * 4);
   EXPECT_EQ(s["kv_peak_resident_bytes"], s["kv_resident_bytes"]);
   // Without a bound the same request stops at the context.
-  const auto full = test::run_command(test::bin("kvc-generate") + " -m " + stories() +
-                                      " -p 'Once upon a time' -n 700 --ignore-eos -q -t 1 --stats-json " + dir +
-                                      "/f.json");
+  const auto full =
+      test::run_command(test::bin("kvc-generate") + " -m " + stories() +
+                        " -p 'Once upon a time' -n 700 --ignore-eos -q -t 1 --stats-json " + dir + "/f.json");
   EXPECT_EQ(nlohmann::json::parse(test::slurp(dir + "/f.json"))["stop_reason"], "context");
 }
 
@@ -126,7 +127,8 @@ TEST(EvalCli, DumpKeptWritesOneFilePerSample) {
   const std::string dir = test::make_temp_dir("press_cli_eval_dump");
   const auto r = test::run_command(test::bin("kvc-eval") + " needle -m " + stories() + " --haystack " + text() +
                                    " --lengths 96 --depths 0,1 --samples 1 --templates passkey --press snapkv "
-                                   "--budget 24 -t 1 --json --dump-kept " + dir + "/kept");
+                                   "--budget 24 -t 1 --json --dump-kept " +
+                                   dir + "/kept");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::map<std::string, int64_t> prompt_tokens_of;  // sample id -> prompt tokens, as the report says
   const nlohmann::json report = nlohmann::json::parse(r.out);
@@ -159,7 +161,8 @@ TEST(EvalCli, DumpKeptWritesOneFilePerSample) {
 TEST(PressCli, ListPressesAnswersWithoutTheRequiredOptions) {
   for (const std::string command : {"kvc-generate --list-presses", "kvc-eval kl --list-presses",
                                     "kvc-eval needle --list-presses", "kvc-eval ppl --help"}) {
-    const auto r = test::run_command(test::bin(command.substr(0, command.find(' '))) + command.substr(command.find(' ')));
+    const auto r =
+        test::run_command(test::bin(command.substr(0, command.find(' '))) + command.substr(command.find(' ')));
     EXPECT_EQ(r.exit_code, 0) << command << ": " << r.err;
     if (command.find("--list-presses") == std::string::npos) continue;
     EXPECT_NE(r.out.find("snapkv"), std::string::npos) << command << ": " << r.out;
@@ -171,12 +174,13 @@ TEST(PressCli, ListPressesAnswersWithoutTheRequiredOptions) {
 // A budget below what the press always keeps (snapkv's 32-entry window) leaves it nothing to select: one
 // warning for the run (not one per layer), naming the numbers; a window that fits the budget is silent.
 TEST(PressCli, WarnsOnceWhenTheBudgetIsBelowTheProtectedWindow) {
-  const std::string run = test::bin("kvc-generate") + " -m " + stories() + " -f " + text() +
-                          " --prompt-tokens 38 -n 2 -q -t 1 --press ";
+  const std::string run =
+      test::bin("kvc-generate") + " -m " + stories() + " -f " + text() + " --prompt-tokens 38 -n 2 -q -t 1 --press ";
   const auto below = test::run_command(run + "snapkv --ratio 0.5");
   ASSERT_EQ(below.exit_code, 0) << below.err;
-  const std::string expected = "warning: --press snapkv keeps 19 of the 38 prompt entries per KV head in layer 0, "
-                               "fewer than the 32 it always keeps";
+  const std::string expected =
+      "warning: --press snapkv keeps 19 of the 38 prompt entries per KV head in layer 0, "
+      "fewer than the 32 it always keeps";
   const auto first = below.err.find(expected);
   EXPECT_NE(first, std::string::npos) << below.err;
   EXPECT_EQ(below.err.find("warning:", first + 1), std::string::npos) << "more than one warning: " << below.err;
@@ -196,9 +200,9 @@ TEST(GenerateCli, PromptTokensKeepsExactlyTheFirstN) {
   EXPECT_EQ(j["prompt_tokens"], 37);
   ASSERT_EQ(j["prompt_ids"].size(), 37u);
   EXPECT_EQ(j["prompt_ids"][0], 1);
-  expect_clean_error(test::run_command(test::bin("kvc-generate") + " -m " + stories() +
-                                       " -p hi --prompt-tokens 50 -n 1 -q -t 1"),
-                     "--prompt-tokens 50: the prompt has only");
+  expect_clean_error(
+      test::run_command(test::bin("kvc-generate") + " -m " + stories() + " -p hi --prompt-tokens 50 -n 1 -q -t 1"),
+      "--prompt-tokens 50: the prompt has only");
 }
 
 }  // namespace

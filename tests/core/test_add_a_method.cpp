@@ -47,7 +47,8 @@ const LlamaModel& model() {
 
 std::vector<int> prompt(int64_t n) {
   const Tokenizer tok = Tokenizer::load(test::model_dir("stories260K") + "/tokenizer.model");
-  const auto ids = tok.encode_prompt(test::slurp(test::data_file("tinystories/tinystories_excerpt_30k.txt")).substr(0, 6000));
+  const auto ids =
+      tok.encode_prompt(test::slurp(test::data_file("tinystories/tinystories_excerpt_30k.txt")).substr(0, 6000));
   return std::vector<int>(ids.begin(), ids.begin() + n);
 }
 
@@ -78,7 +79,8 @@ KVCache prefill(const CacheSetup& setup, const std::vector<int>& ids) {
 TEST(AddAMethod, TheDocsPrintTheCompiledFile) {
   const std::string file = read(std::string(KVC_SOURCE_DIR) + "/examples/add_a_method/front_loaded.cpp");
   ASSERT_FALSE(file.empty());
-  EXPECT_EQ(documented_example(), file) << "docs/architecture.md's example and examples/add_a_method/front_loaded.cpp differ";
+  EXPECT_EQ(documented_example(), file)
+      << "docs/architecture.md's example and examples/add_a_method/front_loaded.cpp differ";
 }
 
 TEST(AddAMethod, TheRegistryListsItAndChecksItsParameters) {

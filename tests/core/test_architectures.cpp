@@ -53,11 +53,14 @@ double max_diff_to_naive(const std::string& dir) {
   double worst = 0;
   for (size_t t = 0; t < naive.size(); ++t)
     for (size_t v = 0; v < naive[t].size(); ++v)
-      worst = std::max(worst, std::abs(logits[static_cast<int64_t>(t)][static_cast<int64_t>(v)].item<double>() - naive[t][v]));
+      worst = std::max(worst,
+                       std::abs(logits[static_cast<int64_t>(t)][static_cast<int64_t>(v)].item<double>() - naive[t][v]));
   return worst;
 }
 
-TEST(Architectures, LlamaWithGroupedQueryAttention) { EXPECT_LT(max_diff_to_naive(write_tiny(tiny_shape("llama"))), 1e-4); }
+TEST(Architectures, LlamaWithGroupedQueryAttention) {
+  EXPECT_LT(max_diff_to_naive(write_tiny(tiny_shape("llama"))), 1e-4);
+}
 
 TEST(Architectures, Qwen2UsesQkvBiases) {
   const std::string dir = write_tiny(tiny_shape("qwen2"));
@@ -93,8 +96,11 @@ TEST(Architectures, Llama3RopeScaling) {
   shape.head_dim = 16;
   shape.rope_theta = 500000.0;
   // A short original context puts the head's frequencies in all three bands (kept, blended, scaled).
-  shape.rope_scaling = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
-                        {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 64}};
+  shape.rope_scaling = {{"rope_type", "llama3"},
+                        {"factor", 8.0},
+                        {"low_freq_factor", 1.0},
+                        {"high_freq_factor", 4.0},
+                        {"original_max_position_embeddings", 64}};
   EXPECT_LT(max_diff_to_naive(write_tiny(shape)), 1e-4);
 }
 

@@ -64,7 +64,10 @@ const kvc::BlockFormat& format(BlockType t) { return kvc::block_format(t); }
 // Byte offsets of a block's half-precision scale fields: random bytes there could be NaN or infinity.
 std::vector<int> half_fields(BlockType t) {
   switch (t) {
-    case BlockType::Q4_1: case BlockType::Q5_1: case BlockType::Q4_K: case BlockType::Q5_K: return {0, 2};
+    case BlockType::Q4_1:
+    case BlockType::Q5_1:
+    case BlockType::Q4_K:
+    case BlockType::Q5_K: return {0, 2};
     case BlockType::Q6_K: return {208};
     default: return {0};
   }
@@ -256,7 +259,8 @@ TEST_F(BlockKernels, SmolLM2BlocksMatchDequantizedProducts) { check_real_model(k
 TEST_F(BlockKernels, StackedSegmentsOfMixedFormatsInOutputOrder) {
   std::mt19937 rng(15);
   const int64_t cols = 512;
-  const std::vector<uint8_t> a = random_blocks(BlockType::Q4_K, 6, cols, rng), b = random_blocks(BlockType::Q6_K, 3, cols, rng),
+  const std::vector<uint8_t> a = random_blocks(BlockType::Q4_K, 6, cols, rng),
+                             b = random_blocks(BlockType::Q6_K, 3, cols, rng),
                              c = random_blocks(BlockType::Q8_0, 4, cols, rng);
   const at::Tensor half = at::randn({2, cols}).to(at::kHalf), single = at::randn({1, cols});
   const std::vector<int32_t> order = {3, 0, 5, 1, 4, 2};
@@ -281,8 +285,8 @@ TEST_F(BlockKernels, StackedSegmentsOfMixedFormatsInOutputOrder) {
         const int64_t out = first + (map.empty() ? r : map[static_cast<size_t>(r)]);
         got[static_cast<size_t>(r)] = yp[out] - static_cast<float>(out);  // minus the bias
       }
-      expect_within_bounds(matvec_block(t), w, x, got.data(), rows, fmt::format("stacked {} {}", format(t).name,
-                                                                        kvc::block_isa_name(isa)));
+      expect_within_bounds(matvec_block(t), w, x, got.data(), rows,
+                           fmt::format("stacked {} {}", format(t).name, kvc::block_isa_name(isa)));
     };
     one(BlockType::Q4_K, a, 6, 0, order);
     one(BlockType::Q6_K, b, 3, 6, {});
@@ -333,7 +337,8 @@ TEST_F(BlockKernels, MatrixProductsOfStackedSegmentsInOutputOrder) {
   if (kvc::best_block_isa() != BlockIsa::Avx512Vnni) GTEST_SKIP() << "the panel products run on AVX-512 only";
   std::mt19937 rng(19);
   const int64_t cols = 512;
-  const std::vector<uint8_t> a = random_blocks(BlockType::Q5_K, 7, cols, rng), b = random_blocks(BlockType::Q6_K, 5, cols, rng);
+  const std::vector<uint8_t> a = random_blocks(BlockType::Q5_K, 7, cols, rng),
+                             b = random_blocks(BlockType::Q6_K, 5, cols, rng);
   const at::Tensor single = at::randn({3, cols});
   const std::vector<int32_t> order_a = {6, 2, 0, 4, 1, 3, 5}, order_b = {4, 3, 2, 1, 0};
   kvc::BlockMatrix m(cols, nullptr);
@@ -345,10 +350,12 @@ TEST_F(BlockKernels, MatrixProductsOfStackedSegmentsInOutputOrder) {
     const int64_t rows = static_cast<int64_t>(order.size());
     const std::vector<float> stored = dequantized(t, blocks.data(), rows, cols);
     std::vector<float> out(stored.size());
-    for (int64_t r = 0; r < rows; ++r) std::copy_n(&stored[static_cast<size_t>(r * cols)], cols, &out[static_cast<size_t>(order[r] * cols)]);
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy_n(&stored[static_cast<size_t>(r * cols)], cols, &out[static_cast<size_t>(order[r] * cols)]);
     return out;
   };
-  const std::vector<float> wa = in_output_order(BlockType::Q5_K, a, order_a), wb = in_output_order(BlockType::Q6_K, b, order_b);
+  const std::vector<float> wa = in_output_order(BlockType::Q5_K, a, order_a),
+                           wb = in_output_order(BlockType::Q6_K, b, order_b);
   const at::Tensor x = at::randn({21, cols});
   const at::Tensor y = kvc::block_linear(m, x);
   for (int64_t i = 0; i < 21; ++i) {
@@ -367,7 +374,8 @@ TEST_F(BlockKernels, ManyTokensShareDequantizedBlocks) {
   std::mt19937 rng(21);
   const int64_t cols = 512, tokens = 131;
   const int64_t rows_a = 6150, rows_b = 70, rows_c = 9;  // a block is 6144 rows of 512 values
-  const std::vector<uint8_t> a = random_blocks(BlockType::Q4_1, rows_a, cols, rng), b = random_blocks(BlockType::Q6_K, rows_b, cols, rng),
+  const std::vector<uint8_t> a = random_blocks(BlockType::Q4_1, rows_a, cols, rng),
+                             b = random_blocks(BlockType::Q6_K, rows_b, cols, rng),
                              c = random_blocks(BlockType::Q8_0, rows_c, cols, rng);
   std::vector<int32_t> order(static_cast<size_t>(rows_b));
   for (int32_t i = 0; i < rows_b; ++i) order[static_cast<size_t>(i)] = (i * 17) % rows_b;  // 17 and 70 coprime
@@ -376,15 +384,18 @@ TEST_F(BlockKernels, ManyTokensShareDequantizedBlocks) {
   m.append(BlockType::Q6_K, b.data(), rows_b, order);
   m.append(BlockType::Q8_0, c.data(), rows_c);
   std::vector<float> w = dequantized(BlockType::Q4_1, a.data(), rows_a, cols);
-  const std::vector<float> wb = dequantized(BlockType::Q6_K, b.data(), rows_b, cols), wc = dequantized(BlockType::Q8_0, c.data(), rows_c, cols);
+  const std::vector<float> wb = dequantized(BlockType::Q6_K, b.data(), rows_b, cols),
+                           wc = dequantized(BlockType::Q8_0, c.data(), rows_c, cols);
   w.resize(static_cast<size_t>((rows_a + rows_b + rows_c) * cols));
   for (int64_t r = 0; r < rows_b; ++r) {
-    std::copy_n(&wb[static_cast<size_t>(r * cols)], cols, &w[static_cast<size_t>((rows_a + order[static_cast<size_t>(r)]) * cols)]);
+    std::copy_n(&wb[static_cast<size_t>(r * cols)], cols,
+                &w[static_cast<size_t>((rows_a + order[static_cast<size_t>(r)]) * cols)]);
   }
   std::copy(wc.begin(), wc.end(), w.begin() + (rows_a + rows_b) * cols);
   const at::Tensor wt = at::from_blob(w.data(), {m.rows(), cols}, at::kFloat).to(at::kDouble);
   const at::Tensor x = at::randn({tokens, cols});
-  const at::Tensor expected = at::mm(x.to(at::kDouble), wt.t()), magnitude = at::mm(x.abs().to(at::kDouble), wt.abs().t());
+  const at::Tensor expected = at::mm(x.to(at::kDouble), wt.t()),
+                   magnitude = at::mm(x.abs().to(at::kDouble), wt.abs().t());
   for (BlockIsa isa : levels()) {
     if (isa == BlockIsa::Avx512Vnni) continue;  // the panel products, with their own test
     kvc::limit_block_isa(isa);
@@ -432,8 +443,8 @@ TEST_F(BlockKernels, PanelDequantizationMatchesTheReferenceDecoder) {
 TEST_F(BlockKernels, ActivationBlocksFollowTheirDefinition) {
   std::mt19937 rng(17);
   std::vector<float> x = random_input(1024, rng);
-  for (int j = 256; j < 512; ++j) x[static_cast<size_t>(j)] = 0.0f;          // a block of zeros
-  for (int j = 512; j < 768; ++j) x[static_cast<size_t>(j)] *= 1e-30f;       // tiny values
+  for (int j = 256; j < 512; ++j) x[static_cast<size_t>(j)] = 0.0f;     // a block of zeros
+  for (int j = 512; j < 768; ++j) x[static_cast<size_t>(j)] *= 1e-30f;  // tiny values
   for (int64_t block : {32, 256}) {
     std::vector<std::vector<int8_t>> per_level;
     for (BlockIsa isa : levels()) {
@@ -446,7 +457,8 @@ TEST_F(BlockKernels, ActivationBlocksFollowTheirDefinition) {
         for (int64_t b = 0; b < 512 / block; ++b) {
           float amax = 0;
           int32_t sum = 0;
-          for (int64_t j = 0; j < block; ++j) amax = std::max(amax, std::fabs(x[static_cast<size_t>(r * 512 + b * block + j)]));
+          for (int64_t j = 0; j < block; ++j)
+            amax = std::max(amax, std::fabs(x[static_cast<size_t>(r * 512 + b * block + j)]));
           ASSERT_FLOAT_EQ(row.d[b], amax / 127.0f);
           for (int64_t j = 0; j < block; ++j) {
             const float xj = x[static_cast<size_t>(r * 512 + b * block + j)];
@@ -464,7 +476,8 @@ TEST_F(BlockKernels, ActivationBlocksFollowTheirDefinition) {
               for (int j = 0; j < 16; ++j) s16 += row.q[b * 256 + 16 * g + j];
               ASSERT_EQ(row.sum16[b * 16 + g], s16);
             }
-            for (int g = 0; g < 8; ++g) ASSERT_EQ(row.sum32[b * 8 + g], row.sum16[b * 16 + 2 * g] + row.sum16[b * 16 + 2 * g + 1]);
+            for (int g = 0; g < 8; ++g)
+              ASSERT_EQ(row.sum32[b * 8 + g], row.sum16[b * 16 + 2 * g] + row.sum16[b * 16 + 2 * g + 1]);
           }
         }
       }

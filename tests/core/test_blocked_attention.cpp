@@ -50,7 +50,8 @@ class BlockedAttention : public ::testing::Test {
 
 TEST_F(BlockedAttention, CausalPrefillMatchesBruteForceWithAnyKeyBlock) {
   constexpr int64_t S = 10;
-  const at::Tensor q = at::randn({kH, S, kD}, kF64), k = at::randn({kKv, S, kD}, kF64), v = at::randn({kKv, S, kD}, kF64);
+  const at::Tensor q = at::randn({kH, S, kD}, kF64), k = at::randn({kKv, S, kD}, kF64),
+                   v = at::randn({kKv, S, kD}, kF64);
   const at::Tensor pos = at::arange(S, at::kLong);
   for (const int64_t window : {int64_t{0}, int64_t{4}}) {
     const at::Tensor want = brute_force_attention(q, pos, k, v, pos.expand({kKv, S}), window);

@@ -169,7 +169,8 @@ TEST(CacheTypes, DecodeKernelReadsBlockRowsAsStored) {
         const at::Tensor out = fast_decode_attention(q, S, k, v, pos, 0, nullptr, kt, vt);
         ASSERT_TRUE(out.defined()) << cache_type_name(kt) << "/" << cache_type_name(vt);
         // The reference reads the same blocks through the GGUF reader's decoder, in float64.
-        const at::Tensor expected = brute_force(q, decode_rows(k, kt, d, at::kDouble), decode_rows(v, vt, d, at::kDouble));
+        const at::Tensor expected =
+            brute_force(q, decode_rows(k, kt, d, at::kDouble), decode_rows(v, vt, d, at::kDouble));
         EXPECT_LT((out.to(at::kDouble) - expected).abs().max().item<double>(), 2e-5)
             << cache_type_name(kt) << "/" << cache_type_name(vt) << " d=" << d;
       }
@@ -254,8 +255,8 @@ TEST(CacheTypes, LowRankCoefficientsTakeTheCacheType) {
   lowrank::CalibrationOptions calibration;
   calibration.seq_len = 40;
   calibration.show_progress = false;
-  lowrank::write_artifact(dir + "/bases.safetensors", lowrank::bases_artifact(lowrank::calibrate(*full, ids, calibration)),
-                          full->config());
+  lowrank::write_artifact(dir + "/bases.safetensors",
+                          lowrank::bases_artifact(lowrank::calibrate(*full, ids, calibration)), full->config());
   for (const std::string press : {"", "snapkv:heads=shared"}) {
     CompressionSpec spec;
     spec.lowrank_file = dir + "/bases.safetensors";
@@ -279,8 +280,8 @@ TEST(CacheTypes, LowRankCoefficientsTakeTheCacheType) {
     EXPECT_LT((logits[0] - logits[1]).abs().max().item<double>(), 0.05) << press;
   }
   const auto tiny = load_tiny("f32", "f32"), q8 = load_tiny("q8_0", "f16");
-  lowrank::write_artifact(dir + "/tiny.safetensors", lowrank::bases_artifact(lowrank::calibrate(*tiny, ids, calibration)),
-                          tiny->config());
+  lowrank::write_artifact(dir + "/tiny.safetensors",
+                          lowrank::bases_artifact(lowrank::calibrate(*tiny, ids, calibration)), tiny->config());
   CompressionSpec lowrank;
   lowrank.lowrank_file = dir + "/tiny.safetensors";
   lowrank.rank = 4;

@@ -18,7 +18,8 @@ namespace kvc {
 namespace {
 
 const Tokenizer& qwen_style() {
-  static const Tokenizer t = Tokenizer::load(std::string(KVC_SOURCE_DIR) + "/data/tokenizers/qwen2-style/tokenizer.json");
+  static const Tokenizer t =
+      Tokenizer::load(std::string(KVC_SOURCE_DIR) + "/data/tokenizers/qwen2-style/tokenizer.json");
   return t;
 }
 
@@ -62,9 +63,9 @@ TEST(ChatSession, AReplyTheTemplateTrimsIsNotFedTwice) {
 }
 
 TEST(ChatSession, ATemplateThatRewritesEarlierTurnsIsRefused) {
-  const ChatFormat format{std::make_shared<const ChatTemplate>(
-                              ChatTemplate::parse("{{ messages[-1]['content'] }}", "last-message-only")),
-                          ""};
+  const ChatFormat format{
+      std::make_shared<const ChatTemplate>(ChatTemplate::parse("{{ messages[-1]['content'] }}", "last-message-only")),
+      ""};
   ChatSession session(format, qwen_style(), BosChoice::FromFile);
   session.user_turn("first");
   session.assistant_turn("reply");
@@ -75,8 +76,8 @@ TEST(ChatTaskPrompt, SplitsWhereTheQuestionStarts) {
   const ChatFormat format = builtin("chatml", "Answer briefly.");
   const std::string context = "The pass key is 7341. Grass is green.", question = "\nWhat is the pass key?";
   const ChatTaskPrompt prompt = render_task_prompt(format, qwen_style(), context, question);
-  const std::string whole = format.chat_template->render(
-      {{"system", "Answer briefly."}, {"user", context + question}}, chat_render_options(qwen_style(), true));
+  const std::string whole = format.chat_template->render({{"system", "Answer briefly."}, {"user", context + question}},
+                                                         chat_render_options(qwen_style(), true));
   EXPECT_EQ(prompt.before_question + prompt.from_question, whole);
   EXPECT_EQ(prompt.before_question.substr(prompt.before_question.size() - context.size()), context);
   EXPECT_EQ(prompt.from_question.rfind(question, 0), 0u);

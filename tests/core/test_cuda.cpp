@@ -12,12 +12,12 @@
 #endif
 
 #include "compression/compression_spec.h"
+#include "generation/generation.h"
 #include "io/safetensors.h"
 #include "lowrank/lowrank_artifacts.h"
 #include "lowrank/lowrank_layer_cache.h"
 #include "model/llama_model.h"
 #include "model/tensor_bridge.h"
-#include "generation/generation.h"
 #include "support/paths.h"
 #include "support/run_command.h"
 
@@ -104,7 +104,8 @@ TEST_F(CudaTest, CompressedDecodingMatchesCpu) {
     const at::Tensor W = at::randn({c.kv_dim(), c.kv_dim()}) * 40, b = at::zeros({c.kv_dim()});
     g.layers.push_back({{a.layers[l].key.U, W, b, {}}, {a.layers[l].key.U, W, b, {}}});
   }
-  const std::string gates = bases.substr(0, bases.size() - std::string("bases.safetensors").size()) + "gates.safetensors";
+  const std::string gates =
+      bases.substr(0, bases.size() - std::string("bases.safetensors").size()) + "gates.safetensors";
   lowrank::write_artifact(gates, g, c);
   struct Case {
     std::string press;
@@ -203,7 +204,8 @@ TEST_F(CudaTest, GatedLowRankStoreMatchesCpu) {
                                      proj);
     const auto pos = [&](int64_t from, int64_t n) { return at::arange(from, from + n, at::kLong).to(dev); };
     cache.append(keys.narrow(1, 0, 32).to(dev), values.narrow(1, 0, 32).to(dev), pos(0, 32));
-    for (int64_t t = 32; t < T; ++t) cache.append(keys.narrow(1, t, 1).to(dev), values.narrow(1, t, 1).to(dev), pos(t, 1));
+    for (int64_t t = 32; t < T; ++t)
+      cache.append(keys.narrow(1, t, 1).to(dev), values.narrow(1, t, 1).to(dev), pos(t, 1));
     outs.push_back(cache.attend(queries.to(dev), pos(T, 1), {}, nullptr).cpu());
     cache.retain(at::arange(0, T, 2, at::kLong).unsqueeze(0).expand({KV, T / 2}).contiguous().to(dev));
     outs.push_back(cache.attend(queries.to(dev), pos(T, 1), {}, nullptr).cpu());
@@ -324,9 +326,11 @@ TEST_F(CudaTest, RetrievalGenerationMatchesCpu) {
   const std::string tmp = test::make_temp_dir("cuda_retrieval");
   std::vector<std::string> outputs;
   for (const std::string device : {"cpu", "cuda"}) {
-    const auto r = test::run_command(test::bin("kvc-generate") + " -m " + test::model_dir("stories260K") + " --device " +
-                                     device + " --prompt 'Once upon a time' -n 64 --ignore-eos --temperature 0 "
-                                     "--retrieval adaptive:budget=16 --retrieval-store " + tmp + "/" + device + ".kvs");
+    const auto r =
+        test::run_command(test::bin("kvc-generate") + " -m " + test::model_dir("stories260K") + " --device " + device +
+                          " --prompt 'Once upon a time' -n 64 --ignore-eos --temperature 0 "
+                          "--retrieval adaptive:budget=16 --retrieval-store " +
+                          tmp + "/" + device + ".kvs");
     ASSERT_EQ(r.exit_code, 0) << device << ": " << r.err;
     outputs.push_back(r.out);
   }

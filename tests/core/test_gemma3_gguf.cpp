@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -38,8 +38,8 @@ nlohmann::json read_json(const std::string& path) {
   return nlohmann::json::parse(in);
 }
 
-#define SKIP_WITHOUT_GEMMA3()                                                                            \
-  if (!std::filesystem::exists(gemma3_gguf()))                                                           \
+#define SKIP_WITHOUT_GEMMA3()                  \
+  if (!std::filesystem::exists(gemma3_gguf())) \
   GTEST_SKIP() << gemma3_gguf() << " is absent (scripts/setup.sh installs it)"
 
 TEST(Gemma3Gguf, TokenizerMatchesSentencePiece) {
@@ -343,7 +343,7 @@ TEST(Gemma3GgufErrors, MalformedRopeFrequencies) {
     kvc::test::GgufTestWriter w;
     w.add_string("general.architecture", "llama");
     const std::pair<const char*, uint32_t> sizes[] = {
-        {"llama.embedding_length", 16}, {"llama.feed_forward_length", 32}, {"llama.block_count", 1},
+        {"llama.embedding_length", 16},    {"llama.feed_forward_length", 32},    {"llama.block_count", 1},
         {"llama.attention.head_count", 2}, {"llama.attention.head_count_kv", 2}, {"llama.context_length", 64}};
     for (const auto& [key, value] : sizes) w.add_u32(key, value);
     w.add_f32("llama.attention.layer_norm_rms_epsilon", 1e-6f);
@@ -355,20 +355,31 @@ TEST(Gemma3GgufErrors, MalformedRopeFrequencies) {
     return w.build();
   };
   // head_dim 8: four divisors are expected.
-  expect_one_line_error([&] { kvc::LlamaModel::load(write_file("kvc_rope_freqs_count.gguf", with_divisors({1, 2, 4}))); },
-                        "rope_freqs.weight must be 4 float32 values");
-  expect_one_line_error([&] { kvc::LlamaModel::load(write_file("kvc_rope_freqs_zero.gguf", with_divisors({1, 2, 0, 4}))); },
-                        "rope_freqs.weight[2] is 0");
+  expect_one_line_error(
+      [&] {
+        kvc::LlamaModel::load(write_file("kvc_rope_freqs_count.gguf", with_divisors({1, 2, 4})));
+      },
+      "rope_freqs.weight must be 4 float32 values");
+  expect_one_line_error(
+      [&] {
+        kvc::LlamaModel::load(write_file("kvc_rope_freqs_zero.gguf", with_divisors({1, 2, 0, 4})));
+      },
+      "rope_freqs.weight[2] is 0");
 }
 
 // A Gemma 3 GGUF small enough to write here, whose one tensor of an IQ type kvc cannot decode.
 TEST(Gemma3GgufErrors, TensorOfUnknownBlockType) {
   kvc::test::GgufTestWriter w;
   w.add_string("general.architecture", "gemma3");
-  const std::pair<const char*, uint32_t> sizes[] = {
-      {"gemma3.embedding_length", 256}, {"gemma3.feed_forward_length", 256}, {"gemma3.block_count", 1},
-      {"gemma3.attention.head_count", 1}, {"gemma3.attention.head_count_kv", 1}, {"gemma3.attention.key_length", 256},
-      {"gemma3.attention.value_length", 256}, {"gemma3.context_length", 64}, {"gemma3.attention.sliding_window", 8}};
+  const std::pair<const char*, uint32_t> sizes[] = {{"gemma3.embedding_length", 256},
+                                                    {"gemma3.feed_forward_length", 256},
+                                                    {"gemma3.block_count", 1},
+                                                    {"gemma3.attention.head_count", 1},
+                                                    {"gemma3.attention.head_count_kv", 1},
+                                                    {"gemma3.attention.key_length", 256},
+                                                    {"gemma3.attention.value_length", 256},
+                                                    {"gemma3.context_length", 64},
+                                                    {"gemma3.attention.sliding_window", 8}};
   for (const auto& [key, value] : sizes) w.add_u32(key, value);
   w.add_f32("gemma3.attention.layer_norm_rms_epsilon", 1e-6f);
   w.add_string("tokenizer.ggml.model", "llama");
@@ -385,7 +396,7 @@ kvc::test::GgufTestWriter small_llama(uint32_t block_count = 1) {
   kvc::test::GgufTestWriter w;
   w.add_string("general.architecture", "llama");
   const std::pair<const char*, uint32_t> sizes[] = {
-      {"llama.embedding_length", 16}, {"llama.feed_forward_length", 32}, {"llama.block_count", block_count},
+      {"llama.embedding_length", 16},    {"llama.feed_forward_length", 32},    {"llama.block_count", block_count},
       {"llama.attention.head_count", 2}, {"llama.attention.head_count_kv", 2}, {"llama.context_length", 64}};
   for (const auto& [key, value] : sizes) w.add_u32(key, value);
   w.add_f32("llama.attention.layer_norm_rms_epsilon", 1e-6f);
@@ -426,8 +437,7 @@ TEST(GgufStrictness, NonFiniteWeightsAndOverlappingTensorsAreRefused) {
   blocks[34] = '\x00';
   blocks[35] = '\x7c';
   scale.add_tensor("token_embd.weight", {64}, 8, 0, blocks);
-  expect_one_line_error([&] { kvc::LlamaModel::load(write_file("kvc_inf_scale.gguf", scale.build())); },
-                        "in block 1");
+  expect_one_line_error([&] { kvc::LlamaModel::load(write_file("kvc_inf_scale.gguf", scale.build())); }, "in block 1");
   kvc::test::GgufTestWriter overlap = small_llama();
   overlap.add_tensor("token_embd.weight", {16, 4}, 0, 0, f32_values(16 * 4, 0.5f));
   overlap.add_tensor("output_norm.weight", {16}, 0, 128, f32_values(16, 1.0f));  // inside token_embd's 256 bytes
@@ -441,7 +451,8 @@ TEST(GgufStrictness, MoreLayersThanTheConfigGivesAreRefused) {
   expect_one_line_error([&] { kvc::LlamaModel::load(write_file("kvc_layers.gguf", w.build())); },
                         "more than the 1 layers");
   // The same rule for config.json: stories260K has 5 layers.
-  const std::string dir = (std::filesystem::temp_directory_path() / ("kvc_layers_" + std::to_string(::getpid()))).string();
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("kvc_layers_" + std::to_string(::getpid()))).string();
   std::filesystem::copy(kvc::test::model_dir("stories260K"), dir, std::filesystem::copy_options::recursive);
   std::string config = kvc::test::slurp(dir + "/config.json");
   const size_t at = config.find("\"num_hidden_layers\": 5");

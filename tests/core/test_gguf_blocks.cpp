@@ -18,13 +18,15 @@
 #include "kernels/block_isa.h"
 #include "kernels/block_matvec.h"
 #include "model/llama_model.h"
-#include "tokenizer/tokenizer.h"
 #include "support/paths.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 namespace {
 
-std::string blocks_model(const std::string& arch) { return kvc::test::repo_data_dir() + "/gguf/blocks/" + arch + "-blocks.gguf"; }
+std::string blocks_model(const std::string& arch) {
+  return kvc::test::repo_data_dir() + "/gguf/blocks/" + arch + "-blocks.gguf";
+}
 
 kvc::LoadOptions with_dtype(const std::string& dtype) {
   kvc::LoadOptions o;
@@ -90,7 +92,8 @@ TEST_P(GgufBlocks, BlockWeightsMatchTheDequantizedModel) {
   if (kvc::best_block_isa() == kvc::BlockIsa::Avx512Vnni) {
     // Decode steps only (the prefill's panels always round the input), in the same f32 cache.
     const FloatForm exact;
-    const at::Tensor a = run(*blocks, {}, 12, blocks->typed_cache(f32)), b = run(*dense, {}, 12, dense->typed_cache(f32));
+    const at::Tensor a = run(*blocks, {}, 12, blocks->typed_cache(f32)),
+                     b = run(*dense, {}, 12, dense->typed_cache(f32));
     EXPECT_LT((a - b).abs().max().item<double>(), 1e-5 * scale) << "the float form of the block kernels";
   }
   // The integer kernels round each input value to 8 bits (at most half its block's step). These
@@ -132,9 +135,11 @@ void compare_real(const std::string& path, double max_mean_kl) {
   const at::Tensor p = logits(*dense), q = logits(*blocks);
   const at::Tensor kl = (p.exp() * (p - q)).sum(1);
   const double agree = (p.argmax(1) == q.argmax(1)).to(at::kFloat).mean().item<double>();
-  std::printf("%s: KL(dequantized || blocks) mean %.3g, max %.3g nats over %lld positions (prefill %zu, decode %zu); "
-              "argmax agrees at %.1f%%\n", path.c_str(), kl.mean().item<double>(), kl.max().item<double>(),
-              static_cast<long long>(p.size(0)), prompt.size(), rest.size(), 100 * agree);
+  std::printf(
+      "%s: KL(dequantized || blocks) mean %.3g, max %.3g nats over %lld positions (prefill %zu, decode %zu); "
+      "argmax agrees at %.1f%%\n",
+      path.c_str(), kl.mean().item<double>(), kl.max().item<double>(), static_cast<long long>(p.size(0)), prompt.size(),
+      rest.size(), 100 * agree);
   EXPECT_LT(kl.mean().item<double>(), max_mean_kl);
   EXPECT_GE(agree, 0.9);
 }

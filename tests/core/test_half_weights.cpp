@@ -62,7 +62,8 @@ TEST_P(HalfWeights, NarrowingRoundsAsLibTorch) {
     // for bit.
     const at::Tensor nan_in = expected.isnan();
     EXPECT_TRUE(narrowed.isnan().equal(nan_in));
-    const at::Tensor differ = (narrowed.view(at::kShort) != expected.view(at::kShort)).logical_and(nan_in.logical_not());
+    const at::Tensor differ =
+        (narrowed.view(at::kShort) != expected.view(at::kShort)).logical_and(nan_in.logical_not());
     EXPECT_EQ(differ.sum().item<int64_t>(), 0) << "first at " << x.narrow(0, 0, n).masked_select(differ);
   }
 }
@@ -89,8 +90,11 @@ TEST_P(HalfWeights, MatvecIsIndependentOfThreadCount) {
 TEST_P(HalfWeights, LinearMatchesFloat64ProductOnBothSplits) {
   for (int threads : {1, 2}) {
     at::set_num_threads(threads);
-    for (auto [T, out, in] : {std::tuple<int64_t, int64_t, int64_t>{2, 2304, 768}, {5, 1100, 65},
-                              {200, 2304, 768}, {300, 4100, 500}, {130, 70, 3000}}) {
+    for (auto [T, out, in] : {std::tuple<int64_t, int64_t, int64_t>{2, 2304, 768},
+                              {5, 1100, 65},
+                              {200, 2304, 768},
+                              {300, 4100, 500},
+                              {130, 70, 3000}}) {
       const at::Tensor w = at::randn({out, in}).to(type()), x = at::randn({T, in}), b = at::randn({out});
       const at::Tensor y = parallel_linear(x, w, b);
       ASSERT_TRUE(y.defined());
@@ -103,23 +107,25 @@ TEST_P(HalfWeights, LinearMatchesFloat64ProductOnBothSplits) {
 
 TEST_P(HalfWeights, KernelsDeclineWhatTheyCannotDo) {
   const at::Tensor w = at::randn({8, 4}).to(type());
-  EXPECT_FALSE(fast_matvec(w.t(), at::randn({8}), {}).defined());                   // not contiguous
-  EXPECT_FALSE(fast_matvec(w, at::randn({4}).to(type()), {}).defined());            // 16-bit activations
-  EXPECT_FALSE(parallel_linear(at::randn({3, 8}), w.t(), {}).defined());            // not contiguous
-  EXPECT_FALSE(parallel_linear(at::randn({3, 4}).to(type()), w, {}).defined());     // 16-bit activations
+  EXPECT_FALSE(fast_matvec(w.t(), at::randn({8}), {}).defined());                // not contiguous
+  EXPECT_FALSE(fast_matvec(w, at::randn({4}).to(type()), {}).defined());         // 16-bit activations
+  EXPECT_FALSE(parallel_linear(at::randn({3, 8}), w.t(), {}).defined());         // not contiguous
+  EXPECT_FALSE(parallel_linear(at::randn({3, 4}).to(type()), w, {}).defined());  // 16-bit activations
 }
 
 std::string case_name(const std::tuple<at::ScalarType, HalfPrecisionIsa>& param) {
   const HalfPrecisionIsa isa = std::get<1>(param);
-  return std::string(std::get<0>(param) == at::kHalf ? "f16_" : "bf16_") +
-         (isa == HalfPrecisionIsa::Best ? "best" : isa == HalfPrecisionIsa::Avx2 ? "avx2" : "portable");
+  return std::string(std::get<0>(param) == at::kHalf ? "f16_" : "bf16_") + (isa == HalfPrecisionIsa::Best ? "best"
+                                                                            : isa == HalfPrecisionIsa::Avx2
+                                                                                ? "avx2"
+                                                                                : "portable");
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    TypesAndPaths, HalfWeights,
-    ::testing::Combine(::testing::Values(at::kBFloat16, at::kHalf),
-                       ::testing::Values(HalfPrecisionIsa::Best, HalfPrecisionIsa::Avx2, HalfPrecisionIsa::Portable)),
-    [](const auto& info) { return case_name(info.param); });
+INSTANTIATE_TEST_SUITE_P(TypesAndPaths, HalfWeights,
+                         ::testing::Combine(::testing::Values(at::kBFloat16, at::kHalf),
+                                            ::testing::Values(HalfPrecisionIsa::Best, HalfPrecisionIsa::Avx2,
+                                                              HalfPrecisionIsa::Portable)),
+                         [](const auto& info) { return case_name(info.param); });
 
 }  // namespace
 }  // namespace kvc

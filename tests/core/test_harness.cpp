@@ -3,8 +3,8 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <map>
 
@@ -214,15 +214,20 @@ TEST(SweepPlan, LowRankRetrievalAndTypedRowsNameTheCompressionTheyBuild) {
 }
 
 nlohmann::json fake_record(const std::string& task, const std::string& method, double ratio, double score) {
-  return {{"cell", task + method + std::to_string(ratio)}, {"task", task}, {"method", method}, {"ratio", ratio},
-          {"result", {{"score", score}, {"metric", "accuracy"}, {"higher_is_better", true}, {"compression_ratio", ratio}}},
-          {"metadata", {{"wall_seconds", 1.5}}}};
+  return {
+      {"cell", task + method + std::to_string(ratio)},
+      {"task", task},
+      {"method", method},
+      {"ratio", ratio},
+      {"result", {{"score", score}, {"metric", "accuracy"}, {"higher_is_better", true}, {"compression_ratio", ratio}}},
+      {"metadata", {{"wall_seconds", 1.5}}}};
 }
 
 TEST(SweepReport, PivotTableAndPlots) {
   nlohmann::json on_storage = fake_record("needle", "retrieval/adaptive", 0, 0.5);
   on_storage["result"]["ram_ratio"] = 0.8;  // a cache on storage holds less in RAM than its payload
-  const std::vector<nlohmann::json> records{fake_record("needle", "none", 0, 1.0), fake_record("needle", "fake", 0.5, 0.75),
+  const std::vector<nlohmann::json> records{fake_record("needle", "none", 0, 1.0),
+                                            fake_record("needle", "fake", 0.5, 0.75),
                                             fake_record("needle", "fake", 0.9, 0.25), on_storage};
   const std::string md = sweep_markdown(records);
   EXPECT_NE(md.find("| method \\ ratio | 0 | 0.5 | 0.9 |"), std::string::npos) << md;
@@ -300,11 +305,14 @@ TEST(CompressionCurve, AreaAndAchievableCompressionOnHandMadeCurves) {
 
 TEST(SweepReport, SummarisesEachMethodsCurveOverTheTasks) {
   const std::vector<nlohmann::json> records{
-      fake_record("needle", "none", 0, 1.0),     fake_record("needle", "fake", 0.25, 0.95),
-      fake_record("needle", "fake", 0.5, 0.85),  fake_record("needle", "fake", 0.75, 0.5),
-      fake_record("needle", "half", 0.25, 0.5),  // no cell at 0.5 and 0.75: no whole curve
+      fake_record("needle", "none", 0, 1.0),
+      fake_record("needle", "fake", 0.25, 0.95),
+      fake_record("needle", "fake", 0.5, 0.85),
+      fake_record("needle", "fake", 0.75, 0.5),
+      fake_record("needle", "half", 0.25, 0.5),    // no cell at 0.5 and 0.75: no whole curve
       fake_record("needle", "lowrank/b", 0, 0.9),  // compressed at ratio 0 already
-      fake_record("needle", "fake+cache/q4_0", 0.25, 0.9), fake_record("needle", "fake+cache/q4_0", 0.5, 0.8),
+      fake_record("needle", "fake+cache/q4_0", 0.25, 0.9),
+      fake_record("needle", "fake+cache/q4_0", 0.5, 0.8),
       fake_record("needle", "fake+cache/q4_0", 0.75, 0.4)};
   const std::string md = sweep_markdown(records);
   EXPECT_NE(md.find("### Across the compression range"), std::string::npos) << md;
@@ -344,7 +352,8 @@ TEST(Harness, PromptTruncationRefusesOrCutsTheMiddleOfThePrompt) {
 // answers must agree; the agnostic prefill + question logits must also match one full forward.
 TEST(Harness, QueryAwareAndAgnosticAgreeWithoutCompression) {
   Loaded& m = load("stories260K");
-  const std::string haystack = read_text_file(test::data_file("tinystories/tinystories_excerpt_30k.txt")).substr(0, 20000);
+  const std::string haystack =
+      read_text_file(test::data_file("tinystories/tinystories_excerpt_30k.txt")).substr(0, 20000);
   EvalContext aware{*m.model, m.tokenizer, QueryMode::Aware, Truncation::Refuse};
   EvalContext agnostic{*m.model, m.tokenizer, QueryMode::Agnostic, Truncation::Refuse};
   NeedleGridOptions grid;

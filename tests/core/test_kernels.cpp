@@ -18,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/rope.h"
 #include "kernels/cpu_features.h"
 #include "kernels/decode_attention.h"
 #include "kernels/eviction_scan.h"
@@ -26,7 +27,6 @@
 #include "kernels/per_head_products.h"
 #include "kernels/prefill_attention.h"
 #include "kernels/rms_norm.h"
-#include "core/rope.h"
 #include "runtime/balanced_parallel_for.h"
 #include "support/brute_force_attention.h"
 
@@ -69,7 +69,8 @@ TEST(BalancedParallelFor, CoversEveryItemOnceInChunks) {
   const int before = at::get_num_threads();
   for (const int threads : {1, 2, 3}) {
     at::set_num_threads(threads);
-    for (const auto& [n, chunk] : std::vector<std::pair<int64_t, int64_t>>{{0, 4}, {1, 4}, {5, 8}, {64, 1}, {97, 5}, {1000, 64}}) {
+    for (const auto& [n, chunk] :
+         std::vector<std::pair<int64_t, int64_t>>{{0, 4}, {1, 4}, {5, 8}, {64, 1}, {97, 5}, {1000, 64}}) {
       std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
       std::atomic<bool> too_long{false};
       kvc::balanced_parallel_for(n, chunk, [&](int64_t begin, int64_t end) {
@@ -125,10 +126,12 @@ TEST(BalancedParallelFor, AlongsideOverlapsTheChunks) {
   // On one thread it runs first, once; an exception from it reaches the caller.
   at::set_num_threads(1);
   std::vector<int> order;
-  kvc::balanced_parallel_for(4, 1, [&](int64_t, int64_t) { order.push_back(1); }, [&] { order.push_back(0); });
+  kvc::balanced_parallel_for(
+      4, 1, [&](int64_t, int64_t) { order.push_back(1); }, [&] { order.push_back(0); });
   EXPECT_EQ(order, (std::vector<int>{0, 1}));
   at::set_num_threads(2);
-  EXPECT_THROW(kvc::balanced_parallel_for(64, 1, [](int64_t, int64_t) {}, [] { throw std::runtime_error("side"); }),
+  EXPECT_THROW(kvc::balanced_parallel_for(
+                   64, 1, [](int64_t, int64_t) {}, [] { throw std::runtime_error("side"); }),
                std::runtime_error);
   at::set_num_threads(before);
 }
@@ -141,7 +144,8 @@ TEST_F(KernelTest, EvictionScansMatchPlainLoops) {
       at::Tensor x = at::randint(0, 6, {n}, at::kDouble);  // few distinct values: many ties
       if (trial == 2 && n > 1) x[n / 2] = std::numeric_limits<double>::quiet_NaN();
       if (trial == 3) x[n - 1] = std::numeric_limits<double>::quiet_NaN();
-      EXPECT_EQ(kvc::first_argmin(x.data_ptr<double>(), n), x.argmin().item<int64_t>()) << "n " << n << " trial " << trial;
+      EXPECT_EQ(kvc::first_argmin(x.data_ptr<double>(), n), x.argmin().item<int64_t>())
+          << "n " << n << " trial " << trial;
 
       const at::Tensor positions = at::randperm(3 * n, at::kLong).narrow(0, 0, n).contiguous();
       const int64_t* p = positions.data_ptr<int64_t>();
@@ -159,7 +163,9 @@ TEST_F(KernelTest, EvictionScansMatchPlainLoops) {
       const int64_t newest = 2 * n, oldest = n / 3;
       kvc::mark_protected(p, scores.data_ptr<double>(), out.data_ptr<double>(), n, newest, oldest, 1e12);
       for (int64_t i = 0; i < n; ++i) {
-        const double expect = v[i] <= oldest ? 2e12 : v[i] >= newest ? static_cast<double>(v[i]) + 1e12 : scores[i].item<double>();
+        const double expect = v[i] <= oldest   ? 2e12
+                              : v[i] >= newest ? static_cast<double>(v[i]) + 1e12
+                                               : scores[i].item<double>();
         ASSERT_EQ(out[i].item<double>(), expect) << "n " << n << " entry " << i;
       }
     }
@@ -175,15 +181,18 @@ TEST_F(KernelTest, MatvecDeclinesWhatItCannotDo) {
 // basis rows read where they lie in a larger per-head matrix (the leading rows of U^{-1} per head).
 TEST_F(KernelTest, PerHeadProductsMatchBatchedProducts) {
   for (const at::ScalarType dtype : {at::kFloat, at::kDouble}) {
-    for (auto [B, R, k, n] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{12, 1, 192, 64}, {2, 3, 5, 13},
-                              {1, 4, 1, 1}, {3, 2, 17, 256}}) {
+    for (auto [B, R, k, n] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{12, 1, 192, 64},
+                              {2, 3, 5, 13},
+                              {1, 4, 1, 1},
+                              {3, 2, 17, 256}}) {
       const at::Tensor whole = at::randn({B, k + 3, n}, at::kDouble);
       const at::Tensor m = whole.to(dtype).narrow(1, 0, k);
       const at::Tensor a = at::randn({B, R, n}, at::kDouble), z = at::randn({B, R, k}, at::kDouble);
       const double tol = dtype == at::kFloat ? 1e-4 * std::sqrt(double(std::max(k, n))) : 1e-12;
       const at::Tensor dots = kvc::per_head_dot_rows(a.to(dtype), m);
       ASSERT_TRUE(dots.defined());
-      EXPECT_LT((dots.to(at::kDouble) - at::bmm(a, whole.narrow(1, 0, k).transpose(1, 2))).abs().max().item<double>(), tol)
+      EXPECT_LT((dots.to(at::kDouble) - at::bmm(a, whole.narrow(1, 0, k).transpose(1, 2))).abs().max().item<double>(),
+                tol)
           << c10::toString(dtype) << " B " << B << " R " << R << " k " << k << " n " << n;
       const at::Tensor combined = kvc::per_head_combine_rows(z.to(dtype), m);
       ASSERT_TRUE(combined.defined());
@@ -221,15 +230,17 @@ TEST(KernelBuild, ThreadCountReachesOurParallelRegions) {
 }
 
 TEST_F(KernelTest, DecodeAttentionMatchesBruteForce) {
-  const AttentionCase cases[] = {{8, 4, 95, 8, 0, false},  {6, 2, 1000, 32, 0, true}, {12, 12, 513, 64, 0, false},
-                                 {4, 1, 7, 16, 0, false},   {8, 2, 300, 32, 64, true}, {2, 2, 1, 8, 0, false}};
+  const AttentionCase cases[] = {{8, 4, 95, 8, 0, false}, {6, 2, 1000, 32, 0, true}, {12, 12, 513, 64, 0, false},
+                                 {4, 1, 7, 16, 0, false}, {8, 2, 300, 32, 64, true}, {2, 2, 1, 8, 0, false}};
   for (const auto& c : cases) {
     const at::Tensor q = at::randn({c.heads, 1, c.head_dim}) * 2;
     // Keys and values inside larger buffers, as a cache with spare capacity holds them.
     const at::Tensor k = at::randn({c.kv_heads, c.entries + 5, c.head_dim}).narrow(1, 0, c.entries);
     const at::Tensor v = at::randn({c.kv_heads, c.entries + 5, c.head_dim}).narrow(1, 0, c.entries);
     at::Tensor pos = at::arange(c.entries, at::kLong).unsqueeze(0).repeat({c.kv_heads, 1});
-    if (c.shuffled_positions) pos = at::stack({at::randperm(c.entries, at::kLong), at::randperm(c.entries, at::kLong)}).narrow(0, 0, c.kv_heads);
+    if (c.shuffled_positions)
+      pos =
+          at::stack({at::randperm(c.entries, at::kLong), at::randperm(c.entries, at::kLong)}).narrow(0, 0, c.kv_heads);
     // A query in the middle sees only part of the entries when positions are shuffled.
     const int64_t q_pos = c.shuffled_positions ? c.entries / 2 : c.entries - 1;
     const at::Tensor fast = kvc::fast_decode_attention(q, q_pos, k, v, pos, c.window);
@@ -260,7 +271,7 @@ TEST_F(KernelTest, DecodeAttentionReportsTheAttentionRow) {
 // over each chunk), head sizes 32..256 and a generic 96, a sliding window over entries in position
 // order (whole chunks out of it) and shuffled positions; fp32 and f16 rows.
 TEST_F(KernelTest, DecodeAttentionOverManyChunksMatchesBruteForce) {
-  const AttentionCase cases[] = {{4, 1, 1100, 256, 0, false}, {9, 3, 700, 64, 0, false}, {5, 1, 600, 32, 0, true},
+  const AttentionCase cases[] = {{4, 1, 1100, 256, 0, false},   {9, 3, 700, 64, 0, false},  {5, 1, 600, 32, 0, true},
                                  {4, 1, 1024, 256, 512, false}, {6, 2, 777, 96, 300, true}, {3, 3, 257, 128, 0, false},
                                  {8, 2, 513, 64, 100, false}};
   for (const auto& c : cases) {
@@ -279,7 +290,8 @@ TEST_F(KernelTest, DecodeAttentionOverManyChunksMatchesBruteForce) {
       const at::Tensor fast = kvc::fast_decode_attention(q, q_pos, k, v, pos, c.window, &probs);
       ASSERT_TRUE(fast.defined());
       at::Tensor expected_probs;
-      const at::Tensor expected = brute_force_attention(q, at::tensor({q_pos}, at::kLong), k, v, pos, c.window, &expected_probs);
+      const at::Tensor expected =
+          brute_force_attention(q, at::tensor({q_pos}, at::kLong), k, v, pos, c.window, &expected_probs);
       const std::string what = fmt::format("{}/{} heads, {} entries, d {}, window {}, {}", c.heads, c.kv_heads,
                                            c.entries, c.head_dim, c.window, c10::toString(type));
       EXPECT_LT((fast.to(at::kDouble) - expected).abs().max().item<double>(), 1e-5) << what;
@@ -291,7 +303,8 @@ TEST_F(KernelTest, DecodeAttentionOverManyChunksMatchesBruteForce) {
 // The chunks depend on the entry count only: one thread and two give the same bits.
 TEST_F(KernelTest, DecodeAttentionDoesNotDependOnTheThreadCount) {
   const int64_t H = 9, KV = 3, S = 1500, d = 64;
-  const at::Tensor q = at::randn({H, 1, d}), k = at::randn({KV, S, d}).to(at::kHalf), v = at::randn({KV, S, d}).to(at::kHalf);
+  const at::Tensor q = at::randn({H, 1, d}), k = at::randn({KV, S, d}).to(at::kHalf),
+                   v = at::randn({KV, S, d}).to(at::kHalf);
   const at::Tensor pos = at::arange(S, at::kLong).unsqueeze(0).repeat({KV, 1});
   at::Tensor probs_two, probs_one;
   const at::Tensor two = kvc::fast_decode_attention(q, S, k, v, pos, 0, &probs_two);
@@ -305,9 +318,9 @@ TEST_F(KernelTest, DecodeAttentionDoesNotDependOnTheThreadCount) {
 TEST_F(KernelTest, PrefillAttentionMatchesBruteForce) {
   // Long enough prompts split into several query blocks and key chunks per head; windows; unsorted
   // positions as a compressed cache holds them; head sizes with and without an 8-column tail.
-  const AttentionCase cases[] = {{8, 4, 95, 8, 0, false}, {6, 2, 1000, 32, 0, false}, {3, 1, 1200, 16, 0, false},
-                                 {4, 2, 700, 32, 50, false}, {4, 2, 300, 8, 0, true}, {4, 2, 300, 8, 40, true},
-                                 {2, 2, 333, 24, 0, false}, {2, 1, 260, 64, 0, true}};
+  const AttentionCase cases[] = {{8, 4, 95, 8, 0, false},    {6, 2, 1000, 32, 0, false}, {3, 1, 1200, 16, 0, false},
+                                 {4, 2, 700, 32, 50, false}, {4, 2, 300, 8, 0, true},    {4, 2, 300, 8, 40, true},
+                                 {2, 2, 333, 24, 0, false},  {2, 1, 260, 64, 0, true}};
   for (const auto& c : cases) {
     const int64_t T = std::min<int64_t>(c.entries, 200);
     const at::Tensor q = at::randn({c.heads, T, c.head_dim}) * 2;
@@ -317,7 +330,8 @@ TEST_F(KernelTest, PrefillAttentionMatchesBruteForce) {
     // Queries are the last T entries (a prefill after a cached prefix) or random positions.
     at::Tensor q_pos = at::arange(c.entries - T, c.entries, at::kLong);
     if (c.shuffled_positions) {
-      pos = at::stack({at::randperm(c.entries, at::kLong), at::randperm(c.entries, at::kLong)}).narrow(0, 0, c.kv_heads);
+      pos =
+          at::stack({at::randperm(c.entries, at::kLong), at::randperm(c.entries, at::kLong)}).narrow(0, 0, c.kv_heads);
       q_pos = std::get<0>(at::randint(c.entries, {T}, at::kLong).sort());
     }
     const at::Tensor fast = kvc::fast_prefill_attention(q, q_pos, k, v, pos, c.window);
@@ -335,7 +349,7 @@ TEST_F(KernelTest, PrefillAttentionMatchesBruteForce) {
 // that end inside, span and exceed the last query block.
 TEST_F(KernelTest, PrefillStatisticsMatchBruteForceProbabilities) {
   const AttentionCase cases[] = {{8, 4, 95, 8, 0, false}, {6, 2, 1000, 32, 0, false}, {4, 2, 700, 32, 50, false},
-                                 {4, 2, 300, 8, 0, true}, {4, 2, 300, 8, 40, true}, {2, 1, 260, 64, 0, true}};
+                                 {4, 2, 300, 8, 0, true}, {4, 2, 300, 8, 40, true},   {2, 1, 260, 64, 0, true}};
   for (const auto& c : cases) {
     const int64_t T = std::min<int64_t>(c.entries, 200);
     const at::Tensor q = at::randn({c.heads, T, c.head_dim}) * 2;
@@ -344,7 +358,8 @@ TEST_F(KernelTest, PrefillStatisticsMatchBruteForceProbabilities) {
     at::Tensor pos = at::arange(c.entries, at::kLong).unsqueeze(0).repeat({c.kv_heads, 1});
     at::Tensor q_pos = at::arange(c.entries - T, c.entries, at::kLong);
     if (c.shuffled_positions) {
-      pos = at::stack({at::randperm(c.entries, at::kLong), at::randperm(c.entries, at::kLong)}).narrow(0, 0, c.kv_heads);
+      pos =
+          at::stack({at::randperm(c.entries, at::kLong), at::randperm(c.entries, at::kLong)}).narrow(0, 0, c.kv_heads);
       q_pos = std::get<0>(at::randint(c.entries, {T}, at::kLong).sort());
     }
     at::Tensor probs;
@@ -371,8 +386,9 @@ TEST_F(KernelTest, PrefillStatisticsMatchBruteForceProbabilities) {
         continue;
       }
       ASSERT_EQ(stats.window_probs.sizes(), (at::IntArrayRef{c.heads, kept_rows, c.entries})) << what;
-      EXPECT_LT((stats.window_probs.to(at::kDouble) - probs.narrow(1, T - kept_rows, kept_rows)).abs().max().item<double>(),
-                1e-6)
+      EXPECT_LT(
+          (stats.window_probs.to(at::kDouble) - probs.narrow(1, T - kept_rows, kept_rows)).abs().max().item<double>(),
+          1e-6)
           << what;
     }
   }
@@ -416,7 +432,8 @@ TEST_F(KernelTest, GatedActivationMatchesLibTorch) {
       gate_up.narrow(1, 0, 4).copy_(at::tensor({-100.0f, 100.0f, -30.0f, 30.0f}).expand({T, 4}));
       const at::Tensor fast = kvc::fast_gated_activation(gate_up, inter, gelu);
       ASSERT_TRUE(fast.defined());
-      const at::Tensor g = gate_up.narrow(1, 0, inter).to(at::kDouble), up = gate_up.narrow(1, inter, inter).to(at::kDouble);
+      const at::Tensor g = gate_up.narrow(1, 0, inter).to(at::kDouble),
+                       up = gate_up.narrow(1, inter, inter).to(at::kDouble);
       const at::Tensor expected = (gelu ? at::gelu(g, "tanh") : at::silu(g)) * up;
       EXPECT_LT(((fast.to(at::kDouble) - expected).abs() / (expected.abs() + 1e-3)).max().item<double>(), 2e-6)
           << (gelu ? "gelu" : "silu") << " " << T << "x" << inter;

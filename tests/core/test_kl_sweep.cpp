@@ -33,8 +33,7 @@ void expect_same(const KlResult& a, const KlResult& b) {
 TEST(KlSweep, EveryCellEqualsItsOwnEvaluateKlAndResumesFromCheckpointedWindows) {
   const auto model = LlamaModel::load(test::model_dir("kvc-micro-lm"));
   const Tokenizer tokenizer = Tokenizer::load(test::model_dir("kvc-micro-lm") + "/tokenizer.model");
-  const std::vector<int> ids = tokenizer.encode_prompt(
-      test::slurp(test::data_file("pg_essays/addiction.txt")));
+  const std::vector<int> ids = tokenizer.encode_prompt(test::slurp(test::data_file("pg_essays/addiction.txt")));
   KlOptions options;
   options.plan.window = 160;
   options.plan.max_windows = 3;
@@ -42,9 +41,10 @@ TEST(KlSweep, EveryCellEqualsItsOwnEvaluateKlAndResumesFromCheckpointedWindows) 
 
   std::vector<std::string> specs{"none"};
   for (const auto& name : test::ratio_presses())
-    if (name != "kvzip") specs.push_back(name);  // kvzip and kvcompose's default score a reconstruction or a
-                                                 // repeated prompt: they prefill alone
-  specs.push_back("kvcompose:task=window");      // shares the prefill
+    if (name != "kvzip")
+      specs.push_back(name);                 // kvzip and kvcompose's default score a reconstruction or a
+                                             // repeated prompt: they prefill alone
+  specs.push_back("kvcompose:task=window");  // shares the prefill
   std::vector<SweepCell> cells;
   std::vector<CacheSetup> setups;
   for (const auto& spec : specs) {
@@ -97,8 +97,7 @@ TEST(KlSweep, EveryCellEqualsItsOwnEvaluateKlAndResumesFromCheckpointedWindows) 
 TEST(KlSweep, RetrievalCellsNeedOneTokenPerPass) {
   const auto model = LlamaModel::load(test::model_dir("kvc-micro-lm"));
   const Tokenizer tokenizer = Tokenizer::load(test::model_dir("kvc-micro-lm") + "/tokenizer.model");
-  const std::vector<int> ids = tokenizer.encode_prompt(
-      test::slurp(test::data_file("pg_essays/addiction.txt")));
+  const std::vector<int> ids = tokenizer.encode_prompt(test::slurp(test::data_file("pg_essays/addiction.txt")));
   KlOptions options;
   options.plan.window = 160;
   options.plan.max_windows = 2;
@@ -125,7 +124,7 @@ TEST(KlSweep, RetrievalCellsNeedOneTokenPerPass) {
   const KlSweepOutcome swept = run_kl_sweep(*model, ids, options, cells, setups, checkpoint, "s", true);
   ASSERT_TRUE(swept.complete);
   expect_same(swept.results[1], evaluate_kl(*model, ids, options, setups[1], false));
-  EXPECT_GT(swept.results[1].mean_kl, 1e-6);  // 16 entries read of up to 160: the predictions move
+  EXPECT_GT(swept.results[1].mean_kl, 1e-6);             // 16 entries read of up to 160: the predictions move
   EXPECT_EQ(swept.results[1].compression_ratio(), 0.0);  // every entry is kept, on storage
   EXPECT_GT(swept.results[1].ram_ratio(), 0.0);          // RAM holds less than the payload
 }

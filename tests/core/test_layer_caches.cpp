@@ -44,7 +44,8 @@ TEST(DenseCache, EvictOneMovesTheLastEntryIntoTheFreedSlot) {
   const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, 0};
   DenseLayerCache cache(shape, model().rope(), at::TensorOptions().dtype(at::kFloat));
   cache.reserve(6);
-  const at::Tensor key_input = at::randn({c.num_kv_heads, 5, c.head_dim}), value_input = at::randn({c.num_kv_heads, 5, c.head_dim});
+  const at::Tensor key_input = at::randn({c.num_kv_heads, 5, c.head_dim}),
+                   value_input = at::randn({c.num_kv_heads, 5, c.head_dim});
   cache.append(key_input, value_input, at::arange(5, at::kLong));
   const at::Tensor keys = cache.keys().clone(), values = cache.values().clone(), positions = cache.positions().clone();
   const at::Tensor queries = at::randn({c.num_heads, 1, c.head_dim});
@@ -77,7 +78,10 @@ TEST(DenseCache, EvictOneMovesTheLastEntryIntoTheFreedSlot) {
   kept[0] = at::tensor({0, 2, 3, 4}, at::kLong);
   const at::Tensor idx3 = kept.unsqueeze(-1).expand({c.num_kv_heads, 4, c.head_dim});
   sorted.assign(keys.gather(1, idx3), values.gather(1, idx3), positions.gather(1, kept));
-  EXPECT_LT((cache.attend(queries, q_pos, {}, nullptr) - sorted.attend(queries, q_pos, {}, nullptr)).abs().max().item<float>(),
+  EXPECT_LT((cache.attend(queries, q_pos, {}, nullptr) - sorted.attend(queries, q_pos, {}, nullptr))
+                .abs()
+                .max()
+                .item<float>(),
             1e-6);
 }
 

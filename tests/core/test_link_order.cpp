@@ -41,8 +41,9 @@ TEST(LinkOrder, StdFilesystemIsLibstdcxxOwn) {
 TEST(LinkOrder, ACompilerWithoutASharedLibstdcxxIsRefusedAtConfigure) {
   const std::string dir = test::make_temp_dir("kvc-static-cxx");
   const std::string fake = dir + "/g++";
-  test::write_bytes(fake, "#!/bin/sh\ncase \"$*\" in *-print-file-name=libstdc++.so*) echo libstdc++.so; exit 0;; esac\n"
-                          "exec g++ \"$@\"\n");
+  test::write_bytes(fake,
+                    "#!/bin/sh\ncase \"$*\" in *-print-file-name=libstdc++.so*) echo libstdc++.so; exit 0;; esac\n"
+                    "exec g++ \"$@\"\n");
   ASSERT_EQ(chmod(fake.c_str(), 0755), 0);
   std::string libstdcxx = test::run_command("g++ -print-file-name=libstdc++.so").out;
   libstdcxx.erase(libstdcxx.find_last_not_of("\n") + 1);

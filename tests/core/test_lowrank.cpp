@@ -145,7 +145,8 @@ TEST_F(LowRankCacheTest, TheDeviceLayoutStoresWhatTheHostLayoutStoresAndRarelyRe
       host.append(k, v, positions);
       device.append(k, v, positions);
       const at::Tensor q = at::randn({kH, T, kD}, kF64);
-      ASSERT_TRUE(at::allclose(device.attend(q, positions, {}, nullptr), host.attend(q, positions, {}, nullptr), 1e-10, 1e-10))
+      ASSERT_TRUE(
+          at::allclose(device.attend(q, positions, {}, nullptr), host.attend(q, positions, {}, nullptr), 1e-10, 1e-10))
           << "fold=" << fold << " at position " << pos;
     };
     step(40);
@@ -166,7 +167,8 @@ TEST_F(LowRankCacheTest, TheDeviceLayoutStoresWhatTheHostLayoutStoresAndRarelyRe
       EXPECT_TRUE(at::equal(host.positions(), device.positions())) << when;
     };
     same_contents("after decoding");
-    EXPECT_GT(host.key_ranks().max().item<int64_t>(), host.key_ranks().min().item<int64_t>()) << "test needs variable ranks";
+    EXPECT_GT(host.key_ranks().max().item<int64_t>(), host.key_ranks().min().item<int64_t>())
+        << "test needs variable ranks";
     // Memory stays compressed: the room kept past the coefficients is kRoomTokens tokens at full width.
     const int64_t room = 2 * (LowRankLayerCache::kRoomTokens + 1) * kDkv * 8;
     EXPECT_LE(device.resident_bytes(), host.footprint().payload_bytes * 2 + room + 2 * 16 * pos);
@@ -196,7 +198,8 @@ TEST_F(LowRankCacheTest, AFoldedGateStoresTheSameRanksAndCoefficients) {
   }
   EXPECT_TRUE(at::equal(plain.key_ranks(), fused.key_ranks()));
   EXPECT_TRUE(at::equal(plain.value_ranks(), fused.value_ranks()));
-  EXPECT_GT(fused.key_ranks().max().item<int64_t>(), fused.key_ranks().min().item<int64_t>()) << "test needs variable ranks";
+  EXPECT_GT(fused.key_ranks().max().item<int64_t>(), fused.key_ranks().min().item<int64_t>())
+      << "test needs variable ranks";
   EXPECT_TRUE(at::allclose(plain.reconstructed_keys(), fused.reconstructed_keys(), 1e-10, 1e-10));
   EXPECT_TRUE(at::allclose(plain.reconstructed_values(), fused.reconstructed_values(), 1e-10, 1e-10));
   EXPECT_EQ(plain.footprint().payload_bytes, fused.footprint().payload_bytes);
@@ -279,8 +282,8 @@ TEST_F(LowRankCacheTest, CoefficientsAreStoredInTheCacheType) {
     EXPECT_FALSE(at::allclose(typed.reconstructed_keys(), truncate(k, *kp, kr), 1e-9, 1e-9)) << "no rounding seen";
     dense.append(k_want, v_want, positions);
     const at::Tensor q = at::randn({kH, 11, kD}, kF64);
-    EXPECT_TRUE(at::allclose(typed.attend(q, positions, {}, nullptr), dense.attend(q, positions, {}, nullptr), 1e-9,
-                             1e-9));
+    EXPECT_TRUE(
+        at::allclose(typed.attend(q, positions, {}, nullptr), dense.attend(q, positions, {}, nullptr), 1e-9, 1e-9));
     const int64_t bytes = kr.sum().item<int64_t>() * static_cast<int64_t>(c10::elementSize(kt)) +
                           vr.sum().item<int64_t>() * static_cast<int64_t>(c10::elementSize(vt));
     EXPECT_EQ(typed.footprint().payload_bytes, bytes);
@@ -304,8 +307,8 @@ TEST(LowRankCalibration, SecondMomentAndEigenBasis) {
   const EigenBasis e = eigen_basis(m.matrix());
   EXPECT_TRUE((e.eigenvalues.narrow(0, 0, 5) >= e.eigenvalues.narrow(0, 1, 5)).all().item<bool>());
   EXPECT_TRUE(at::allclose(e.eigenvectors.t().matmul(e.eigenvectors), at::eye(6, kF64), 1e-9, 1e-9));
-  EXPECT_TRUE(at::allclose(e.eigenvectors.matmul(at::diag(e.eigenvalues)).matmul(e.eigenvectors.t()), m.matrix(),
-                           1e-9, 1e-9));
+  EXPECT_TRUE(
+      at::allclose(e.eigenvectors.matmul(at::diag(e.eigenvalues)).matmul(e.eigenvectors.t()), m.matrix(), 1e-9, 1e-9));
   EXPECT_NEAR(e.explained(6), 1.0, 1e-12);
   EXPECT_NEAR(e.explained(1), e.eigenvalues[0].item<double>() / e.eigenvalues.sum().item<double>(), 1e-12);
 }
@@ -493,8 +496,9 @@ TEST(LowRankRankSearch, GreedyAllocationIsTheBestWithinTheBudget) {
     EXPECT_NEAR(mine, best, 1e-12) << share;
     EXPECT_NEAR(got.explained, best, 1e-12) << share;
   }
-  test::expect_error([&] { search_ranks(a, layers, 0.2); }, "fewer than one direction for the keys and one for the "
-                                                           "values of each of the 2 layers; use share >= 0.25");
+  test::expect_error([&] { search_ranks(a, layers, 0.2); },
+                     "fewer than one direction for the keys and one for the "
+                     "values of each of the 2 layers; use share >= 0.25");
   test::expect_error([&] { search_ranks(a, layers, 1.5); }, "share must be in (0, 1]");
 }
 
@@ -519,9 +523,11 @@ TEST(LowRankRankSearch, SearchedRanksHoldTheirShareOfTheCache) {
   KVCache dense = model->new_cache();
   model->forward(ids, dense);
   for (const double share : {0.2, 0.5}) {
-    KVCache low = model->new_cache(make_lowrank_factory(parse_lowrank_spec(path + ":share=" + std::to_string(share), 0), *model));
+    KVCache low =
+        model->new_cache(make_lowrank_factory(parse_lowrank_spec(path + ":share=" + std::to_string(share), 0), *model));
     model->forward(ids, low);
-    const double kept = static_cast<double>(low.footprint().payload_bytes) / static_cast<double>(dense.footprint().payload_bytes);
+    const double kept =
+        static_cast<double>(low.footprint().payload_bytes) / static_cast<double>(dense.footprint().payload_bytes);
     const RankAllocation r = search_ranks(load_artifact(path, c), lowrank_layers(c), share);
     EXPECT_NEAR(kept, static_cast<double>(r.coefficients) / static_cast<double>(2 * c.num_layers * c.kv_dim()), 1e-12);
     EXPECT_LE(kept, share);
@@ -557,8 +563,11 @@ TEST(LowRankWithPress, ImpossibleCombinationsFailAtSetup) {
     layers.push_back(setup("snapkv:heads=shared").layout()(0));
     return KVCache(std::move(layers));
   }();
-  test::expect_error([&] { cache.retain_per_head(0, {at::arange(2), at::arange(3)}); },
-                     "the low-rank cache cannot keep a different number of entries per KV head");
+  test::expect_error(
+      [&] {
+        cache.retain_per_head(0, {at::arange(2), at::arange(3)});
+      },
+      "the low-rank cache cannot keep a different number of entries per KV head");
 }
 
 }  // namespace

@@ -142,7 +142,9 @@ TEST(LowRankPalu, FullRankGroupsReproduceTheDenseForward) {
 }
 
 TEST(LowRankPalu, BadParametersEndInOneLine) {
-  const auto build = [](const std::string& spec, int64_t rank) { make_lowrank_factory(parse_lowrank_spec(spec, rank), stories()); };
+  const auto build = [](const std::string& spec, int64_t rank) {
+    make_lowrank_factory(parse_lowrank_spec(spec, rank), stories());
+  };
   test::expect_error([&] { build("palu:group=3", 8); }, "group=3 must divide the model's 4 KV heads");
   test::expect_error([&] { build("palu:group=0", 8); }, "group must be a whole number");
   test::expect_error([&] { build("palu:group=1.5", 8); }, "group must be a whole number");

@@ -65,10 +65,16 @@ TEST(CsrLatent, KernelsMatchPaddedProducts) {
       // Fixed ranks 32 and 48 are read in place (the last tile of 150 or 131 tokens only when weighing:
       // scoring widens a tile that ends in a part group of four); 24 only when scoring; 20 never.
       for (const auto& [count, R, r_max, spread] :
-           {std::tuple<int64_t, int64_t, int64_t, Ranks>{150, 12, 37, Ranks::kRandom}, {3, 1, 5, Ranks::kRandom},
-            {130, 13, 16, Ranks::kRandom}, {64, 3, 1, Ranks::kRandom}, {300, 12, 200, Ranks::kSkewed},
-            {131, 5, 77, Ranks::kSkewed}, {150, 12, 32, Ranks::kFixed}, {131, 5, 48, Ranks::kFixed},
-            {128, 3, 24, Ranks::kFixed}, {70, 4, 20, Ranks::kFixed}}) {
+           {std::tuple<int64_t, int64_t, int64_t, Ranks>{150, 12, 37, Ranks::kRandom},
+            {3, 1, 5, Ranks::kRandom},
+            {130, 13, 16, Ranks::kRandom},
+            {64, 3, 1, Ranks::kRandom},
+            {300, 12, 200, Ranks::kSkewed},
+            {131, 5, 77, Ranks::kSkewed},
+            {150, 12, 32, Ranks::kFixed},
+            {131, 5, 48, Ranks::kFixed},
+            {128, 3, 24, Ranks::kFixed},
+            {70, 4, 20, Ranks::kFixed}}) {
         const RandomCsr c = random_csr(count, r_max, stored, spread);
         const CsrCoefficients csr{c.flat, c.offsets.data(), count};
         const at::Tensor rows = at::randn({R, r_max}, kF64);
@@ -107,8 +113,8 @@ TEST(CsrLatent, ReadsNothingPastTheLastCoefficient) {
     const at::Tensor rows = at::randn({5, rank}, kF64), probs = at::rand({5, count}, kF64);
     EXPECT_TRUE(at::allclose(csr_latent_scores(csr, rows.to(at::kFloat)).to(at::kDouble), rows.matmul(c.padded.t()),
                              1e-4, 1e-4));
-    EXPECT_TRUE(at::allclose(csr_latent_weigh(csr, probs.to(at::kFloat), rank).to(at::kDouble),
-                             probs.matmul(c.padded), 1e-4, 1e-4));
+    EXPECT_TRUE(at::allclose(csr_latent_weigh(csr, probs.to(at::kFloat), rank).to(at::kDouble), probs.matmul(c.padded),
+                             1e-4, 1e-4));
   }
   munmap(mapped, 2 * page);
 }
@@ -177,19 +183,19 @@ TEST(LowRankRotatedKeys, AttentionMatchesDenseAttentionOverTruncatedRotatedKeys)
         const at::Tensor positions = at::arange(pos, pos + T, at::kLong);
         pos += T;
         cache.append(k.to(dtype), v.to(dtype), positions);
-        const at::Tensor key_ranks =
-            gated ? hard_ranks(flat(k).matmul(kp->gate_U.to(at::kDouble)), kp->W.to(at::kDouble),
-                               kp->b.to(at::kDouble), kp->tau)
-                  : at::full({T}, 3, at::kLong);
+        const at::Tensor key_ranks = gated ? hard_ranks(flat(k).matmul(kp->gate_U.to(at::kDouble)),
+                                                        kp->W.to(at::kDouble), kp->b.to(at::kDouble), kp->tau)
+                                           : at::full({T}, 3, at::kLong);
         const at::Tensor rotated_keys = truncated(flat(rope->apply(k, positions)), *kp, key_ranks);
         // The dense cache rotates what it is given: hand it the truncated keys rotated back.
-        dense.append(rope->unapply(heads(rotated_keys), positions), heads(truncated(flat(v), *vp, at::full({T}, 5, at::kLong))),
-                     positions);
+        dense.append(rope->unapply(heads(rotated_keys), positions),
+                     heads(truncated(flat(v), *vp, at::full({T}, 5, at::kLong))), positions);
         const at::Tensor q = at::randn({kH, T, kD}, kF64);
         const at::Tensor got = cache.attend(q.to(dtype), positions, {}, nullptr).to(at::kDouble);
         const at::Tensor want = dense.attend(q, positions, {}, nullptr);
         EXPECT_TRUE(at::allclose(got, want, tol, tol))
-            << c10::toString(dtype) << " gated " << gated << " folded " << folded << " T=" << T << " diff " << (got - want).abs().max().item<double>();
+            << c10::toString(dtype) << " gated " << gated << " folded " << folded << " T=" << T << " diff "
+            << (got - want).abs().max().item<double>();
       }
       if (gated) {
         const at::Tensor r = cache.key_ranks();
@@ -203,7 +209,8 @@ TEST(LowRankRotatedKeys, FullRankGivesBackThePreRopeKeys) {
   at::manual_seed(9);
   const AttentionShape shape{kH, kKv, kD, 0};
   const auto rope = std::make_shared<Rope>(tiny_config(), at::kCPU);
-  LowRankLayerCache cache(shape, rope, kF64, rotated_projection(false, kDkv, at::kDouble), value_projection(kDkv, at::kDouble));
+  LowRankLayerCache cache(shape, rope, kF64, rotated_projection(false, kDkv, at::kDouble),
+                          value_projection(kDkv, at::kDouble));
   const at::Tensor k = at::randn({kKv, 10, kD}, kF64);
   cache.append(k, at::randn({kKv, 10, kD}, kF64), at::arange(3, 13, at::kLong));
   EXPECT_TRUE(at::allclose(cache.reconstructed_keys(), k, 1e-9, 1e-9));
@@ -242,10 +249,12 @@ TEST(LowRankRotatedKeys, CalibrationBasisIsThePcaOfRotatedKeys) {
   const at::Tensor x = at::cat(collector.rows, 0).to(at::kDouble);
   const at::Tensor moment = x.t().matmul(x) / static_cast<double>(x.size(0));
   const EigenBasis& e = result.rotated_keys[0];
-  EXPECT_TRUE(at::allclose(e.eigenvectors.matmul(at::diag(e.eigenvalues)).matmul(e.eigenvectors.t()), moment, 1e-6, 1e-6));
+  EXPECT_TRUE(
+      at::allclose(e.eigenvectors.matmul(at::diag(e.eigenvalues)).matmul(e.eigenvectors.t()), moment, 1e-6, 1e-6));
   for (size_t l = 0; l < result.keys.size(); ++l) {
     // RoPE preserves each key's norm, so both bases share their trace, but not their directions.
-    EXPECT_NEAR(result.rotated_keys[l].eigenvalues.sum().item<double>(), result.keys[l].eigenvalues.sum().item<double>(),
+    EXPECT_NEAR(result.rotated_keys[l].eigenvalues.sum().item<double>(),
+                result.keys[l].eigenvalues.sum().item<double>(),
                 1e-6 * result.keys[l].eigenvalues.sum().item<double>());
     EXPECT_FALSE(at::allclose(result.rotated_keys[l].eigenvalues, result.keys[l].eigenvalues, 1e-3, 1e-3)) << l;
   }

@@ -11,7 +11,9 @@
 #include "cache/dense_layer_cache.h"
 #include "cache/ragged_layer_cache.h"
 #include "compression/compression_spec.h"
-#include "press/press_registry.h"
+#include "generation/aten_op_counter.h"
+#include "generation/generation.h"
+#include "generation/interleaved_decode.h"
 #include "harness/sample_runner.h"
 #include "harness/shared_prefill.h"
 #include "io/safetensors.h"
@@ -21,13 +23,11 @@
 #include "press/kept_dump.h"
 #include "press/press.h"
 #include "press/press_observer.h"
+#include "press/press_registry.h"
 #include "press/tracked_rows.h"
-#include "generation/aten_op_counter.h"
-#include "generation/generation.h"
-#include "generation/interleaved_decode.h"
 #include "support/head_positions.h"
-#include "support/press_names.h"
 #include "support/paths.h"
+#include "support/press_names.h"
 #include "support/run_command.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -125,7 +125,8 @@ TEST(TrackedRows, AppendAndReorderMatchCatAndGather) {
     const int64_t n = expect.size(1);
     at::Tensor order;
     if (step % 50 == 49) {  // keep a sorted random subset of 5
-      order = std::get<0>(at::randperm(n, at::kLong).narrow(0, 0, 5).sort()).unsqueeze(0).expand({rows, 5}).contiguous();
+      order =
+          std::get<0>(at::randperm(n, at::kLong).narrow(0, 0, 5).sort()).unsqueeze(0).expand({rows, 5}).contiguous();
     } else {
       order = at::arange(n - 1, at::kLong).unsqueeze(0).repeat({rows, 1});
       for (int64_t h = 0; h < rows; ++h) {
@@ -177,22 +178,27 @@ TEST(ProtectEnds, MatchesASortOfEachRow) {
   // The r newest entries (by position) score position + kProtected, the k oldest 2·kProtected, the rest
   // keep their importance; brute force by sorting each row's positions.
   at::manual_seed(5);
-  for (const auto& [sinks, recent] : std::vector<std::pair<int64_t, int64_t>>{{0, 0}, {4, 0}, {0, 7}, {3, 9}, {50, 50}}) {
+  for (const auto& [sinks, recent] :
+       std::vector<std::pair<int64_t, int64_t>>{{0, 0}, {4, 0}, {0, 7}, {3, 9}, {50, 50}}) {
     const int64_t rows = 6, s = 40;
     const at::Tensor importance = at::rand({rows, s}, at::kDouble);
     // The last row as a bounded cache holds it: runs of consecutive positions at both ends (which it
     // never evicts), gaps between them, in no order.
     const at::Tensor ends_kept = at::cat({at::arange(12, at::kLong), at::randperm(60, at::kLong).narrow(0, 0, 16) + 20,
-                                          at::arange(88, 100, at::kLong)}).index_select(0, at::randperm(s, at::kLong));
-    const at::Tensor positions = at::stack({at::randperm(100, at::kLong).narrow(0, 0, s), at::randperm(100, at::kLong).narrow(0, 0, s),
-                                            at::randperm(100, at::kLong).narrow(0, 0, s), at::arange(s, at::kLong), ends_kept,
-                                            at::arange(s, at::kLong) - 20});  // below zero: the general path
+                                          at::arange(88, 100, at::kLong)})
+                                     .index_select(0, at::randperm(s, at::kLong));
+    const at::Tensor positions =
+        at::stack({at::randperm(100, at::kLong).narrow(0, 0, s), at::randperm(100, at::kLong).narrow(0, 0, s),
+                   at::randperm(100, at::kLong).narrow(0, 0, s), at::arange(s, at::kLong), ends_kept,
+                   at::arange(s, at::kLong) - 20});  // below zero: the general path
     const at::Tensor out = protect_ends(importance, sinks, recent, positions);
     // Rows read where they lie (apart by a buffer's capacity, as the bookkeeping keeps them) give the same.
-    const at::Tensor wide_importance = at::zeros({rows, s + 8}, at::kDouble), wide_positions = at::zeros({rows, s + 8}, at::kLong);
+    const at::Tensor wide_importance = at::zeros({rows, s + 8}, at::kDouble),
+                     wide_positions = at::zeros({rows, s + 8}, at::kLong);
     wide_importance.narrow(1, 0, s).copy_(importance);
     wide_positions.narrow(1, 0, s).copy_(positions);
-    ASSERT_TRUE(protect_ends(wide_importance.narrow(1, 0, s), sinks, recent, wide_positions.narrow(1, 0, s)).equal(out));
+    ASSERT_TRUE(
+        protect_ends(wide_importance.narrow(1, 0, s), sinks, recent, wide_positions.narrow(1, 0, s)).equal(out));
     for (int64_t h = 0; h < rows; ++h) {
       std::vector<int64_t> sorted(positions[h].data_ptr<int64_t>(), positions[h].data_ptr<int64_t>() + s);
       std::sort(sorted.begin(), sorted.end());
@@ -210,10 +216,32 @@ TEST(ProtectEnds, MatchesASortOfEachRow) {
 
 TEST(PressBattery, RegistryHasEveryMethod) {
   const auto names = presses();
-  for (const char* want : {"streaming_llm", "h2o", "tova", "snapkv", "pyramidkv", "knorm", "random", "dynamickv", "d2o",
-                           "kvcompose", "kvcompose_unstructured", "ada", "keydiff", "expected_attention", "lagkv",
-                           "leverage", "non_causal_attention", "cur", "compactor", "criticalkv", "cap", "qfilter", "adakv",
-                           "criticalkv_ada", "chunk", "block"}) {
+  for (const char* want : {"streaming_llm",
+                           "h2o",
+                           "tova",
+                           "snapkv",
+                           "pyramidkv",
+                           "knorm",
+                           "random",
+                           "dynamickv",
+                           "d2o",
+                           "kvcompose",
+                           "kvcompose_unstructured",
+                           "ada",
+                           "keydiff",
+                           "expected_attention",
+                           "lagkv",
+                           "leverage",
+                           "non_causal_attention",
+                           "cur",
+                           "compactor",
+                           "criticalkv",
+                           "cap",
+                           "qfilter",
+                           "adakv",
+                           "criticalkv_ada",
+                           "chunk",
+                           "block"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
   }
 }
@@ -235,9 +263,8 @@ TEST(PressBattery, BudgetRespectedExactlyAndMemoryReduced) {
       EXPECT_EQ(r.after_prefill.payload_bytes, r.after_prefill.entries * 2 * c.head_dim * 4);
       // Per-head layouts add their bookkeeping: start, length and capacity of each KV head.
       const int64_t bookkeeping = 3 * c.num_kv_heads * 8;
-      EXPECT_LE(r.after_prefill.resident_bytes,
-                static_cast<int64_t>(full.after_prefill.resident_bytes * (1 - ratio)) +
-                    (bookkeeping + spare) * c.num_layers);
+      EXPECT_LE(r.after_prefill.resident_bytes, static_cast<int64_t>(full.after_prefill.resident_bytes * (1 - ratio)) +
+                                                    (bookkeeping + spare) * c.num_layers);
     }
   }
 }
@@ -253,7 +280,8 @@ TEST(PressBattery, PositionsPreservedAndKeysUntouched) {
       for (int64_t h = 0; h < static_cast<int64_t>(heads.size()); ++h) {
         const at::Tensor p = heads[static_cast<size_t>(h)];
         // Kept entries keep their own positions, in order, without duplicates.
-        if (p.numel() > 1) EXPECT_TRUE((p.narrow(0, 1, p.numel() - 1) > p.narrow(0, 0, p.numel() - 1)).all().item<bool>());
+        if (p.numel() > 1)
+          EXPECT_TRUE((p.narrow(0, 1, p.numel() - 1) > p.narrow(0, 0, p.numel() - 1)).all().item<bool>());
         if (p.numel() > 0) EXPECT_TRUE(p.min().item<int64_t>() >= 0 && p.max().item<int64_t>() < kPrompt);
         // ...and the exact rotated key of that position (D2O merges, so its keys are blends).
         if (name != "d2o") {
@@ -385,7 +413,8 @@ TEST(PressMethods, LayerAdaptiveBudgetsDiffer) {
     SCOPED_TRACE(name);
     const PressRun r = run(setup_for(name, 0.5), prompt(kPrompt), 0);
     std::set<int64_t> sizes;
-    for (int64_t l = 0; l < model().config().num_layers; ++l) sizes.insert(r.cache.layer(l).lengths()[0].item<int64_t>());
+    for (int64_t l = 0; l < model().config().num_layers; ++l)
+      sizes.insert(r.cache.layer(l).lengths()[0].item<int64_t>());
     EXPECT_GT(sizes.size(), 1u);
   }
   // PyramidKV: non-increasing with depth.
@@ -437,8 +466,8 @@ TEST(BoundedDecoding, ResidentBytesStayFlatPastTheContext) {
     req.stop_at_eos = false;
     req.allow_past_context = setup.bounded;
     std::set<int64_t> resident;
-    const auto result = generate(model(), cache, req, [&](int) { resident.insert(cache.footprint().resident_bytes); },
-                                 observer.get());
+    const auto result = generate(
+        model(), cache, req, [&](int) { resident.insert(cache.footprint().resident_bytes); }, observer.get());
     EXPECT_EQ(result.stats.generated_tokens, 700);
     EXPECT_EQ(resident.size(), 1u);  // one value for the whole generation
     EXPECT_EQ(result.stats.kv_final.entries, 48 * model().config().num_layers * model().config().num_kv_heads);
@@ -454,8 +483,8 @@ TEST(BoundedDecoding, ResidentBytesStayFlatPastTheContext) {
 TEST(BoundedDecoding, InterleavedCachesDecodeAsSeparateRunsDo) {
   const std::vector<int> ids = prompt(kPrompt);
   const int64_t steps = 30;
-  const std::vector<std::pair<std::string, CacheSetup>> setups{{"none", CacheSetup{}}, {"h2o", setup_for("h2o", 0, 48)},
-                                                               {"tova", setup_for("tova", 0, 48)}};
+  const std::vector<std::pair<std::string, CacheSetup>> setups{
+      {"none", CacheSetup{}}, {"h2o", setup_for("h2o", 0, 48)}, {"tova", setup_for("tova", 0, 48)}};
   const std::vector<InterleavedRun> runs = interleaved_decode(model(), ids, setups, steps);
   ASSERT_EQ(runs.size(), setups.size());
   for (size_t i = 0; i < setups.size(); ++i) {
@@ -557,7 +586,8 @@ TEST(PressMethods, D2OMergeIsSimilarityWeightedWithEmaThreshold) {
           int64_t target = -1;
           double top = -2;
           for (size_t j = 0; j < kept.size(); ++j) {
-            const double cos = (at::dot(K[h][e], K[h][kept[j]]) / (K[h][e].norm() * K[h][kept[j]].norm())).item<double>();
+            const double cos =
+                (at::dot(K[h][e], K[h][kept[j]]) / (K[h][e].norm() * K[h][kept[j]].norm())).item<double>();
             if (cos > top) top = cos, target = static_cast<int64_t>(j);
           }
           best[static_cast<size_t>(h)].push_back({target, top});
@@ -618,7 +648,8 @@ TEST(PressMethods, D2OAblationParameters) {
   }
   // layers=uniform: every layer keeps the same budget; the default splits it by inverse variance.
   const PressRun uniform = run(setup_for("d2o:layers=uniform", 0.5), prompt(kPrompt), 0);
-  for (int64_t l = 0; l < c.num_layers; ++l) EXPECT_EQ(uniform.cache.layer(l).lengths()[0].item<int64_t>(), kPrompt / 2);
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    EXPECT_EQ(uniform.cache.layer(l).lengths()[0].item<int64_t>(), kPrompt / 2);
   EXPECT_THROW(setup_for("d2o:layers=pyramid", 0.5), Error);
 }
 
@@ -654,7 +685,8 @@ TEST(PressMethods, D2OFixedThresholdsMergeByTheirOwnRule) {
     for (int64_t e = 0; e < n; ++e) {
       if (std::find(kept.begin(), kept.end(), e) != kept.end()) continue;
       double b = -2;
-      for (int64_t j : kept) b = std::max(b, (at::dot(K[h][e], K[h][j]) / (K[h][e].norm() * K[h][j].norm())).item<double>());
+      for (int64_t j : kept)
+        b = std::max(b, (at::dot(K[h][e], K[h][j]) / (K[h][e].norm() * K[h][j].norm())).item<double>());
       best.push_back(b);
     }
   std::vector<double> sorted = best;
@@ -673,7 +705,8 @@ TEST(PressMethods, D2OFixedThresholdsMergeByTheirOwnRule) {
     EXPECT_EQ(merged.size(0), expected);
     if (std::isinf(fixed)) EXPECT_EQ(expected, static_cast<int64_t>(best.size()));
   }
-  for (const char* spec : {"d2o:threshold=none", "d2o:threshold=0.5", "d2o:threshold=-1", "d2o:layers=uniform,threshold=none"})
+  for (const char* spec :
+       {"d2o:threshold=none", "d2o:threshold=0.5", "d2o:threshold=-1", "d2o:layers=uniform,threshold=none"})
     EXPECT_NO_THROW(setup_for(spec, 0.5)) << spec;
   for (const char* spec : {"d2o:threshold=1.5", "d2o:threshold=often", "d2o:merge=0,threshold=none"})
     EXPECT_THROW(setup_for(spec, 0.5), Error) << spec;
@@ -740,7 +773,8 @@ TEST(CompressionPaperEquations, D2OEq10EmaWeightsTheCurrentMeanByBeta) {
     for (int64_t e = 0; e < n; ++e) {
       if (std::find(kept.begin(), kept.end(), e) != kept.end()) continue;
       double best = -2;
-      for (int64_t j : kept) best = std::max(best, (at::dot(K[h][e], K[h][j]) / (K[h][e].norm() * K[h][j].norm())).item<double>());
+      for (int64_t j : kept)
+        best = std::max(best, (at::dot(K[h][e], K[h][j]) / (K[h][e].norm() * K[h][j].norm())).item<double>());
       sum += best;
       ++count;
     }
@@ -830,7 +864,8 @@ TEST(CompressionPaperEquations, D2OEq5LayerBudgetsAreTheInverseVarianceSoftmax) 
   for (double v : inv) exp_inv.push_back(std::exp(v - mx));
   const auto expected = proportional(exp_inv, static_cast<double>(budget * L), kPrompt);
   const auto got = layer_budgets("d2o", 0.5, ids);
-  for (int64_t l = 0; l < L; ++l) EXPECT_NEAR(static_cast<double>(got[static_cast<size_t>(l)]), expected[static_cast<size_t>(l)], 1.0) << l;
+  for (int64_t l = 0; l < L; ++l)
+    EXPECT_NEAR(static_cast<double>(got[static_cast<size_t>(l)]), expected[static_cast<size_t>(l)], 1.0) << l;
   // Table 4's other splits over the same variances: 1/σ² (reciprocal) and exp(−σ²) (exponential decay).
   std::vector<double> decay;
   for (double v : inv) decay.push_back(std::exp(-1.0 / v));
@@ -848,7 +883,9 @@ TEST(CompressionPaperEquations, D2OEq5LayerBudgetsAreTheInverseVarianceSoftmax) 
   for (double v : scaled_inv) scaled.push_back(std::exp(2.0 * v / mean_inv));
   const auto expected_scaled = proportional(scaled, static_cast<double>(budget * L), kPrompt);
   const auto got_scaled = layer_budgets("d2o:layers=scaled,tau=2,variance=head_mean", 0.5, ids);
-  for (int64_t l = 0; l < L; ++l) EXPECT_NEAR(static_cast<double>(got_scaled[static_cast<size_t>(l)]), expected_scaled[static_cast<size_t>(l)], 1.0) << l;
+  for (int64_t l = 0; l < L; ++l)
+    EXPECT_NEAR(static_cast<double>(got_scaled[static_cast<size_t>(l)]), expected_scaled[static_cast<size_t>(l)], 1.0)
+        << l;
 }
 
 // DynamicKV Alg. 1 with one update after the last layer (m = L): global top-k, k = (wt − ws) · H · L,
@@ -866,7 +903,8 @@ TEST(CompressionPaperEquations, DynamicKVAlgorithm1BudgetsFromTheGlobalTopK) {
   };
   const auto ids = prompt(kPrompt);
   const int64_t L = model().config().num_layers, KV = model().config().num_kv_heads;
-  for (const Setting& set : {Setting{"", 8, 7, true, 10.0}, Setting{"window=32,kernel=5,pad=edge,pool=all,rmax=2,", 32, 5, false, 2.0}}) {
+  for (const Setting& set :
+       {Setting{"", 8, 7, true, 10.0}, Setting{"window=32,kernel=5,pad=edge,pool=all,rmax=2,", 32, 5, false, 2.0}}) {
     SCOPED_TRACE(set.params);
     const int64_t ws = set.ws, half = set.kernel / 2;
     const StatsRecorder rec = record_stats(ids, ws);
@@ -892,7 +930,8 @@ TEST(CompressionPaperEquations, DynamicKVAlgorithm1BudgetsFromTheGlobalTopK) {
     const at::Tensor all = at::cat(scored);
     const at::Tensor top = std::get<1>(all.topk(a * KV * L));
     std::vector<double> counts(static_cast<size_t>(L), 0);
-    for (int64_t i = 0; i < top.numel(); ++i) counts[static_cast<size_t>(layer_of[static_cast<size_t>(top[i].item<int64_t>())])] += 1;
+    for (int64_t i = 0; i < top.numel(); ++i)
+      counts[static_cast<size_t>(layer_of[static_cast<size_t>(top[i].item<int64_t>())])] += 1;
     const double max_count = *std::max_element(counts.begin(), counts.end());
     std::vector<double> z;
     for (double c : counts) z.push_back(static_cast<double>(bmax) * c / max_count);
@@ -953,7 +992,8 @@ TEST(CompressionPaperEquations, KVComposeEq22BudgetsWithoutATaskTokenFloor) {
       // The newest min(task, budget) prompt tokens are kept in every head.
       for (const auto& p : head_positions(cache.layer(l))) {
         const int64_t newest = std::min(task, got);
-        EXPECT_EQ(std::get<0>(p.sort()).narrow(0, got - newest, newest).equal(at::arange(kPrompt - newest, kPrompt)), true);
+        EXPECT_EQ(std::get<0>(p.sort()).narrow(0, got - newest, newest).equal(at::arange(kPrompt - newest, kPrompt)),
+                  true);
       }
     }
   }
@@ -1196,7 +1236,6 @@ TEST(PressErrors, BudgetsFileForAnotherModelIsRefused) {
   EXPECT_THROW(build_cache_setup(spec, model()), Error);
 }
 
-
 // kvpress' names for what kvc has under others keep the same entries: AdaKVPress is `adakv` (an alias of
 // `ada`); PerLayerCompressionPress(press, ratios) is the press with --ratio mean(ratios) and --budgets
 // holding each layer's share (1 − r_l) / Σ(1 − r_j) of the kept total: each layer keeps what the press keeps
@@ -1236,7 +1275,8 @@ TEST(PressMethods, KvpressNamesKeepTheSameEntries) {
   spec.budgets_file = dir + "/per_layer.safetensors";
   const auto per_layer = kept(run(build_cache_setup(spec, model()), prompt(kPrompt), 0));
   for (int64_t l = 0; l < L; ++l) {
-    const auto at_own_budget = kept(run(setup_for("snapkv:window=8", 0, keep[static_cast<size_t>(l)]), prompt(kPrompt), 0));
+    const auto at_own_budget =
+        kept(run(setup_for("snapkv:window=8", 0, keep[static_cast<size_t>(l)]), prompt(kPrompt), 0));
     EXPECT_TRUE(same(per_layer[static_cast<size_t>(l)], at_own_budget[static_cast<size_t>(l)])) << "layer " << l;
   }
 }

@@ -16,11 +16,11 @@
 #include "cache/ragged_layer_cache.h"
 #include "compression/compression_spec.h"
 #include "harness/shared_prefill.h"
-#include "press/channel_pruned_cache.h"
-#include "press/press_registry.h"
 #include "io/safetensors.h"
 #include "model/llama_model.h"
 #include "model/tensor_bridge.h"
+#include "press/channel_pruned_cache.h"
+#include "press/press_registry.h"
 #include "support/head_positions.h"
 #include "support/paths.h"
 
@@ -167,8 +167,8 @@ TEST(CompressionParityWithKvpress, KeptPositionsMatchTheGoldenFiles) {
     }
   }
   EXPECT_GT(exact, 0);
-  for (const auto& name : absent) std::printf("skipped %s: %s is absent (scripts/setup.sh installs it)\n", name.c_str(),
-                                               model_path(name).c_str());
+  for (const auto& name : absent)
+    std::printf("skipped %s: %s is absent (scripts/setup.sh installs it)\n", name.c_str(), model_path(name).c_str());
 }
 
 // Every method compared with kvpress keeps its golden files: stories260K's, the model every checkout has, at
@@ -181,11 +181,31 @@ TEST(CompressionParityWithKvpress, EveryComparedMethodHasGoldenFiles) {
     ratios[file->metadata().at("method")].insert(file->metadata().at("ratio"));
   }
   const std::set<std::string> all{"0.25", "0.5", "0.75", "0.9"};
-  for (const char* method : {"streaming_llm", "snapkv", "tova", "knorm", "observed_attention", "pyramidkv",
-                             "pyramidkv_beta2", "kvcompose", "ada_snapkv", "keydiff", "expected_attention",
-                             "lagkv_cross", "leverage", "non_causal_attention", "cur", "compactor",
-                             "criticalkv_snapkv", "criticalkv_ada_snapkv", "cap", "chunk_keydiff",
-                             "block_keydiff", "kvzip", "kvzip_layerwise", "simlayerkv", "think"}) {
+  for (const char* method : {"streaming_llm",
+                             "snapkv",
+                             "tova",
+                             "knorm",
+                             "observed_attention",
+                             "pyramidkv",
+                             "pyramidkv_beta2",
+                             "kvcompose",
+                             "ada_snapkv",
+                             "keydiff",
+                             "expected_attention",
+                             "lagkv_cross",
+                             "leverage",
+                             "non_causal_attention",
+                             "cur",
+                             "compactor",
+                             "criticalkv_snapkv",
+                             "criticalkv_ada_snapkv",
+                             "cap",
+                             "chunk_keydiff",
+                             "block_keydiff",
+                             "kvzip",
+                             "kvzip_layerwise",
+                             "simlayerkv",
+                             "think"}) {
     EXPECT_EQ(ratios[method], all) << method;
   }
   // LagKV's rank scores tie across partitions: kvpress' choice among ties at 0.9 is arbitrary (the script).

@@ -14,8 +14,8 @@
 
 #include "cache/dense_layer_cache.h"
 #include "compression/compression_spec.h"
-#include "press/channel_pruned_cache.h"
 #include "model/llama_model.h"
+#include "press/channel_pruned_cache.h"
 #include "press/press.h"
 #include "press/press_registry.h"
 #include "support/head_positions.h"
@@ -44,8 +44,8 @@ const Tokenizer& tokenizer() {
 }
 
 std::vector<int> prompt(int64_t n) {
-  static const std::vector<int> ids =
-      tokenizer().encode_prompt(test::slurp(test::data_file("tinystories/tinystories_excerpt_30k.txt")).substr(0, 4000));
+  static const std::vector<int> ids = tokenizer().encode_prompt(
+      test::slurp(test::data_file("tinystories/tinystories_excerpt_30k.txt")).substr(0, 4000));
   return std::vector<int>(ids.begin(), ids.begin() + n);
 }
 
@@ -403,8 +403,8 @@ TEST(PressReconstruction, DuoAttentionStreamsTheLowestScoredHeads) {
   std::sort(scores.begin(), scores.end());
   std::set<int64_t> streaming;
   for (size_t i = 0; i < scores.size() / 2; ++i) streaming.insert(scores[i].second);
-  const KVCache cache =
-      compressed(fmt::format("duo_attention:streaming=0.5,sinks={},recent={},positions={}", sinks, recent, n), prompt(S), 0);
+  const KVCache cache = compressed(
+      fmt::format("duo_attention:streaming=0.5,sinks={},recent={},positions={}", sinks, recent, n), prompt(S), 0);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const auto heads = test::head_positions(cache.layer(l));
     for (int64_t h = 0; h < KV; ++h) {

@@ -204,7 +204,7 @@ TEST(PressScorers, AverageRotationIsTheMeanOfTheModelsRotations) {
   const int64_t d = model().config().head_dim, first = 37, count = 23;
   const at::Tensor basis = at::eye(d, at::kDouble).unsqueeze(1).expand({d, count, d}).contiguous();
   const at::Tensor rotated = rope.apply(basis, at::arange(first, first + count, at::kLong));  // [j, t, :] = R(p_t) e_j
-  const at::Tensor expect = rotated.mean(1).t();  // column j = R̄ e_j
+  const at::Tensor expect = rotated.mean(1).t();                                              // column j = R̄ e_j
   EXPECT_TRUE(at::allclose(average_rotation(rope, first, count), expect, 1e-12, 1e-12));
 }
 
@@ -278,7 +278,8 @@ std::vector<std::vector<double>> expected_attention(const LayerStep& step, int64
   }
   if (vnorm)
     for (size_t h = 0; h < kv; ++h)
-      for (size_t j = 0; j < out[h].size(); ++j) out[h][j] = (out[h][j] + epsilon) * norm(values[h][j + static_cast<size_t>(sinks)]);
+      for (size_t j = 0; j < out[h].size(); ++j)
+        out[h][j] = (out[h][j] + epsilon) * norm(values[h][j + static_cast<size_t>(sinks)]);
   return out;
 }
 
@@ -311,7 +312,8 @@ TEST(PressScorers, LagKVScoresEachPartitionAgainstTheNext) {
     for (const LayerStep& step : cases) {
       const std::string what = "layer " + std::to_string(step.layer) + (cross ? " cross" : "");
       const at::Tensor got = scores_of("lagkv:sinks=4,lag=16,cross=" + std::to_string(cross), input_for(step, 36));
-      const int64_t parts = (kS - sinks) / lag, end = sinks + parts * lag;  // 4 partitions; the 4th with the rest is kept
+      const int64_t parts = (kS - sinks) / lag,
+                    end = sinks + parts * lag;  // 4 partitions; the 4th with the rest is kept
       const auto keys = hand_rotated_keys(step), values = rows_of(step.values);
       std::vector<std::vector<double>> expect(keys.size());
       for (size_t h = 0; h < keys.size(); ++h) {
@@ -359,8 +361,9 @@ TEST(PressScorers, LagKVScoresEachPartitionAgainstTheNext) {
   }
   // A prompt shorter than sinks + 2 · lag: the sinks, then recency.
   const at::Tensor short_prompt = scores_of("lagkv:lag=64", input_for(steps(kS)[0], 36));
-  EXPECT_TRUE(at::equal(std::get<0>(std::get<1>(short_prompt.topk(36, 1)).sort(1)),
-                        at::cat({at::arange(4, at::kLong), at::arange(kS - 32, kS, at::kLong)}).expand({short_prompt.size(0), 36})));
+  EXPECT_TRUE(at::equal(
+      std::get<0>(std::get<1>(short_prompt.topk(36, 1)).sort(1)),
+      at::cat({at::arange(4, at::kLong), at::arange(kS - 32, kS, at::kLong)}).expand({short_prompt.size(0), 36})));
 }
 
 // diag(X (XᵀX + λI)⁻¹ Xᵀ) of the centred keys before RoPE, per KV head.
@@ -482,8 +485,10 @@ TEST(PressScorers, CurIsTheNormalisedProductOfLocalSquaredNormShares) {
         std::vector<double> s;
         double total = 0;
         for (size_t i = 0; i < k2.size(); ++i) {
-          const double x = type == "kv_product" ? k2[i] * v2[i] : type == "kv_avg" ? (k2[i] + v2[i]) / 2
-                         : type == "key"        ? k2[i]         : v2[i];
+          const double x = type == "kv_product" ? k2[i] * v2[i]
+                           : type == "kv_avg"   ? (k2[i] + v2[i]) / 2
+                           : type == "key"      ? k2[i]
+                                                : v2[i];
           s.push_back(x);
           total += x;
         }
@@ -631,14 +636,16 @@ TEST(PressScorers, ChunkKeepsEachChunksOwnTopShare) {
         std::vector<double> anchor(keys[h][0].size(), 0.0);
         for (int64_t i = a; i < a + len; ++i)
           for (size_t d = 0; d < anchor.size(); ++d)
-            anchor[d] += keys[h][static_cast<size_t>(i)][d] / norm(keys[h][static_cast<size_t>(i)]) / static_cast<double>(len);
+            anchor[d] +=
+                keys[h][static_cast<size_t>(i)][d] / norm(keys[h][static_cast<size_t>(i)]) / static_cast<double>(len);
         std::vector<std::pair<double, int64_t>> scored;
         for (int64_t i = a; i < a + len; ++i) {
           const auto& k = keys[h][static_cast<size_t>(i)];
           scored.emplace_back(-dot(k, anchor) / (norm(k) * norm(anchor)), i);
         }
         std::sort(scored.rbegin(), scored.rend());
-        for (int64_t j = 0; j < share[static_cast<size_t>(c)]; ++j) expect.insert(scored[static_cast<size_t>(j)].second);
+        for (int64_t j = 0; j < share[static_cast<size_t>(c)]; ++j)
+          expect.insert(scored[static_cast<size_t>(j)].second);
       }
       std::set<int64_t> kept;
       for (int64_t i = 0; i < kS; ++i)

@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "eval/perplexity.h"
+#include "generation/generation.h"
 #include "model/llama_model.h"
 #include "model/tensor_bridge.h"
-#include "generation/generation.h"
 #include "support/paths.h"
 #include "support/run_command.h"
 #include "tokenizer/tokenizer.h"

@@ -19,8 +19,7 @@ namespace {
 
 struct Fixture {
   std::shared_ptr<LlamaModel> model = LlamaModel::load(test::model_dir("stories260K"));
-  AttentionShape shape{model->config().num_heads, model->config().num_kv_heads,
-                       model->config().head_dim, 0};
+  AttentionShape shape{model->config().num_heads, model->config().num_kv_heads, model->config().head_dim, 0};
 };
 
 Fixture& fixture() {
@@ -79,9 +78,9 @@ TEST_P(AllRetrieved, MatchesDenseAttention) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, AllRetrieved,
-                         ::testing::Values("adaptive:topk=1000,tau_scale=0,bmax=3", "adaptive:topk=1000,bmax=0,cache_kb=0",
-                                           "static:topk=1000,layout=naive", "local:topk=1000,every=7",
-                                           "none:budget=100000"));
+                         ::testing::Values("adaptive:topk=1000,tau_scale=0,bmax=3",
+                                           "adaptive:topk=1000,bmax=0,cache_kb=0", "static:topk=1000,layout=naive",
+                                           "local:topk=1000,every=7", "none:budget=100000"));
 
 // Entries appended twice before an attend (as when a prefill is copied in) are both stored first.
 TEST(Retrieval, TwoAppendsBeforeAnAttendAreBothAttended) {
@@ -120,7 +119,8 @@ TEST(HostTransfer, TensorsComeBackBitForBit) {
   for (size_t i = 0; i < parts.size(); ++i) {
     EXPECT_EQ(back[i].scalar_type(), parts[i].scalar_type()) << i;
     EXPECT_EQ(back[i].sizes(), parts[i].sizes()) << i;
-    EXPECT_TRUE(at::equal(back[i].contiguous().view({-1}).view(at::kByte), parts[i].contiguous().view({-1}).view(at::kByte)))
+    EXPECT_TRUE(
+        at::equal(back[i].contiguous().view({-1}).view(at::kByte), parts[i].contiguous().view({-1}).view(at::kByte)))
         << i;
   }
 }
@@ -156,7 +156,8 @@ TEST(Retrieval, RamHeldCountsTheStoreWriteBuffers) {
   std::vector<float> x(static_cast<size_t>(d), 0.5f);
   shared->store->append(cluster.uid, x.data(), x.data(), T);
   const int64_t buffered = shared->store->tail_bytes();
-  EXPECT_EQ(buffered, (shared->store->entries(cluster.uid) % shared->store->per_page()) * RecordFormat{d}.record_bytes());
+  EXPECT_EQ(buffered,
+            (shared->store->entries(cluster.uid) % shared->store->per_page()) * RecordFormat{d}.record_bytes());
   EXPECT_GT(buffered, 0);
   EXPECT_EQ(layer.footprint().ram_bytes - before, buffered);
 }
@@ -175,7 +176,8 @@ TEST(Retrieval, OneClusterMatchesBruteForce) {
   const at::Tensor k1 = at::randn({KV, 1, d}), v1 = at::randn({KV, 1, d}), q = at::randn({H, 1, d}) * 3;
   const at::Tensor p1 = at::full({1}, T, at::kLong);
   layer.append(k1, v1, p1);
-  const at::Tensor all_k = at::cat({f.model->rope()->apply(k, at::arange(T, at::kLong)), f.model->rope()->apply(k1, p1)}, 1);
+  const at::Tensor all_k =
+      at::cat({f.model->rope()->apply(k, at::arange(T, at::kLong)), f.model->rope()->apply(k1, p1)}, 1);
   const at::Tensor all_v = at::cat({v, v1}, 1);
   const double recall_before = shared->recall_sum;
   const at::Tensor out = layer.attend(q, p1, {}, nullptr);

@@ -64,7 +64,8 @@ TEST_P(Prefetch, ChangesReadsNotOutputs) {
   last.all_logits = false;
   ASSERT_TRUE(at::equal(model->forward(prompt, *off.cache, last), model->forward(prompt, *on.cache, last)));
   for (size_t t = prompt.size(); t < tokens.size(); ++t) {
-    const at::Tensor a = model->forward({tokens[t]}, *off.cache, last), b = model->forward({tokens[t]}, *on.cache, last);
+    const at::Tensor a = model->forward({tokens[t]}, *off.cache, last),
+                     b = model->forward({tokens[t]}, *on.cache, last);
     ASSERT_TRUE(at::equal(a, b)) << "step " << t << ": max diff " << (a - b).abs().max().item<float>();
   }
   EXPECT_EQ(off.shared->recall_sum, on.shared->recall_sum);
@@ -88,9 +89,7 @@ INSTANTIATE_TEST_SUITE_P(Strategies, Prefetch,
                                            "local:csize=64,budget=128,cache_kb=8,every=8",
                                            "none:budget=64,cache_kb=8"));
 
-TEST(Prefetch, NeedsTheIoThread) {
-  EXPECT_THROW(RetrievalConfig::parse("adaptive:async=0,prefetch=1"), Error);
-}
+TEST(Prefetch, NeedsTheIoThread) { EXPECT_THROW(RetrievalConfig::parse("adaptive:async=0,prefetch=1"), Error); }
 
 }  // namespace
 }  // namespace kvc::retrieval

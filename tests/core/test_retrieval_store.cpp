@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <csignal>
 #include <atomic>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -180,43 +180,43 @@ class StoreLayouts : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(StoreLayouts, ReadsBackEverythingWritten) {
   for (const TailPlacement tails : {TailPlacement::kStorage, TailPlacement::kRam, TailPlacement::kSmallInRam}) {
-  SCOPED_TRACE(tails == TailPlacement::kStorage ? "unfilled last pages on storage"
-               : tails == TailPlacement::kRam   ? "unfilled last pages in RAM"
-                                                : "clusters of one or two entries in RAM");
-  const int64_t d = 8;
-  PageStore store(temp_file("s.kvs"), d, GetParam());
-  store.set_tail_placement(tails);
-  const int64_t pp = store.per_page();  // 56 records of 72 bytes
-  std::vector<EntryBlock> truth;
-  std::vector<int64_t> uids;
-  for (int c = 0; c < 5; ++c) {
-    truth.push_back(random_block(10 + 40 * c, d, 1000 * c, c));
-    uids.push_back(store.create(truth.back(), c % 2 == 1 ? uids.back() : -1));
-  }
-  // Appends cross page boundaries; the cluster grows past its initial room.
-  std::mt19937 rng(3);
-  for (int i = 0; i < 3 * static_cast<int>(pp); ++i) {
-    const int c = static_cast<int>(rng() % 5);
-    const EntryBlock one = random_block(1, d, 100000 + i, 100 + i);
-    truth[c].append(one);
-    store.append(uids[c], one.key(0), one.value(0), one.positions[0]);
-  }
-  const auto got = store.read(uids);
-  for (int c = 0; c < 5; ++c) {
-    SCOPED_TRACE(c);
-    expect_same(got[c], truth[c]);
-    EXPECT_EQ(store.entries(uids[c]), truth[c].size());
-  }
-  // Rewrite (a split's staying child) keeps only the given records.
-  EntryBlock half(d);
-  for (int64_t i = 0; i < truth[4].size() / 2; ++i) half.push_from(truth[4], i);
-  store.rewrite(uids[4], half);
-  expect_same(store.read({uids[4]}).front(), half);
-  EXPECT_EQ(store.counters().written_bytes % PageStore::kPageBytes, 0) << "writes are whole pages";
-  int64_t unfilled = 0;
-  for (int c = 0; c < 5; ++c) unfilled += store.entries(uids[c]) % pp;
-  EXPECT_LE(store.tail_bytes(), unfilled * RecordFormat{d}.record_bytes());
-  if (tails == TailPlacement::kRam) EXPECT_EQ(store.tail_bytes(), unfilled * RecordFormat{d}.record_bytes());
+    SCOPED_TRACE(tails == TailPlacement::kStorage ? "unfilled last pages on storage"
+                 : tails == TailPlacement::kRam   ? "unfilled last pages in RAM"
+                                                  : "clusters of one or two entries in RAM");
+    const int64_t d = 8;
+    PageStore store(temp_file("s.kvs"), d, GetParam());
+    store.set_tail_placement(tails);
+    const int64_t pp = store.per_page();  // 56 records of 72 bytes
+    std::vector<EntryBlock> truth;
+    std::vector<int64_t> uids;
+    for (int c = 0; c < 5; ++c) {
+      truth.push_back(random_block(10 + 40 * c, d, 1000 * c, c));
+      uids.push_back(store.create(truth.back(), c % 2 == 1 ? uids.back() : -1));
+    }
+    // Appends cross page boundaries; the cluster grows past its initial room.
+    std::mt19937 rng(3);
+    for (int i = 0; i < 3 * static_cast<int>(pp); ++i) {
+      const int c = static_cast<int>(rng() % 5);
+      const EntryBlock one = random_block(1, d, 100000 + i, 100 + i);
+      truth[c].append(one);
+      store.append(uids[c], one.key(0), one.value(0), one.positions[0]);
+    }
+    const auto got = store.read(uids);
+    for (int c = 0; c < 5; ++c) {
+      SCOPED_TRACE(c);
+      expect_same(got[c], truth[c]);
+      EXPECT_EQ(store.entries(uids[c]), truth[c].size());
+    }
+    // Rewrite (a split's staying child) keeps only the given records.
+    EntryBlock half(d);
+    for (int64_t i = 0; i < truth[4].size() / 2; ++i) half.push_from(truth[4], i);
+    store.rewrite(uids[4], half);
+    expect_same(store.read({uids[4]}).front(), half);
+    EXPECT_EQ(store.counters().written_bytes % PageStore::kPageBytes, 0) << "writes are whole pages";
+    int64_t unfilled = 0;
+    for (int c = 0; c < 5; ++c) unfilled += store.entries(uids[c]) % pp;
+    EXPECT_LE(store.tail_bytes(), unfilled * RecordFormat{d}.record_bytes());
+    if (tails == TailPlacement::kRam) EXPECT_EQ(store.tail_bytes(), unfilled * RecordFormat{d}.record_bytes());
   }
 }
 
@@ -539,7 +539,7 @@ TEST(ClusterCache, LruEvictsLeastRecentlyUsed) {
   ClusterCache cache(10 * rec, CachePolicy::kLru, rec);
   cache.put(1, random_block(4, 8, 0, 1), false);
   cache.put(2, random_block(4, 8, 10, 2), false);
-  ASSERT_NE(cache.get(1), nullptr);              // 1 is now more recent than 2
+  ASSERT_NE(cache.get(1), nullptr);                // 1 is now more recent than 2
   cache.put(3, random_block(2, 8, 20, 3), false);  // 10 entries: fits
   cache.put(4, random_block(2, 8, 30, 4), false);  // 12 > 10: evict 2
   EXPECT_TRUE(cache.resident(1));
@@ -684,8 +684,9 @@ TEST(PageStoreVerify, RefusesASingleByteFlipAnywhere) {
 // Found by tests/fuzz (fuzz_cluster_index): a number too large for JSON in the index's header escaped
 // the safetensors reader as nlohmann's out_of_range instead of a kvc::Error.
 TEST(ClusterIndex, NumberOverflowInTheHeaderIsAnError) {
-  EXPECT_THROW(read_index(std::string(KVC_SOURCE_DIR) + "/tests/fuzz/regressions/cluster_index/number-overflow.safetensors"),
-               Error);
+  EXPECT_THROW(
+      read_index(std::string(KVC_SOURCE_DIR) + "/tests/fuzz/regressions/cluster_index/number-overflow.safetensors"),
+      Error);
 }
 
 TEST(PageStoreVerify, RefusesBytesBeyondTheStoreAndTruncation) {

@@ -57,10 +57,12 @@ void expect_rounded(const float* got, const float* row, at::ScalarType type) {
   const double levels = type == kCacheQ8_0 ? 127.0 : 8.0, steps_off = type == kCacheQ8_0 ? 0.5 : 1.0;
   for (int64_t b = 0; b < kDim / kRowBlockValues; ++b) {
     double amax = 0;
-    for (int64_t t = b * kRowBlockValues; t < (b + 1) * kRowBlockValues; ++t) amax = std::max(amax, std::fabs(double(row[t])));
+    for (int64_t t = b * kRowBlockValues; t < (b + 1) * kRowBlockValues; ++t)
+      amax = std::max(amax, std::fabs(double(row[t])));
     const double step = amax / levels;
     for (int64_t t = b * kRowBlockValues; t < (b + 1) * kRowBlockValues; ++t)
-      ASSERT_LE(std::fabs(double(got[t]) - row[t]), steps_off * step + 2e-3 * amax + 1e-6) << cache_type_name(type) << " " << t;
+      ASSERT_LE(std::fabs(double(got[t]) - row[t]), steps_off * step + 2e-3 * amax + 1e-6)
+          << cache_type_name(type) << " " << t;
   }
 }
 
@@ -104,10 +106,16 @@ INSTANTIATE_TEST_SUITE_P(KeyAndValueTypes, TypedRecords,
                                            std::make_pair("f16", "q8_0")));
 
 TEST(TypedRecords, BlockTypesNeedWholeBlocks) {
-  test::expect_error([] { PageStore(temp_file("b.kvs"), RecordFormat{40, RecordType::kQ8_0}, Layout::kDualHead, false); },
-                     "q8_0/q4_0 records need a head_dim that is a multiple of 32, got 40");
-  test::expect_error([] { record_format(64, {at::kDouble, at::kFloat}); },
-                     "--retrieval: the store cannot keep records in f64");
+  test::expect_error(
+      [] {
+        PageStore(temp_file("b.kvs"), RecordFormat{40, RecordType::kQ8_0}, Layout::kDualHead, false);
+      },
+      "q8_0/q4_0 records need a head_dim that is a multiple of 32, got 40");
+  test::expect_error(
+      [] {
+        record_format(64, {at::kDouble, at::kFloat});
+      },
+      "--retrieval: the store cannot keep records in f64");
 }
 
 // A retrieval run on kvc-micro-lm (head_dim 32) whose store holds f16 or q8_0 records: the payload is the
@@ -137,9 +145,10 @@ TEST(TypedRecords, RetrievalRunsOnTypedStores) {
 // index naming a type no store holds is refused in one line.
 TEST(TypedRecords, ClusterIndexCarriesTheTypes) {
   const std::string dir = test::make_temp_dir("kvc-typed-index");
-  const auto built = test::run_command(test::bin("kvc-cluster") + " build -m " + test::model_dir("stories260K") +
-                                       " -p 'Once upon a time there was a little girl named Lily' -ctk f16 -ctv bf16 --store " +
-                                       dir + "/s.kvs --index " + dir + "/s.safetensors");
+  const auto built =
+      test::run_command(test::bin("kvc-cluster") + " build -m " + test::model_dir("stories260K") +
+                        " -p 'Once upon a time there was a little girl named Lily' -ctk f16 -ctv bf16 --store " + dir +
+                        "/s.kvs --index " + dir + "/s.safetensors");
   ASSERT_EQ(built.exit_code, 0) << built.err;
   const auto ok = test::run_command(test::bin("kvc-cluster") + " verify --index " + dir + "/s.safetensors");
   EXPECT_EQ(ok.exit_code, 0) << ok.err;

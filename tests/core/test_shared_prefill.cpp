@@ -39,8 +39,8 @@ const Loaded& loaded(const std::string& path) {
 
 // Natural text (real attention patterns), BOS first, `n` tokens.
 std::vector<int> text_prompt(const Loaded& m, int64_t n) {
-  const std::string text = test::slurp(test::data_file("pg_essays/addiction.txt")) +
-                           test::slurp(test::data_file("pg_essays/apple.txt"));
+  const std::string text =
+      test::slurp(test::data_file("pg_essays/addiction.txt")) + test::slurp(test::data_file("pg_essays/apple.txt"));
   std::vector<int> ids = m.tokenizer.encode_prompt(text);
   EXPECT_GE(static_cast<int64_t>(ids.size()), n);
   ids.resize(static_cast<size_t>(n));
@@ -181,9 +181,9 @@ const std::string& micro_bases() {
     calibration.seq_len = 128;
     calibration.show_progress = false;
     const std::string file = test::make_temp_dir("kvc-shared-lowrank") + "/bases.safetensors";
-    lowrank::write_artifact(file, lowrank::bases_artifact(lowrank::calibrate(*micro.model, text_prompt(micro, 512),
-                                                                             calibration)),
-                            micro.model->config());
+    lowrank::write_artifact(
+        file, lowrank::bases_artifact(lowrank::calibrate(*micro.model, text_prompt(micro, 512), calibration)),
+        micro.model->config());
     return file;
   }();
   return path;
@@ -193,9 +193,11 @@ const std::string& micro_bases() {
 // not): all share one prefill into that cache.
 std::vector<CacheSetup> lowrank_setups(const LlamaModel& model, int64_t rank) {
   std::vector<CacheSetup> setups;
-  for (const auto& [press, ratio] : std::vector<std::pair<std::string, double>>{
-           {"none", 0.0}, {"snapkv:heads=shared", 0.5}, {"snapkv:heads=shared", 0.9}, {"h2o:heads=shared", 0.75},
-           {"streaming_llm", 0.5}}) {
+  for (const auto& [press, ratio] : std::vector<std::pair<std::string, double>>{{"none", 0.0},
+                                                                                {"snapkv:heads=shared", 0.5},
+                                                                                {"snapkv:heads=shared", 0.9},
+                                                                                {"h2o:heads=shared", 0.75},
+                                                                                {"streaming_llm", 0.5}}) {
     CompressionSpec c;
     c.press = press;
     c.ratio = ratio;
@@ -243,8 +245,8 @@ TEST(SharedPrefill, HarnessOutputsEqualRunsAloneInBothQueryModes) {
   ASSERT_FALSE(shares_prefill(setups[setups.size() - 2], model));
   ASSERT_FALSE(shares_prefill(setups.back(), model));
   // Typed caches share a prefill per type: one in q8_0 (two setups), one in f16.
-  for (const auto& [type, press] : std::vector<std::pair<std::string, std::string>>{
-           {"q8_0", "none"}, {"f16", "snapkv"}, {"q8_0", "tova"}}) {
+  for (const auto& [type, press] :
+       std::vector<std::pair<std::string, std::string>>{{"q8_0", "none"}, {"f16", "snapkv"}, {"q8_0", "tova"}}) {
     CompressionSpec typed;
     typed.cache_type = type;
     typed.press = press;

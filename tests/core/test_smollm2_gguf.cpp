@@ -27,8 +27,8 @@ nlohmann::json read_json(const std::string& path) {
   return nlohmann::json::parse(in);
 }
 
-#define SKIP_WITHOUT_SMOLLM2()                                                                           \
-  if (!std::filesystem::exists(smollm2_gguf()))                                                          \
+#define SKIP_WITHOUT_SMOLLM2()                  \
+  if (!std::filesystem::exists(smollm2_gguf())) \
   GTEST_SKIP() << smollm2_gguf() << " is absent (scripts/setup.sh installs it)"
 
 TEST(SmolLM2Gguf, PromptsStartWithoutBosAsTheFileSays) {

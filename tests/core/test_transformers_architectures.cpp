@@ -87,7 +87,8 @@ TEST(TransformersArchitectureGemma3, LocalLayersTrimmedAfterAttentionKeepTheLogi
   double max_diff = 0;
   for (int64_t t = 0; t < logits.size(0); ++t)
     for (int64_t v = 0; v < logits.size(1); ++v)
-      max_diff = std::max(max_diff, std::abs(logits[t][v].item<double>() - expected[static_cast<size_t>(t)][static_cast<size_t>(v)]));
+      max_diff = std::max(
+          max_diff, std::abs(logits[t][v].item<double>() - expected[static_cast<size_t>(t)][static_cast<size_t>(v)]));
   EXPECT_LT(max_diff, kTolerance);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     if (!c.is_local_layer(l)) continue;
@@ -114,8 +115,7 @@ TEST_P(ConvertedGguf, LogitsMatchTransformersOnTheCheckpoint) {
   EXPECT_TRUE(logits.argmax(1).equal(expected.argmax(1)));
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, ConvertedGguf, ::testing::Values("llama", "llama-rope-llama3", "qwen2"),
-                         test_name);
+INSTANTIATE_TEST_SUITE_P(Cases, ConvertedGguf, ::testing::Values("llama", "llama-rope-llama3", "qwen2"), test_name);
 
 }  // namespace
 }  // namespace kvc

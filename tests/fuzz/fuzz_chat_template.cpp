@@ -17,8 +17,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     options.eos_token = "</s>";
     std::tm now{};
     now.tm_year = 124;
-    (void)chat.render({{"system", "Be brief."}, {"user", "Hi {{ x }} \xc3\xa9 \xe4\xbd\xa0"}, {"assistant", "<think>a</think>b"},
-                       {"tool", "42"}, {"user", ""}},
+    (void)chat.render({{"system", "Be brief."},
+                       {"user", "Hi {{ x }} \xc3\xa9 \xe4\xbd\xa0"},
+                       {"assistant", "<think>a</think>b"},
+                       {"tool", "42"},
+                       {"user", ""}},
                       options, now);
     options.add_generation_prompt = false;
     (void)chat.render({}, options, now);

@@ -5,10 +5,10 @@
 #include <unistd.h>
 
 #include <cstddef>
-#include <cstdio>
-#include <exception>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <string>
 
 namespace kvc::fuzz {

@@ -62,8 +62,11 @@ Vec inverse_frequencies(const nlohmann::json& c, size_t head_dim) {
     const double old_len = s.value("original_max_position_embeddings", 8192.0);
     for (double& f : inv) {
       const double wavelen = 2 * M_PI / f;
-      if (wavelen < old_len / high) continue;            // high frequency: unchanged
-      if (wavelen > old_len / low) { f /= factor; continue; }  // low frequency: scaled
+      if (wavelen < old_len / high) continue;  // high frequency: unchanged
+      if (wavelen > old_len / low) {
+        f /= factor;
+        continue;
+      }  // low frequency: scaled
       const double smooth = (old_len / wavelen - low) / (high - low);
       f = (1 - smooth) * f / factor + smooth * f;
     }
