@@ -147,8 +147,10 @@ def judge(fmt, orig, new, op, offsets):
         return "may", "undetectable: piece text/score bytes"
     if fmt == "safetensors":
         n, h = safetensors_header(orig)
+        # A file kvc wrote carries kvc.checksum over its header's content and its data.
+        sealed = "kvc.checksum" in (h.get("__metadata__") or {})
         if all(o >= 8 + n for o in offsets):
-            return "may", "undetectable: weight bytes"
+            return ("must", "weight bytes (kvc.checksum)") if sealed else ("may", "undetectable: weight bytes")
         try:
             n2, h2 = safetensors_header(new)
         except (UnicodeDecodeError, ValueError, struct.error):
@@ -156,7 +158,7 @@ def judge(fmt, orig, new, op, offsets):
         if n2 != n or tensors_of(h2) != tensors_of(h):
             return "must", "tensor table changed"
         if h2.get("__metadata__") != h.get("__metadata__"):
-            return "may", "undetectable: a metadata string"
+            return ("must", "a metadata string (kvc.checksum)") if sealed else ("may", "undetectable: a metadata string")
         return "may", "header whitespace, same table"
     raise SystemExit("unknown format " + fmt)
 

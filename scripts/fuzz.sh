@@ -12,7 +12,8 @@ cd "$(dirname "$0")/.."
 BUILD="${KVC_FUZZ_BUILD:-build-fuzz}"
 SECONDS_PER_TARGET="${KVC_FUZZ_SECONDS:-60}"
 PARALLEL="${KVC_FUZZ_PARALLEL:-1}"
-ALL=(safetensors model_config gguf gguf_tokenizer tokenizer_json sentencepiece_model cluster_index store_pages chat_template)
+ALL=(safetensors model_config gguf gguf_tokenizer tokenizer_json sentencepiece_model cluster_index store_pages checkpoint
+     chat_template)
 TARGETS=("${@:-${ALL[@]}}")
 
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVC_FUZZ=ON \

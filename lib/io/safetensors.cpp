@@ -1,6 +1,8 @@
 // DType helpers and the validating safetensors reader.
 #include "io/safetensors.h"
 
+#include "io/content_checksum.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -135,6 +137,28 @@ int64_t TensorInfo::numel() const {
 
 uint64_t TensorInfo::nbytes() const { return static_cast<uint64_t>(numel()) * dtype_size(dtype); }
 
+namespace {
+
+// A file kvc wrote carries kvc.checksum over its header (without that entry, as the writer dumped it)
+// and its data; any change after writing, such as a flipped bit in a weight, fails here.
+void verify_checksum(const std::string& path, const std::string& header_text, const std::string& recorded,
+                     const uint8_t* data, uint64_t data_size) {
+  json header = json::parse(header_text);  // already parsed once: valid
+  json& metadata = header["__metadata__"];
+  metadata.erase(kChecksumKey);
+  if (metadata.empty()) header.erase("__metadata__");
+  ContentChecksum checksum;
+  const std::string unsealed = header.dump();
+  checksum.update(unsealed.data(), unsealed.size());
+  checksum.update(data, data_size);
+  KVC_CHECK(checksum.finish() == recorded,
+            "'{}' fails its checksum ({} in its header): the file changed after kvc wrote it (damaged or "
+            "edited); make it again",
+            path, kChecksumKey);
+}
+
+}  // namespace
+
 std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   return std::shared_ptr<SafetensorsFile>(new SafetensorsFile(path));
 }
@@ -151,8 +175,14 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path), mapping
             "'{}': header length {} runs past the end of the file ({} bytes)", path_, header_length, size);
   const auto* header_begin = reinterpret_cast<const char*>(mapping_.data() + kLengthPrefixBytes);
   data_section_ = mapping_.data() + kLengthPrefixBytes + header_length;
-  parse_header(std::string(header_begin, header_length), size - kLengthPrefixBytes - header_length);
+  const std::string header_text(header_begin, header_length);
+  parse_header(header_text, size - kLengthPrefixBytes - header_length);
   check_exact_coverage(size - kLengthPrefixBytes - header_length);
+  if (metadata_.count(kChecksumKey)) {
+    verify_checksum(path_, header_text, metadata_.at(kChecksumKey), data_section_,
+                    size - kLengthPrefixBytes - header_length);
+    metadata_.erase(kChecksumKey);  // verified; readers of the metadata see what the writer was given
+  }
 }
 
 void SafetensorsFile::parse_header(const std::string& header_text, uint64_t data_size) {

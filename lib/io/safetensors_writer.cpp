@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "io/content_checksum.h"
 #include "io/safetensors.h"
 #include "util/error.h"
 #include "util/files.h"
@@ -40,7 +41,9 @@ void SafetensorsWriter::write(const std::string& path, const std::function<void(
   });
 
   json header = json::object();
-  if (!metadata_.empty()) header["__metadata__"] = metadata_;
+  std::map<std::string, std::string> metadata = metadata_;
+  metadata.erase(kChecksumKey);  // a checksum copied from the file this one was read from is not this file's
+  if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const auto* entry : order) {
     const Pending& tensor = entry->second;
@@ -51,6 +54,12 @@ void SafetensorsWriter::write(const std::string& path, const std::function<void(
   }
   std::string header_text;
   try {
+    // The checksum covers the header without its own entry (as a reader rebuilds it), then the data.
+    ContentChecksum checksum;
+    const std::string unsealed = header.dump();
+    checksum.update(unsealed.data(), unsealed.size());
+    for (const auto* entry : order) checksum.update(entry->second.bytes.data(), entry->second.bytes.size());
+    header["__metadata__"][kChecksumKey] = checksum.finish();
     header_text = header.dump();
   } catch (const json::type_error&) {
     fail("cannot write '{}': a tensor name or metadata string is not valid UTF-8", path);

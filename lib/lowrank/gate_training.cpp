@@ -8,9 +8,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <random>
 
+#include "io/checkpoint_trailer.h"
 #include "lowrank/lowrank_setup.h"
 #include "lowrank/rank_gate.h"
 #include "lowrank/soft_mask_layer_cache.h"
@@ -76,42 +76,6 @@ double lr_at(const TrainOptions& o, int64_t step) {
   if (step < o.warmup) return o.lr * static_cast<double>(step + 1) / static_cast<double>(o.warmup);
   const double t = static_cast<double>(step - o.warmup) / static_cast<double>(std::max<int64_t>(1, o.steps - o.warmup));
   return o.lr * 0.5 * (1.0 + std::cos(M_PI * std::min(1.0, t)));
-}
-
-// A checkpoint is LibTorch's archive followed by a trailer: magic, the archive's length and its
-// FNV-1a 64 hash. A file cut short or changed by one byte is refused on resume instead of being read
-// out of bounds or trained from silently different gates.
-constexpr char kCheckpointMagic[8] = {'K', 'V', 'C', 'C', 'K', 'P', 'T', '1'};
-constexpr size_t kTrailerBytes = 24;
-
-std::string with_checksum(const std::string& archive) {
-  std::string out = archive;
-  const uint64_t length = archive.size();
-  const uint64_t hash = fnv1a64(archive.data(), archive.size());
-  out.append(kCheckpointMagic, 8);
-  out.append(reinterpret_cast<const char*>(&length), 8);
-  out.append(reinterpret_cast<const char*>(&hash), 8);
-  return out;
-}
-
-std::string checkpoint_payload(const std::string& file, const std::string& path) {
-  KVC_CHECK(
-      file.size() >= kTrailerBytes && std::memcmp(file.data() + file.size() - kTrailerBytes, kCheckpointMagic, 8) == 0,
-      "--resume: '{}' has no kvc checksum trailer (damaged, cut short, or not a kvc-train checkpoint); start "
-      "again without --resume",
-      path);
-  uint64_t length = 0, hash = 0;
-  std::memcpy(&length, file.data() + file.size() - 16, 8);
-  std::memcpy(&hash, file.data() + file.size() - 8, 8);
-  KVC_CHECK(length == file.size() - kTrailerBytes,
-            "--resume: '{}' is {} bytes where its trailer says {}: the file is "
-            "damaged; start again without --resume",
-            path, file.size(), length + kTrailerBytes);
-  KVC_CHECK(fnv1a64(file.data(), length) == hash,
-            "--resume: '{}' fails its checksum: the file is damaged; start "
-            "again without --resume",
-            path);
-  return file.substr(0, length);
 }
 
 std::string shape_text(at::IntArrayRef sizes) {
@@ -245,7 +209,7 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
       bytes = read_text_file(o.checkpoint);  // bytes as stored
     }
     r.broadcast(bytes);
-    bytes = checkpoint_payload(bytes, o.checkpoint);
+    bytes = checkpoint_archive(bytes, o.checkpoint);
     torch::serialize::InputArchive ar;
     try {
       ar.load_from(bytes.data(), bytes.size());
@@ -319,7 +283,7 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
     } catch (const c10::Error&) {
       fail("--checkpoint: cannot serialise the training state for '{}'", o.checkpoint);
     }
-    write_file_atomic(o.checkpoint, with_checksum(bytes));
+    write_file_atomic(o.checkpoint, seal_checkpoint(bytes));
   };
 
   // Held-out windows and their exact-cache cross-entropy (the floor the gates are compared with).

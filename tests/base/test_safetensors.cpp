@@ -3,17 +3,22 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <ostream>
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "io/content_checksum.h"
 #include "io/safetensors.h"
 #include "support/expect_error.h"
 #include "util/error.h"
@@ -169,6 +174,131 @@ TEST_F(SafetensorsTest, RoundTripKeepsNamesShapesDtypesBytesAndMetadata) {
 
   // Contiguous, no holes: the data section is exactly the tensors' bytes (6*4 + 5*2 + 3 + 2*8 + 8 + 0 + 2*2).
   EXPECT_EQ(st->file_size(), 8 + header_length + 65);
+}
+
+// The definition of kvc.checksum written out plainly (one pass, words read in place), against which the
+// streaming class is checked: 64-bit words round-robin over four FNV-1a lanes, the tail zero-padded,
+// then the lanes and the byte count folded.
+std::string reference_checksum(const std::string& bytes) {
+  std::string padded = bytes;
+  padded.append((32 - padded.size() % 32) % 32, '\0');
+  uint64_t lanes[4] = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL, 0x9ce484222325cbf2ULL, 0x2325cbf29ce48422ULL};
+  for (size_t word = 0; word * 8 < padded.size(); ++word) {
+    uint64_t w;
+    std::memcpy(&w, padded.data() + word * 8, 8);
+    lanes[word % 4] = (lanes[word % 4] ^ w) * 0x100000001b3ULL;
+  }
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (uint64_t v : {lanes[0], lanes[1], lanes[2], lanes[3], uint64_t{bytes.size()}}) h = (h ^ v) * 0x100000001b3ULL;
+  h ^= h >> 29;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return std::string("w4fnv64:") + hex;
+}
+
+TEST(ContentChecksum, PiecesOfAnySizeGiveTheDefinitionsValue) {
+  std::mt19937_64 rng(3);
+  for (size_t size : {size_t{0}, size_t{1}, size_t{31}, size_t{32}, size_t{33}, size_t{1000}, size_t{4099}}) {
+    std::string bytes(size, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng());
+    for (int trial = 0; trial < 20; ++trial) {
+      kvc::st::ContentChecksum checksum;
+      size_t at = 0;
+      while (at < size) {
+        const size_t piece = std::min<size_t>(size - at, rng() % 70);
+        checksum.update(bytes.data() + at, piece);
+        at += piece;
+      }
+      ASSERT_EQ(checksum.finish(), reference_checksum(bytes)) << "size " << size << ", trial " << trial;
+    }
+  }
+}
+
+TEST(ContentChecksum, EveryOneBitChangeAndEveryLengthChangeIsSeen) {
+  std::string bytes(300, '\0');
+  std::mt19937_64 rng(5);
+  for (char& c : bytes) c = static_cast<char>(rng());
+  const std::string original = reference_checksum(bytes);
+  for (size_t i = 0; i < bytes.size(); ++i)
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string changed = bytes;
+      changed[i] = static_cast<char>(changed[i] ^ (1 << bit));
+      ASSERT_NE(reference_checksum(changed), original) << "byte " << i << " bit " << bit;
+    }
+  // Zeros appended (what the padding adds) count through the length.
+  EXPECT_NE(reference_checksum(bytes + std::string(4, '\0')), original);
+  EXPECT_NE(reference_checksum(bytes.substr(0, 299)), reference_checksum(bytes.substr(0, 299) + '\0'));
+}
+
+// Every file the writer makes carries kvc.checksum; opening it verifies and hides the entry. A bit
+// flipped in the data, a metadata value or a shape changed in the header is refused in one line; the
+// header's padding is not content, and a file with no checksum (another writer's) opens as before.
+TEST_F(SafetensorsTest, WrittenFilesCarryAChecksumThatOpeningVerifies) {
+  const std::vector<float> weights = {1.5f, -2.0f, 3.25f, 0.0f, 1e-3f, -7.0f, 8.0f, 9.0f};
+  SafetensorsWriter writer;
+  writer.add("w", DType::F32, {2, 4}, weights.data(), weights.size() * 4);
+  writer.set_metadata("tau", "0.5");
+  writer.set_metadata("model", "x");  // makes the header need padding, for the padding check below
+  writer.set_metadata(kvc::st::kChecksumKey, "w4fnv64:0000000000000000");  // copied from another file: replaced
+  const std::string file = path("sealed.safetensors");
+  writer.write(file);
+  const auto st = SafetensorsFile::open(file);
+  EXPECT_EQ(st->metadata(), (std::map<std::string, std::string>{{"model", "x"}, {"tau", "0.5"}}));
+  std::ifstream in(file, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_NE(bytes.find("\"kvc.checksum\":\"w4fnv64:"), std::string::npos);
+  const uint64_t header_length = read_as<uint64_t>(reinterpret_cast<const uint8_t*>(bytes.data()), 1)[0];
+
+  const auto expect_refused = [&](std::string damaged, const std::string& what) {
+    SCOPED_TRACE(what);
+    write_bytes(path("damaged.safetensors"), damaged);
+    expect_error([&] { SafetensorsFile::open(path("damaged.safetensors")); }, "fails its checksum");
+  };
+  for (size_t at = 8 + header_length; at < bytes.size(); at += 5) {
+    std::string damaged = bytes;
+    damaged[at] = static_cast<char>(damaged[at] ^ 0x01);
+    expect_refused(damaged, "data byte " + std::to_string(at));
+  }
+  std::string edited = bytes;
+  edited.replace(edited.find("\"0.5\""), 5, "\"0.6\"");
+  expect_refused(edited, "metadata value");
+  edited = bytes;
+  edited.replace(edited.find("[2,4]"), 5, "[4,2]");
+  expect_refused(edited, "shape");
+
+  std::string repadded = bytes;  // the header's closing brace moved into the padding: same content
+  const size_t brace = repadded.rfind('}', 8 + header_length - 1);
+  ASSERT_LT(brace + 1, 8 + header_length) << "the header has no padding to move the brace into";
+  {
+    repadded[brace] = ' ';
+    repadded[8 + header_length - 1] = '}';
+    write_bytes(path("repadded.safetensors"), repadded);
+    EXPECT_NO_THROW(SafetensorsFile::open(path("repadded.safetensors")));
+  }
+  write_safetensors(path("unsealed.safetensors"),
+                    R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"__metadata__":{"tau":"0.5"}})",
+                    std::string(8, '\0'));
+  EXPECT_EQ(SafetensorsFile::open(path("unsealed.safetensors"))->metadata().at("tau"), "0.5");
+}
+
+// tests/fuzz/make_corpus.py writes a file sealed by its own Python implementation of kvc.checksum: the
+// reader verifies it (the two agree on the header's canonical form and the hash), and refuses any one
+// byte of its data changed.
+TEST_F(SafetensorsTest, AChecksumComputedByAnotherImplementationVerifies) {
+  const std::string sealed = std::string(KVC_SOURCE_DIR) + "/tests/fuzz/corpus/safetensors/sealed.safetensors";
+  const auto st = SafetensorsFile::open(sealed);
+  EXPECT_EQ(st->metadata(),
+            (std::map<std::string, std::string>{{"format", "kvc-bases"}, {"model", "m"}, {"tau", "0.5"}}));
+  EXPECT_EQ(read_as<float>(st->data("layers.0.k.U"), 6), (std::vector<float>{0.5f, -1.0f, 2.0f, 0.25f, 3.0f, -4.5f}));
+  EXPECT_EQ(read_as<int64_t>(st->data("steps"), 1)[0], 7);
+  std::ifstream in(sealed, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (size_t at = bytes.size() - 44; at < bytes.size(); ++at) {
+    std::string damaged = bytes;
+    damaged[at] = static_cast<char>(damaged[at] ^ 0x80);
+    write_bytes(path("damaged.safetensors"), damaged);
+    expect_error([&] { SafetensorsFile::open(path("damaged.safetensors")); }, "fails its checksum");
+  }
 }
 
 TEST_F(SafetensorsTest, WriteReplacesAnExistingFile) {

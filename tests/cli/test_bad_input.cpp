@@ -13,11 +13,13 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "io/safetensors.h"
 #include "support/cli_expectations.h"
 #include "support/paths.h"
 #include "support/run_command.h"
+#include "support/safetensors_rewrite.h"
 
 namespace fs = std::filesystem;
 
@@ -233,11 +235,19 @@ TEST_F(LowRankBadInput, CheckpointOnAFullDiskIsOneLineAndLeavesNoTemporary) {
   EXPECT_TRUE(fs::is_empty(small));
 }
 
+// A NaN patched into a basis kvc wrote fails its checksum; one in a file written with a valid checksum
+// (as a tool that computed it would) is refused by the finite check, naming the tensor.
 TEST_F(LowRankBadInput, NonFiniteBasisIsRefusedNamingTheTensor) {
   const std::string bases = dir_ + "/nan_bases.safetensors";
   fs::copy_file(dir_ + "/bases.safetensors", bases, fs::copy_options::overwrite_existing);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   patch_tensor(bases, "layers.1.v.U", &nan, sizeof nan);
+  expect_clean_error(run_command(bin("kvc-eval") + " kl -m " + kStories + " -f " + kText +
+                                 " -c 64 --max-windows 1 -t 1 --lowrank " + bases + " --rank 4"),
+                     "fails its checksum");
+  test::rewrite_safetensors(dir_ + "/bases.safetensors", bases, [&](test::TensorBytes& tensors, test::Metadata&) {
+    std::memcpy(tensors.at("layers.1.v.U").data(), &nan, sizeof nan);  // a NaN with a valid checksum
+  });
   expect_clean_error(run_command(bin("kvc-eval") + " kl -m " + kStories + " -f " + kText +
                                  " -c 64 --max-windows 1 -t 1 --lowrank " + bases + " --rank 4"),
                      "tensor 'layers.1.v.U' holds a non-finite value");

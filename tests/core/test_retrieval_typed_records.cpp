@@ -22,6 +22,7 @@
 #include "support/expect_error.h"
 #include "support/paths.h"
 #include "support/run_command.h"
+#include "support/safetensors_rewrite.h"
 
 namespace kvc::retrieval {
 namespace {
@@ -159,10 +160,17 @@ TEST(TypedRecords, ClusterIndexCarriesTheTypes) {
   }
   const size_t at = bytes.find("\"key_type\":\"1\"");
   ASSERT_NE(at, std::string::npos);
-  bytes[at + 12] = '9';  // same length: the header stays valid JSON
-  std::ofstream(dir + "/s.safetensors", std::ios::binary) << bytes;
-  test::expect_clean_error(test::run_command(test::bin("kvc-cluster") + " verify --index " + dir + "/s.safetensors"),
-                           "unknown record type 9 in 'key_type'");
+  bytes[at + 12] = '9';  // same length: the header stays valid JSON, but no longer what kvc wrote
+  std::ofstream(dir + "/edited.safetensors", std::ios::binary) << bytes;
+  test::expect_clean_error(
+      test::run_command(test::bin("kvc-cluster") + " verify --index " + dir + "/edited.safetensors"),
+      "fails its checksum");
+  // The same type written with a valid checksum, as a tool that meant it would: the type check refuses it.
+  test::rewrite_safetensors(dir + "/s.safetensors", dir + "/typed.safetensors",
+                            [](test::TensorBytes&, test::Metadata& metadata) { metadata["key_type"] = "9"; });
+  test::expect_clean_error(
+      test::run_command(test::bin("kvc-cluster") + " verify --index " + dir + "/typed.safetensors"),
+      "unknown record type 9 in 'key_type'");
 }
 
 }  // namespace

@@ -38,6 +38,47 @@ def safetensors(tensors, metadata=None):
     return struct.pack("<Q", len(text)) + text + b"".join(blobs)
 
 
+def content_checksum(data):
+    """kvc.checksum (lib/io/content_checksum.h), written out independently: 64-bit words round-robin over
+    four FNV-1a lanes, the tail zero-padded, then the lanes and the byte count folded."""
+    mask, prime = (1 << 64) - 1, 0x100000001b3
+    lanes = [0xcbf29ce484222325, 0x84222325cbf29ce4, 0x9ce484222325cbf2, 0x2325cbf29ce48422]
+    padded = data + b"\0" * (-len(data) % 32)
+    for i, (word,) in enumerate(struct.iter_unpack("<Q", padded)):
+        lanes[i % 4] = ((lanes[i % 4] ^ word) * prime) & mask
+    h = 0xcbf29ce484222325
+    for v in lanes + [len(data)]:
+        h = ((h ^ v) * prime) & mask
+    h ^= h >> 29
+    return "w4fnv64:%016x" % h
+
+
+def sealed_safetensors(tensors, metadata=None):
+    """A safetensors file as kvc writes it: kvc.checksum over the header's compact, key-sorted JSON
+    without that entry, then the data."""
+    header, blobs, offset = {}, [], 0
+    for name in sorted(tensors):
+        dtype, shape, raw = tensors[name]
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    if metadata:
+        header["__metadata__"] = dict(metadata)
+    dump = lambda h: json.dumps(h, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
+    checksum = content_checksum(dump(header) + b"".join(blobs))
+    header.setdefault("__metadata__", {})["kvc.checksum"] = checksum
+    text = dump(header)
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + b"".join(blobs)
+
+
+def fnv1a64(data):
+    h = 0xcbf29ce484222325
+    for byte in data:
+        h = ((h ^ byte) * 0x100000001b3) & ((1 << 64) - 1)
+    return h
+
+
 def f32(values):
     return struct.pack("<%df" % len(values), *values)
 
@@ -150,6 +191,18 @@ def main():
     tok["model"]["merges"] = merges
     tok["added_tokens"] = [t for t in tok.get("added_tokens", []) if t["id"] < 300]
     put("tokenizer_json", "gpt2-style.json", json.dumps(tok, ensure_ascii=False))
+
+    # A file as kvc writes it, sealed by kvc.checksum (tests/base/test_safetensors.cpp opens this one:
+    # the checksum computed here, independently, must verify there).
+    put("safetensors", "sealed.safetensors", sealed_safetensors({
+        "layers.0.k.U": ("F32", [2, 3], f32([0.5, -1.0, 2.0, 0.25, 3.0, -4.5])),
+        "layers.0.k.eigenvalues": ("F32", [3], f32([3.0, 2.0, 1.0])),
+        "steps": ("I64", [1], i64([7])),
+    }, {"format": "kvc-bases", "model": "m", "tau": "0.5"}))
+
+    # kvc-train checkpoint: an archive's stand-in sealed by the trailer (magic, length, FNV-1a 64).
+    archive = b"PK\x03\x04" + bytes(range(60))
+    put("checkpoint", "sealed.ckpt", archive + b"KVCCKPT1" + struct.pack("<QQ", len(archive), fnv1a64(archive)))
 
     # tokenizer.model: the tiny story model's SentencePiece file (7.5 KB; the nmt_nfkc fixture's
     # 240 KB character map is past libFuzzer's input sizes).
