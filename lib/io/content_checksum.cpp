@@ -21,6 +21,7 @@ void ContentChecksum::block(const uint8_t* bytes) {
 }
 
 void ContentChecksum::update(const void* data, uint64_t size) {
+  if (size == 0) return;  // an empty tensor's bytes may be a null pointer, which memcpy must not get
   const auto* bytes = static_cast<const uint8_t*>(data);
   total_ += size;
   if (pending_size_ > 0) {

@@ -85,7 +85,8 @@ void cut_other(const std::u32string& text, std::vector<std::u32string>& words) {
 JiebaHmm JiebaHmm::load(const std::string& finalseg_dir) {
   JiebaHmm hmm;
   const std::string start_path = finalseg_dir + "/prob_start.py";
-  const auto start = tag_entries(read_table(start_path), false, start_path);
+  const PythonDictValue start_table = read_table(start_path);  // tag_entries points into it: keep it alive
+  const auto start = tag_entries(start_table, false, start_path);
   for (int tag = 0; tag < kStates; ++tag) hmm.start_[tag] = start[tag]->number;
 
   const std::string transition_path = finalseg_dir + "/prob_trans.py";

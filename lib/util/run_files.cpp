@@ -30,8 +30,10 @@ struct RunFiles {
 };
 
 RunFiles& run_files() {
-  static RunFiles files;
-  return files;
+  // Never destroyed: a mapping held by another static (a model cached for the life of the process) is
+  // released during static destruction, after a function-local static here would already be gone.
+  static RunFiles* files = new RunFiles;
+  return *files;
 }
 
 // stat() follows symlinks, so a link and its target are one file.

@@ -35,7 +35,8 @@ nlohmann::json goldens() { return nlohmann::json::parse(read_bytes(kFixtures + "
 
 TEST(SentencePieceCheck, ARealNfkcModelTokenizesAsTheSentencepiecePackage) {
   const Tokenizer tokenizer = Tokenizer::load(kFixtures + "/nfkc");
-  for (const auto& c : goldens()["texts"]) {
+  const nlohmann::json golden = goldens();  // a loop over goldens()["texts"] would outlive the temporary
+  for (const auto& c : golden["texts"]) {
     EXPECT_EQ(tokenizer.encode(c["text"].get<std::string>()), c["ids"].get<std::vector<int>>()) << c["text"];
   }
 }
