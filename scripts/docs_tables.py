@@ -606,6 +606,21 @@ def retrieval_cost(path):
     return lines
 
 
+@renderer("retrieval_in_evaluations", "needle_exact.json")
+def retrieval_in_evaluations(path):
+    """docs/retrieval.md: needle accuracy and KL of retrieval against SnapKV on kvc-micro-lm, from the kvc-eval
+    --json outputs of the doc's commands (this file and needle_*/kl_*.json beside it)."""
+    exact = read_json(path)
+    lines = [f"| {exact['lengths'][0]}-token prompt | needle accuracy ({exact['samples']} samples) "
+             "| KL (4 windows of 512, second half decoded) |", "|---|---|---|",
+             f"| exact cache | {_r(exact['accuracy'], 2)} | 0 |"]
+    for name, label in (("retrieval", "`--retrieval adaptive:budget=64`"), ("snapkv", "`--press snapkv --budget 64`")):
+        needle, kl = read_json(_beside(path, f"needle_{name}.json")), read_json(_beside(path, f"kl_{name}.json"))
+        lines.append(f"| {label} | {_r(needle['accuracy'], 2)} | {_r(kl['kl'], 3)} "
+                     f"(top-1 agreement {_r(kl['top1_agreement'], 3)}) |")
+    return lines
+
+
 @renderer("retrieval_at_scale", "at_scale.csv")
 def retrieval_at_scale(path):
     """docs/retrieval.md: full cache against adaptive retrieval and adaptive:tails=storage per prompt length."""
