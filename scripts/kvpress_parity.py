@@ -151,6 +151,22 @@ METHODS = {
     # chunks of 64, 64, 64 and 8 tokens, each keeping its share: the shares of kvc's budget are kvpress' counts.
     "chunk_keydiff": (lambda r: kvpress.ChunkPress(kvpress.KeyDiffPress(compression_ratio=r), chunk_length=64),
                       "chunk:base=keydiff,size=64", lambda r: ["--budget", str(n_kept(r))]),
+    # chunks of 20 (kvpress' default): whole chunks, the same for every head, floor(10 chunks x (1 - r)) of them.
+    "chunkkv_snapkv": (lambda r: kvpress.ChunkKVPress(kvpress.SnapKVPress(compression_ratio=r, window_size=WINDOW,
+                                                                          kernel_size=5), chunk_length=20),
+                       f"chunkkv:base=snapkv,window={WINDOW},kernel=5,pad=zeros,pool=context,size=20",
+                       lambda r: ["--budget", str(n_kept(r))]),
+    # The sweep's value sets the threshold: keys whose cosine to the mean key exceeds it leave (KeyDiff's score is
+    # minus that cosine); the last 16 entries stay.
+    "dms_keydiff": (lambda r: kvpress.DMSPress(kvpress.KeyDiffPress(), threshold=-r, sliding_window_size=16),
+                    lambda r: f"dms:base=keydiff,threshold=-{r},window=16", lambda r: []),
+    # The question is the prompt's last 16 tokens (kvpress finds it by a delimiter token inserted before it; kvc
+    # is told its length). Keys compared before re-rotation, which moves them (key_rerotation's own parity).
+    "finch": (lambda r: kvpress.FinchPress(compression_ratio=r, rerotate_keys=False), "finch:window=16,rerotate=0",
+              lambda r: ["--budget", str(n_kept(r))]),
+    # Chunks of 100: kvpress asserts chunk > window / (1 - ratio), which 0.9 (160) breaks.
+    "finch_chunked": (lambda r: kvpress.FinchPress(compression_ratio=r, rerotate_keys=False, chunk_length=100),
+                      "finch:window=16,chunk=100,rerotate=0", lambda r: ["--budget", str(n_kept(r))]),
     # One budget over layers and heads: kvc's round(S (1 - r)) per head keeps kvpress' numel - int(numel r) at
     # these ratios (int(S (1 - r)) would keep one fewer per head at 0.9).
     "kvzip": (lambda r: kvpress.KVzipPress(compression_ratio=r), "kvzip", lambda r: ["--ratio", str(r)]),
@@ -170,7 +186,8 @@ CHANNEL_METHODS = {"think"}
 # Ratios left out where kvpress' own selection is arbitrary: LagKV (lag 32) scores ranks within partitions,
 # which tie across its 5 partitions (budgets of 0.25-0.75 take whole tie groups), and at 0.9 its 40 entries of
 # equal top score (sinks and last partition) exceed the 19 kept, among which torch.topk picks any.
-METHOD_RATIOS = {"lagkv": [0.25, 0.5, 0.75]}
+METHOD_RATIOS = {"lagkv": [0.25, 0.5, 0.75], "finch_chunked": [0.25, 0.5, 0.75]}
+FINCH_QUESTION = 16  # the question's tokens in FINCH's rows
 
 
 def kvc_spec(method, ratio):
@@ -250,13 +267,16 @@ def run_kvpress(model_dir, method, ratio, ids):
     # AdaKV and KVzip refuse eager attention, ChunkPress and BlockPress its attention weights; ObservedAttention
     # needs them.
     attn = "sdpa" if method in ("ada_snapkv", "criticalkv_ada_snapkv", "chunk_keydiff", "block_keydiff", "kvzip",
-                                "kvzip_layerwise") else "eager"
+                                "kvzip_layerwise", "chunkkv_snapkv", "dms_keydiff", "finch",
+                                "finch_chunked") else "eager"
     model = load_model(model_dir, attn)
     L, KV = model.config.num_hidden_layers, model.config.num_key_value_heads
     kept = {}
 
     if method.startswith("kvzip"):
         kvpress.presses.kvzip_press.AutoTokenizer = SentencePieceTokenizer
+    elif method.startswith("dms"):
+        pass  # a forward hook that masks: read after the prefill, as KVzip's
     elif method == "kvcompose":
         original = press.compress_cache
 
@@ -287,11 +307,21 @@ def run_kvpress(model_dir, method, ratio, ids):
             return out_keys, out_values
 
         press.compress = capture
+    fed = ids
+    if method.startswith("finch"):
+        # A token the prompt does not hold serves as FINCH's delimiter; kvpress' hook drops its embedding, so the
+        # model sees the prompt alone.
+        press.delimiter_token_id = max(set(range(model.config.vocab_size)) - set(ids))
+        fed = ids[:-FINCH_QUESTION] + [press.delimiter_token_id] + ids[-FINCH_QUESTION:]
     with torch.no_grad(), press(model):
-        model(input_ids=torch.tensor([ids]), past_key_values=DynamicCache(), use_cache=True)
-    if method.startswith("kvzip"):  # KVzip scores after the prefill, on leaving the context, and masks its evictions
+        model(input_ids=torch.tensor([fed]), past_key_values=DynamicCache(), use_cache=True)
+    if method.startswith("kvzip") or method.startswith("dms"):
+        # KVzip scores after the prefill, on leaving the context, DMS after each layer's prefill; both mask
         for l in range(L):
-            _, heads, seq = model.model.layers[l].self_attn.masked_key_indices
+            masked = model.model.layers[l].self_attn.masked_key_indices
+            if masked is None:  # nothing below the threshold
+                masked = (torch.zeros(0), torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long))
+            _, heads, seq = masked
             for h in range(KV):
                 evicted = set(int(s) for hh, s in zip(heads.tolist(), seq.tolist()) if hh == h)
                 kept[(l, h)] = [i for i in range(len(ids)) if i not in evicted]

@@ -31,6 +31,9 @@ void register_key_rerotation();
 void register_think();
 void register_simlayerkv();
 void register_duo_attention();
+void register_chunkkv();
+void register_dms();
+void register_finch();
 
 void register_builtin_presses() {
   register_streaming_llm();
@@ -61,6 +64,9 @@ void register_builtin_presses() {
   register_think();
   register_simlayerkv();
   register_duo_attention();
+  register_chunkkv();
+  register_dms();
+  register_finch();
 }
 
 }  // namespace kvc

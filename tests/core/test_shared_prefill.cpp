@@ -57,7 +57,7 @@ std::vector<CacheSetup> every_press(const LlamaModel& model, double ratio, const
   // key_rerotation rewrites keys, which rows of blocks cannot take; kvzip scores a reconstruction of the
   // prompt and kvcompose's default a repeated prompt, which prefill alone (tested on their own below).
   for (const auto& name : test::ratio_presses()) {
-    if ((blocks && name == "key_rerotation") || name == "kvzip") continue;
+    if ((blocks && test::rerotates_keys(name)) || name == "kvzip") continue;
     if (name == "d2o" && blocks) {
       specs.push_back("d2o:merge=0");
     } else if (name == "kvcompose" || name == "kvcompose_unstructured") {
