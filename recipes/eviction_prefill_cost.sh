@@ -1,45 +1,73 @@
 #!/usr/bin/env bash
-# Prefill time of each eviction method relative to uncompressed prefill (kvc-generate --stats-json
-# prefill_seconds, median of REPEATS runs) on a ~1000-token prompt for kvc-tiny-lm at ratio 0.5.
-# Writes data/results/eviction/prefill_cost.csv. Timings share the machine: compare within one run.
-# Usage: recipes/eviction_prefill_cost.sh [BUILD_DIR] [OUT_DIR]
+# Prefill time of every registered press against the uncompressed prefill, same run: on SmolLM2-135M-Instruct
+# Q4_1 (scripts/model_path.sh smollm2-135m), a prompt of N tokens (default 1024) from
+# data/text/pg_essays/addiction.txt, THREADS threads (default 2). Each repeat (REPEATS, default 3) runs, for
+# every press in `kvc-generate --list-presses` order, the uncompressed prefill and then the press's, so each
+# press has its own alternated pairs; the table gives the medians and the median of the pairs' ratios
+# (kvc-generate's prefill_seconds: the prompt's forward pass with the press's scoring and compression, not
+# the model's load). Presses run at --ratio 0.5, those that size themselves at the parameter in SIZED below;
+# kept_share is the KV payload after the prefill over the uncompressed one.
+# Writes OUT/prefill_cost.csv (default data/results/eviction).
+#   recipes/eviction_prefill_cost.sh
+#   N=2048 REPEATS=5 PRESSES="snapkv kvzip" recipes/eviction_prefill_cost.sh
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BIN=${1:-$ROOT/build}/bin
-OUT=${2:-$ROOT/data/results/eviction}
-PROMPT=${PROMPT:-$ROOT/data/text/wikitext2/wiki.test.raw}
-REPEATS=${REPEATS:-5}
-PRESSES=${PRESSES:-"none streaming_llm h2o tova snapkv pyramidkv knorm random dynamickv d2o kvcompose kvcompose_unstructured ada"}
-# KVC_SMOKE=1 (the README test suite): the same commands at small sizes.
-if [ -n "${KVC_SMOKE:-}" ]; then REPEATS=1; PRESSES="none snapkv"; fi
-# Measured on kvc-tiny-lm (2.4M parameters, from ../shared: scripts/model_path.sh); the smoke run uses the
-# repository's kvc-micro-lm.
-. "$ROOT/recipes/lib/needle_model.sh"
-. "$ROOT/recipes/lib/committed_settings.sh"  # dynamickv and kvcompose* run the settings of the committed results
-MODEL=$(needle_model)
-
-mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+BIN="${BUILD:-build}/bin"
+MODEL=${MODEL:-$(scripts/model_path.sh smollm2-135m)}
+PROMPT=data/text/pg_essays/addiction.txt
+N=${N:-1024}
+REPEATS=${REPEATS:-3}
+THREADS=${THREADS:-2}
+OUT=${OUT:-data/results/eviction}
+PRESSES=${PRESSES:-$("$BIN/kvc-generate" --list-presses | awk '$1 != "none" {print $1}')}
+# The presses that size themselves, at a setting that compresses (their defaults keep everything or need one).
+declare -A SIZED=([think]="think:channels=0.5" [simlayerkv]="simlayerkv:threshold=0.9"
+                  [duo_attention]="duo_attention:streaming=0.5" [dms]="dms:base=keydiff,threshold=-0.5")
+# KVC_SMOKE=1 (the documentation's tests): the repository's model, a short prompt, two presses, once.
+if [ -n "${KVC_SMOKE:-}" ]; then
+  MODEL=data/models/kvc-micro-lm; N=64; REPEATS=1; PRESSES="snapkv dms"; OUT=$(mktemp -d)
+fi
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-head -c 2400 "$PROMPT" > "$TMP/prompt.txt"
-echo "press,prompt_tokens,prefill_seconds_median,relative_to_none" > "$OUT/prefill_cost.csv"
-base=""
-for press in $PRESSES; do
-  ratio=0.5; [ "$press" = none ] && ratio=0
-  for i in $(seq "$REPEATS"); do
-    "$BIN/kvc-generate" -m "$MODEL" --prompt-file "$TMP/prompt.txt" --press "$(press_spec "$press")" --ratio "$ratio" -n 1 -q \
-      -t "${THREADS:-1}" --stats-json "$TMP/$press.$i.json" 2>/dev/null
+run() {  # run NAME SPEC [ratio flags...]: one prefill, its stats in TMP/NAME.json
+  local name=$1 spec=$2
+  shift 2
+  "$BIN/kvc-generate" -m "$MODEL" -f "$PROMPT" --prompt-tokens "$N" -n 1 -t "$THREADS" -q --press "$spec" "$@" \
+    --stats-json "$TMP/$name.json" > /dev/null 2>&1
+}
+for i in $(seq 1 "$REPEATS"); do
+  for press in $PRESSES; do
+    run "none.$press.$i" none
+    if [ -n "${SIZED[$press]:-}" ]; then
+      run "$press.$i" "${SIZED[$press]}"
+    else
+      run "$press.$i" "$press" --ratio 0.5
+    fi
   done
-  line=$(python3 - "$TMP" "$press" "$REPEATS" "$base" <<'PY'
-import json, statistics, sys
-tmp, press, n, base = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-runs = [json.load(open(f"{tmp}/{press}.{i}.json")) for i in range(1, n + 1)]
-med = statistics.median(r["prefill_seconds"] for r in runs)
-rel = med / float(base) if base else 1.0
-print(f"{press},{runs[0]['prompt_tokens']},{med:.5f},{rel:.3f}")
-PY
-)
-  echo "$line" >> "$OUT/prefill_cost.csv"
-  [ "$press" = none ] && base=$(echo "$line" | cut -d, -f3)
+  echo "repeat $i of $REPEATS done" >&2
 done
-cat "$OUT/prefill_cost.csv"
+mkdir -p "$OUT"
+python3 - "$TMP" "$REPEATS" "$OUT/prefill_cost.csv" "$MODEL" "$THREADS" $PRESSES <<'PY'
+import csv, json, os, statistics, sys
+tmp, repeats, out, model, threads, presses = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6:]
+load = lambda name: json.load(open(f"{tmp}/{name}.json"))
+rows = []
+for press in presses:
+    base = [load(f"none.{press}.{i}") for i in range(1, repeats + 1)]
+    runs = [load(f"{press}.{i}") for i in range(1, repeats + 1)]
+    pairs = [r["prefill_seconds"] / b["prefill_seconds"] for r, b in zip(runs, base)]
+    rows.append({"press": press, "spec": runs[0]["compression"], "prompt_tokens": runs[0]["prompt_tokens"],
+                 "none_seconds": f"{statistics.median(b['prefill_seconds'] for b in base):.3f}",
+                 "press_seconds": f"{statistics.median(r['prefill_seconds'] for r in runs):.3f}",
+                 "ratio_median": f"{statistics.median(pairs):.3f}",
+                 "ratio_min": f"{min(pairs):.3f}", "ratio_max": f"{max(pairs):.3f}",
+                 "kept_share": f"{runs[0]['kv_payload_bytes'] / base[0]['kv_payload_bytes']:.3f}",
+                 "repeats": repeats, "threads": threads, "model": os.path.basename(model)})
+with open(out + ".part", "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=list(rows[0]))
+    w.writeheader()
+    w.writerows(rows)
+os.replace(out + ".part", out)
+for r in rows:
+    print(f"{r['press']:24s} {r['ratio_median']}x  ({r['ratio_min']}-{r['ratio_max']}; kept {r['kept_share']})")
+PY

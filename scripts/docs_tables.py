@@ -408,6 +408,22 @@ def prefill_statistics(path):
     return lines
 
 
+@renderer("press_prefill_cost", "prefill_cost.csv")
+def press_prefill_cost(path):
+    """docs/eviction.md: every press's prefill against the uncompressed one, alternated pairs (eviction_prefill_cost.sh)."""
+    rows = read_csv(path)
+    if not rows:
+        raise SourceError("prefill_cost.csv has no rows")
+    lines = ["| `--press` | setting | prefill vs uncompressed: median (range) | seconds: press / uncompressed | KV kept |",
+             "|---|---|---|---|---|"]
+    for r in rows:
+        setting = r["spec"][len(r["press"]):].strip().lstrip(":").replace(" ratio=", "ratio=")
+        lines.append(f"| `{r['press']}` | `{setting}` | {float(r['ratio_median']):.2f} ({float(r['ratio_min']):.2f}–"
+                     f"{float(r['ratio_max']):.2f}) | {r['press_seconds']} / {r['none_seconds']} | "
+                     f"{float(r['kept_share']):.2f} |")
+    return lines
+
+
 @renderer("eviction_decode_speedup", "decode_speedup.csv")
 def eviction_decode_speedup(path):
     """docs/eviction.md: median decode tok/s and speed-up of decode_speedup_runs.csv's repeats, byte limit, resident KV."""

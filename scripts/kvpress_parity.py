@@ -167,6 +167,14 @@ METHODS = {
     # Chunks of 100: kvpress asserts chunk > window / (1 - ratio), which 0.9 (160) breaks.
     "finch_chunked": (lambda r: kvpress.FinchPress(compression_ratio=r, rerotate_keys=False, chunk_length=100),
                       "finch:window=16,chunk=100,rerotate=0", lambda r: ["--budget", str(n_kept(r))]),
+    # Evicted values folded into their most similar kept entry: the golden files also hold the kept values.
+    "merging_knorm": (lambda r: kvpress.MergingPress(press=kvpress.KnormPress(compression_ratio=r)), "merging:base=knorm",
+                      lambda r: ["--budget", str(n_kept(r))]),
+    "merging_snapkv_gated": (lambda r: kvpress.MergingPress(press=kvpress.SnapKVPress(compression_ratio=r,
+                                                                                      window_size=WINDOW, kernel_size=5),
+                                                            similarity_threshold=0.2, merge_fraction=0.75),
+                             f"merging:base=snapkv,window={WINDOW},kernel=5,pad=zeros,pool=context,similarity=0.2,"
+                             "fraction=0.75", lambda r: ["--budget", str(n_kept(r))]),
     # One budget over layers and heads: kvc's round(S (1 - r)) per head keeps kvpress' numel - int(numel r) at
     # these ratios (int(S (1 - r)) would keep one fewer per head at 0.9).
     "kvzip": (lambda r: kvpress.KVzipPress(compression_ratio=r), "kvzip", lambda r: ["--ratio", str(r)]),
@@ -181,6 +189,8 @@ METHODS = {
 }
 # Methods whose golden files hold kept key channels per layer x head (channels.l.h of --dump-kept), not positions.
 CHANNEL_METHODS = {"think"}
+# Methods that rewrite kept values: their golden files also hold them (values.l.h, [kept, head_dim], by position).
+VALUE_METHODS = {"merging_knorm", "merging_snapkv_gated"}
 
 
 # Ratios left out where kvpress' own selection is arbitrary: LagKV (lag 32) scores ranks within partitions,
@@ -195,11 +205,16 @@ def kvc_spec(method, ratio):
     return spec(ratio) if callable(spec) else spec
 
 
-def rows_in(kept_keys, all_keys):
-    """Positions of the rows of kept_keys [n, d] in all_keys [S, d] (gathered copies: exact matches)."""
+def positions_of_rows(kept_keys, all_keys):
+    """The position of each row of kept_keys [n, d] in all_keys [S, d] (gathered copies: exact matches)."""
     eq = (kept_keys[:, None, :] == all_keys[None, :, :]).all(-1)
     assert bool(eq.any(1).all()), "a kept key matches no prompt key"
-    return sorted(int(i) for i in eq.float().argmax(1))
+    return [int(i) for i in eq.float().argmax(1)]
+
+
+def rows_in(kept_keys, all_keys):
+    """Positions of the rows of kept_keys [n, d] in all_keys [S, d], ascending."""
+    return sorted(positions_of_rows(kept_keys, all_keys))
 
 
 _loaded = {}
@@ -271,7 +286,7 @@ def run_kvpress(model_dir, method, ratio, ids):
                                 "finch_chunked") else "eager"
     model = load_model(model_dir, attn)
     L, KV = model.config.num_hidden_layers, model.config.num_key_value_heads
-    kept = {}
+    kept, kept_values = {}, {}
 
     if method.startswith("kvzip"):
         kvpress.presses.kvzip_press.AutoTokenizer = SentencePieceTokenizer
@@ -304,6 +319,10 @@ def run_kvpress(model_dir, method, ratio, ids):
                     kept[(l, h)] = [i for i in range(keys.shape[2]) if i not in evicted]
                 else:
                     kept[(l, h)] = rows_in(out_keys[0, h], keys[0, h])
+                if method in VALUE_METHODS:
+                    order = positions_of_rows(out_keys[0, h], keys[0, h])
+                    rows = sorted(range(len(order)), key=lambda i: order[i])
+                    kept_values[(l, h)] = out_values[0, h][rows].float().numpy()
             return out_keys, out_values
 
         press.compress = capture
@@ -327,7 +346,8 @@ def run_kvpress(model_dir, method, ratio, ids):
                 kept[(l, h)] = [i for i in range(len(ids)) if i not in evicted]
     assert len(kept) == L * KV, f"{method}: kvpress compressed {len(kept)} of {L * KV} layer x head caches"
     layers = compared_layers(model)
-    return layers, KV, {(l, h): pos for (l, h), pos in kept.items() if l in layers}
+    return layers, KV, {(l, h): pos for (l, h), pos in kept.items() if l in layers}, \
+        {(l, h): v for (l, h), v in kept_values.items() if l in layers}
 
 
 def golden_path(out, model, method, ratio):
@@ -358,11 +378,16 @@ REASONS = {
 }
 
 
-def write_golden(path, ids, kept, layers, KV, method, ratio, mean_jaccard):
+REASONS["merging_knorm"] = REASONS["knorm"]
+
+
+def write_golden(path, ids, kept, layers, KV, method, ratio, mean_jaccard, values=None):
     import numpy as np
     tensors = {"prompt": np.asarray(ids, dtype=np.int32)}
     for (l, h), pos in kept.items():
         tensors[f"kept.{l}.{h}"] = np.asarray(pos, dtype=np.int32)
+    for (l, h), v in (values or {}).items():
+        tensors[f"values.{l}.{h}"] = np.ascontiguousarray(v, dtype=np.float32)
     spec, budget = kvc_spec(method, ratio), METHODS[method][2](ratio)
     meta = {"method": method, "ratio": str(ratio), "kvc_press": spec, "kvc_budget": " ".join(budget),
             "selects": "channels" if method in CHANNEL_METHODS else "positions",
@@ -411,13 +436,13 @@ def main():
             if model in GGUF_MODELS and method in NOT_ON_GGUF_MODELS:
                 continue
             for ratio in METHOD_RATIOS.get(method, RATIOS):
-                layers, KV, kept = run_kvpress(model_dir, method, ratio, ids)
+                layers, KV, kept, values = run_kvpress(model_dir, method, ratio, ids)
                 with tempfile.TemporaryDirectory() as tmp:
                     dump = run_kvc(build, model, kvc_spec(method, ratio), METHODS[method][2](ratio), len(ids), tmp)
                 what = "channels" if method in CHANNEL_METHODS else "kept"
                 scores = [jaccard(dump[f"{what}.{l}.{h}"], kept[(l, h)]) for l in layers for h in range(KV)]
                 write_golden(golden_path(out, model, method, ratio), ids, kept, layers, KV, method, ratio,
-                             sum(scores) / len(scores))
+                             sum(scores) / len(scores), values)
                 rows.append((method, model, ratio, sum(scores) / len(scores), min(scores)))
                 print(f"{method:20s} {model:12s} {ratio:<5} mean Jaccard {rows[-1][3]:.4f} (min {rows[-1][4]:.4f})",
                       file=sys.stderr)

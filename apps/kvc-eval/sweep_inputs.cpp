@@ -20,8 +20,8 @@ std::vector<std::string> sweep_task_names() {
 bool is_text_task(const std::string& task) { return task == "ppl" || task == "kl"; }
 
 // What --methods all runs: every method that a compression ratio sizes. The methods that size themselves
-// (think, simlayerkv, duo_attention: a share of channels, a threshold, a share of heads) take no --ratios
-// and are named with their own parameter instead.
+// (think, simlayerkv, duo_attention, dms: a share of channels, a threshold, a share of heads) take no
+// --ratios: named with their own parameter, each is one cell at ratio 0.
 namespace {
 std::vector<std::string> ratio_methods() {
   std::vector<std::string> out;
@@ -49,7 +49,7 @@ std::vector<SweepCell> plan_cells(const SweepOptions& o, const std::vector<std::
   const std::vector<double> ratios = parse_double_list(o.ratios, "--ratios");
   std::vector<SweepCell> cells;
   for (const auto& task : tasks) {
-    for (const auto& c : plan_sweep({task}, methods, ratios)) cells.push_back(c);
+    for (const auto& c : plan_sweep({task}, methods, ratios, press_sizes_itself)) cells.push_back(c);
     for (const auto& c : extra_cells(task, rows, ratios)) cells.push_back(c);
   }
   return cells;

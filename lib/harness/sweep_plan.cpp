@@ -80,13 +80,18 @@ void check_task_names(const std::vector<std::string>& tasks, const std::vector<s
 }
 
 std::vector<SweepCell> plan_sweep(const std::vector<std::string>& tasks, const std::vector<std::string>& methods,
-                                  const std::vector<double>& ratios) {
+                                  const std::vector<double>& ratios,
+                                  const std::function<bool(const std::string&)>& sizes_itself) {
   for (double r : ratios) KVC_CHECK(r >= 0 && r < 1, "--ratios: {} is outside [0, 1)", r);
   std::vector<SweepCell> cells;
   for (const auto& task : tasks) {
     cells.push_back({task, "none", 0.0});
     for (const auto& method : methods) {
       if (method_name(method) == "none") continue;
+      if (sizes_itself && sizes_itself(method_name(method))) {
+        cells.push_back({task, method, 0.0});
+        continue;
+      }
       for (double r : ratios)
         if (r > 0) cells.push_back({task, method, r});
     }

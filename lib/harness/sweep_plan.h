@@ -1,6 +1,7 @@
 #pragma once
 // The cells of a sweep: tasks × methods × compression ratios, plus one uncompressed baseline per task
 // (method "none", ratio 0). A cell's key names it in the resumable result file.
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -27,9 +28,12 @@ std::vector<std::string> resolve_methods(const std::vector<std::string>& items,
 void check_task_names(const std::vector<std::string>& tasks, const std::vector<std::string>& known);
 
 // For every task: the baseline, then each compressing method at each ratio > 0 (ratio-0 entries and
-// the method "none" add no further cells). Order is stable, so a resumed run walks the same cells.
+// the method "none" add no further cells); a method for which `sizes_itself(name)` holds (its own
+// parameter sets what it keeps) gets one cell at ratio 0 instead. Order is stable, so a resumed run walks
+// the same cells.
 std::vector<SweepCell> plan_sweep(const std::vector<std::string>& tasks, const std::vector<std::string>& methods,
-                                  const std::vector<double>& ratios);
+                                  const std::vector<double>& ratios,
+                                  const std::function<bool(const std::string&)>& sizes_itself = nullptr);
 
 // The method's name without parameters ("snapkv:window=32" -> "snapkv").
 std::string method_name(const std::string& spec);

@@ -34,6 +34,7 @@ void register_duo_attention();
 void register_chunkkv();
 void register_dms();
 void register_finch();
+void register_merging();
 
 void register_builtin_presses() {
   register_streaming_llm();
@@ -67,6 +68,7 @@ void register_builtin_presses() {
   register_chunkkv();
   register_dms();
   register_finch();
+  register_merging();
 }
 
 }  // namespace kvc

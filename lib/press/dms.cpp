@@ -66,8 +66,7 @@ PressConfig build(const PressParams& p) {
   KVC_CHECK(window >= 0, "--press {}: window must be >= 0 (recent tokens never evicted), got {}", p.name, window);
   AllocatorFactory factory = c.allocator;
   c.allocator = [factory, threshold, window] {
-    return std::make_unique<ThresholdAllocator>(factory ? factory() : std::make_unique<Allocator>(), threshold,
-                                                window);
+    return std::make_unique<ThresholdAllocator>(factory ? factory() : std::make_unique<Allocator>(), threshold, window);
   };
   c.sizes_itself = true;
   return c;

@@ -152,6 +152,12 @@ TEST(SweepPlan, MethodsTimesRatiosPlusOneBaselinePerTask) {
   EXPECT_EQ(cells[5].key(), "needle|none|0");
   EXPECT_THROW(plan_sweep({"kl"}, methods, {1.0}), Error);
   EXPECT_THROW(check_task_names({"kl", "nedle"}, {"kl", "needle"}), Error);
+  // A method that sizes itself is one cell at ratio 0, whatever the ratios.
+  const auto sized = plan_sweep({"needle"}, {"none", "snapkv", "think:channels=0.5"}, {0.25, 0.5},
+                                [](const std::string& name) { return name == "think"; });
+  ASSERT_EQ(sized.size(), 4u);
+  EXPECT_EQ(sized[2].key(), "needle|snapkv|0.5");
+  EXPECT_EQ(sized[3].key(), "needle|think:channels=0.5|0");
 }
 
 // --method-spec pins a bare method's cells to a spec of the same method; the key keeps the bare name.

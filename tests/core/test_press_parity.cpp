@@ -80,6 +80,9 @@ struct Golden {
 
 // Checks the cache a golden file's press left against the positions kvpress kept. Returns whether the file
 // asks for exact parity.
+// Value rows compared (files of methods that rewrite values), over every file checked.
+int values_checked = 0;
+
 bool check_golden(const Golden& g, const KVCache& cache) {
   SCOPED_TRACE(g.path.string());
   const auto& meta = g.file->metadata();
@@ -104,6 +107,20 @@ bool check_golden(const Golden& g, const KVCache& cache) {
       if (must_match) EXPECT_EQ(ours, golden) << "layer " << l << " head " << h;
       sum += jaccard(ours, golden);
       ++count;
+      // A method that rewrites kept values (merging): kvpress' values of the kept entries, by position.
+      const std::string values_name = "values." + std::to_string(l) + "." + std::to_string(h);
+      if (g.file->contains(values_name) && ours == golden) {
+        const at::Tensor expected = load_tensor(g.file, values_name).to(at::kFloat);
+        const auto* dense = dynamic_cast<const DenseLayerCache*>(&cache.layer(l));
+        EXPECT_NE(dense, nullptr) << "layer " << l << " is not the dense cache a merging press needs";
+        if (dense == nullptr) continue;
+        const at::Tensor got = dense->values()[static_cast<int64_t>(h)].to(at::kFloat);
+        const double scale = expected.abs().max().item<double>();
+        EXPECT_TRUE(at::allclose(got, expected, 0, 1e-4 * std::max(scale, 1.0)))
+            << "layer " << l << " head " << h << ": largest value difference "
+            << (got - expected).abs().max().item<double>();
+        ++values_checked;
+      }
     }
   }
   EXPECT_GT(count, 0);
@@ -167,6 +184,7 @@ TEST(CompressionParityWithKvpress, KeptPositionsMatchTheGoldenFiles) {
     }
   }
   EXPECT_GT(exact, 0);
+  EXPECT_GT(values_checked, 0) << "no golden file of a merging press was compared";
   for (const auto& name : absent)
     std::printf("skipped %s: %s is absent (scripts/setup.sh installs it)\n", name.c_str(), model_path(name).c_str());
 }
@@ -208,7 +226,9 @@ TEST(CompressionParityWithKvpress, EveryComparedMethodHasGoldenFiles) {
                              "think",
                              "chunkkv_snapkv",
                              "dms_keydiff",
-                             "finch"}) {
+                             "finch",
+                             "merging_knorm",
+                             "merging_snapkv_gated"}) {
     EXPECT_EQ(ratios[method], all) << method;
   }
   // LagKV's rank scores tie across partitions: kvpress' choice among ties at 0.9 is arbitrary (the script).

@@ -54,10 +54,10 @@ std::vector<int> text_prompt(const Loaded& m, int64_t n) {
 std::vector<CacheSetup> every_press(const LlamaModel& model, double ratio, const std::string& cache_type = "") {
   std::vector<std::string> specs{"none", "snapkv:window=4", "pyramidkv:window=16"};
   const bool blocks = cache_type == "q8_0" || cache_type == "q4_0";
-  // key_rerotation rewrites keys, which rows of blocks cannot take; kvzip scores a reconstruction of the
+  // key_rerotation, finch and merging rewrite rows, which blocks cannot take; kvzip scores a reconstruction of the
   // prompt and kvcompose's default a repeated prompt, which prefill alone (tested on their own below).
   for (const auto& name : test::ratio_presses()) {
-    if ((blocks && test::rerotates_keys(name)) || name == "kvzip") continue;
+    if ((blocks && test::rewrites_rows(name)) || name == "kvzip") continue;
     if (name == "d2o" && blocks) {
       specs.push_back("d2o:merge=0");
     } else if (name == "kvcompose" || name == "kvcompose_unstructured") {

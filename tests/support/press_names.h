@@ -17,7 +17,9 @@ inline std::vector<std::string> ratio_presses() {
 }
 
 // Presses that move their kept keys to new positions by design (re-rotation): the position and key checks
-// of the ratio contract do not hold for them, and rows of blocks sharing one scale cannot take them.
+// of the ratio contract do not hold for them.
 inline bool rerotates_keys(const std::string& name) { return name == "key_rerotation" || name == "finch"; }
+// Presses that rewrite kept rows in place (re-rotated keys, merged values): a cache of blocks refuses them.
+inline bool rewrites_rows(const std::string& name) { return rerotates_keys(name) || name == "merging"; }
 
 }  // namespace kvc::test

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The press leaderboard on SmolLM2-135M-Instruct Q4_1 (scripts/model_path.sh smollm2-135m; Llama
+# architecture, 30 layers, 3 KV heads, every layer compressed): every registered press at compression
+# ratios 0.25/0.5/0.75/0.9 and the uncompressed cache, through the model's chat template (--chat), on the
+# tasks where the uncompressed model has signal: the needle (secret template) at 2,048 tokens and RULER's
+# niah_single_2 at 4,096 (data/results/smollm2/: 1.0 uncompressed on both). One prefill per sample serves
+# every press cell (kvc-eval sweep --prefill shared). The presses that size themselves join as the sweep's
+# --methods all leaves them out, at the settings of SIZED below. QUERY=agnostic compresses the context before
+# the question (into OUT=...-agnostic). Each task is a resumable sweep: interrupt at will, re-run to continue.
+# Writes OUT/<task>/results.{jsonl.gz,md,csv} and OUT/leaderboard.md (mean ± standard error per cell and
+# the measured share of the cache kept).
+#   recipes/leaderboard_smollm2.sh                         # 10 samples per task
+#   SAMPLES=20 TASKS=needle recipes/leaderboard_smollm2.sh
+#   QUERY=agnostic recipes/leaderboard_smollm2.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN="${BUILD:-build}/bin"
+MODEL=$(scripts/model_path.sh smollm2-135m)
+SAMPLES="${SAMPLES:-10}"
+TASKS_ASKED="${TASKS:-}"
+TASKS="${TASKS:-needle niah_single_2}"
+RATIOS=0.25,0.5,0.75,0.9
+THREADS="${THREADS:-2}"
+QUERY="${QUERY:-aware}"
+OUT="${OUT:-data/results/leaderboard/smollm2$([ "$QUERY" = aware ] || echo "-$QUERY")}"
+NEEDLE_LENGTH=2048
+RULER_LENGTH=4096
+SIZED="think:channels=0.5,simlayerkv:threshold=0.9,duo_attention:streaming=0.5,dms:base=keydiff,threshold=-0.5"
+# KVC_SMOKE=1 (the documentation's tests): the repository's model, short prompts, one sample, two presses.
+if [ -n "${KVC_SMOKE:-}" ]; then
+  MODEL=data/models/kvc-micro-lm; NEEDLE_LENGTH=256; RULER_LENGTH=256; SAMPLES=1; TASKS="${TASKS_ASKED:-needle}"
+  OUT=$(mktemp -d)
+fi
+methods=(--methods all)
+[ -z "${KVC_SMOKE:-}" ] || methods=(--methods none,snapkv,chunkkv)
+mkdir -p "$OUT"
+source recipes/lib/committed_results.sh
+for task in $TASKS; do
+  unpack_results "$OUT/$task"
+  if [ "$task" = needle ]; then
+    # SAMPLES needles per cell, spread over five depths.
+    per_depth=$(( (SAMPLES + 4) / 5 ))
+    args=(--tasks needle --templates secret --haystack data/text/pg_essays --needle-lengths "$NEEDLE_LENGTH"
+          --needle-depths 0,0.25,0.5,0.75,1 --samples "$per_depth")
+  else
+    args=(--tasks "$task" --task-lengths "$RULER_LENGTH" --samples "$SAMPLES" --ruler-new-tokens 24)
+  fi
+  chat=(--chat)
+  [ -z "${KVC_SMOKE:-}" ] || chat=()
+  common=(-m "$MODEL" "${chat[@]}" --ratios "$RATIOS" "${args[@]}" --query "$QUERY" --seed 0 -t "$THREADS"
+          --out-dir "$OUT/$task")
+  # Each invocation appends its summary (cells run and reused, prefill and decode seconds) to OUT/<task>.runs.jsonl.
+  "$BIN/kvc-eval" sweep "${common[@]}" "${methods[@]}" --json >> "$OUT/$task.runs.jsonl"
+  if [ -z "${KVC_SMOKE:-}" ]; then
+    # The same folder: the cells above are reused, the presses that size themselves are added (no ratio).
+    "$BIN/kvc-eval" sweep "${common[@]}" --methods "none,$SIZED" --json >> "$OUT/$task.runs.jsonl"
+  fi
+done
+python3 scripts/leaderboard_table.py "$OUT" needle niah_single_2 | tee "$OUT/leaderboard.md"
+for task in $TASKS; do pack_results "$OUT/$task"; done
