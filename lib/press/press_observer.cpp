@@ -276,7 +276,14 @@ void PressObserver::compress_per_head(int64_t layer, const at::Tensor& importanc
   const auto li = static_cast<size_t>(layer);
   bound_[li] = *std::max_element(keep.begin(), keep.end());
   if (std::all_of(keep.begin(), keep.end(), [&](int64_t k) { return k >= S; })) return;
-  warn_if_fewer_than_protected(layer, importance, *std::min_element(keep.begin(), keep.end()));
+  // Heads keep different numbers: each head's own count against its own protected entries.
+  const at::Tensor protected_per_head = (importance >= kProtected).sum(1).to(at::kLong).cpu();
+  for (int64_t h = 0; h < KV; ++h) {
+    if (protected_per_head[h].item<int64_t>() > keep[static_cast<size_t>(h)]) {
+      warn_if_fewer_than_protected(layer, importance.narrow(0, h, 1), keep[static_cast<size_t>(h)]);
+      break;
+    }
+  }
   std::vector<at::Tensor> idx;
   for (int64_t h = 0; h < KV; ++h) idx.push_back(top_indices(importance[h], keep[static_cast<size_t>(h)]));
   cache.retain_per_head(shape_.layers[li], idx);

@@ -189,6 +189,13 @@ TEST(PressCli, WarnsOnceWhenTheBudgetIsBelowTheProtectedWindow) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.err.find("warning:"), std::string::npos) << fits << ": " << r.err;
   }
+  // Heads keeping different numbers (CriticalAdaKV protects half of each head's own count): each head is held
+  // against its own protected entries, not the layer's largest protected set against its smallest count.
+  const auto per_head =
+      test::run_command(test::bin("kvc-generate") + " -m " + stories() + " -f " + text() +
+                        " --prompt-tokens 200 -n 2 -q -t 1 --press criticalkv_ada:window=8 --ratio 0.5");
+  ASSERT_EQ(per_head.exit_code, 0) << per_head.err;
+  EXPECT_EQ(per_head.err.find("warning:"), std::string::npos) << per_head.err;
 }
 
 TEST(GenerateCli, PromptTokensKeepsExactlyTheFirstN) {
