@@ -108,8 +108,9 @@ CacheSetup build_cache_setup(const CompressionSpec& spec, const LlamaModel& mode
     const CacheTypes t = setup.dense_cache_types(model);
     KVC_CHECK(!setup.needs.merge || !t.any_block_format(),
               "--press {} merges evicted entries into kept ones, which a {} / {} cache cannot rewrite in place (its "
-              "rows are blocks sharing one scale); use merge=0, or --cache-type-k/-v f16 or bf16",
-              params.name, cache_type_name(t.keys), cache_type_name(t.values));
+              "rows are blocks sharing one scale); use {}--cache-type-k/-v f16 or bf16",
+              params.name, cache_type_name(t.keys), cache_type_name(t.values),
+              params.name == "d2o" ? "merge=0, or " : "");
   }
   setup.name = spec.describe();
   return setup;

@@ -16,9 +16,12 @@ namespace {
 // Rewrites a dense layer's keys and positions so that head h's i-th entry sits at position i.
 void rerotate(LayerCache& layer, const Rope& rope) {
   auto* dense = dynamic_cast<DenseLayerCache*>(&layer);
-  KVC_CHECK(dense != nullptr && dense->can_merge(),
-            "--press key_rerotation: rewrites keys in the dense cache of floating-point rows; this layer is '{}'",
+  KVC_CHECK(dense != nullptr, "--press key_rerotation: rewrites keys in the dense cache; this layer's layout is '{}'",
             layer.layout());
+  KVC_CHECK(dense->can_merge(),
+            "--press key_rerotation (also finch, which re-rotates unless rerotate=0): re-rotated keys are rewritten "
+            "in place, which a cache of blocks (q8_0, q4_0: rows sharing one scale) cannot take; use "
+            "--cache-type-k/-v f16, bf16 or f32, or finch:rerotate=0");
   const at::Tensor old_positions = dense->positions();
   const int64_t KV = old_positions.size(0), n = old_positions.size(1);
   const at::Tensor positions = at::arange(n, old_positions.options()).unsqueeze(0).expand({KV, n}).contiguous();

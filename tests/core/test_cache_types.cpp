@@ -243,6 +243,25 @@ TEST(CacheTypes, BlockFormatsRefuseWhatTheyCannotHold) {
   test::expect_error([&] { build_cache_setup(merge, *q8); },
                      "--press d2o merges evicted entries into kept ones, which a q8_0 / q8_0 cache cannot rewrite in "
                      "place");
+  merge.press = "merging";  // no merge=0 to offer: merging is the whole press
+  test::expect_error([&] { build_cache_setup(merge, *q8); },
+                     "--press merging merges evicted entries into kept ones, which a q8_0 / q8_0 cache cannot rewrite "
+                     "in place (its rows are blocks sharing one scale); use --cache-type-k/-v f16 or bf16");
+  // Re-rotation rewrites keys once the prompt is compressed: refused then, naming what to use instead.
+  CompressionSpec finch;
+  finch.press = "finch:window=4";
+  finch.ratio = 0.5;
+  const CacheSetup setup = build_cache_setup(finch, *q8);
+  test::expect_error(
+      [&] {
+        KVCache cache = setup.new_cache(*q8);
+        auto observer = setup.new_observer();
+        ForwardOptions o;
+        o.observer = observer.get();
+        q8->forward(kTinyPrompt, cache, o);
+      },
+      "a cache of blocks (q8_0, q4_0: rows sharing one scale) cannot take; use --cache-type-k/-v f16, bf16 or f32, "
+      "or finch:rerotate=0");
 }
 
 // Low-rank coefficients in a 16-bit cache type: half the bytes of the fp32 coefficients, with or
