@@ -54,6 +54,9 @@ class PressContext {
   // re-rotated, key channels pruned); replace_layer_cache swaps in a cache of another layout.
   virtual LayerCache& layer_cache(int64_t layer) = 0;
   virtual void replace_layer_cache(int64_t layer, std::unique_ptr<LayerCache> replacement) = 0;
+  // During the prompt's prefill: the tokens fed after it take the positions entries, entries + 1, ...
+  // instead of the prompt's length onwards (the kept keys were re-rotated to the positions 0..entries − 1).
+  virtual void continue_positions_from(int64_t entries) = 0;
 };
 
 class Allocator {

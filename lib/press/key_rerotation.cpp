@@ -1,9 +1,10 @@
 // KeyRerotation (kvpress' KeyRerotationPress; the re-rotation of SinkCache and FINCH): after a base press
 // compressed a layer at prefill, its kept entries take the continuous positions 0..n−1, each key rotated by
 // RoPE from its original position p to its new one (k' = R(i − p) k, done as R(i) R(p)⁻¹ k in float64).
-// kvc's cache stores rotated keys with their positions, so the positions are rewritten with the keys: later
-// tokens keep the positions they would have had (the prompt's length onwards), as kvpress' pipeline feeds the
-// question at the context's length; attention masks by position, which the re-rotation leaves in order.
+// kvc's cache stores rotated keys with their positions, so the positions are rewritten with the keys, and the
+// tokens fed after the prompt continue from n (the first compressed layer's count), as kvpress' pipeline feeds
+// the question at the compressed cache's length after re-rotation; attention masks by position, which the
+// re-rotation leaves in order.
 // Only the prompt's compression re-rotates (a later prompt of a conversation is compressed as the base does).
 // Usage: key_rerotation:base=snapkv,window=16 (other keys go to the base).
 #include "cache/dense_layer_cache.h"
@@ -13,8 +14,9 @@
 namespace kvc {
 namespace {
 
-// Rewrites a dense layer's keys and positions so that head h's i-th entry sits at position i.
-void rerotate(LayerCache& layer, const Rope& rope) {
+// Rewrites a dense layer's keys and positions so that head h's i-th entry sits at position i; returns the
+// entries per head.
+int64_t rerotate(LayerCache& layer, const Rope& rope) {
   auto* dense = dynamic_cast<DenseLayerCache*>(&layer);
   KVC_CHECK(dense != nullptr, "--press key_rerotation: rewrites keys in the dense cache; this layer's layout is '{}'",
             layer.layout());
@@ -29,6 +31,7 @@ void rerotate(LayerCache& layer, const Rope& rope) {
   const at::Tensor prerope = rope.unapply(keys.to(at::kDouble), old_positions);
   const at::Tensor rotated = rope.apply(prerope, positions).to(keys.scalar_type());
   dense->assign(rotated, dense->values().clone(), positions);
+  return n;
 }
 
 // Delegates everything to the base allocator and re-rotates each layer once the base compressed it. The
@@ -45,14 +48,17 @@ class RerotatingAllocator : public Allocator {
     KVC_CHECK(step.rope != nullptr, "--press key_rerotation: the model gave layer {} no RoPE", step.layer);
     ropes_[static_cast<size_t>(step.layer)] = step.rope;
     base_->prefill_layer(ctx, step);
-    if (!base_->splits_budget()) rerotate(ctx.layer_cache(step.layer), *step.rope);
+    if (!base_->splits_budget()) note(step.layer, rerotate(ctx.layer_cache(step.layer), *step.rope));
   }
   void finish_prefill(PressContext& ctx) override {
     base_->finish_prefill(ctx);
     // A base that allocates over layers compresses them only now.
     if (base_->splits_budget())
       for (int64_t l = 0; l < ctx.shape().num_layers; ++l)
-        rerotate(ctx.layer_cache(l), *ropes_[static_cast<size_t>(l)]);
+        note(l, rerotate(ctx.layer_cache(l), *ropes_[static_cast<size_t>(l)]));
+    // The tokens fed after the prompt continue from the first compressed layer's count, as kvpress' pipeline
+    // continues from the cache's length after re-rotation (its layer 0's).
+    if (first_layer_entries_ >= 0) ctx.continue_positions_from(first_layer_entries_);
   }
   void before_evict(int64_t layer, LayerCache& cache, const at::Tensor& kept, KeptRecord* record) override {
     base_->before_evict(layer, cache, kept, record);
@@ -62,8 +68,13 @@ class RerotatingAllocator : public Allocator {
   bool merges() const override { return base_->merges(); }
 
  private:
+  void note(int64_t layer, int64_t entries) {
+    if (layer == 0) first_layer_entries_ = entries;
+  }
+
   std::unique_ptr<Allocator> base_;
   std::vector<const Rope*> ropes_;
+  int64_t first_layer_entries_ = -1;
 };
 
 PressConfig build(const PressParams& p) {

@@ -36,6 +36,13 @@ class PressObserver::Context : public PressContext {
     o_.compress_per_head(layer, importance, keep, cache_);
   }
   LayerCache& layer_cache(int64_t layer) override { return o_.layer_cache(cache_, layer); }
+  void continue_positions_from(int64_t entries) override {
+    // The prompt's forward pass advances the cache by the prompt's length once every layer is done (a
+    // shared prefill's replay likewise): set back by what was dropped, it ends at `entries`.
+    KVC_CHECK(!o_.prefill_done_, "--press {}: positions can only be renumbered while the prompt is compressed",
+              o_.config_->name);
+    cache_.advance(entries - o_.prompt_len_);
+  }
   void replace_layer_cache(int64_t layer, std::unique_ptr<LayerCache> replacement) override {
     cache_.replace_layer(o_.shape_.layers[static_cast<size_t>(layer)], std::move(replacement));
   }

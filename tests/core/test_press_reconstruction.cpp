@@ -221,11 +221,15 @@ TEST(PressReconstruction, KVzipParametersAreCheckedInOneLine) {
 // ---- KeyRerotation ----
 
 // The base's kept entries (Knorm here), each key rotated from its position p to its rank i among the kept
-// (RoPE by i − p, by hand), the positions 0..n−1; values untouched.
+// (RoPE by i − p, by hand), the positions 0..n−1, the next token at n; values untouched.
 TEST(PressReconstruction, KeyRerotationMovesKeptKeysToContinuousPositions) {
   const int64_t S = 40, budget = 16;
   const KVCache base = compressed("knorm", prompt(S), 0, budget);
   const KVCache moved = compressed("key_rerotation:base=knorm", prompt(S), 0, budget);
+  // The next token sits right after the kept entries (kvpress feeds it at the compressed cache's length),
+  // where without re-rotation it sits after the whole prompt.
+  EXPECT_EQ(moved.next_position(), budget);
+  EXPECT_EQ(base.next_position(), S);
   for (int64_t l = 0; l < base.num_layers(); ++l) {
     const auto* b = dynamic_cast<const DenseLayerCache*>(&base.layer(l));
     const auto* m = dynamic_cast<const DenseLayerCache*>(&moved.layer(l));
