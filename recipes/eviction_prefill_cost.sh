@@ -13,7 +13,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN="${BUILD:-build}/bin"
-MODEL=${MODEL:-$(scripts/model_path.sh smollm2-135m)}
 PROMPT=data/text/pg_essays/addiction.txt
 N=${N:-1024}
 REPEATS=${REPEATS:-3}
@@ -27,6 +26,7 @@ declare -A SIZED=([think]="think:channels=0.5" [simlayerkv]="simlayerkv:threshol
 if [ -n "${KVC_SMOKE:-}" ]; then
   MODEL=data/models/kvc-micro-lm; N=64; REPEATS=1; PRESSES="snapkv dms"; OUT=$(mktemp -d)
 fi
+MODEL=${MODEL:-$(scripts/model_path.sh smollm2-135m)}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 run() {  # run NAME SPEC [ratio flags...]: one prefill, its stats in TMP/NAME.json

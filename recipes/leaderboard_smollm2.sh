@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN="${BUILD:-build}/bin"
-MODEL=$(scripts/model_path.sh smollm2-135m)
+MODEL=""
 SAMPLES="${SAMPLES:-10}"
 TASKS_ASKED="${TASKS:-}"
 TASKS="${TASKS:-needle niah_single_2}"
@@ -31,6 +31,7 @@ if [ -n "${KVC_SMOKE:-}" ]; then
   MODEL=data/models/kvc-micro-lm; NEEDLE_LENGTH=256; RULER_LENGTH=256; SAMPLES=1; TASKS="${TASKS_ASKED:-needle}"
   OUT=$(mktemp -d)
 fi
+[ -n "$MODEL" ] || MODEL=$(scripts/model_path.sh smollm2-135m)
 methods=(--methods all)
 [ -z "${KVC_SMOKE:-}" ] || methods=(--methods none,snapkv,chunkkv)
 mkdir -p "$OUT"

@@ -241,7 +241,10 @@ TEST(PressBattery, RegistryHasEveryMethod) {
                            "adakv",
                            "criticalkv_ada",
                            "chunk",
-                           "block"}) {
+                           "block",
+                           "chunkkv",
+                           "finch",
+                           "merging"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
   }
 }
