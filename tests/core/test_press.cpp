@@ -243,7 +243,6 @@ TEST(PressBattery, RegistryHasEveryMethod) {
                            "chunk",
                            "block",
                            "chunkkv",
-                           "finch",
                            "merging"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
   }
