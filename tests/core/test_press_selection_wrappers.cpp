@@ -1,7 +1,7 @@
 // Presses that select around a base scorer by a rule of their own — ChunkKV's whole chunks, DMS-style
-// thresholds, FINCH's question window — checked against brute-force selections computed here from the
-// uncompressed cache (KNorm's score is minus a key's norm, which RoPE leaves unchanged), and their bad
-// parameters against one-line errors. Kept sets equal to kvpress' are data/parity's (test_press_parity.cpp).
+// thresholds, FINCH's question window; merging's values are data/parity's — checked against brute-force selections
+// computed here from the uncompressed cache (KNorm's score is minus a key's norm, which RoPE leaves unchanged), and
+// their bad parameters against one-line errors. Kept sets equal to kvpress' are data/parity's (test_press_parity.cpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -161,7 +161,11 @@ TEST(SelectionWrappers, BadParametersAreOneLineErrors) {
   EXPECT_NE(error_of("finch:window=0", 0.5).find("window"), std::string::npos);
   EXPECT_NE(error_of("finch:chunk=-1", 0.5).find("chunk must be >= 0"), std::string::npos);
   EXPECT_NE(error_of("finch:windw=8", 0.5).find("unknown parameter 'windw'"), std::string::npos);
-  for (const std::string& bad : {"chunkkv:base=h2o", "dms", "finch:window=0"})
+  EXPECT_NE(error_of("merging:similarity=2", 0.5).find("similarity must be in [0, 1]"), std::string::npos);
+  EXPECT_NE(error_of("merging:fraction=0", 0.5).find("fraction must be in (0, 1]"), std::string::npos);
+  EXPECT_NE(error_of("merging:base=d2o", 0.5).find("without merging"), std::string::npos);
+  EXPECT_NE(error_of("merging:base=ada", 0.5).find("one count per head"), std::string::npos);
+  for (const std::string& bad : {"chunkkv:base=h2o", "dms", "finch:window=0", "merging:fraction=0"})
     EXPECT_EQ(error_of(bad, bad == "dms" ? 0.0 : 0.5).find('\n'), std::string::npos) << bad;
 }
 
