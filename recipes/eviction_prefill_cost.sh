@@ -18,7 +18,8 @@ N=${N:-1024}
 REPEATS=${REPEATS:-3}
 THREADS=${THREADS:-2}
 OUT=${OUT:-data/results/eviction}
-PRESSES=${PRESSES:-$("$BIN/kvc-generate" --list-presses | awk '$1 != "none" {print $1}')}
+# decoding and cam leave the prompt whole and act while decoding (recipes/decoding_compression.sh).
+PRESSES=${PRESSES:-$("$BIN/kvc-generate" --list-presses | awk '$1 != "none" && $1 != "decoding" && $1 != "cam" {print $1}')}
 # The presses that size themselves, at a setting that compresses (their defaults keep everything or need one).
 declare -A SIZED=([think]="think:channels=0.5" [simlayerkv]="simlayerkv:threshold=0.9"
                   [duo_attention]="duo_attention:streaming=0.5" [dms]="dms:base=keydiff,threshold=-0.5")

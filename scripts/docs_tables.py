@@ -424,6 +424,26 @@ def press_prefill_cost(path):
     return lines
 
 
+@renderer("decoding_compression", "decoding_kl.csv")
+def decoding_compression(path):
+    """docs/eviction.md: compression while decoding against per-step eviction (decoding_compression.sh): KL and
+    top-1 from decoding_kl.csv, decode speed and the cache at the end from decoding_speed.csv beside it."""
+    kl_rows = read_csv(path)
+    speed = {r["method"]: r for r in read_csv(_beside(path, "decoding_speed.csv"))}
+    if not kl_rows:
+        raise SourceError("decoding_kl.csv has no rows")
+    lines = ["| method | KL | top-1 agreement | decode vs uncompressed: median (range) | KV entries at the end / "
+             "uncompressed |", "|---|---|---|---|---|"]
+    for r in kl_rows:
+        s = speed.get(r["method"])
+        pace = (f"{float(s['ratio_median']):.2f} ({float(s['ratio_min']):.2f}–{float(s['ratio_max']):.2f})"
+                if s else "—")
+        entries = _r(int(s["kv_entries_end"]) / int(s["none_kv_entries_end"]), 2) if s else "—"
+        lines.append(f"| `{r['spec']}` | {float(r['kl_mean']):.4f} | {float(r['top1_agreement']):.3f} | {pace} | "
+                     f"{entries} |")
+    return lines
+
+
 @renderer("eviction_decode_speedup", "decode_speedup.csv")
 def eviction_decode_speedup(path):
     """docs/eviction.md: median decode tok/s and speed-up of decode_speedup_runs.csv's repeats, byte limit, resident KV."""
@@ -628,12 +648,17 @@ def retrieval_in_evaluations(path):
     --json outputs of the doc's commands (this file and needle_*/kl_*.json beside it)."""
     exact = read_json(path)
     lines = [f"| {exact['lengths'][0]}-token prompt | needle accuracy ({exact['samples']} samples) "
-             "| KL (4 windows of 512, second half decoded) |", "|---|---|---|",
-             f"| exact cache | {_r(exact['accuracy'], 2)} | 0 |"]
-    for name, label in (("retrieval", "`--retrieval adaptive:budget=64`"), ("snapkv", "`--press snapkv --budget 64`")):
+             "| KL (4 windows of 512, second half decoded) | KV in RAM after the prompt / exact cache |",
+             "|---|---|---|---|",
+             f"| exact cache | {_r(exact['accuracy'], 2)} | 0 | 1 |"]
+    rows = (("retrieval", "`--retrieval adaptive:budget=64`"), ("static", "`--retrieval static:budget=64`"),
+            ("local", "`--retrieval local:budget=64`"), ("pq", "`--retrieval pq:budget=64`"),
+            ("snapkv", "`--press snapkv --budget 64`"))
+    for name, label in rows:
         needle, kl = read_json(_beside(path, f"needle_{name}.json")), read_json(_beside(path, f"kl_{name}.json"))
         lines.append(f"| {label} | {_r(needle['accuracy'], 2)} | {_r(kl['kl'], 3)} "
-                     f"(top-1 agreement {_r(kl['top1_agreement'], 3)}) |")
+                     f"(top-1 agreement {_r(kl['top1_agreement'], 3)}) | "
+                     f"{_r(kl['compressed_ram_bytes'] / kl['reference_kv_bytes'], 2)} |")
     return lines
 
 

@@ -64,6 +64,10 @@ void check_layout(const CacheSetup& setup, const std::string& press, const std::
             "--press {} merges evicted entries into kept ones and needs the dense cache; it cannot be combined with {} "
             "(the {} cache)",
             press, cache_flag, layer->layout());
+  KVC_CHECK(!setup.needs.read_rows || (rows != nullptr && rows->can_merge()),
+            "--press {} reads every cached key back to score the cache again while decoding, which the {} cache "
+            "cannot give; it cannot be combined with {}",
+            press, layer->layout(), cache_flag);
   KVC_CHECK(!setup.needs.per_head_lengths || layer->per_head_layout() != nullptr,
             "--press {} keeps a different number of entries per KV head, which the {} cache cannot; it cannot be "
             "combined with {}",
@@ -111,6 +115,10 @@ CacheSetup build_cache_setup(const CompressionSpec& spec, const LlamaModel& mode
               "rows are blocks sharing one scale); use {}--cache-type-k/-v f16 or bf16",
               params.name, cache_type_name(t.keys), cache_type_name(t.values),
               params.name == "d2o" ? "merge=0, or " : "");
+    KVC_CHECK(!setup.needs.read_rows || !t.any_block_format(),
+              "--press {} reads every cached key back to score the cache again while decoding, which a {} / {} "
+              "cache holds only as blocks; use --cache-type-k/-v f16 or bf16",
+              params.name, cache_type_name(t.keys), cache_type_name(t.values));
   }
   setup.name = spec.describe();
   return setup;

@@ -19,6 +19,7 @@ namespace kvc {
 struct LayoutNeeds {
   bool per_head_lengths = false;  // heads keep different numbers of entries
   bool merge = false;             // evicted entries are folded into kept ones
+  bool read_rows = false;         // the press reads every cached key and value back (rescoring while decoding)
 };
 
 struct CacheSetup {

@@ -35,6 +35,7 @@ void register_chunkkv();
 void register_dms();
 void register_finch();
 void register_merging();
+void register_decoding();
 
 void register_builtin_presses() {
   register_streaming_llm();
@@ -69,6 +70,7 @@ void register_builtin_presses() {
   register_dms();
   register_finch();
   register_merging();
+  register_decoding();
 }
 
 }  // namespace kvc

@@ -57,6 +57,7 @@ CacheSetup make_setup(PressConfig config, const PressParams& p, const LlamaModel
   const auto allocator = shared->new_allocator();
   setup.needs.per_head_lengths = allocator->per_head_budgets();
   setup.needs.merge = allocator->merges();
+  setup.needs.read_rows = shared->decoding.interval > 0;
   setup.make_observer = [shared, shape]() -> std::unique_ptr<ForwardObserver> {
     return std::make_unique<PressObserver>(shared, shape);
   };

@@ -65,6 +65,19 @@ struct PressConfig {
   // Completes the config with what only the loaded model gives (its tokenizer, to encode a press's own
   // text); make_setup calls it once. Empty: nothing to bind.
   std::function<void(PressConfig&, const LlamaModel&)> bind_model;
+  // Compression while decoding every `interval` passes (kvpress' DecodingPress; press/decoding.cpp): each
+  // layer's whole cache is scored by the scorer, with the attention of the last `window` decoded queries,
+  // and cut to `target` entries per KV head, or with `fraction` > 0 to floor(tokens seen × (1 − fraction)).
+  struct DecodingSchedule {
+    int64_t interval = 0;  // 0: no compression while decoding (but a bounded press's per-step eviction)
+    int64_t target = 0;
+    double fraction = 0;
+    int64_t window = 1;  // decoded queries the scorer's attention statistics are taken over
+    // CaM (press/cam_merge.h): evicted values merged into the next `merge_window` kept entries; 0: none.
+    int64_t merge_window = 0;
+    uint64_t seed = 0;
+  };
+  DecodingSchedule decoding;
   double ratio = 0;
   int64_t budget = 0;
 

@@ -61,6 +61,10 @@ PressObserver::PressObserver(std::shared_ptr<const PressConfig> config, ModelSha
   positions_.resize(L);
   cumulative_.resize(L);
   current_.resize(L);
+  passes_since_compression_.assign(L, 0);
+  decoding_started_.assign(L, 0);
+  decoded_queries_.resize(L);
+  decoded_positions_.resize(L);
 }
 
 void PressObserver::record_kept() {
@@ -75,6 +79,8 @@ AttentionProbe PressObserver::probe(int64_t model_layer) const {
     p = config_->scorer->probe();
     if (config_->cumulative) p.column_sums = true;
     allocator_->adjust_probe(p);
+  } else if (config_->decoding.merge_window > 0) {
+    p.column_sums = true;  // CaM weighs its merges by the attention each entry received while decoding
   } else if (!config_->bounded || (config_->ratio <= 0 && config_->budget <= 0)) {
     return p;
   } else {
@@ -123,6 +129,8 @@ void PressObserver::after_press_layer(const LayerStep& model_step, int64_t layer
         record_.prompt_tokens = prompt_len_;
       }
     }
+  } else if (config_->decoding.interval > 0) {
+    scheduled_decode_layer(step, cache);
   } else if (config_->bounded && (config_->ratio > 0 || config_->budget > 0)) {
     decode_layer(step, cache);  // no ratio and no budget: keep everything, also while decoding
   } else if (compresses_later_prompt()) {

@@ -44,6 +44,9 @@ class PressObserver : public ForwardObserver, public KeptRecorder {
   void after_press_layer(const LayerStep& model_step, int64_t layer, KVCache& cache);
   void prefill_layer(const LayerStep& step, KVCache& cache);
   void decode_layer(const LayerStep& step, KVCache& cache);
+  // A press with a decoding schedule (PressConfig::decoding): buffers the decoded queries and every
+  // `interval` passes scores the layer's whole cache and cuts it (press_observer_schedule.cpp).
+  void scheduled_decode_layer(const LayerStep& step, KVCache& cache);
   bool compresses_later_prompt() const;
   void later_prompt_layer(const LayerStep& step, KVCache& cache);
   // Keeps the top `keep` entries per head by `importance`; returns the kept indices [n_kv, keep],
@@ -68,10 +71,14 @@ class PressObserver : public ForwardObserver, public KeptRecorder {
   bool hold_next_ = false;
   bool prompt_next_ = false;
   int64_t prompt_len_ = 0, budget_ = 0;
-  std::vector<int64_t> bound_;           // entries per head each layer keeps
-  std::vector<TrackedRows> positions_;   // [n_kv, S] int64 per layer, mirrors storage order
-  std::vector<TrackedRows> cumulative_;  // [n_kv, S] float64
-  std::vector<TrackedRows> current_;     // [n_kv, S] float64
+  std::vector<int64_t> bound_;                     // entries per head each layer keeps
+  std::vector<TrackedRows> positions_;             // [n_kv, S] int64 per layer, mirrors storage order
+  std::vector<TrackedRows> cumulative_;            // [n_kv, S] float64
+  std::vector<TrackedRows> current_;               // [n_kv, S] float64
+  std::vector<int64_t> passes_since_compression_;  // per layer, for a decoding schedule
+  std::vector<char> decoding_started_;             // per layer: CaM's attention sums have begun
+  std::vector<at::Tensor> decoded_queries_;        // [n_heads, <= window, d] per layer, the newest last
+  std::vector<at::Tensor> decoded_positions_;      // [<= window] int64 per layer
   bool recording_ = false;
   KeptRecord record_;
 };

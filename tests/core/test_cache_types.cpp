@@ -247,6 +247,11 @@ TEST(CacheTypes, BlockFormatsRefuseWhatTheyCannotHold) {
   test::expect_error([&] { build_cache_setup(merge, *q8); },
                      "--press merging merges evicted entries into kept ones, which a q8_0 / q8_0 cache cannot rewrite "
                      "in place (its rows are blocks sharing one scale); use --cache-type-k/-v f16 or bf16");
+  CompressionSpec decoding;  // scores the cache again while decoding: it reads every key back
+  decoding.press = "decoding:base=knorm";
+  test::expect_error([&] { build_cache_setup(decoding, *q8); },
+                     "--press decoding reads every cached key back to score the cache again while decoding, which a "
+                     "q8_0 / q8_0 cache holds only as blocks; use --cache-type-k/-v f16 or bf16");
   // Re-rotation rewrites keys once the prompt is compressed: refused then, naming what to use instead.
   CompressionSpec finch;
   finch.press = "finch:window=4";

@@ -1,0 +1,79 @@
+#include "press/cam_merge.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "util/error.h"
+
+namespace kvc {
+namespace {
+
+uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+double cam_draw(uint64_t seed, int64_t layer, int64_t head, int64_t position) {
+  const uint64_t key = mix(mix(mix(seed ^ static_cast<uint64_t>(layer)) ^ static_cast<uint64_t>(head)) ^
+                           static_cast<uint64_t>(position));
+  return static_cast<double>(key >> 11) / 9007199254740992.0;  // 53 bits
+}
+
+void cam_merge(const CamMergeInputs& in, const at::Tensor& values) {
+  const at::Tensor scores = in.mean_scores.to(at::kCPU, at::kDouble).contiguous();
+  const at::Tensor kept_t = in.kept.to(at::kCPU, at::kLong).contiguous();
+  const at::Tensor attention = in.attention.to(at::kCPU, at::kDouble).contiguous();
+  const at::Tensor positions = in.positions.to(at::kCPU, at::kLong).contiguous();
+  const int64_t S = scores.numel(), kv = attention.size(0), target = kept_t.numel();
+  KVC_CHECK(attention.size(1) == S && positions.size(1) == S && values.size(1) >= S,
+            "CaM merge: {} scores for {} attention columns and {} values", S, attention.size(1), values.size(1));
+  const std::vector<int64_t> kept(kept_t.data_ptr<int64_t>(), kept_t.data_ptr<int64_t>() + target);
+  std::vector<char> is_kept(static_cast<size_t>(S), 0);
+  for (int64_t k : kept) is_kept[static_cast<size_t>(k)] = 1;
+  std::vector<int64_t> evicted;
+  for (int64_t i = 0; i < S; ++i)
+    if (!is_kept[static_cast<size_t>(i)]) evicted.push_back(i);
+  const double* s = scores.data_ptr<double>();
+  // The candidates: the highest-scored evicted entries, the later one first among equal scores.
+  std::stable_sort(evicted.begin(), evicted.end(), [&](int64_t a, int64_t b) { return s[a] > s[b] || (s[a] == s[b] && a > b); });
+  evicted.resize(static_cast<size_t>(std::min<int64_t>(in.candidates, static_cast<int64_t>(evicted.size()))));
+  if (evicted.empty() || target == 0) return;
+  const at::Tensor original = values.narrow(1, 0, S).to(at::kCPU, at::kDouble).contiguous();
+  at::Tensor delta = at::zeros_like(original);
+  const int64_t d = original.size(2);
+  const double* a = attention.data_ptr<double>();
+  const int64_t* pos = positions.data_ptr<int64_t>();
+  const double* v = original.data_ptr<double>();
+  double* out = delta.data_ptr<double>();
+  for (int64_t c : evicted) {
+    // The window: the kept entries after c, at most `window` of them.
+    const auto first = std::upper_bound(kept.begin(), kept.end(), c) - kept.begin();
+    const int64_t size = std::min<int64_t>(in.window, target - first);
+    if (size <= 0) continue;
+    for (int64_t h = 0; h < kv; ++h) {
+      const double* ah = a + h * S;
+      double mean = 0;
+      for (int64_t j = 0; j < size; ++j) mean += ah[kept[static_cast<size_t>(first + j)]];
+      mean /= static_cast<double>(size);
+      double p = ah[c] / mean;
+      if (std::isnan(p)) p = 0;
+      if (std::isinf(p)) p = 1;
+      p = std::clamp(p, 0.0, 1.0);
+      if (!(cam_draw(in.seed, in.layer, h, pos[h * S + c]) < p)) continue;
+      const double* vc = v + (h * S + c) * d;
+      for (int64_t j = 0; j < size; ++j) {
+        double* o = out + (h * S + kept[static_cast<size_t>(first + j)]) * d;
+        for (int64_t e = 0; e < d; ++e) o[e] += vc[e] / static_cast<double>(size);
+      }
+    }
+  }
+  values.narrow(1, 0, S).copy_((original + delta).to(values.device(), values.scalar_type()));
+}
+
+}  // namespace kvc
