@@ -40,9 +40,9 @@ struct CompressionOptions {
            "with --rank R")
         ->check(refuse_empty_path);
     app.add_option("--rank", spec.rank, "Fixed rank per token with a bases file");
-    app.add_option(
-        "--retrieval", spec.retrieval,
-        "KV cache on storage, clustered: adaptive|static|local[:topk=4,cache_kb=64,...] (see kvc-cluster --help)");
+    app.add_option("--retrieval", spec.retrieval,
+                   "KV cache on storage, clustered or product-quantised: "
+                   "adaptive|static|local|pq[:topk=4,cache_kb=64,...] (see kvc-cluster --help)");
     // Answered while parsing, before the required options are checked, like --help.
     app.add_flag_callback(
         "--list-presses",

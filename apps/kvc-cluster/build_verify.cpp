@@ -34,8 +34,9 @@ std::string resolve_store_path(const std::string& index, const std::string& reco
 
 int run_build(const BuildOptions& o) {
   const rt::RetrievalConfig config = rt::RetrievalConfig::parse(o.strategy);
-  KVC_CHECK(config.strategy != rt::Strategy::kNone,
-            "--strategy none has no clusters to build; pick adaptive, static or local");
+  KVC_CHECK(!rt::picks_entries(config.strategy),
+            "--strategy {} has no clusters to build; pick adaptive, static or local",
+            rt::strategy_name(config.strategy));
   kvc::claim_writable_output(o.store);  // before the prefill and clustering
   kvc::claim_writable_output(o.index);
   auto model = o.model.load_model();

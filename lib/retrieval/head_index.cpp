@@ -66,7 +66,7 @@ int64_t HeadIndex::add_cluster(const EntryBlock& members, int64_t partner) {
 PrefillPartition HeadIndex::partition(const RetrievalConfig& cfg, const EntryBlock& entries, const float* queries,
                                       int64_t T, int64_t G) {
   PrefillPartition p;
-  if (cfg.strategy == Strategy::kNone) return p;
+  if (picks_entries(cfg.strategy)) return p;
   const int64_t d = entries.dim;
   KMeansOptions opt;
   opt.iterations = cfg.kmeans_iterations;
@@ -103,7 +103,7 @@ PrefillPartition HeadIndex::partition(const RetrievalConfig& cfg, const EntryBlo
 void HeadIndex::build(const EntryBlock& entries, const PrefillPartition& part) {
   const RetrievalConfig& cfg = shared_->config;
   built_ = true;
-  if (cfg.strategy == Strategy::kNone) return;
+  if (picks_entries(cfg.strategy)) return;
   const KMeansResult& km = part.clusters;
   std::vector<EntryBlock> members(static_cast<size_t>(km.k), EntryBlock(dim_));
   for (int64_t i = 0; i < entries.size(); ++i) members[km.assign[i]].push_from(entries, i);
@@ -230,7 +230,7 @@ void HeadIndex::cluster_pending() {
 
 void HeadIndex::add(const float* key, const float* value, int64_t position) {
   const RetrievalConfig& cfg = shared_->config;
-  if (cfg.strategy == Strategy::kNone) return;
+  if (picks_entries(cfg.strategy)) return;
   if (cfg.strategy == Strategy::kLocal) {
     pending_.push(key, value, position);
     if (++steps_since_local_ >= cfg.local_every) {

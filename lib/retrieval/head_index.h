@@ -4,8 +4,9 @@
 //    σ_j² stays <= τ_h it is appended; else C_j is split by 2-means now when it is in RAM, or the
 //    entry is buffered in RAM and C_j flagged, to be split the next time it is loaded (delayed
 //    split, no extra read). Over B_max buffered entries the most-buffered cluster is loaded and split.
-//  - static: append to the nearest cluster forever (PQCache);
+//  - static: append to the nearest cluster forever;
 //  - local: new entries stay in RAM and are clustered on their own every N steps (ClusterKV/ShadowKV);
+//  - pq: no clusters; product-quantised codes pick the entries (PQCache; RetrievalLayerCache);
 //  - none: no clusters; the exact top entries are read (oracle selection), page by page.
 // Plain C++ over PageStore + ClusterCache; the LayerCache turns the result into attention.
 #include <cstdint>

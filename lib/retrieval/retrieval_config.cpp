@@ -14,6 +14,7 @@ const char* strategy_name(Strategy s) {
     case Strategy::kAdaptive: return "adaptive";
     case Strategy::kStatic: return "static";
     case Strategy::kLocal: return "local";
+    case Strategy::kPQ: return "pq";
     case Strategy::kNone: return "none";
   }
   return "?";
@@ -27,13 +28,14 @@ RetrievalConfig RetrievalConfig::parse(const std::string& spec) {
   if (name == "adaptive") c.strategy = Strategy::kAdaptive;
   else if (name == "static") c.strategy = Strategy::kStatic;
   else if (name == "local") c.strategy = Strategy::kLocal;
+  else if (name == "pq") c.strategy = Strategy::kPQ;
   else if (name == "none") c.strategy = Strategy::kNone;
-  else fail("--retrieval '{}': unknown strategy '{}' (use adaptive, static, local or none)", spec, name);
+  else fail("--retrieval '{}': unknown strategy '{}' (use adaptive, static, local, pq or none)", spec, name);
   if (colon == std::string::npos) return c;
   const SpecValues v(parse_spec_params(spec.substr(colon + 1), "--retrieval", spec), "--retrieval", spec);
   v.check_known_keys({"topk",    "csize",  "sinks", "recent",   "bmax",  "tau_q", "tau_scale", "every",
                       "budget",  "layout", "pool",  "coorder",  "gap",   "cache", "cache_kb",  "iters",
-                      "segment", "direct", "async", "prefetch", "tails", "label"});
+                      "segment", "direct", "async", "prefetch", "tails", "label", "subspaces", "bits"});
   c.topk = v.get_count("topk", c.topk);
   c.cluster_size = v.get_count("csize", c.cluster_size);
   c.sinks = v.get_count("sinks", c.sinks);
@@ -53,6 +55,11 @@ RetrievalConfig RetrievalConfig::parse(const std::string& spec) {
   c.async_io = v.get_count("async", c.async_io ? 1 : 0) != 0;
   c.prefetch = v.get_count("prefetch", c.prefetch ? 1 : 0) != 0;
   c.label = v.get_string("label", c.label);
+  c.pq_subspaces = v.get_count("subspaces", c.pq_subspaces);
+  c.pq_bits = v.get_count("bits", c.pq_bits);
+  KVC_CHECK(c.pq_subspaces >= 1, "--retrieval '{}': subspaces must be at least 1", spec);
+  KVC_CHECK(c.pq_bits >= 1 && c.pq_bits <= 8, "--retrieval '{}': bits must be in 1..8 (a code is one byte), got {}",
+            spec, c.pq_bits);
   const bool dual = c.layout == Layout::kDualHead, aligned = c.cache_policy == CachePolicy::kAligned;
   c.layout =
       v.get_choice("layout", dual ? "dual" : "naive", {"dual", "naive"}) == "dual" ? Layout::kDualHead : Layout::kNaive;

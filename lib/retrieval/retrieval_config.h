@@ -9,7 +9,7 @@
 
 namespace kvc::retrieval {
 
-enum class Strategy { kAdaptive, kStatic, kLocal, kNone };
+enum class Strategy { kAdaptive, kStatic, kLocal, kPQ, kNone };
 
 struct RetrievalConfig {
   Strategy strategy = Strategy::kAdaptive;
@@ -22,6 +22,8 @@ struct RetrievalConfig {
   double tau_quantile = 1.0;  // adaptive: τ_h = this quantile of the prefill cluster variances
   double tau_scale = 1.0;     //           times this
   int64_t local_every = 64;   // local: re-cluster the new entries every N steps
+  int64_t pq_subspaces = 2;   // pq: parts of the head dimension, each quantised on its own
+  int64_t pq_bits = 6;        //     2^bits centroids per part (one byte per part and key)
   int64_t budget = 0;         // entries read per head: clusters in score order until reached (none: exact
                               // top entries; 0: topk clusters, none reads topk * cluster_size)
   Layout layout = Layout::kDualHead;
@@ -45,5 +47,9 @@ struct RetrievalConfig {
 };
 
 const char* strategy_name(Strategy s);
+// Strategies without clusters (pq, none): the entries go to storage as pages in position order and each
+// step reads the pages of the entries it picks, entry by entry (none by the exact scores of keys it keeps
+// in RAM, pq by the scores of their product-quantised codes).
+inline bool picks_entries(Strategy s) { return s == Strategy::kPQ || s == Strategy::kNone; }
 
 }  // namespace kvc::retrieval

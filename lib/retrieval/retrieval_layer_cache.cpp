@@ -73,6 +73,7 @@ void RetrievalLayerCache::store_entries(const at::Tensor& k, const at::Tensor& v
       const int64_t pos = p.data_ptr<int64_t>()[t];
       if (shared_->measure || cfg.strategy == Strategy::kNone) s.all.push(kp, vp, pos);
       if (!heads_[h].built()) s.staging.push(kp, vp, pos);
+      else if (cfg.strategy == Strategy::kPQ) s.unwritten.push(kp, vp, pos);
       else heads_[h].add(kp, vp, pos);
       if (s.sinks.size() < cfg.sinks) s.sinks.push(kp, vp, pos);
       if (t >= T - cfg.recent) s.recent.push(kp, vp, pos);  // older ones of a long prompt would be trimmed
@@ -83,7 +84,7 @@ void RetrievalLayerCache::store_entries(const at::Tensor& k, const at::Tensor& v
       for (int64_t i = s.recent.size() - cfg.recent; i < s.recent.size(); ++i) r.push_from(s.recent, i);
       s.recent = std::move(r);
     }
-    if (cfg.strategy == Strategy::kNone && heads_[h].built()) write_chunks(h);
+    if (picks_entries(cfg.strategy) && heads_[h].built()) write_chunks(h);
   }
   if (T == 1) shared_->update_seconds += std::chrono::duration<double>(Clock::now() - u0).count();
 }
@@ -91,6 +92,24 @@ void RetrievalLayerCache::store_entries(const at::Tensor& k, const at::Tensor& v
 void RetrievalLayerCache::write_chunks(int64_t h) {
   HeadState& s = state_[h];
   const int64_t pp = shared_->store->per_page();
+  if (shared_->config.strategy == Strategy::kPQ) {
+    // Whole pages go to storage; RAM keeps their keys' codes and the entries after the last page.
+    int64_t written = 0;
+    while (s.unwritten.size() - written >= pp) {
+      EntryBlock page(shape_.head_dim);
+      for (int64_t i = written; i < written + pp; ++i) page.push_from(s.unwritten, i);
+      s.chunk_uids.push_back(shared_->store->create(page));
+      s.pq.encode(page.keys.data(), pp, s.codes);
+      s.chunked += pp;
+      written += pp;
+    }
+    if (written > 0) {
+      EntryBlock rest(shape_.head_dim);
+      for (int64_t i = written; i < s.unwritten.size(); ++i) rest.push_from(s.unwritten, i);
+      s.unwritten = std::move(rest);
+    }
+    return;
+  }
   while (s.all.size() - s.chunked >= pp) {
     EntryBlock page(shape_.head_dim);
     for (int64_t i = s.chunked; i < s.chunked + pp; ++i) page.push_from(s.all, i);
@@ -103,6 +122,12 @@ EntryBlock RetrievalLayerCache::all_entries(int64_t h) {
   HeadState& s = state_[h];
   if (!heads_[h].built()) return s.staging;
   if (shared_->config.strategy == Strategy::kNone) return s.all;
+  if (shared_->config.strategy == Strategy::kPQ) {
+    EntryBlock out(shape_.head_dim);
+    for (auto& b : shared_->store->read(s.chunk_uids, shared_->config.gap_pages)) out.append(b);
+    out.append(s.unwritten);
+    return out;
+  }
   std::vector<int64_t> uids;
   for (const auto& c : heads_[h].clusters()) uids.push_back(c.uid);
   EntryBlock out(shape_.head_dim);
@@ -165,12 +190,17 @@ at::Tensor RetrievalLayerCache::attend_exact(const at::Tensor& queries, const at
       const int64_t h = unbuilt[i];
       const at::Tensor qg = qf.narrow(0, h * G, G).permute({1, 0, 2}).contiguous();
       parts[i] = HeadIndex::partition(shared_->config, state_[h].staging, qg.data_ptr<float>(), T, G);
+      const RetrievalConfig& cfg = shared_->config;
+      if (cfg.strategy == Strategy::kPQ)
+        state_[h].pq.train(state_[h].staging.keys.data(), state_[h].staging.size(), d, cfg.pq_subspaces, cfg.pq_bits,
+                           cfg.kmeans_iterations, /*seed=*/0);
     }
   });
   for (int64_t i = 0; i < n; ++i) {
     const int64_t h = unbuilt[i];
     heads_[h].build(state_[h].staging, parts[i]);
-    if (shared_->config.strategy == Strategy::kNone) write_chunks(h);
+    if (shared_->config.strategy == Strategy::kPQ) state_[h].unwritten = std::move(state_[h].staging);
+    if (picks_entries(shared_->config.strategy)) write_chunks(h);
     state_[h].staging = EntryBlock(d);
   }
   shared_->cluster_seconds += std::chrono::duration<double>(Clock::now() - c0).count();
@@ -221,19 +251,27 @@ at::Tensor RetrievalLayerCache::attend(const at::Tensor& queries, const at::Tens
   std::unordered_map<int64_t, EntryBlock> fetched;
   for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
     const float* q = qf.data_ptr<float>() + h * G * d;
-    if (cfg.strategy == Strategy::kNone) {
+    if (picks_entries(cfg.strategy)) {
       HeadState& s = state_[h];
       const int64_t budget = cfg.budget > 0 ? cfg.budget : cfg.topk * cfg.cluster_size;
-      // Summed over the group: one product with every written key.
-      const at::Tensor summed = qf.narrow(0, h * G, G).view({G, d}).sum(0);
-      const at::Tensor written = at::from_blob(s.all.keys.data(), {s.chunked, d}, at::kFloat);
-      const at::Tensor scores = at::mv(written, summed).contiguous();
+      // Summed over the group: one score per written key, exact (none) or from its codes (pq).
+      const auto s0 = Clock::now();
+      const at::Tensor summed = qf.narrow(0, h * G, G).view({G, d}).sum(0).contiguous();
+      std::vector<float> scores;
+      if (cfg.strategy == Strategy::kPQ) {
+        scores = s.pq.approximate_scores(s.codes, s.chunked, s.pq.score_table(summed.data_ptr<float>()));
+      } else {
+        const at::Tensor written = at::from_blob(s.all.keys.data(), {s.chunked, d}, at::kFloat);
+        const at::Tensor exact = at::mv(written, summed).contiguous();
+        scores.assign(exact.data_ptr<float>(), exact.data_ptr<float>() + s.chunked);
+      }
       std::vector<std::pair<float, int64_t>> scored(static_cast<size_t>(s.chunked));
-      for (int64_t i = 0; i < s.chunked; ++i) scored[i] = {-scores.data_ptr<float>()[i], i};
+      for (int64_t i = 0; i < s.chunked; ++i) scored[i] = {-scores[static_cast<size_t>(i)], i};
       const size_t top = std::min<size_t>(static_cast<size_t>(budget), scored.size());
       std::partial_sort(scored.begin(), scored.begin() + top, scored.end());
       for (size_t i = 0; i < top; ++i) chosen[h].push_back(scored[i].second);
       std::sort(chosen[h].begin(), chosen[h].end());
+      shared_->select_seconds += std::chrono::duration<double>(Clock::now() - s0).count();
       int64_t last_chunk = -1;
       for (int64_t i : chosen[h]) {
         const int64_t c = i / shared_->store->per_page();
@@ -309,14 +347,16 @@ at::Tensor RetrievalLayerCache::attend(const at::Tensor& queries, const at::Tens
     };
     add_block(s.sinks, 0);
     add_block(s.recent, std::max<int64_t>(0, s.recent.size() - cfg.recent));
-    if (cfg.strategy == Strategy::kNone) {
+    if (picks_entries(cfg.strategy)) {
       // The chosen entries as read back from their pages (page c holds entries c*pp .. c*pp+pp-1).
       const int64_t pp = shared_->store->per_page();
       for (int64_t i : chosen[h]) {
         const EntryBlock& page = fetched.at(s.chunk_uids[i / pp]);
         if (seen.insert(page.positions[i % pp]).second) subset.push_from(page, i % pp);
       }
-      add_block(s.all, s.chunked);  // the unwritten last page is still in RAM
+      // The entries after the last whole page are still in RAM.
+      if (cfg.strategy == Strategy::kPQ) add_block(s.unwritten, 0);
+      else add_block(s.all, s.chunked);
     } else {
       for (int64_t j : chosen[h]) {
         const int64_t uid = heads_[h].clusters()[j].uid;
@@ -359,7 +399,8 @@ CacheFootprint RetrievalLayerCache::footprint() const {
   int64_t resident = 0;
   for (size_t h = 0; h < state_.size(); ++h) {
     const auto& s = state_[h];
-    resident += (s.sinks.size() + s.recent.size() + s.staging.size() + s.all.size()) * rec;
+    resident += (s.sinks.size() + s.recent.size() + s.staging.size() + s.all.size() + s.unwritten.size()) * rec;
+    resident += static_cast<int64_t>(s.codes.size()) + s.pq.codebook_bytes();
     resident += heads_[h].pending().size() * rec;
     resident += heads_[h].centroid_bytes();
     for (const auto& c : heads_[h].clusters())

@@ -13,6 +13,7 @@
 #include "cache/kv_cache.h"
 #include "core/rope.h"
 #include "retrieval/head_index.h"
+#include "retrieval/product_quantizer.h"
 
 namespace kvc::retrieval {
 
@@ -30,12 +31,17 @@ class RetrievalLayerCache : public LayerCache {
 
   const std::vector<HeadIndex>& heads() const { return heads_; }
   std::vector<HeadIndex>& heads() { return heads_; }
+  // pq: KV head h's codebooks (untrained before the prompt's attention).
+  const ProductQuantizer& head_quantizer(int64_t h) const { return state_[static_cast<size_t>(h)].pq; }
 
  private:
   struct HeadState {
     EntryBlock all, staging, sinks, recent;
-    std::vector<int64_t> chunk_uids;  // none: the store's pages in position order
-    int64_t chunked = 0;              // none: entries of `all` already written as pages
+    std::vector<int64_t> chunk_uids;  // none, pq: the store's pages in position order
+    int64_t chunked = 0;              // none, pq: entries already written as pages
+    EntryBlock unwritten;             // pq: entries after the last whole page (in RAM)
+    ProductQuantizer pq;              // pq: this head's codebooks, trained on the prompt's keys
+    std::vector<uint8_t> codes;       // pq: [chunked, subspaces] the written keys' codes
   };
   // This layer's entries appended since its last attend(): rotated keys, values, positions.
   struct NewEntries {

@@ -66,7 +66,7 @@ std::shared_ptr<RetrievalShared> make_retrieval_shared(const RetrievalConfig& co
   auto shared = std::make_shared<RetrievalShared>();
   shared->config = config;
   // Without clusters the entries are pages in position order: the naive, append-only layout.
-  const Layout layout = config.strategy == Strategy::kNone ? Layout::kNaive : config.layout;
+  const Layout layout = picks_entries(config.strategy) ? Layout::kNaive : config.layout;
   shared->store = std::make_unique<PageStore>(store_path, records, layout, config.direct_io);
   shared->store->set_tail_placement(config.tails);
   // The RAM cache holds clusters widened to fp32, whatever the records' type on storage.
@@ -84,7 +84,10 @@ CacheSetup make_retrieval_setup(const std::string& spec, const std::string& stor
   run->config = RetrievalConfig::parse(spec);
   run->store_path = store_path;
   KVC_CHECK(run->config.strategy != Strategy::kNone,
-            "--retrieval none needs every key in RAM to pick entries; use adaptive, static or local");
+            "--retrieval none needs every key in RAM to pick entries; use adaptive, static, local or pq");
+  KVC_CHECK(run->config.strategy != Strategy::kPQ || model.config().head_dim % run->config.pq_subspaces == 0,
+            "--retrieval {}: subspaces={} does not divide the model's head_dim {}", spec, run->config.pq_subspaces,
+            model.config().head_dim);
   const AttentionShape shape = model.config().attention_shape();
   const std::shared_ptr<const Rope> rope = model.rope();
   CacheSetup setup;
