@@ -7,8 +7,8 @@
 namespace kvc {
 
 LayerStep cache_as_step(LayerCache& cache, const AttentionShape& shape, const LayerStep& current,
-                        const at::Tensor& entry_positions, const at::Tensor& queries,
-                        const at::Tensor& query_positions, const AttentionProbe& probe) {
+                        const at::Tensor& entry_positions, const at::Tensor& queries, const at::Tensor& query_positions,
+                        const AttentionProbe& probe) {
   MergeableRows& rows = require_mergeable_rows(cache, "scoring the cache again while decoding");
   const MergeableRows::Rows held = rows.merge_rows();
   KVC_CHECK(current.rope != nullptr, "layer {}: no RoPE to recover the cached keys before rotation", current.layer);

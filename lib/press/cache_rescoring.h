@@ -16,7 +16,7 @@ namespace kvc {
 // entry (a query sees the entries at or before its position), and the RoPE and output projection of
 // `current` (the decode step of the same layer).
 LayerStep cache_as_step(LayerCache& cache, const AttentionShape& shape, const LayerStep& current,
-                        const at::Tensor& entry_positions, const at::Tensor& queries,
-                        const at::Tensor& query_positions, const AttentionProbe& probe);
+                        const at::Tensor& entry_positions, const at::Tensor& queries, const at::Tensor& query_positions,
+                        const AttentionProbe& probe);
 
 }  // namespace kvc

@@ -41,7 +41,8 @@ void cam_merge(const CamMergeInputs& in, const at::Tensor& values) {
     if (!is_kept[static_cast<size_t>(i)]) evicted.push_back(i);
   const double* s = scores.data_ptr<double>();
   // The candidates: the highest-scored evicted entries, the later one first among equal scores.
-  std::stable_sort(evicted.begin(), evicted.end(), [&](int64_t a, int64_t b) { return s[a] > s[b] || (s[a] == s[b] && a > b); });
+  std::stable_sort(evicted.begin(), evicted.end(),
+                   [&](int64_t a, int64_t b) { return s[a] > s[b] || (s[a] == s[b] && a > b); });
   evicted.resize(static_cast<size_t>(std::min<int64_t>(in.candidates, static_cast<int64_t>(evicted.size()))));
   if (evicted.empty() || target == 0) return;
   const at::Tensor original = values.narrow(1, 0, S).to(at::kCPU, at::kDouble).contiguous();

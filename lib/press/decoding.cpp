@@ -76,16 +76,18 @@ PressConfig build(const PressParams& p, bool cam) {
 }  // namespace
 
 void register_decoding() {
-  register_method("decoding",
-                  "every interval decode steps the whole cache is scored by the base and cut to target entries, or "
-                  "to (1 - fraction) of the tokens seen (kvpress' DecodingPress / CompressionRatioDecodingPress; "
-                  "base=snapkv,interval=512,target=2048)",
-                  [](const PressParams& p) { return build(p, false); }, /*sizes_itself=*/true);
-  register_method("cam",
-                  "decoding's schedule, and before each cut the evicted entries ranked highest fold their values into "
-                  "the next kept ones with a probability from the attention they received (CaM, ICML 2024; kvpress' "
-                  "CAMPress; base=snapkv,interval=512,target=2048,merge=32,seed=0)",
-                  [](const PressParams& p) { return build(p, true); }, /*sizes_itself=*/true);
+  register_method(
+      "decoding",
+      "every interval decode steps the whole cache is scored by the base and cut to target entries, or "
+      "to (1 - fraction) of the tokens seen (kvpress' DecodingPress / CompressionRatioDecodingPress; "
+      "base=snapkv,interval=512,target=2048)",
+      [](const PressParams& p) { return build(p, false); }, /*sizes_itself=*/true);
+  register_method(
+      "cam",
+      "decoding's schedule, and before each cut the evicted entries ranked highest fold their values into "
+      "the next kept ones with a probability from the attention they received (CaM, ICML 2024; kvpress' "
+      "CAMPress; base=snapkv,interval=512,target=2048,merge=32,seed=0)",
+      [](const PressParams& p) { return build(p, true); }, /*sizes_itself=*/true);
 }
 
 }  // namespace kvc

@@ -42,7 +42,8 @@ void PressObserver::scheduled_decode_layer(const LayerStep& step, KVCache& cache
   const int64_t seen = positions[T - 1].item<int64_t>() + 1;
   const int64_t target =
       schedule.fraction > 0
-          ? std::max<int64_t>(1, static_cast<int64_t>(std::floor(static_cast<double>(seen) * (1.0 - schedule.fraction))))
+          ? std::max<int64_t>(1,
+                              static_cast<int64_t>(std::floor(static_cast<double>(seen) * (1.0 - schedule.fraction))))
           : schedule.target;
   // As kvpress: every `interval` passes, or at once for a pass longer than the target.
   const int64_t passes = ++passes_since_compression_[li];

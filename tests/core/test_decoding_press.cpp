@@ -12,8 +12,8 @@
 
 #include "cache/dense_layer_cache.h"
 #include "compression/compression_spec.h"
-#include "press/cam_merge.h"
 #include "model/llama_model.h"
+#include "press/cam_merge.h"
 #include "support/head_positions.h"
 #include "support/paths.h"
 #include "support/run_command.h"
@@ -203,9 +203,8 @@ TEST(CamPress, MergesEvictedValuesAsTheDefinitionSays) {
     const at::Tensor score = (-keys.norm(2, -1)).mean(0);  // [S]
     std::vector<int64_t> order(static_cast<size_t>(S));
     std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-      return score[a].item<double>() > score[b].item<double>();
-    });
+    std::sort(order.begin(), order.end(),
+              [&](int64_t a, int64_t b) { return score[a].item<double>() > score[b].item<double>(); });
     std::vector<int64_t> kept(order.begin(), order.begin() + target), evicted(order.begin() + target, order.end());
     std::sort(kept.begin(), kept.end());
     evicted.resize(static_cast<size_t>(passes));  // already highest score first
