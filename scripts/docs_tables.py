@@ -444,6 +444,22 @@ def decoding_compression(path):
     return lines
 
 
+@renderer("lowrank_palu", "palu_matched_memory.csv")
+def lowrank_palu(path):
+    """docs/lowrank.md: Palu's grouped bases at the matched-memory shares (lowrank_palu_matched_memory.sh)."""
+    rows = read_csv(path)
+    if not rows:
+        raise SourceError("palu_matched_memory.csv has no rows")
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    lines = ["| model, text | target share | " + " | ".join(methods) + " |", "|---|---" + "|---" * len(methods) + "|"]
+    for key in dict.fromkeys((r["model"], r["domain"], r["target_share"]) for r in rows):
+        cells = {r["method"]: r for r in rows if (r["model"], r["domain"], r["target_share"]) == key}
+        lines.append(f"| {key[0]}, {key[1]} | {key[2]} | " + " | ".join(
+            f"{float(cells[m]['kl']):.3f} / {float(cells[m]['ppl']):.2f} ({float(cells[m]['kept_share']):.3f})"
+            for m in methods) + " |")
+    return lines
+
+
 @renderer("eviction_decode_speedup", "decode_speedup.csv")
 def eviction_decode_speedup(path):
     """docs/eviction.md: median decode tok/s and speed-up of decode_speedup_runs.csv's repeats, byte limit, resident KV."""
@@ -652,7 +668,8 @@ def retrieval_in_evaluations(path):
              "|---|---|---|---|",
              f"| exact cache | {_r(exact['accuracy'], 2)} | 0 | 1 |"]
     rows = (("retrieval", "`--retrieval adaptive:budget=64`"), ("static", "`--retrieval static:budget=64`"),
-            ("local", "`--retrieval local:budget=64`"), ("pq", "`--retrieval pq:budget=64`"),
+            ("local", "`--retrieval local:budget=64`"),
+            ("local_cosine", "`--retrieval local:metric=cosine,budget=64`"), ("pq", "`--retrieval pq:budget=64`"),
             ("snapkv", "`--press snapkv --budget 64`"))
     for name, label in rows:
         needle, kl = read_json(_beside(path, f"needle_{name}.json")), read_json(_beside(path, f"kl_{name}.json"))

@@ -70,6 +70,7 @@ PrefillPartition HeadIndex::partition(const RetrievalConfig& cfg, const EntryBlo
   const int64_t d = entries.dim;
   KMeansOptions opt;
   opt.iterations = cfg.kmeans_iterations;
+  opt.directions = cfg.cosine;
   p.clusters = kmeans_in_segments(entries.keys.data(), entries.size(), d, cfg.cluster_size, cfg.segment, opt);
   const int64_t k = p.clusters.k;
   p.order.resize(static_cast<size_t>(k));
@@ -194,6 +195,7 @@ void HeadIndex::split(int64_t j, EntryBlock members) {
   KMeansOptions opt;
   opt.iterations = 10;
   opt.seed = static_cast<uint64_t>(shared_->splits);
+  opt.directions = shared_->config.cosine;
   const KMeansResult km = kmeans(members.keys.data(), members.size(), dim_, 2, opt);
   EntryBlock a(dim_), b(dim_);
   for (int64_t i = 0; i < members.size(); ++i) (km.k < 2 || km.assign[i] == 0 ? a : b).push_from(members, i);
@@ -215,6 +217,7 @@ void HeadIndex::cluster_pending() {
   const int64_t k = std::max<int64_t>(1, pending_.size() / shared_->config.cluster_size);
   KMeansOptions opt;
   opt.iterations = shared_->config.kmeans_iterations;
+  opt.directions = shared_->config.cosine;
   const KMeansResult km = kmeans(pending_.keys.data(), pending_.size(), dim_, k, opt);
   std::vector<EntryBlock> members(static_cast<size_t>(km.k), EntryBlock(dim_));
   for (int64_t i = 0; i < pending_.size(); ++i) members[km.assign[i]].push_from(pending_, i);

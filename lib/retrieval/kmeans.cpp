@@ -39,6 +39,13 @@ void assign_all(const at::Tensor& x, const at::Tensor& x_norms, const at::Tensor
 }  // namespace
 
 KMeansResult kmeans(const float* points, int64_t n, int64_t d, int64_t k, const KMeansOptions& options) {
+  if (options.directions && n > 0) {
+    const at::Tensor x = at::from_blob(const_cast<float*>(points), {n, d}, at::kFloat);
+    const at::Tensor unit = (x / x.norm(2, 1, /*keepdim=*/true).clamp_min(1e-12)).contiguous();
+    KMeansOptions plain = options;
+    plain.directions = false;
+    return kmeans(unit.data_ptr<float>(), n, d, k, plain);
+  }
   KMeansResult r;
   r.k = std::min(k, n);
   r.assign.assign(static_cast<size_t>(n), 0);

@@ -19,6 +19,9 @@ struct KMeansResult {
 struct KMeansOptions {
   int64_t iterations = 20;
   uint64_t seed = 0;
+  // Cluster the points' directions (each scaled to unit norm first; the centroids are then of the unit
+  // vectors): near-equal cosine similarity groups keys, whatever their norms (ClusterKV's semantic clusters).
+  bool directions = false;
 };
 
 // points [n, d]; k is clamped to n (n == 0 gives k == 0).

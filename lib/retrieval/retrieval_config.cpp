@@ -33,9 +33,10 @@ RetrievalConfig RetrievalConfig::parse(const std::string& spec) {
   else fail("--retrieval '{}': unknown strategy '{}' (use adaptive, static, local, pq or none)", spec, name);
   if (colon == std::string::npos) return c;
   const SpecValues v(parse_spec_params(spec.substr(colon + 1), "--retrieval", spec), "--retrieval", spec);
-  v.check_known_keys({"topk",    "csize",  "sinks", "recent",   "bmax",  "tau_q", "tau_scale", "every",
-                      "budget",  "layout", "pool",  "coorder",  "gap",   "cache", "cache_kb",  "iters",
-                      "segment", "direct", "async", "prefetch", "tails", "label", "subspaces", "bits"});
+  v.check_known_keys({"topk",     "csize",     "sinks",   "recent", "bmax",    "tau_q",    "tau_scale",
+                      "every",    "budget",    "layout",  "pool",   "coorder", "gap",      "cache",
+                      "cache_kb", "iters",     "segment", "direct", "async",   "prefetch", "tails",
+                      "label",    "subspaces", "bits",    "metric"});
   c.topk = v.get_count("topk", c.topk);
   c.cluster_size = v.get_count("csize", c.cluster_size);
   c.sinks = v.get_count("sinks", c.sinks);
@@ -55,6 +56,7 @@ RetrievalConfig RetrievalConfig::parse(const std::string& spec) {
   c.async_io = v.get_count("async", c.async_io ? 1 : 0) != 0;
   c.prefetch = v.get_count("prefetch", c.prefetch ? 1 : 0) != 0;
   c.label = v.get_string("label", c.label);
+  c.cosine = v.get_choice("metric", c.cosine ? "cosine" : "l2", {"l2", "cosine"}) == "cosine";
   c.pq_subspaces = v.get_count("subspaces", c.pq_subspaces);
   c.pq_bits = v.get_count("bits", c.pq_bits);
   KVC_CHECK(c.pq_subspaces >= 1, "--retrieval '{}': subspaces must be at least 1", spec);

@@ -33,6 +33,7 @@ struct RetrievalConfig {
   CachePolicy cache_policy = CachePolicy::kAligned;
   int64_t cache_kb = 64;  // RAM cache of clusters, per model
   int64_t kmeans_iterations = 20;
+  bool cosine = false;     // metric=cosine: k-means on the keys' directions (ClusterKV), else squared distance
   int64_t segment = 2048;  // prefill k-means runs on consecutive runs of this many entries (0: all)
   bool direct_io = true;
   bool async_io = true;   // reads on an I/O thread, overlapped with attention head by head

@@ -81,6 +81,30 @@ TEST(KMeans, RecoversSeparatedBlobs) {
   EXPECT_EQ(std::set<int32_t>(r.assign.begin(), r.assign.end()).size(), 3u);
 }
 
+TEST(KMeans, DirectionsGroupPointsByAngleWhateverTheirNorms) {
+  // Two directions (x and y axes, a little noise), each at norms 1 and 20. By direction the two clusters
+  // are the two axes; by squared distance the near points of both axes (1.4 apart, 20 from the far ones)
+  // share a cluster.
+  const int64_t per = 20, d = 2;
+  const auto noise = random_points(4 * per, d, 3, 0.02f);
+  std::vector<float> x;
+  for (int64_t i = 0; i < 4 * per; ++i) {
+    const bool y_axis = (i / per) % 2 == 1;
+    const float norm = i / (2 * per) == 0 ? 1.0f : 20.0f;
+    x.push_back((y_axis ? 0.0f : norm) + noise[i * d]);
+    x.push_back((y_axis ? norm : 0.0f) + noise[i * d + 1]);
+  }
+  KMeansOptions by_direction;
+  by_direction.directions = true;
+  const KMeansResult angle = kmeans(x.data(), 4 * per, d, 2, by_direction);
+  const KMeansResult distance = kmeans(x.data(), 4 * per, d, 2);
+  for (int64_t i = 0; i < 4 * per; ++i) {
+    const bool y_axis = (i / per) % 2 == 1;
+    EXPECT_EQ(angle.assign[i] == angle.assign[per], y_axis) << "point " << i;  // point `per` is on the y axis
+  }
+  for (int64_t i = 0; i < 2 * per; ++i) EXPECT_EQ(distance.assign[i], distance.assign[0]) << "point " << i;
+}
+
 TEST(KMeans, NoEmptyClustersWithDuplicatePoints) {
   // 12 points, only 3 distinct: asking for 6 clusters must still give 6 non-empty ones.
   std::vector<float> x;
