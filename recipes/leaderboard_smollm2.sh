@@ -5,8 +5,10 @@
 # tasks where the uncompressed model has signal: the needle (secret template) at 2,048 tokens and RULER's
 # niah_single_2 at 4,096 (data/results/smollm2/: 1.0 uncompressed on both). One prefill per sample serves
 # every press cell (kvc-eval sweep --prefill shared). The presses that size themselves join as the sweep's
-# --methods all leaves them out, at the settings of SIZED below. QUERY=agnostic compresses the context before
-# the question (into OUT=...-agnostic). Each task is a resumable sweep: interrupt at will, re-run to continue.
+# --methods all leaves them out, at the settings of SIZED below (but decoding and cam, which compress while
+# decoding and have nothing to cut in a few answer tokens: recipes/decoding_compression.sh measures them).
+# QUERY=agnostic compresses the context before the question (into OUT=...-agnostic). Each task is a
+# resumable sweep: interrupt at will, re-run to continue.
 # Writes OUT/<task>/results.{jsonl.gz,md,csv} and OUT/leaderboard.md (mean ± standard error per cell and
 # the measured share of the cache kept).
 #   recipes/leaderboard_smollm2.sh                         # 10 samples per task
