@@ -101,6 +101,28 @@ TEST(DecodingPress, CacheLengthFollowsTheScheduleAfterEveryPass) {
   EXPECT_EQ(got, expected);
 }
 
+TEST(DecodingPress, WithARatioThePromptIsCompressedFirst) {
+  // kvpress' PrefillDecodingPress with one scorer: --ratio 0.5 keeps 25 of the 50 prompt entries per head
+  // (KNorm: different ones per head), then the cache grows by one per pass and is cut to 30 every 10 passes.
+  const int64_t prompt = 50, passes = 25;
+  const std::vector<int> ids = text_ids(prompt + passes);
+  CompressionSpec spec;
+  spec.press = "decoding:base=knorm,interval=10,target=30";
+  spec.ratio = 0.5;
+  const CacheSetup setup = build_cache_setup(spec, model());
+  std::vector<int64_t> got, expected;
+  for (int64_t pass = 1; pass <= passes; ++pass)
+    expected.push_back(pass % 10 == 0 ? 30 : (pass < 10 ? 25 + pass : 30 + pass % 10));
+  bool heads_differ = false;
+  run(setup, ids, prompt, [&](int64_t, const KVCache& cache) {
+    got.push_back(cache.layer(1).lengths().max().item<int64_t>());
+    const std::vector<at::Tensor> heads = test::head_positions(cache.layer(1));
+    heads_differ = heads_differ || !at::equal(heads[0], heads[1]);
+  });
+  EXPECT_EQ(got, expected);
+  EXPECT_TRUE(heads_differ);
+}
+
 TEST(DecodingPress, FirstCompressionKeepsKNormsTopEntriesOfEveryTokenSeen) {
   // Until the first compression the cache holds every token as an uncompressed one does: at pass 12 the
   // 52 tokens seen are cut to 39 (fraction 0.25), the 39 lowest key norms per head, in storage order.
