@@ -10,7 +10,7 @@
 #     bytes at the end -> OUT/decoding_speed.csv
 # Every method holds about BUDGET entries per KV head: the decoding presses cut to BUDGET every INTERVAL
 # passes (fraction=0.5 keeps half of the tokens seen), the bounded ones evict to BUDGET at every pass.
-#   recipes/decoding_compression.sh                  # about 40 minutes on an idle 2-core machine
+#   recipes/decoding_compression.sh                  # about 50 minutes on an idle 2-core machine
 #   PARTS=kl WINDOWS=2 recipes/decoding_compression.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +19,7 @@ OUT="${OUT:-data/results/eviction/decoding}"
 CTX="${CTX:-2048}"
 WINDOWS="${WINDOWS:-3}"
 PROMPT="${PROMPT:-1024}"
-NEW="${NEW:-1024}"
+NEW="${NEW:-512}"
 REPEATS="${REPEATS:-3}"
 THREADS="${THREADS:-2}"
 BUDGET="${BUDGET:-512}"
