@@ -460,6 +460,24 @@ def lowrank_palu(path):
     return lines
 
 
+@renderer("dynamickv_absolute_budgets", "absolute_budgets.csv")
+def dynamickv_absolute_budgets(path):
+    """docs/eviction.md: needle accuracy ± standard error at absolute budgets (dynamickv_absolute_budgets.sh)."""
+    rows = read_csv(path)
+    budgets = list(dict.fromkeys(r["budget"] for r in rows if r["budget"]))
+    if not budgets:
+        raise SourceError("absolute_budgets.csv has no budget rows")
+    lines = ["| `--press` | " + " | ".join(f"`--budget {b}`" for b in budgets) + " |", "|---" * (len(budgets) + 1) + "|"]
+    for press in dict.fromkeys(r["press"] for r in rows if r["budget"]):
+        cells = {r["budget"]: r for r in rows if r["press"] == press}
+        lines.append(f"| `{press}` | " + " | ".join(
+            f"{float(cells[b]['accuracy']):.2f} ± {float(cells[b]['standard_error']):.2f}" for b in budgets) + " |")
+    exact = [r for r in rows if r["press"] == "none"]
+    if exact:
+        lines.append(f"| uncompressed | {float(exact[0]['accuracy']):.2f} (every budget) |" + " |" * (len(budgets) - 1))
+    return lines
+
+
 @renderer("eviction_decode_speedup", "decode_speedup.csv")
 def eviction_decode_speedup(path):
     """docs/eviction.md: median decode tok/s and speed-up of decode_speedup_runs.csv's repeats, byte limit, resident KV."""
