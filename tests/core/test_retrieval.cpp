@@ -11,6 +11,7 @@
 #include "retrieval/host_transfer.h"
 #include "retrieval/retrieval_layer_cache.h"
 #include "retrieval/retrieval_setup.h"
+#include "support/expect_error.h"
 #include "support/paths.h"
 #include "support/run_command.h"
 
@@ -245,6 +246,12 @@ TEST(Retrieval, ProductQuantizedSearchMatchesBruteForce) {
   const int64_t rec = RecordFormat{d}.record_bytes();
   EXPECT_LT(layer.footprint().ram_bytes - shared->store->tail_bytes() - shared->cache->used_bytes(),
             KV * (T + 1 - written) * rec + KV * (written * 2 + 2 * 16 * (d / 2) * 4) + 1);
+}
+
+TEST(Retrieval, ProductQuantisationRefusesSubspacesThatDoNotDivideTheHeads) {
+  // stories260K's heads have 8 dimensions: 3 parts do not cut them evenly.
+  test::expect_error([] { make_retrieval_setup("pq:subspaces=3", "", *fixture().model); },
+                     "--retrieval pq:subspaces=3: subspaces=3 does not divide the model's head_dim 8");
 }
 
 TEST(Retrieval, OneClusterMatchesBruteForce) {

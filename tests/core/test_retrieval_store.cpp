@@ -628,6 +628,11 @@ TEST(RetrievalConfig, ParsesSpecsAndRejectsBadOnes) {
   EXPECT_NE(message("adaptive:tau_q=nan").find("tau_q=nan is not a number"), std::string::npos);
   EXPECT_NE(message("adaptive:topk=-1").find("topk=-1 is not a non-negative integer"), std::string::npos);
   EXPECT_NE(message("local:every").find("expected key=value"), std::string::npos);
+  EXPECT_NE(message("pq:bits=9").find("bits must be in 1..8"), std::string::npos);
+  EXPECT_NE(message("pq:bits=0").find("bits must be in 1..8"), std::string::npos);
+  EXPECT_NE(message("pq:subspaces=0").find("subspaces must be at least 1"), std::string::npos);
+  EXPECT_NE(message("local:metric=manhattan").find("metric must be l2 or cosine"), std::string::npos);
+  EXPECT_TRUE(RetrievalConfig::parse("local:metric=cosine").cosine);
 }
 
 // --- verify covers every byte of the store ---
