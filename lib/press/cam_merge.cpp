@@ -5,24 +5,13 @@
 #include <numeric>
 #include <vector>
 
+#include "press/keyed_draw.h"
 #include "util/error.h"
 
 namespace kvc {
-namespace {
-
-uint64_t mix(uint64_t x) {  // splitmix64's finaliser
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 double cam_draw(uint64_t seed, int64_t layer, int64_t head, int64_t position) {
-  const uint64_t key = mix(mix(mix(seed ^ static_cast<uint64_t>(layer)) ^ static_cast<uint64_t>(head)) ^
-                           static_cast<uint64_t>(position));
-  return static_cast<double>(key >> 11) / 9007199254740992.0;  // 53 bits
+  return keyed_draw(seed, layer, head, position);
 }
 
 void cam_merge(const CamMergeInputs& in, const at::Tensor& values) {

@@ -1,16 +1,10 @@
 // Random eviction: a seeded baseline. Scores hash (seed, layer, head, position), so they do not
 // depend on any global RNG state and repeat exactly.
+#include "press/keyed_draw.h"
 #include "press/press.h"
 
 namespace kvc {
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 class RandomScorer : public Scorer {
  public:
@@ -22,12 +16,7 @@ class RandomScorer : public Scorer {
     const int64_t* p = pos.data_ptr<int64_t>();
     double* o = out.data_ptr<double>();
     for (int64_t h = 0; h < kv; ++h) {
-      for (int64_t i = 0; i < s; ++i) {
-        const uint64_t key =
-            splitmix64(splitmix64(splitmix64(seed_ ^ static_cast<uint64_t>(in.layer)) ^ static_cast<uint64_t>(h)) ^
-                       static_cast<uint64_t>(p[h * s + i]));
-        o[h * s + i] = static_cast<double>(key >> 11) / 9007199254740992.0;
-      }
+      for (int64_t i = 0; i < s; ++i) o[h * s + i] = keyed_draw(seed_, in.layer, h, p[h * s + i]);
     }
     return out.to(in.positions.device());
   }
