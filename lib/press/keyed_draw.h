@@ -13,9 +13,9 @@ inline uint64_t splitmix64(uint64_t x) {
 }
 
 inline double keyed_draw(uint64_t seed, int64_t layer, int64_t head, int64_t position) {
-  const uint64_t key = splitmix64(splitmix64(splitmix64(seed ^ static_cast<uint64_t>(layer)) ^
-                                             static_cast<uint64_t>(head)) ^
-                                  static_cast<uint64_t>(position));
+  const uint64_t key =
+      splitmix64(splitmix64(splitmix64(seed ^ static_cast<uint64_t>(layer)) ^ static_cast<uint64_t>(head)) ^
+                 static_cast<uint64_t>(position));
   return static_cast<double>(key >> 11) / 9007199254740992.0;  // 53 bits
 }
 
