@@ -13,6 +13,18 @@
 namespace kvc {
 namespace {
 
+// The weights 4 KB ahead of the bytes being multiplied are asked for in advance: the hardware prefetchers
+// alone kept a decode step of Gemma 3 at 64 tok/s, 75 with this (2 threads, AVX2 EPYC, medians of 5
+// alternated runs of kvc-bench --contexts 512; 2, 3, 6 and 8 KB measured 70, 73, 74 and 76).
+constexpr int64_t kPrefetchBytes = 4096;
+
+// Every cache line of [p, p + bytes) shifted kPrefetchBytes ahead. Reads past the matrix's end are hints
+// only: a prefetch never faults.
+KVC_AVX2 inline void prefetch_ahead(const uint8_t* p, int64_t bytes) {
+  for (int64_t o = 0; o < bytes; o += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + o), _MM_HINT_T0);
+}
+
 KVC_AVX2 inline float half_at(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, sizeof h);
@@ -21,9 +33,9 @@ KVC_AVX2 inline float half_at(const uint8_t* p) {
 
 KVC_AVX2 inline __m256i nibbles16(const uint8_t* p) {
   // 16 bytes -> their low nibbles (values 0..15), then their high nibbles (values 16..31).
-  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes);
-  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+  // The 16 bytes loaded into both halves (a load, no shuffle unit), the high half shifted by 4.
+  const __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_and_si256(_mm256_srlv_epi32(both, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(0x0F));
 }
 
 // 32 bits -> 32 bytes, byte j 0x10 where bit j is set.
@@ -101,8 +113,6 @@ KVC_AVX2 inline __m256 leading_halves(const uint8_t* first, int64_t stride) {
   return _mm256_cvtph_ps(pairs);
 }
 
-KVC_AVX2 inline __m256 lane_of(__m256 v, int lane) { return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(lane)); }
-
 // One block's codes times the activations: eight int32 lanes.
 template <class F>
 KVC_AVX2 inline __m256i block_dot(const uint8_t* b, const int8_t* x) {
@@ -124,13 +134,12 @@ KVC_AVX2 inline __m256 pairs_of(__m128 v) {
 // scale the activation block's sum: one product per four blocks (lanes 2k + 1 and 2k), kept apart from
 // the codes' sums.
 template <class F>
-KVC_AVX2 float dot_q32(const uint8_t* row, int64_t blocks, const Q8Row& a) {
-  __m256 acc[4];
-  for (auto& v : acc) v = _mm256_setzero_ps();
-  __m256 sum_terms = _mm256_setzero_ps();
+KVC_AVX2 inline __m256 dot_q32(const uint8_t* row, int64_t blocks, const Q8Row& a) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0, sum_terms = acc0;
   int64_t i = 0;
   for (; i + 4 <= blocks; i += 4) {
     const uint8_t* b = row + i * F::kBytes;
+    prefetch_ahead(b, 4 * F::kBytes);
     const __m256 halves = leading_halves(b, F::kBytes);
     const __m256 scale = _mm256_mul_ps(halves, pairs_of(_mm_loadu_ps(a.d + i)));
     if constexpr (F::kMin) sum_terms = _mm256_fmadd_ps(halves, pairs_of(_mm_loadu_ps(a.dsum + i)), sum_terms);
@@ -138,26 +147,31 @@ KVC_AVX2 float dot_q32(const uint8_t* row, int64_t blocks, const Q8Row& a) {
       const __m128 sums = _mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.sum + i)));
       sum_terms = _mm256_fnmadd_ps(scale, pairs_of(_mm_mul_ps(sums, _mm_set1_ps(F::kOffset))), sum_terms);
     }
-    for (int k = 0; k < 4; ++k) {
-      const __m256i dot = block_dot<F>(b + k * F::kBytes, a.q + (i + k) * 32);
-      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), lane_of(scale, 2 * k), acc[k]);
-    }
+    // Broadcast from memory: a load, where a lane permute would take a shuffle unit per block.
+    alignas(32) float scales[8];
+    _mm256_store_ps(scales, scale);
+    const int8_t* x = a.q + i * 32;
+    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_dot<F>(b, x)), _mm256_broadcast_ss(scales), acc0);
+    acc1 =
+        _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_dot<F>(b + F::kBytes, x + 32)), _mm256_broadcast_ss(scales + 2), acc1);
+    acc2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_dot<F>(b + 2 * F::kBytes, x + 64)), _mm256_broadcast_ss(scales + 4),
+                           acc2);
+    acc3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_dot<F>(b + 3 * F::kBytes, x + 96)), _mm256_broadcast_ss(scales + 6),
+                           acc3);
   }
   float tail = 0.0f;
   for (; i < blocks; ++i) {
     const uint8_t* b = row + i * F::kBytes;
     const float scale = half_at(b) * a.d[i];
-    acc[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_dot<F>(b, a.q + i * 32)), _mm256_set1_ps(scale), acc[0]);
+    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_dot<F>(b, a.q + i * 32)), _mm256_set1_ps(scale), acc0);
     if constexpr (F::kMin) tail += half_at(b + 2) * a.dsum[i];
     if constexpr (F::kOffset != 0) tail -= scale * static_cast<float>(F::kOffset * a.sum[i]);
   }
-  // Lanes 2k + 1 (the minima) or 2k (the offsets) of the sum terms.
-  alignas(32) float terms[8];
-  _mm256_store_ps(terms, sum_terms);
-  const int first = F::kMin ? 1 : 0;
-  const float per_row = (terms[first] + terms[first + 2]) + (terms[first + 4] + terms[first + 6]);
-  return simd::horizontal_sum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))) + per_row +
-         tail;
+  __m256 total = _mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3));
+  // Lanes 2k + 1 of the sum terms hold the minima's products, lanes 2k the offsets'; the others are zeroed.
+  if constexpr (F::kMin) total = _mm256_add_ps(total, _mm256_blend_ps(sum_terms, _mm256_setzero_ps(), 0x55));
+  if constexpr (F::kOffset != 0) total = _mm256_add_ps(total, _mm256_blend_ps(sum_terms, _mm256_setzero_ps(), 0xAA));
+  return _mm256_add_ps(total, _mm256_setr_ps(tail, 0, 0, 0, 0, 0, 0, 0));
 }
 
 // The eight 6-bit scales (bytes 0..7) and minima (bytes 8..15) of a Q4_K/Q5_K super-block, widened to
@@ -175,7 +189,7 @@ KVC_AVX2 inline __m256i scales_and_mins(const uint8_t* packed) {
 }
 
 template <bool FiveBits>
-KVC_AVX2 float dot_q45_k(const uint8_t* row, int64_t blocks, const Q8Row& a) {
+KVC_AVX2 inline __m256 dot_q45_k(const uint8_t* row, int64_t blocks, const Q8Row& a) {
   constexpr int64_t kBytes = FiveBits ? 176 : 144;
   const __m256i low4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
   // Shuffles that spread scale k (16 bits) over all 16 lanes of a 128-bit half.
@@ -189,6 +203,7 @@ KVC_AVX2 float dot_q45_k(const uint8_t* row, int64_t blocks, const Q8Row& a) {
     const __m128i sum32 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.sum32 + i * 8));
     const float ad = a.d[i];
     const uint8_t* b = row + i * kBytes;
+    prefetch_ahead(b, kBytes);
     const uint8_t* low = b + (FiveBits ? 48 : 16);
     const __m256i sm = scales_and_mins(b + 4);
     const __m128i scales128 = _mm256_castsi256_si128(sm);
@@ -215,12 +230,11 @@ KVC_AVX2 float dot_q45_k(const uint8_t* row, int64_t blocks, const Q8Row& a) {
     }
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(half_at(b) * ad), acc);
   }
-  __m128 m = _mm_add_ps(acc_min, _mm_movehl_ps(acc_min, acc_min));
-  m = _mm_add_ss(m, _mm_movehdup_ps(m));
-  return horizontal_sum_of(acc) - _mm_cvtss_f32(m);
+  // The minima's four lanes subtracted from the low half.
+  return _mm256_sub_ps(acc, _mm256_insertf128_ps(_mm256_setzero_ps(), acc_min, 0));
 }
 
-KVC_AVX2 float dot_q6_k(const uint8_t* row, int64_t blocks, const Q8Row& a) {
+KVC_AVX2 inline __m256 dot_q6_k(const uint8_t* row, int64_t blocks, const Q8Row& a) {
   const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(0x30);
   // Run k of a half takes scale 2k of that half in its low 128 bits and 2k + 1 in its high 128 bits.
   const __m256i spread[4] = {
@@ -234,6 +248,7 @@ KVC_AVX2 float dot_q6_k(const uint8_t* row, int64_t blocks, const Q8Row& a) {
     const __m256i group_sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sum16 + i * 16));
     const float ad = a.d[i];
     const uint8_t* b = row + i * 210;
+    prefetch_ahead(b, 210);
     // The sixteen int8 scales (one per 16 values) widened: scales 0..7 in the low half, 8..15 high.
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)));
     const __m256i halves[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
@@ -262,12 +277,29 @@ KVC_AVX2 float dot_q6_k(const uint8_t* row, int64_t blocks, const Q8Row& a) {
     sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(offset, 5));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(half_at(b + 208) * ad), acc);
   }
-  return horizontal_sum_of(acc);
+  return acc;
 }
 
-template <float (*Dot)(const uint8_t*, int64_t, const Q8Row&), int64_t BlockValues>
-void rows(const uint8_t* w, int64_t row_bytes, int64_t cols, const Q8Row& a, float* y, int64_t r0, int64_t r1) {
-  for (int64_t r = r0; r < r1; ++r) y[r] = Dot(w + r * row_bytes, cols / BlockValues, a);
+// Four rows' eight partial lanes summed: y[k] = the sum of v_k's lanes.
+KVC_AVX2 inline __m128 row_sums(__m256 v0, __m256 v1, __m256 v2, __m256 v3) {
+  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(v0, v1), _mm256_hadd_ps(v2, v3));
+  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+// A row is a handful of 4-block steps in the models served (640 columns: five), so its horizontal sum is
+// shared by four rows.
+template <__m256 (*Dot)(const uint8_t*, int64_t, const Q8Row&), int64_t BlockValues>
+KVC_AVX2 void rows(const uint8_t* w, int64_t row_bytes, int64_t cols, const Q8Row& a, float* y, int64_t r0,
+                   int64_t r1) {
+  const int64_t blocks = cols / BlockValues;
+  int64_t r = r0;
+  for (; r + 4 <= r1; r += 4) {
+    const uint8_t* p = w + r * row_bytes;
+    const __m256 v0 = Dot(p, blocks, a), v1 = Dot(p + row_bytes, blocks, a), v2 = Dot(p + 2 * row_bytes, blocks, a),
+                 v3 = Dot(p + 3 * row_bytes, blocks, a);
+    _mm_storeu_ps(y + r, row_sums(v0, v1, v2, v3));
+  }
+  for (; r < r1; ++r) y[r] = horizontal_sum_of(Dot(w + r * row_bytes, blocks, a));
 }
 
 }  // namespace
