@@ -462,7 +462,7 @@ def lowrank_palu(path):
 
 @renderer("dynamickv_absolute_budgets", "absolute_budgets.csv")
 def dynamickv_absolute_budgets(path):
-    """docs/eviction.md: needle accuracy ± standard error at absolute budgets (dynamickv_absolute_budgets.sh)."""
+    """docs/papers.md: needle accuracy ± standard error at absolute budgets (dynamickv_absolute_budgets.sh)."""
     rows = read_csv(path)
     budgets = list(dict.fromkeys(r["budget"] for r in rows if r["budget"]))
     if not budgets:

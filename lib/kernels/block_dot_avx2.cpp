@@ -98,7 +98,8 @@ struct Q8_0 {
 // step fell behind them when the weights come from memory). The 32-value formats take four blocks per
 // step: their half scales widened by one conversion, four independent accumulators.
 
-// The sum of an accumulator's eight lanes.
+// The sum of an accumulator's eight lanes, added in row_sums' order: a row's result must not depend on
+// whether the thread split sends it through the four-row path or the tail (test_block_kernels checks).
 KVC_AVX2 inline float horizontal_sum_of(__m256 acc) {
   const __m256 zero = _mm256_setzero_ps();
   const __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(acc, zero), _mm256_hadd_ps(zero, zero));

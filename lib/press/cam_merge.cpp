@@ -10,10 +10,6 @@
 
 namespace kvc {
 
-double cam_draw(uint64_t seed, int64_t layer, int64_t head, int64_t position) {
-  return keyed_draw(seed, layer, head, position);
-}
-
 void cam_merge(const CamMergeInputs& in, const at::Tensor& values) {
   const at::Tensor scores = in.mean_scores.to(at::kCPU, at::kDouble).contiguous();
   const at::Tensor kept_t = in.kept.to(at::kCPU, at::kLong).contiguous();
@@ -55,7 +51,7 @@ void cam_merge(const CamMergeInputs& in, const at::Tensor& values) {
       if (std::isnan(p)) p = 0;
       if (std::isinf(p)) p = 1;
       p = std::clamp(p, 0.0, 1.0);
-      if (!(cam_draw(in.seed, in.layer, h, pos[h * S + c]) < p)) continue;
+      if (!(keyed_draw(in.seed, in.layer, h, pos[h * S + c]) < p)) continue;
       const double* vc = v + (h * S + c) * d;
       for (int64_t j = 0; j < size; ++j) {
         double* o = out + (h * S + kept[static_cast<size_t>(first + j)]) * d;

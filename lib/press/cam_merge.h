@@ -23,11 +23,8 @@ struct CamMergeInputs {
 // Adds the merged values into `values` [n_kv, S, d] (writable, any floating type) in place: candidate c,
 // one of the `candidates` evicted entries with the highest mean score (ties: the later entry), merges into
 // the next `window` kept entries w after it with probability p = clamp(A[c] / mean_w A[w], 0, 1) per
-// head (0/0 = 0, x/0 = 1), each receiving value[c] / |w|. The draw is u(seed, layer, head, position) < p
-// (a hash: reproducible, where kvpress draws from torch's global generator).
+// head (0/0 = 0, x/0 = 1), each receiving value[c] / |w|. The draw is keyed_draw(seed, layer, head, position) < p
+// (press/keyed_draw.h) (a hash: reproducible, where kvpress draws from torch's global generator).
 void cam_merge(const CamMergeInputs& in, const at::Tensor& values);
-
-// The uniform draw in [0, 1) of a candidate merge.
-double cam_draw(uint64_t seed, int64_t layer, int64_t head, int64_t position);
 
 }  // namespace kvc

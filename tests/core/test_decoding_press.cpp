@@ -14,6 +14,7 @@
 #include "compression/compression_spec.h"
 #include "model/llama_model.h"
 #include "press/cam_merge.h"
+#include "press/keyed_draw.h"
 #include "support/head_positions.h"
 #include "support/paths.h"
 #include "support/run_command.h"
@@ -218,7 +219,7 @@ TEST(CamPress, MergesEvictedValuesAsTheDefinitionSays) {
   // 40 prompt tokens, 12 decoded, then the cut to 30: the 12 highest-scored evicted entries (KNorm averaged
   // over heads) each fold value / |w| into the next 4 kept entries w with probability
   // clamp(A[c] / mean A[w], 0, 1), A the attention the decoded queries paid them (query heads averaged per KV
-  // head), drawn as cam_draw(seed, layer, head, position) < p. Computed here from an uncompressed run of the
+  // head), drawn as keyed_draw(seed, layer, head, position) < p. Computed here from an uncompressed run of the
   // same tokens. Layer 0 is left out: its keys depend on the token alone, so repeated tokens tie exactly.
   const int64_t prompt = 40, passes = 12, target = 30, window = 4;
   const uint64_t seed = 7;
@@ -259,7 +260,7 @@ TEST(CamPress, MergesEvictedValuesAsTheDefinitionSays) {
         double mean = 0;
         for (int64_t j = 0; j < size; ++j) mean += attention[h][kept[static_cast<size_t>(first + j)]].item<double>();
         const double p = std::clamp(attention[h][c].item<double>() / (mean / static_cast<double>(size)), 0.0, 1.0);
-        if (!(cam_draw(seed, l, h, positions[h][c].item<int64_t>()) < p)) {
+        if (!(keyed_draw(seed, l, h, positions[h][c].item<int64_t>()) < p)) {
           ++declined;
           continue;
         }
