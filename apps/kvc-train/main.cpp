@@ -24,6 +24,8 @@ struct TrainCli {
   double heldout_share = 0.1;
   bool json = false;
   std::string loss = "ce";
+  std::string target = "gates";
+  bool lr_given = false;
   kvc::lowrank::TrainOptions o;
   kvc::cli::RankOptions ranks;
 };
@@ -33,18 +35,33 @@ void add_train_options(CLI::App& app, TrainCli& t) {
   t.model.add_bos_flags_to(app);
   app.add_option("--bases", t.bases, "PCA bases from kvc-calibrate (bases.safetensors)");
   kvc::cli::add_text_files(app, t.data, "Training text files; the last --heldout share is held out");
-  kvc::cli::add_output_file(app, t.output, "Where to write gates.safetensors");
+  kvc::cli::add_output_file(app, t.output, "Where to write gates.safetensors (bases with --target matryoshka)");
   app.add_option("--alpha", t.o.alpha, "Weight of R² in the loss (larger: smaller cache)")->capture_default_str();
   app.add_option("--loss", t.loss,
                  "ce: next-token cross-entropy (the paper's); kl: KL divergence from the exact model's next-token "
                  "distribution (distillation)")
       ->check(CLI::IsMember({"ce", "kl"}))
       ->capture_default_str();
+  app.add_option("--target", t.target,
+                 "gates: the token-wise rank gates and their basis (writes gates for --lowrank FILE:tau=...); "
+                 "matryoshka: MatryoshkaKV-style orthogonal bases trained at ranks drawn from --matryoshka-shares, "
+                 "no gates (writes bases for --lowrank FILE:ranks=R)")
+      ->check(CLI::IsMember({"gates", "matryoshka"}))
+      ->capture_default_str();
+  app.add_option("--matryoshka-shares", t.o.nested_shares,
+                 "--target matryoshka: the shares of d_kv each window cuts a layer's K and V at (one drawn per layer, "
+                 "K/V and window)")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--eval-share", t.o.eval_share, "--target matryoshka: the share the held-out evaluations cut at")
+      ->capture_default_str();
   app.add_option("--tau", t.o.tau, "Hard-mask threshold used at inference")->capture_default_str();
   app.add_option("--steps", t.o.steps, "Optimizer steps")->capture_default_str();
   kvc::cli::add_ctx_size(app, t.o.seq_len, "Tokens per training window")->capture_default_str();
   app.add_option("--batch", t.o.batch, "Windows per step")->capture_default_str();
-  app.add_option("--lr", t.o.lr, "Peak learning rate of the gates (AdamW, warmup + cosine)")->capture_default_str();
+  app.add_option("--lr", t.o.lr,
+                 "Peak learning rate (AdamW, warmup + cosine): 0.005 for the gates, 0.001 for --target matryoshka's "
+                 "rotations");
   app.add_option("--basis-lr-scale", t.o.basis_lr_scale, "Learning rate of U relative to --lr")->capture_default_str();
   app.add_option("--weight-decay", t.o.weight_decay, "AdamW weight decay of the gates")->capture_default_str();
   app.add_option("--warmup", t.o.warmup, "Linear warmup steps")->capture_default_str();
@@ -70,6 +87,9 @@ int run_train(TrainCli& t) {
   KVC_CHECK(!(t.json && t.output == "-"), "-o - and --json would both write to stdout; give -o a file name");
   KVC_CHECK(t.heldout_share > 0 && t.heldout_share < 1, "--heldout must be in (0, 1), got {}", t.heldout_share);
   t.o.loss = t.loss == "kl" ? kvc::lowrank::TrainLoss::KlFromExact : kvc::lowrank::TrainLoss::CrossEntropy;
+  t.o.target = t.target == "matryoshka" ? kvc::lowrank::TrainTarget::NestedBasis : kvc::lowrank::TrainTarget::Gates;
+  // The rotations move every direction of a basis at once: the gates' rate overshoots them.
+  if (t.o.target == kvc::lowrank::TrainTarget::NestedBasis && !t.lr_given) t.o.lr = 1e-3;
   t.o.validate();  // meaningless options and unwritable paths fail before the model loads
   const int world = kvc::rank_environment().world;  // checked before waiting for the other ranks
   KVC_CHECK(t.o.batch >= world,
@@ -141,7 +161,8 @@ int run_train(TrainCli& t) {
   }
   if (t.json) std::printf("%s\n", out.dump().c_str());
   else if (res.finished && t.output == "-")
-    std::fprintf(stderr, "wrote gates to stdout after %lld steps\n", static_cast<long long>(res.steps_done));
+    std::fprintf(stderr, "wrote %s to stdout after %lld steps\n", t.target == "gates" ? "gates" : "bases",
+                 static_cast<long long>(res.steps_done));
   else if (res.finished)
     std::printf("wrote %s after %lld steps\n", t.output.c_str(), static_cast<long long>(res.steps_done));
   else
@@ -160,6 +181,11 @@ int main(int argc, char** argv) {
 Loss = cross-entropy (--loss ce) or KL divergence from the exact model (--loss kl) + alpha * R^2, R the
 mean soft mask over dimensions, tokens, layers and K/V. On a model with sliding-window layers (Gemma 3)
 only the global layers are gated, as the low-rank cache compresses only them.
+--target matryoshka trains no gates: each layer's K and V basis is rotated (U = U_pca * Cayley(A), so it
+stays orthogonal) to minimise the loss with every window cut at ranks drawn from --matryoshka-shares
+(MatryoshkaKV's nested training; use --loss kl, its distillation). The output is a bases file: use it as
+--lowrank FILE:ranks=R, or share=S (ranks chosen from the starting PCA eigenvalues). --alpha and --tau do
+not apply to it.
 Training windows are a function of (--seed, step), so an interrupted run continued with --resume
 (same flags) reaches the same gates as an uninterrupted one; the checkpoint keeps the held-out
 evaluations made so far, so its --json report holds the whole curve. Ctrl-C stops at the next step
@@ -182,13 +208,19 @@ Examples:
       --checkpoint train.ckpt --resume -o gates.safetensors
   MASTER_PORT=29513 scripts/ranks.sh 2 kvc-train -m data/models/stories260K --bases bases.safetensors \
       -f data/text/tinystories/tinystories_excerpt_30k.txt --alpha 16 --steps 20 -c 128 -t 1 -o gates2.safetensors
+  kvc-train -m data/models/stories260K --bases bases.safetensors --target matryoshka --loss kl \
+      -f data/text/tinystories/tinystories_excerpt_30k.txt --steps 100 -c 64 --batch 2 -o nested.safetensors
+  kvc-eval kl -m data/models/stories260K -f data/text/wikitext2/wiki.test.raw --lowrank nested.safetensors:ranks=16
   kvc-train inspect -m data/models/stories260K --lowrank gates.safetensors --text "Once upon a time"
   kvc-eval kl -m data/models/stories260K -f data/text/wikitext2/wiki.test.raw --lowrank gates.safetensors
 )");
   app.require_subcommand(0, 1);
   TrainCli t;
   add_train_options(app, t);
-  std::function<int()> action = [&] { return run_train(t); };
+  std::function<int()> action = [&] {
+    t.lr_given = app.get_option("--lr")->count() > 0;
+    return run_train(t);
+  };
   kvc::train_app::add_inspect_command(app, action);
   if (int code = kvc::cli::parse_or_exit(app, argc, argv, kTool); code >= 0) return code;
   return kvc::cli::run_tool(kTool, action);

@@ -1,7 +1,8 @@
-// Gate training: one of the two translation units that need LibTorch's autograd/optim front end (slow to
-// compile), with soft_mask_layer_cache.cpp.
+// Gate training: one of the translation units that need LibTorch's autograd/optim front end (slow to
+// compile), with soft_mask_layer_cache.cpp and nested_basis.cpp. It also trains the nested bases.
 #include "lowrank/gate_training.h"
 
+#include <fmt/ranges.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 
 #include "io/checkpoint_trailer.h"
 #include "lowrank/lowrank_setup.h"
+#include "lowrank/nested_basis.h"
 #include "lowrank/rank_gate.h"
 #include "lowrank/soft_mask_layer_cache.h"
 #include "util/error.h"
@@ -112,10 +114,14 @@ std::string signature(const LlamaModel& model, const TrainOptions& o) {
   // holding every layer's gates from resuming.
   const ModelConfig& c = model.config();
   const bool has_local = static_cast<int64_t>(lowrank_layers(c).size()) < c.num_layers;
-  return hash_string(fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}{}{}", c.config_hash, o.alpha, o.tau, o.lr,
+  // The nested bases' settings join it the same way.
+  const std::string nested = o.target == TrainTarget::NestedBasis
+                                 ? fmt::format("|nested|{}|{}", fmt::join(o.nested_shares, ","), o.eval_share)
+                                 : "";
+  return hash_string(fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}{}{}{}", c.config_hash, o.alpha, o.tau, o.lr,
                                  o.basis_lr_scale, o.weight_decay, o.clip, o.steps, o.warmup, o.seq_len, o.batch,
                                  o.seed, o.init_bias, o.loss == TrainLoss::CrossEntropy ? "" : "|kl",
-                                 has_local ? "|global-layers" : ""));
+                                 has_local ? "|global-layers" : "", nested));
 }
 
 // The same settings by flag, stored in the checkpoint so that a mismatch names them.
@@ -137,7 +143,10 @@ NamedSettings named_settings(const LlamaModel& model, const TrainOptions& o) {
           {"--seed", text(o.seed)},
           {"--init-bias", text(o.init_bias)},
           {"--loss", o.loss == TrainLoss::CrossEntropy ? "ce" : "kl"},
-          {"gates for global layers only", has_local ? "yes" : "no"}};
+          {"gates for global layers only", has_local ? "yes" : "no"},
+          {"--target", o.target == TrainTarget::Gates ? "gates" : "matryoshka"},
+          {"--matryoshka-shares", fmt::format("{}", fmt::join(o.nested_shares, ","))},
+          {"--eval-share", text(o.eval_share)}};
 }
 
 }  // namespace
@@ -169,15 +178,26 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
   KVC_CHECK(!o.resume || !o.checkpoint.empty(), "--resume needs --checkpoint FILE");
   const auto fopts = torch::TensorOptions().dtype(model.dtype()).device(model.device());
 
-  // Parameters: U from the PCA basis; W = 0 and a bias ramp towards late cut-offs (start near full rank).
+  // Gates: U from the PCA basis; W = 0 and a bias ramp towards late cut-offs (start near full rank).
+  // Nested bases: U = U_pca · C(A) with A = 0 (the PCA basis), and no gate.
+  const bool nested = o.target == TrainTarget::NestedBasis;
   std::vector<GateParams> k(L), v(L);
+  std::vector<torch::Tensor> k_rotation(L), v_rotation(L);  // nested: the raw A of each layer's K and V
   std::vector<torch::Tensor> basis_params, gate_params;
   const torch::Tensor ramp = torch::linspace(0, o.init_bias, d, fopts);
   // Only the layers the low-rank cache compresses are gated (sliding-window layers keep their window).
   const std::vector<int64_t> gated_layers = lowrank_layers(c);
   for (int64_t l = 0; l < L; ++l) {
     const bool gated = std::find(gated_layers.begin(), gated_layers.end(), l) != gated_layers.end();
-    for (auto [g, p] : {std::make_pair(&k[l], &bases.layers[l].key), std::make_pair(&v[l], &bases.layers[l].value)}) {
+    for (auto [g, p, a] : {std::make_tuple(&k[l], &bases.layers[l].key, &k_rotation[l]),
+                           std::make_tuple(&v[l], &bases.layers[l].value, &v_rotation[l])}) {
+      if (nested) {
+        g->U = p->U.to(fopts).clone();
+        g->rank = d;
+        *a = torch::zeros({d, d}, fopts).set_requires_grad(gated);
+        if (gated) gate_params.push_back(*a);
+        continue;
+      }
       g->U = p->U.to(fopts).clone().set_requires_grad(gated);
       g->W = torch::zeros({d, d}, fopts).set_requires_grad(gated);
       g->b = ramp.clone().set_requires_grad(gated);
@@ -187,11 +207,28 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
       gate_params.push_back(g->b);
     }
   }
+  // The parameters window `slot` of `step` runs with (slot < 0: a held-out evaluation). Gates: the
+  // trained ones. Nested: the rotated bases, cut at the ranks drawn for the window, or at --eval-share.
+  const auto window_params = [&](int64_t at_step, int64_t slot) {
+    if (!nested) return std::make_pair(k, v);
+    std::vector<GateParams> wk(L), wv(L);
+    for (int64_t l = 0; l < L; ++l) {
+      for (auto [w, g, a, which] :
+           {std::make_tuple(&wk[l], &k[l], &k_rotation[l], 0), std::make_tuple(&wv[l], &v[l], &v_rotation[l], 1)}) {
+        w->U = a->requires_grad() ? torch::matmul(g->U, cayley_rotation(*a)) : g->U;
+        w->rank = slot < 0 ? rank_of_share(o.eval_share, d)
+                           : nested_rank(o.nested_shares, d, o.seed, at_step, slot, l, which);
+      }
+    }
+    return std::make_pair(wk, wv);
+  };
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(gate_params, std::make_unique<torch::optim::AdamWOptions>(
                                        torch::optim::AdamWOptions(o.lr).weight_decay(o.weight_decay)));
-  groups.emplace_back(basis_params, std::make_unique<torch::optim::AdamWOptions>(
-                                        torch::optim::AdamWOptions(o.lr * o.basis_lr_scale).weight_decay(0.0)));
+  if (!nested) {
+    groups.emplace_back(basis_params, std::make_unique<torch::optim::AdamWOptions>(
+                                          torch::optim::AdamWOptions(o.lr * o.basis_lr_scale).weight_decay(0.0)));
+  }
   torch::optim::AdamW optimizer(std::move(groups));
   std::vector<torch::Tensor> all_params = gate_params;
   all_params.insert(all_params.end(), basis_params.begin(), basis_params.end());
@@ -323,7 +360,8 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
     auto acc = sums[0].accessor<double, 1>();
     for (size_t i = 0; i < heldout.size(); ++i) {
       if (!mine(i)) continue;
-      const Forward f = run_window(model, k, v, heldout[i], o.tau);
+      const auto [wk, wv] = window_params(step, -1);
+      const Forward f = run_window(model, wk, wv, heldout[i], o.tau);
       acc[0] += f.ce.item<double>();
       acc[1] += f.retain.item<double>();
       acc[2] += f.hard_retain;
@@ -351,16 +389,19 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
   while (step < end_step && !stop) {
     const double lr = lr_at(o, step);
     static_cast<torch::optim::AdamWOptions&>(optimizer.param_groups()[0].options()).lr(lr);
-    static_cast<torch::optim::AdamWOptions&>(optimizer.param_groups()[1].options()).lr(lr * o.basis_lr_scale);
+    if (!nested)
+      static_cast<torch::optim::AdamWOptions&>(optimizer.param_groups()[1].options()).lr(lr * o.basis_lr_scale);
     optimizer.zero_grad();
     double loss_sum = 0;
     for (int64_t b = r.rank(); b < o.batch; b += r.world()) {
       const int64_t s0 = window_start(o.seed, step, b, n_starts);
       const std::vector<int> window(train_ids.begin() + s0, train_ids.begin() + s0 + o.seq_len);
-      const Forward f = run_window(model, k, v, window, o.tau);
+      const auto [wk, wv] = window_params(step, b);
+      const Forward f = run_window(model, wk, wv, window, o.tau);
       const torch::Tensor fit =
           o.loss == TrainLoss::CrossEntropy ? f.ce : kl_from_exact(exact_log_probs(model, window), f.log_probs);
-      const torch::Tensor loss = (fit + o.alpha * f.retain * f.retain) / static_cast<double>(o.batch);
+      // A nested basis's retain rate is the drawn ranks' share, not a function of the parameters.
+      const torch::Tensor loss = (nested ? fit : fit + o.alpha * f.retain * f.retain) / static_cast<double>(o.batch);
       loss.backward();
       loss_sum += loss.item<double>();
     }
@@ -408,13 +449,25 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
   if (!result.finished) save_checkpoint();
 
   Artifact& a = result.gates;
-  a.kind = kGatesKind;
-  a.tau = o.tau;
-  for (int64_t l = 0; l < L; ++l) {
-    a.layers.push_back(
-        {{k[l].U.detach().cpu().clone(), k[l].W.detach().cpu().clone(), k[l].b.detach().cpu().clone(), {}},
-         {v[l].U.detach().cpu().clone(), v[l].W.detach().cpu().clone(), v[l].b.detach().cpu().clone(), {}},
-         bases.layers[l].rotated_key});
+  if (nested) {
+    // A bases artifact: the rotated bases, with the PCA eigenvalues they started from (what share= reads).
+    torch::NoGradGuard no_grad;
+    const auto [wk, wv] = window_params(step, -1);
+    a.kind = kBasesKind;
+    for (int64_t l = 0; l < L; ++l) {
+      a.layers.push_back({{wk[l].U.detach().to(torch::kFloat).cpu().clone(), {}, {}, bases.layers[l].key.eigenvalues},
+                          {wv[l].U.detach().to(torch::kFloat).cpu().clone(), {}, {}, bases.layers[l].value.eigenvalues},
+                          bases.layers[l].rotated_key});
+    }
+  } else {
+    a.kind = kGatesKind;
+    a.tau = o.tau;
+    for (int64_t l = 0; l < L; ++l) {
+      a.layers.push_back(
+          {{k[l].U.detach().cpu().clone(), k[l].W.detach().cpu().clone(), k[l].b.detach().cpu().clone(), {}},
+           {v[l].U.detach().cpu().clone(), v[l].W.detach().cpu().clone(), v[l].b.detach().cpu().clone(), {}},
+           bases.layers[l].rotated_key});
+    }
   }
   const EvalPoint last = result.evals.empty() ? evaluate() : result.evals.back();
   a.metadata = {{"alpha", fmt::format("{}", o.alpha)},
@@ -430,6 +483,12 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
                 {"final_ce_exact_cache", fmt::format("{:.6f}", last.heldout_ce_full)},
                 {"final_retain_rate_soft", fmt::format("{:.6f}", last.soft_retain)},
                 {"final_retain_rate", fmt::format("{:.6f}", last.hard_retain)}};
+  if (nested) {
+    a.metadata["trained"] = "matryoshka";
+    a.metadata["matryoshka_shares"] = fmt::format("{}", fmt::join(o.nested_shares, ","));
+    a.metadata["eval_share"] = fmt::format("{}", o.eval_share);
+    a.metadata["eigenvalues"] = "the PCA basis's the training started from";
+  }
   return result;
 }
 

@@ -21,8 +21,17 @@ namespace kvc::lowrank {
 // predictions as little as possible, which is what kvc-eval kl measures).
 enum class TrainLoss { CrossEntropy, KlFromExact };
 
+// What is trained: the token-wise rank gates with their basis U (the paper's), or MatryoshkaKV-style
+// nested orthogonal bases without gates (nested_basis.h), written as a bases artifact.
+enum class TrainTarget { Gates, NestedBasis };
+
 struct TrainOptions {
   TrainLoss loss = TrainLoss::CrossEntropy;
+  TrainTarget target = TrainTarget::Gates;
+  // NestedBasis: the shares of d_kv a training window cuts each layer's K and V at (one drawn per layer,
+  // K/V and window), and the share the held-out evaluations cut every layer at.
+  std::vector<double> nested_shares = {0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875};
+  double eval_share = 0.5;
   double alpha = 1.0;           // weight of R² in the loss
   double tau = 0.1;             // hard-mask threshold recorded for inference (and used for the hard R)
   double lr = 5e-3;             // peak learning rate of the gates (W, b)
@@ -56,7 +65,7 @@ struct EvalPoint {
 };
 
 struct TrainResult {
-  Artifact gates;  // ready to write
+  Artifact gates;  // ready to write: gates, or for TrainTarget::NestedBasis a bases artifact
   std::vector<EvalPoint> evals;
   int64_t steps_done = 0, tokens_seen = 0;
   bool finished = false;        // false: stopped early (interrupt or stop_after), checkpoint written
@@ -64,9 +73,9 @@ struct TrainResult {
   double exchange_seconds = 0;  // adding up gradients and statistics across ranks, waits included (0 alone)
 };
 
-// `train_ids` windows are sampled for training; `heldout_ids` gives the evaluation windows. `ranks`
-// null: this process alone. Over several ranks every rank gets the same result; only rank 0 writes
-// checkpoints (and reads the one to resume, sending it to the others).
+// `bases`: from kvc-calibrate (the starting U). `train_ids` windows are sampled for training; `heldout_ids` gives the
+// evaluation windows. `ranks` null: this process alone. Over several ranks every rank gets the same result; only rank 0
+// writes checkpoints (and reads the one to resume, sending it to the others).
 TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const std::vector<int>& train_ids,
                         const std::vector<int>& heldout_ids, const TrainOptions& options,
                         const std::function<void(const EvalPoint&)>& on_eval = {}, const Ranks* ranks = nullptr);

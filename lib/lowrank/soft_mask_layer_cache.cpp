@@ -9,8 +9,9 @@ namespace kvc::lowrank {
 SoftMaskLayerCache::SoftMaskLayerCache(AttentionShape shape, std::shared_ptr<const Rope> rope, const GateParams& k,
                                        const GateParams& v, double tau, MaskLog* log)
     : shape_(shape), rope_(std::move(rope)), k_(k), v_(v), tau_(tau), log_(log) {
-  k_inv_ = torch::linalg_inv(k.U);
-  v_inv_ = torch::linalg_inv(v.U);
+  const auto inverse = [](const GateParams& g) { return g.W.defined() ? torch::linalg_inv(g.U) : g.U.transpose(0, 1); };
+  k_inv_ = inverse(k);
+  v_inv_ = inverse(v);
 }
 
 void SoftMaskLayerCache::append(const at::Tensor& keys, const at::Tensor& values, const at::Tensor& positions) {
@@ -37,6 +38,13 @@ at::Tensor SoftMaskLayerCache::lengths() const {
 torch::Tensor SoftMaskLayerCache::project(const torch::Tensor& x, const GateParams& g, const torch::Tensor& inv) {
   const int64_t T = x.size(1);
   const torch::Tensor coeffs = torch::matmul(x.transpose(0, 1).reshape({T, -1}), g.U);
+  if (!g.W.defined()) {
+    const int64_t d = g.U.size(1);
+    log_->soft_means.push_back(torch::full({}, static_cast<double>(g.rank) / static_cast<double>(d), coeffs.options()));
+    log_->hard_sum += static_cast<double>(g.rank * T);
+    log_->hard_count += static_cast<double>(d * T);
+    return torch::matmul(coeffs.narrow(1, 0, g.rank), inv.narrow(0, 0, g.rank));
+  }
   const torch::Tensor m = soft_mask(coeffs, g.W, g.b);
   log_->soft_means.push_back(m.mean());
   log_->hard_sum += (m.detach() > tau_).sum().item<double>();

@@ -1,6 +1,7 @@
 #pragma once
 // The differentiable stand-in for the variable-rank cache that gate training runs the frozen model
-// over: the same projection and gate as the low-rank cache, with the soft mask instead of the hard cut.
+// over: the same projection and gate as the low-rank cache, with the soft mask instead of the hard cut;
+// without a gate, the fixed cut of a nested basis (nested_basis.h).
 // Needs LibTorch's autograd front end, like gate_training.cpp, and nothing else does.
 #include <torch/torch.h>
 
@@ -14,9 +15,11 @@
 
 namespace kvc::lowrank {
 
-// One layer's keys or values: basis U and the gate's weights and bias (the trained parameters).
+// One layer's keys or values: basis U and the gate's weights and bias (the trained parameters). Without
+// W, the leading `rank` coefficients are kept and U is orthogonal (its inverse is its transpose).
 struct GateParams {
   torch::Tensor U, W, b;
+  int64_t rank = 0;
 };
 
 // Soft masks seen in one forward pass, for R (differentiable) and the hard retain rate at τ.

@@ -36,6 +36,11 @@ void TrainOptions::validate() const {
   KVC_CHECK(checkpoint_every >= 0, "--checkpoint-every must be >= 0, got {}", checkpoint_every);
   KVC_CHECK(stop_after >= 0, "--stop-after must be >= 0, got {}", stop_after);
   KVC_CHECK(!resume || !checkpoint.empty(), "--resume needs --checkpoint FILE");
+  KVC_CHECK(!nested_shares.empty(), "--matryoshka-shares needs at least one share");
+  for (double s : nested_shares)
+    KVC_CHECK(std::isfinite(s) && s > 0 && s <= 1, "--matryoshka-shares: each share must be in (0, 1], got {}", s);
+  KVC_CHECK(std::isfinite(eval_share) && eval_share > 0 && eval_share <= 1, "--eval-share must be in (0, 1], got {}",
+            eval_share);
 }
 
 }  // namespace kvc::lowrank

@@ -219,6 +219,55 @@ TEST_F(LowRankCli, EachLossWinsOnItsOwnHeldOutMeasure) {
       "was written with --loss ce (this run: kl)");
 }
 
+// --target matryoshka: rotated bases that stay orthogonal (full rank through the real low-rank cache is
+// exact), cut at half rank by the cache they change the model less than the PCA basis they started from
+// on the text they were trained on, and they are a bases file the rank search reads.
+TEST_F(LowRankCli, MatryoshkaBasesBeatTheirPcaStartAtTheTrainedRank) {
+  const std::string nested = dir_ + "/nested.safetensors", bases = dir_ + "/bases.safetensors";
+  const auto r = run_command(bin("kvc-train") + " -m " + kModel + " --bases " + bases + " --data " + kText +
+                             " --target matryoshka --matryoshka-shares 0.5 --eval-share 0.5 --loss kl "
+                             "--steps 100 -c 64 --batch 2 --eval-every 0 -t 1 --json -o " +
+                             nested);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto report = nlohmann::json::parse(r.out);
+  EXPECT_NEAR(report["final_retain_rate"].get<double>(), 0.5, 1e-9);
+  const auto file = st::SafetensorsFile::open(nested);
+  EXPECT_EQ(file->metadata().at("kind"), "kvc-lowrank-bases");
+  EXPECT_EQ(file->metadata().at("trained"), "matryoshka");
+  double moved = 0;
+  const auto pca = st::SafetensorsFile::open(bases);
+  for (const auto& name : file->names()) {
+    if (name.find(".U") == std::string::npos || name.find("k_rotated") != std::string::npos) continue;
+    // UᵀU = I in float64 from the stored float32 matrix.
+    const int64_t d = 32;
+    const auto* u = reinterpret_cast<const float*>(file->data(name));
+    const auto* u0 = reinterpret_cast<const float*>(pca->data(name));
+    double worst = 0;
+    for (int64_t i = 0; i < d; ++i)
+      for (int64_t j = 0; j < d; ++j) {
+        double dot = 0;
+        for (int64_t k = 0; k < d; ++k) dot += double(u[k * d + i]) * u[k * d + j];
+        worst = std::max(worst, std::abs(dot - (i == j ? 1.0 : 0.0)));
+      }
+    EXPECT_LT(worst, 1e-4) << name;
+    for (int64_t i = 0; i < d * d; ++i) moved += std::abs(double(u[i]) - u0[i]);
+  }
+  EXPECT_GT(moved, 1e-3) << "training did not rotate the bases";
+  const auto kl = [&](const std::string& lowrank) {
+    const auto e = run_command(bin("kvc-eval") + " kl -m " + kModel + " --file " + kText +
+                               " --window 64 --max-windows 4 --json -t 1 --lowrank " + lowrank);
+    EXPECT_EQ(e.exit_code, 0) << e.err;
+    return nlohmann::json::parse(e.out)["kl"].get<double>();
+  };
+  EXPECT_LT(kl(nested + ":ranks=32"), 1e-6);
+  const double trained = kl(nested + ":ranks=16"), start = kl(bases + ":ranks=16");
+  EXPECT_LT(trained, 0.85 * start) << "trained " << trained << ", PCA " << start;
+  // share= reads the ranks from the starting eigenvalues: the same allocation as the PCA file's.
+  EXPECT_GT(kl(nested + ":share=0.5"), 0.0);
+  expect_clean_error(run_command(train_cmd("--target matryoshka --matryoshka-shares 0.5,1.5 -o /dev/null")),
+                     "--matryoshka-shares: each share must be in (0, 1], got 1.5");
+}
+
 // A sweep's low-rank rows are the caches `kvc-eval kl --lowrank` builds: the same KL, alone and under a press.
 TEST_F(LowRankCli, SweepLowRankRowsEqualTheirOwnRuns) {
   const std::string out = test::make_temp_dir("lowrank_sweep"), bases = dir_ + "/bases.safetensors";
