@@ -43,16 +43,10 @@ if [ -n "${KVC_SMOKE:-}" ]; then
 fi
 mkdir -p "$OUT" "$work"
 
-. recipes/lib/essay_split.sh
-split_essays "$work/train.txt" "$work/eval.txt" ${KVC_SMOKE:+80000}
 # Artifacts are named by their settings and the training text's checksum, so a WORK folder never mixes
 # runs of different sizes or texts.
-bases=bases.t$TOKENS.$(cksum < "$work/train.txt" | cut -d' ' -f1)
-if [ ! -s "$work/$bases.json" ]; then
-  "$BIN/kvc-calibrate" -m "$GGUF" --dtype float32 -t "$THREADS" -f "$work/train.txt" --tokens "$TOKENS" -c 512 \
-    -o "$work/$bases.safetensors" --json > "$work/$bases.json.part"
-  mv "$work/$bases.json.part" "$work/$bases.json"
-fi
+. recipes/lib/essay_bases.sh
+bases=$(essay_bases "$work" "$BIN" "$GGUF" "$TOKENS" "$THREADS" ${KVC_SMOKE:+80000})
 gates_name() { echo "gates.$bases.${1%%:*}.${1#*:}.s$TRAIN_STEPS.b$BATCH"; }
 source recipes/lib/gate_training.sh
 for set in $GATE_SETS; do

@@ -38,15 +38,8 @@ if [ -n "${KVC_SMOKE:-}" ]; then
 fi
 [ -n "$MODEL" ] || MODEL=$(scripts/model_path.sh smollm2-135m)
 mkdir -p "$OUT" "$work"
-. recipes/lib/essay_split.sh
-split_essays "$work/train.txt" "$work/eval.txt" ${KVC_SMOKE:+80000}
-# Named by their settings and the training text's checksum, so a WORK folder never mixes runs.
-bases=bases.t$TOKENS.$(cksum < "$work/train.txt" | cut -d' ' -f1)
-if [ ! -s "$work/$bases.json" ]; then
-  "$BIN/kvc-calibrate" -m "$MODEL" --dtype float32 -t "$THREADS" -f "$work/train.txt" --tokens "$TOKENS" -c 512 \
-    -o "$work/$bases.safetensors" --json > "$work/$bases.json.part"
-  mv "$work/$bases.json.part" "$work/$bases.json"
-fi
+. recipes/lib/essay_bases.sh
+bases=$(essay_bases "$work" "$BIN" "$MODEL" "$TOKENS" "$THREADS" ${KVC_SMOKE:+80000})
 nested="matryoshka.$bases.s$STEPS.b$BATCH.lr$LR"
 source recipes/lib/gate_training.sh
 train_gate_set "$work/$nested" "$BIN/kvc-train" -m "$MODEL" --dtype float32 -t "$THREADS" --bases "$work/$bases.safetensors" \
