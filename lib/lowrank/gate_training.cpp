@@ -358,9 +358,10 @@ TrainResult train_gates(const LlamaModel& model, const Artifact& bases, const st
     torch::NoGradGuard no_grad;
     std::vector<torch::Tensor> sums = {torch::zeros({4}, torch::kDouble)};
     auto acc = sums[0].accessor<double, 1>();
+    // One set of parameters for every held-out window (for nested bases, one rotation per evaluation).
+    const auto [wk, wv] = window_params(step, -1);
     for (size_t i = 0; i < heldout.size(); ++i) {
       if (!mine(i)) continue;
-      const auto [wk, wv] = window_params(step, -1);
       const Forward f = run_window(model, wk, wv, heldout[i], o.tau);
       acc[0] += f.ce.item<double>();
       acc[1] += f.retain.item<double>();

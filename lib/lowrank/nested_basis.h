@@ -6,8 +6,8 @@
 // values at a rank drawn from a schedule of shares of d_kv (the Matryoshka strategy), and the loss is the
 // divergence from the exact model (distillation). Departures from the paper: one basis per layer over all
 // KV heads (as kvc-calibrate's bases), where the paper keeps one per head; the rotation is applied after
-// the PCA basis instead of the inverse Cayley transform of the PCA basis itself, which the paper reports
-// to produce NaN on some models; no greedy search of per-head ranks (the artifact serves --lowrank's
+// the PCA basis instead of the inverse Cayley transform of the PCA basis itself, which the token-wise
+// low-rank paper reports producing NaN on Qwen3-8B; no greedy search of per-head ranks (the artifact serves --lowrank's
 // ranks= and share=, the latter over the PCA eigenvalues the training started from).
 // Needs LibTorch's autograd front end, like gate_training.cpp.
 #include <torch/torch.h>

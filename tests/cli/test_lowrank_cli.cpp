@@ -266,6 +266,8 @@ TEST_F(LowRankCli, MatryoshkaBasesBeatTheirPcaStartAtTheTrainedRank) {
   EXPECT_GT(kl(nested + ":share=0.5"), 0.0);
   expect_clean_error(run_command(train_cmd("--target matryoshka --matryoshka-shares 0.5,1.5 -o /dev/null")),
                      "--matryoshka-shares: each share must be in (0, 1], got 1.5");
+  expect_clean_error(run_command(train_cmd("--target matryoshka --eval-share 0 -o /dev/null")),
+                     "--eval-share must be in (0, 1], got 0");
 }
 
 // A sweep's low-rank rows are the caches `kvc-eval kl --lowrank` builds: the same KL, alone and under a press.
