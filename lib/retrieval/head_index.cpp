@@ -6,6 +6,8 @@
 #include <numeric>
 #include <unordered_map>
 
+#include "util/error.h"
+
 namespace kvc::retrieval {
 namespace {
 
@@ -156,6 +158,11 @@ std::vector<int64_t> HeadIndex::select(const float* queries, int64_t G) const {
   std::partial_sort(scored.begin(), scored.begin() + top, scored.end());
   for (size_t i = 0; i < top; ++i) out.push_back(scored[i].second);
   return out;
+}
+
+const float* HeadIndex::centroid(int64_t j) const {
+  KVC_CHECK(centroids_.resident(), "internal: a centroid read while the table is on storage");
+  return centroids_.row(j);
 }
 
 int64_t HeadIndex::nearest(const float* key) const {

@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "retrieval/centroid_spill.h"
 #include "retrieval/centroid_table.h"
 #include "retrieval/cluster_cache.h"
 #include "retrieval/cluster_stats.h"
@@ -29,9 +30,10 @@ struct RetrievalShared {
   RetrievalConfig config;
   std::unique_ptr<PageStore> store;
   std::unique_ptr<ClusterCache> cache;
-  std::unique_ptr<IoThread> io;          // declared after the store: stops before the store closes
-  std::unique_ptr<Prefetcher> prefetch;  // next-layer read-ahead (config.prefetch)
-  int64_t num_layers = 0;                // layers sharing this state, numbered as they were made
+  std::unique_ptr<CentroidSpill> centroid_spill;  // centroids=storage; waits for its transfers when it goes
+  std::unique_ptr<IoThread> io;                   // declared after the store: stops before the store closes
+  std::unique_ptr<Prefetcher> prefetch;           // next-layer read-ahead (config.prefetch)
+  int64_t num_layers = 0;                         // layers sharing this state, numbered as they were made
   int64_t step = 0;
   int64_t splits = 0, forced_splits = 0, delayed_splits = 0;
   int64_t split_moved_bytes = 0;                     // bytes of split children written to new places
@@ -81,8 +83,11 @@ class HeadIndex {
 
   const std::vector<Cluster>& clusters() const { return clusters_; }
   std::vector<Cluster>& clusters() { return clusters_; }
-  const float* centroid(int64_t j) const { return centroids_.row(j); }
+  const float* centroid(int64_t j) const;
   int64_t centroid_bytes() const { return centroids_.bytes(); }
+  // centroids=storage moves the table out of RAM and back between the layer's steps.
+  CentroidTable& centroid_table() { return centroids_; }
+  const CentroidTable& centroid_table() const { return centroids_; }
   const EntryBlock& pending() const { return pending_; }
   double threshold() const { return tau_; }
   void set_threshold(double tau) { tau_ = tau; }

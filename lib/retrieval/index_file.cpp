@@ -16,6 +16,7 @@ void write_index(const std::string& path, RetrievalShared& shared, const std::ve
   std::vector<int64_t> clusters, entry_map, extents;
   int64_t kv = 0;
   for (size_t l = 0; l < layers.size(); ++l) {
+    layers[l]->bring_centroids_back();
     const auto& heads = layers[l]->heads();
     kv = static_cast<int64_t>(heads.size());
     for (size_t h = 0; h < heads.size(); ++h) {

@@ -38,6 +38,9 @@ struct RetrievalConfig {
   bool direct_io = true;
   bool async_io = true;   // reads on an I/O thread, overlapped with attention head by head
   bool prefetch = false;  // read the next layer's predicted clusters ahead (needs async_io)
+  // centroids=storage (DynaKV Pipeline 1): each layer's centroids go to storage after its step and are
+  // read back while the layer before it finishes, instead of staying in RAM.
+  bool centroids_on_storage = false;
   // Where a cluster written whole keeps its unfilled last page: RAM for clusters of one or two entries
   // within a page (those the scoring picks most, each a read of its own otherwise), storage, or RAM for
   // every cluster.

@@ -61,9 +61,45 @@ at::Tensor RetrievalLayerCache::store_waiting(const at::Tensor& queries) {
   return queries.defined() ? parts[3].to(at::kFloat).contiguous() : at::Tensor();
 }
 
+void RetrievalLayerCache::bring_centroids_back() {
+  CentroidSpill* spill = shared_->centroid_spill.get();
+  if (!spill || !centroids_out_) return;
+  const SpilledCentroids read = spill->take(slot_);
+  const float* next = read.data();
+  int64_t bytes = 0;
+  for (HeadIndex& h : heads_) {
+    next = h.centroid_table().restore(next);
+    bytes += h.centroid_bytes();
+  }
+  spill->note_resident(bytes);
+  spill->release(read);
+  centroid_bytes_noted_ = bytes;
+  centroids_out_ = false;
+}
+
+void RetrievalLayerCache::send_centroids_out() {
+  CentroidSpill* spill = shared_->centroid_spill.get();
+  bool built = false;
+  for (const HeadIndex& h : heads_) built = built || h.built();
+  if (!spill || centroids_out_ || !built) return;
+  int64_t bytes = 0, floats = 0;
+  for (const HeadIndex& h : heads_) bytes += h.centroid_bytes(), floats += h.centroid_table().spilled_floats();
+  spill->note_resident(bytes - centroid_bytes_noted_);  // the tables grew (new clusters) since last noted
+  float* out = spill->start_write(slot_, floats);
+  for (HeadIndex& h : heads_) out = h.centroid_table().spill(out);
+  spill->note_resident(-bytes);
+  centroid_bytes_noted_ = 0;
+  spill->finish_write();
+  centroids_out_ = true;
+  // Pipeline 1: the next layer's centroids come in while this layer's output projection, its MLP and
+  // the next layer's Q/K/V projections run (after the last layer: the first, for the next step).
+  spill->read_ahead((slot_ + 1) % shared_->num_layers);
+}
+
 void RetrievalLayerCache::store_entries(const at::Tensor& k, const at::Tensor& v, const at::Tensor& p) {
   const int64_t T = k.size(1), d = shape_.head_dim;
   const RetrievalConfig& cfg = shared_->config;
+  bring_centroids_back();  // placing new entries reads the centroids
   const auto u0 = Clock::now();
   for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
     HeadState& s = state_[h];
@@ -239,7 +275,12 @@ at::Tensor RetrievalLayerCache::attend(const at::Tensor& queries, const at::Tens
   const int64_t T = queries.size(1);
   bool any_built = false;
   for (const auto& hd : heads_) any_built = any_built || hd.built();
-  if (T > 1 || !any_built) return attend_exact(queries, qf, q_positions);
+  if (T > 1 || !any_built) {
+    const at::Tensor out = attend_exact(queries, qf, q_positions);
+    send_centroids_out();  // a later prompt chunk: placed, then out again
+    return out;
+  }
+  bring_centroids_back();
   const RetrievalConfig& cfg = shared_->config;
   const int64_t G = shape_.group_size(), d = shape_.head_dim;
   Prefetcher* prefetch = shared_->prefetch.get();
@@ -370,6 +411,7 @@ at::Tensor RetrievalLayerCache::attend(const at::Tensor& queries, const at::Tens
     subsets.push_back(std::move(subset));
   }
   const at::Tensor out = attend_subsets(queries, q_positions, subsets);
+  send_centroids_out();
   // Read ahead for the next storage layer (after the last: the first, at the next step) while this
   // layer's output projection, the MLP and the next Q/K/V projections run.
   if (prefetch) prefetch->issue((slot_ + 1) % shared_->num_layers, *shared_->cache);

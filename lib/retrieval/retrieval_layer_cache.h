@@ -29,6 +29,10 @@ class RetrievalLayerCache : public LayerCache {
   CacheFootprint footprint() const override;
   std::string layout() const override { return "retrieval"; }
 
+  // centroids=storage: this layer's centroid tables back in RAM (waiting for their read); a no-op when
+  // they are resident. Decode steps call it themselves; a reader of heads()' centroids calls it first.
+  void bring_centroids_back();
+
   const std::vector<HeadIndex>& heads() const { return heads_; }
   std::vector<HeadIndex>& heads() { return heads_; }
   // pq: KV head h's codebooks (untrained before the prompt's attention).
@@ -59,6 +63,8 @@ class RetrievalLayerCache : public LayerCache {
   // Exact attention of each head's query group over its own entries (subsets[h] for KV head h).
   at::Tensor attend_subsets(const at::Tensor& queries, const at::Tensor& q_positions,
                             const std::vector<EntryBlock>& subsets) const;
+  // centroids=storage: the tables go to storage and the next layer's are read ahead.
+  void send_centroids_out();
   // Share of the exact attention (all entries) of query heads q [G, d] that falls on `positions`.
   void measure_recall(int64_t h, const at::Tensor& q, const at::Tensor& q_position,
                       const std::vector<int64_t>& positions);
@@ -74,6 +80,8 @@ class RetrievalLayerCache : public LayerCache {
   NewEntries waiting_;
   std::vector<HeadIndex> heads_;
   std::vector<HeadState> state_;
+  bool centroids_out_ = false;        // centroids=storage: the tables are on storage, not in RAM
+  int64_t centroid_bytes_noted_ = 0;  // what the spill was told this layer holds in RAM
 };
 
 LayoutFactory<RetrievalLayerCache> retrieval_layer_factory(const AttentionShape& shape,

@@ -74,6 +74,8 @@ std::shared_ptr<RetrievalShared> make_retrieval_shared(const RetrievalConfig& co
                                                  RecordFormat{records.dim}.record_bytes());
   shared->measure = measure;
   if (config.async_io) shared->io = std::make_unique<IoThread>();
+  if (config.centroids_on_storage)
+    shared->centroid_spill = std::make_unique<CentroidSpill>(store_path, shared->io.get(), config.direct_io);
   if (config.prefetch)
     shared->prefetch = std::make_unique<Prefetcher>(shared->store.get(), shared->io.get(), config.gap_pages);
   return shared;
@@ -120,13 +122,25 @@ std::string describe_storage_io(const RetrievalShared& shared) {
   const auto& cc = shared.cache->counters();
   const double steps = static_cast<double>(std::max<int64_t>(1, shared.step));
   return fmt::format(
-      "retrieval {}: read {:.1f} KiB in {} ops ({:.3f} s, {}), wrote {:.1f} KiB, cache hit rate {:.3f}, "
-      "{} splits, store {:.1f} KiB; prompt clustered in {:.3f} s; per decode step {:.3f} ms choosing "
-      "clusters, {:.3f} ms placing new entries",
-      shared.config.name(), io.read_bytes / 1024.0, io.read_ops, io.read_seconds,
-      shared.store->direct() ? "O_DIRECT" : "fadvise", io.written_bytes / 1024.0,
-      cc.lookups > 0 ? static_cast<double>(cc.hits) / cc.lookups : 0.0, shared.splits, shared.store->file_pages() * 4.0,
-      shared.cluster_seconds, 1e3 * shared.select_seconds / steps, 1e3 * shared.update_seconds / steps);
+             "retrieval {}: read {:.1f} KiB in {} ops ({:.3f} s, {}), wrote {:.1f} KiB, cache hit rate {:.3f}, "
+             "{} splits, store {:.1f} KiB; prompt clustered in {:.3f} s; per decode step {:.3f} ms choosing "
+             "clusters, {:.3f} ms placing new entries",
+             shared.config.name(), io.read_bytes / 1024.0, io.read_ops, io.read_seconds,
+             shared.store->direct() ? "O_DIRECT" : "fadvise", io.written_bytes / 1024.0,
+             cc.lookups > 0 ? static_cast<double>(cc.hits) / cc.lookups : 0.0, shared.splits,
+             shared.store->file_pages() * 4.0, shared.cluster_seconds, 1e3 * shared.select_seconds / steps,
+             1e3 * shared.update_seconds / steps) +
+         describe_centroid_spill(shared);
+}
+
+std::string describe_centroid_spill(const RetrievalShared& shared) {
+  if (!shared.centroid_spill) return "";
+  const CentroidSpillCounters c = shared.centroid_spill->counters();
+  return fmt::format(
+      "; centroids on storage: at most {:.1f} KiB in RAM, read {:.1f} KiB in {} reads ({} read ahead, {} waited "
+      "for from the start, {:.3f} ms waiting per decode step), wrote {:.1f} KiB",
+      c.peak_held_bytes / 1024.0, c.read_bytes / 1024.0, c.reads, c.read_ahead, c.demand_reads,
+      1e3 * c.wait_seconds / std::max<int64_t>(1, shared.step), c.written_bytes / 1024.0);
 }
 
 nlohmann::json storage_io_json(const RetrievalShared& shared) {
@@ -146,7 +160,23 @@ nlohmann::json storage_io_json(const RetrievalShared& shared) {
           {"cluster_seconds", shared.cluster_seconds},
           {"select_seconds", shared.select_seconds},
           {"update_seconds", shared.update_seconds},
-          {"io_wait_seconds", shared.io_wait_seconds}};
+          {"io_wait_seconds", shared.io_wait_seconds},
+          {"centroids", centroid_spill_json(shared)}};
+}
+
+nlohmann::json centroid_spill_json(const RetrievalShared& shared) {
+  if (!shared.centroid_spill) return {{"on", "ram"}};
+  const CentroidSpillCounters c = shared.centroid_spill->counters();
+  return {{"on", "storage"},
+          {"peak_ram_bytes", c.peak_held_bytes},
+          {"read_bytes", c.read_bytes},
+          {"reads", c.reads},
+          {"read_ahead", c.read_ahead},
+          {"demand_reads", c.demand_reads},
+          {"wait_seconds", c.wait_seconds},
+          {"written_bytes", c.written_bytes},
+          {"writes", c.writes},
+          {"direct_io", shared.centroid_spill->direct()}};
 }
 
 }  // namespace kvc::retrieval

@@ -27,5 +27,9 @@ CacheSetup make_retrieval_setup(const std::string& spec, const std::string& stor
 std::string describe_storage_io(const RetrievalShared& shared);
 // The same counters as JSON fields (kvc-generate --json: "cache_report").
 nlohmann::json storage_io_json(const RetrievalShared& shared);
+// centroids=storage: their peak in RAM, reads (ahead or waited for), wait and writes ("" / {"on": "ram"}
+// when the centroids stay in RAM).
+std::string describe_centroid_spill(const RetrievalShared& shared);
+nlohmann::json centroid_spill_json(const RetrievalShared& shared);
 
 }  // namespace kvc::retrieval
