@@ -3,6 +3,7 @@
 // full cache (see inspect.cpp).
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "flag_vocabulary.h"
@@ -26,6 +27,7 @@ struct TrainCli {
   std::string loss = "ce";
   std::string target = "gates";
   bool lr_given = false;
+  std::vector<std::string> given;  // the long names of the options on the command line
   kvc::lowrank::TrainOptions o;
   kvc::cli::RankOptions ranks;
 };
@@ -91,6 +93,16 @@ int run_train(TrainCli& t) {
   // The rotations move every direction of a basis at once: the gates' rate overshoots them.
   if (t.o.target == kvc::lowrank::TrainTarget::NestedBasis && !t.lr_given) t.o.lr = 1e-3;
   t.o.validate();  // meaningless options and unwritable paths fail before the model loads
+  // An option of the other target would be ignored without a word: refuse it instead.
+  const bool nested = t.o.target == kvc::lowrank::TrainTarget::NestedBasis;
+  const std::vector<std::string> gates_only = {"--alpha", "--tau", "--init-bias", "--basis-lr-scale", "--weight-decay"};
+  const std::vector<std::string> nested_only = {"--matryoshka-shares", "--eval-share"};
+  for (const std::string& name : t.given) {
+    KVC_CHECK(!nested || std::find(gates_only.begin(), gates_only.end(), name) == gates_only.end(),
+              "{} sets the gates' training; --target matryoshka trains no gates: leave {} out", name, name);
+    KVC_CHECK(nested || std::find(nested_only.begin(), nested_only.end(), name) == nested_only.end(),
+              "{} applies to --target matryoshka; add --target matryoshka or leave {} out", name, name);
+  }
   const int world = kvc::rank_environment().world;  // checked before waiting for the other ranks
   KVC_CHECK(t.o.batch >= world,
             "--batch {} over {} ranks: each rank runs whole windows, so --batch must be at "
@@ -184,8 +196,9 @@ only the global layers are gated, as the low-rank cache compresses only them.
 --target matryoshka trains no gates: each layer's K and V basis is rotated (U = U_pca * Cayley(A), so it
 stays orthogonal) to minimise the loss with every window cut at ranks drawn from --matryoshka-shares
 (MatryoshkaKV's nested training; use --loss kl, its distillation). The output is a bases file: use it as
---lowrank FILE:ranks=R, or share=S (ranks chosen from the starting PCA eigenvalues). --alpha and --tau do
-not apply to it.
+--lowrank FILE:ranks=R, or share=S (ranks chosen from the starting PCA eigenvalues). The gates' options
+(--alpha, --tau, --init-bias, --basis-lr-scale, --weight-decay) are refused with it, and its own
+(--matryoshka-shares, --eval-share) without it.
 Training windows are a function of (--seed, step), so an interrupted run continued with --resume
 (same flags) reaches the same gates as an uninterrupted one; the checkpoint keeps the held-out
 evaluations made so far, so its --json report holds the whole curve. Ctrl-C stops at the next step
@@ -219,6 +232,8 @@ Examples:
   add_train_options(app, t);
   std::function<int()> action = [&] {
     t.lr_given = app.get_option("--lr")->count() > 0;
+    for (const CLI::Option* option : app.get_options())
+      if (option->count() > 0 && !option->get_lnames().empty()) t.given.push_back("--" + option->get_lnames().front());
     return run_train(t);
   };
   kvc::train_app::add_inspect_command(app, action);

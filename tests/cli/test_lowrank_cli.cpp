@@ -268,6 +268,14 @@ TEST_F(LowRankCli, MatryoshkaBasesBeatTheirPcaStartAtTheTrainedRank) {
                      "--matryoshka-shares: each share must be in (0, 1], got 1.5");
   expect_clean_error(run_command(train_cmd("--target matryoshka --eval-share 0 -o /dev/null")),
                      "--eval-share must be in (0, 1], got 0");
+  // Each target's own options are refused with the other, not ignored.
+  const std::string plain = bin("kvc-train") + " -m " + kModel + " --bases " + bases + " --data " + kText +
+                            " --steps 4 -c 32 -t 1 -o /dev/null ";
+  expect_clean_error(run_command(plain + "--target matryoshka --alpha 4"),
+                     "--alpha sets the gates' training; --target matryoshka trains no gates: leave --alpha out");
+  expect_clean_error(run_command(plain + "--target matryoshka --init-bias 2"), "--init-bias sets the gates' training");
+  expect_clean_error(run_command(plain + "--eval-share 0.5"),
+                     "--eval-share applies to --target matryoshka; add --target matryoshka or leave --eval-share out");
 }
 
 // A sweep's low-rank rows are the caches `kvc-eval kl --lowrank` builds: the same KL, alone and under a press.
