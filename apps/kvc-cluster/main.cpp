@@ -12,7 +12,7 @@ constexpr const char* kTool = "kvc-cluster";
 constexpr const char* kExamples = R"(
 Strategy specs: adaptive|static|local|pq|none[:topk=4,csize=8,segment=2048,iters=20,sinks=4,recent=16,bmax=16,
   tau_q=1,tau_scale=1,every=64,budget=0,layout=dual|naive,pool=0,coorder=1,gap=0,cache=aligned|lru,cache_kb=64,direct=1,async=1,
-  prefetch=0,centroids=ram|storage,tails=small|storage|ram,metric=l2|cosine,subspaces=2,bits=6,label=NAME]
+  prefetch=0,centroids=ram|storage,virtual=0,tails=small|storage|ram,metric=l2|cosine,subspaces=2,bits=6,label=NAME]
 
 Examples:
   kvc-cluster replay -m data/models/kvc-micro-lm -f data/text/pg_essays/addiction.txt --prompt-tokens 64 \

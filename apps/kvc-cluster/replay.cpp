@@ -338,6 +338,8 @@ int run_replay(const ReplayOptions& o) {
         {"prefetch_hit_rate", pf.issued > 0 ? double(pf.used) / pf.issued : 0.0},
         {"prefetch_wait_seconds", pf.wait_seconds},
         {"centroids", rt::centroid_spill_json(*r.shared)},
+        {"cache_peak_bytes", cc.peak_bytes},
+        {"virtual_cache", rt::virtual_cache_json(*r.shared)},
         {"decode_seconds", r.seconds},
         {"effective_read_bandwidth", io.read_seconds > 0 ? io.read_bytes / io.read_seconds : 0.0},
         {"sequential_read_bandwidth", seq_bw},

@@ -81,7 +81,7 @@ class CentroidSpill {
   std::shared_ptr<uint8_t> writing_;  // between start_write and finish_write
   int64_t writing_bytes_ = 0, writing_offset_ = 0;
   std::vector<std::future<void>> writes_;  // finished ones are dropped as new ones are queued
-  std::atomic<int64_t> held_{0};          // bytes in RAM: resident tables + buffers of transfers in flight
+  std::atomic<int64_t> held_{0};           // bytes in RAM: resident tables + buffers of transfers in flight
   std::atomic<int64_t> peak_{0};
   CentroidSpillCounters counters_;
 };

@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "retrieval/cache_virtualizer.h"
 #include "retrieval/centroid_spill.h"
 #include "retrieval/centroid_table.h"
 #include "retrieval/cluster_cache.h"
@@ -31,6 +32,7 @@ struct RetrievalShared {
   std::unique_ptr<PageStore> store;
   std::unique_ptr<ClusterCache> cache;
   std::unique_ptr<CentroidSpill> centroid_spill;  // centroids=storage; waits for its transfers when it goes
+  std::unique_ptr<CacheVirtualizer> virtualizer;  // virtual=1; waits for its read when it goes
   std::unique_ptr<IoThread> io;                   // declared after the store: stops before the store closes
   std::unique_ptr<Prefetcher> prefetch;           // next-layer read-ahead (config.prefetch)
   int64_t num_layers = 0;                         // layers sharing this state, numbered as they were made

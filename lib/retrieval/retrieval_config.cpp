@@ -33,10 +33,10 @@ RetrievalConfig RetrievalConfig::parse(const std::string& spec) {
   else fail("--retrieval '{}': unknown strategy '{}' (use adaptive, static, local, pq or none)", spec, name);
   if (colon == std::string::npos) return c;
   const SpecValues v(parse_spec_params(spec.substr(colon + 1), "--retrieval", spec), "--retrieval", spec);
-  v.check_known_keys({"topk",     "csize",     "sinks",   "recent", "bmax",     "tau_q",    "tau_scale",
-                      "every",    "budget",    "layout",  "pool",   "coorder",  "gap",      "cache",
-                      "cache_kb", "iters",     "segment", "direct", "async",    "prefetch", "tails",
-                      "label",    "subspaces", "bits",    "metric", "centroids"});
+  v.check_known_keys({"topk",     "csize",     "sinks",   "recent", "bmax",      "tau_q",    "tau_scale",
+                      "every",    "budget",    "layout",  "pool",   "coorder",   "gap",      "cache",
+                      "cache_kb", "iters",     "segment", "direct", "async",     "prefetch", "tails",
+                      "label",    "subspaces", "bits",    "metric", "centroids", "virtual"});
   c.topk = v.get_count("topk", c.topk);
   c.cluster_size = v.get_count("csize", c.cluster_size);
   c.sinks = v.get_count("sinks", c.sinks);
@@ -56,6 +56,7 @@ RetrievalConfig RetrievalConfig::parse(const std::string& spec) {
   c.async_io = v.get_count("async", c.async_io ? 1 : 0) != 0;
   c.prefetch = v.get_count("prefetch", c.prefetch ? 1 : 0) != 0;
   c.label = v.get_string("label", c.label);
+  c.virtual_cache = v.get_count("virtual", c.virtual_cache ? 1 : 0) != 0;
   c.centroids_on_storage =
       v.get_choice("centroids", c.centroids_on_storage ? "storage" : "ram", {"ram", "storage"}) == "storage";
   c.cosine = v.get_choice("metric", c.cosine ? "cosine" : "l2", {"l2", "cosine"}) == "cosine";
@@ -86,6 +87,11 @@ RetrievalConfig RetrievalConfig::parse(const std::string& spec) {
             "--retrieval '{}': {} keeps no centroids (it picks entries, not clusters); centroids=storage is for "
             "adaptive, static and local",
             spec, strategy_name(c.strategy));
+  KVC_CHECK(
+      !(c.virtual_cache && c.prefetch),
+      "--retrieval '{}': virtual=1 reads each layer's cached clusters back ahead of it, and prefetch=1 would read "
+      "them a second time; use one of the two",
+      spec);
   KVC_CHECK(c.tau_quantile <= 1.0, "--retrieval '{}': tau_q is a quantile in [0, 1]", spec);
   return c;
 }

@@ -41,6 +41,9 @@ struct RetrievalConfig {
   // centroids=storage (DynaKV Pipeline 1): each layer's centroids go to storage after its step and are
   // read back while the layer before it finishes, instead of staying in RAM.
   bool centroids_on_storage = false;
+  // virtual=1 (DynaKV Pipeline 2): a RAM cluster cache of cache_kb per layer, only the computing layer's
+  // in RAM; the next layer's is read back while this one finishes.
+  bool virtual_cache = false;
   // Where a cluster written whole keeps its unfilled last page: RAM for clusters of one or two entries
   // within a page (those the scoring picks most, each a read of its own otherwise), storage, or RAM for
   // every cluster.

@@ -96,10 +96,21 @@ void RetrievalLayerCache::send_centroids_out() {
   spill->read_ahead((slot_ + 1) % shared_->num_layers);
 }
 
+void RetrievalLayerCache::enter_step() {
+  shared_->cache->set_layer(slot_);
+  if (shared_->virtualizer) shared_->virtualizer->enter(slot_);
+  bring_centroids_back();
+}
+
+void RetrievalLayerCache::end_step() {
+  send_centroids_out();
+  if (shared_->virtualizer) shared_->virtualizer->leave(slot_, (slot_ + 1) % shared_->num_layers);
+}
+
 void RetrievalLayerCache::store_entries(const at::Tensor& k, const at::Tensor& v, const at::Tensor& p) {
   const int64_t T = k.size(1), d = shape_.head_dim;
   const RetrievalConfig& cfg = shared_->config;
-  bring_centroids_back();  // placing new entries reads the centroids
+  enter_step();  // placing new entries reads the centroids and may split cached clusters
   const auto u0 = Clock::now();
   for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
     HeadState& s = state_[h];
@@ -277,10 +288,10 @@ at::Tensor RetrievalLayerCache::attend(const at::Tensor& queries, const at::Tens
   for (const auto& hd : heads_) any_built = any_built || hd.built();
   if (T > 1 || !any_built) {
     const at::Tensor out = attend_exact(queries, qf, q_positions);
-    send_centroids_out();  // a later prompt chunk: placed, then out again
+    end_step();  // a later prompt chunk: placed, then out again
     return out;
   }
-  bring_centroids_back();
+  enter_step();
   const RetrievalConfig& cfg = shared_->config;
   const int64_t G = shape_.group_size(), d = shape_.head_dim;
   Prefetcher* prefetch = shared_->prefetch.get();
@@ -411,7 +422,7 @@ at::Tensor RetrievalLayerCache::attend(const at::Tensor& queries, const at::Tens
     subsets.push_back(std::move(subset));
   }
   const at::Tensor out = attend_subsets(queries, q_positions, subsets);
-  send_centroids_out();
+  end_step();
   // Read ahead for the next storage layer (after the last: the first, at the next step) while this
   // layer's output projection, the MLP and the next Q/K/V projections run.
   if (prefetch) prefetch->issue((slot_ + 1) % shared_->num_layers, *shared_->cache);

@@ -65,6 +65,10 @@ class RetrievalLayerCache : public LayerCache {
                             const std::vector<EntryBlock>& subsets) const;
   // centroids=storage: the tables go to storage and the next layer's are read ahead.
   void send_centroids_out();
+  // A step of this layer begins / ends: its centroids (centroids=storage) and its cached clusters
+  // (virtual=1) come back into RAM / go out, and the next layer's are read ahead.
+  void enter_step();
+  void end_step();
   // Share of the exact attention (all entries) of query heads q [G, d] that falls on `positions`.
   void measure_recall(int64_t h, const at::Tensor& q, const at::Tensor& q_position,
                       const std::vector<int64_t>& positions);

@@ -70,10 +70,14 @@ std::shared_ptr<RetrievalShared> make_retrieval_shared(const RetrievalConfig& co
   shared->store = std::make_unique<PageStore>(store_path, records, layout, config.direct_io);
   shared->store->set_tail_placement(config.tails);
   // The RAM cache holds clusters widened to fp32, whatever the records' type on storage.
-  shared->cache = std::make_unique<ClusterCache>(config.cache_kb * 1024, config.cache_policy,
-                                                 RecordFormat{records.dim}.record_bytes());
+  shared->cache =
+      std::make_unique<ClusterCache>(config.cache_kb * 1024, config.cache_policy,
+                                     RecordFormat{records.dim}.record_bytes(), 0.25, 8, config.virtual_cache);
   shared->measure = measure;
   if (config.async_io) shared->io = std::make_unique<IoThread>();
+  if (config.virtual_cache)
+    shared->virtualizer = std::make_unique<CacheVirtualizer>(shared->cache.get(), shared->store.get(), shared->io.get(),
+                                                             config.gap_pages);
   if (config.centroids_on_storage)
     shared->centroid_spill = std::make_unique<CentroidSpill>(store_path, shared->io.get(), config.direct_io);
   if (config.prefetch)
@@ -130,7 +134,17 @@ std::string describe_storage_io(const RetrievalShared& shared) {
              cc.lookups > 0 ? static_cast<double>(cc.hits) / cc.lookups : 0.0, shared.splits,
              shared.store->file_pages() * 4.0, shared.cluster_seconds, 1e3 * shared.select_seconds / steps,
              1e3 * shared.update_seconds / steps) +
-         describe_centroid_spill(shared);
+         describe_centroid_spill(shared) + describe_virtual_cache(shared);
+}
+
+std::string describe_virtual_cache(const RetrievalShared& shared) {
+  if (!shared.virtualizer) return "";
+  const VirtualCacheCounters& v = shared.virtualizer->counters();
+  return fmt::format(
+      "; cache per layer ({} KiB each): at most {:.1f} KiB in RAM with {:.1f} KiB being read back, {} clusters "
+      "parked, {} read back ({:.1f} KiB, {} changed meanwhile), {:.3f} ms waiting per decode step",
+      shared.config.cache_kb, shared.cache->counters().peak_bytes / 1024.0, v.peak_in_flight_bytes / 1024.0, v.parked,
+      v.restored, v.read_bytes / 1024.0, v.stale, 1e3 * v.wait_seconds / std::max<int64_t>(1, shared.step));
 }
 
 std::string describe_centroid_spill(const RetrievalShared& shared) {
@@ -161,7 +175,21 @@ nlohmann::json storage_io_json(const RetrievalShared& shared) {
           {"select_seconds", shared.select_seconds},
           {"update_seconds", shared.update_seconds},
           {"io_wait_seconds", shared.io_wait_seconds},
-          {"centroids", centroid_spill_json(shared)}};
+          {"cache_peak_bytes", cc.peak_bytes},
+          {"centroids", centroid_spill_json(shared)},
+          {"virtual_cache", virtual_cache_json(shared)}};
+}
+
+nlohmann::json virtual_cache_json(const RetrievalShared& shared) {
+  if (!shared.virtualizer) return {{"on", false}};
+  const VirtualCacheCounters& v = shared.virtualizer->counters();
+  return {{"on", true},
+          {"parked", v.parked},
+          {"restored", v.restored},
+          {"stale", v.stale},
+          {"read_bytes", v.read_bytes},
+          {"peak_in_flight_bytes", v.peak_in_flight_bytes},
+          {"wait_seconds", v.wait_seconds}};
 }
 
 nlohmann::json centroid_spill_json(const RetrievalShared& shared) {

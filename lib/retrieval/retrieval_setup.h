@@ -31,5 +31,8 @@ nlohmann::json storage_io_json(const RetrievalShared& shared);
 // when the centroids stay in RAM).
 std::string describe_centroid_spill(const RetrievalShared& shared);
 nlohmann::json centroid_spill_json(const RetrievalShared& shared);
+// virtual=1: the per-layer caches' most bytes in RAM, clusters parked and read back, and the wait.
+std::string describe_virtual_cache(const RetrievalShared& shared);
+nlohmann::json virtual_cache_json(const RetrievalShared& shared);
 
 }  // namespace kvc::retrieval

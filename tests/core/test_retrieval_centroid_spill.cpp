@@ -13,6 +13,7 @@
 #include "retrieval/retrieval_layer_cache.h"
 #include "retrieval/retrieval_setup.h"
 #include "support/paths.h"
+#include "support/retrieval_side.h"
 #include "support/run_command.h"
 #include "util/error.h"
 
@@ -54,8 +55,8 @@ TEST_P(SpillFile, ReadsBackEachLayersLastWrite) {
     spill.read_ahead(0);
     EXPECT_EQ(take_layer(spill, 0), ramp(100, 0));
     EXPECT_FALSE(spill.on_storage(0));
-    write_layer(spill, 0, ramp(3000, 7));     // outgrows its two pages: moves to the end
-    write_layer(spill, 1, ramp(4000, -5));    // fits where it was
+    write_layer(spill, 0, ramp(3000, 7));             // outgrows its two pages: moves to the end
+    write_layer(spill, 1, ramp(4000, -5));            // fits where it was
     EXPECT_EQ(take_layer(spill, 1), ramp(4000, -5));  // on demand, behind the queued writes
     spill.read_ahead(0);
     EXPECT_EQ(take_layer(spill, 0), ramp(3000, 7));
@@ -75,20 +76,7 @@ TEST_P(SpillFile, ReadsBackEachLayersLastWrite) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, SpillFile, ::testing::Combine(::testing::Bool(), ::testing::Bool()));
 
-struct Side {
-  std::shared_ptr<RetrievalShared> shared;
-  std::unique_ptr<KVCache> cache;
-};
-
-Side make_side(const LlamaModel& model, const std::string& spec) {
-  const ModelConfig& mc = model.config();
-  Side s;
-  s.shared = make_retrieval_shared(RetrievalConfig::parse(spec), RecordFormat{mc.head_dim},
-                                   test::make_temp_dir("kvc-spill") + "/store.kvs", true);
-  s.cache = std::make_unique<KVCache>(
-      model.new_cache(retrieval_layer_factory(mc.attention_shape(), model.rope(), s.shared)));
-  return s;
-}
+using Side = test::RetrievalSide;
 
 RetrievalLayerCache& layer(Side& s, int64_t l) { return dynamic_cast<RetrievalLayerCache&>(s.cache->layer(l)); }
 
@@ -111,14 +99,10 @@ class CentroidsOnStorage : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CentroidsOnStorage, ChangeRamNotOutputs) {
   const auto model = LlamaModel::load(test::model_dir("stories260K"));
-  std::vector<int> tokens{model->config().bos_token_id};
-  uint64_t x = 777;
-  while (tokens.size() < 440) {
-    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-    tokens.push_back(3 + static_cast<int>((x >> 33) % (model->config().vocab_size - 3)));
-  }
+  const std::vector<int> tokens = test::lcg_tokens(*model, 440, 777);
   const std::vector<int> prompt(tokens.begin(), tokens.begin() + 400);
-  Side ram = make_side(*model, GetParam()), disk = make_side(*model, GetParam() + ",centroids=storage");
+  Side ram = test::make_retrieval_side(*model, GetParam()),
+       disk = test::make_retrieval_side(*model, GetParam() + ",centroids=storage");
   ForwardOptions last;
   last.all_logits = false;
   ASSERT_TRUE(at::equal(model->forward(prompt, *ram.cache, last), model->forward(prompt, *disk.cache, last)));

@@ -9,26 +9,13 @@
 #include "retrieval/retrieval_layer_cache.h"
 #include "retrieval/retrieval_setup.h"
 #include "support/paths.h"
-#include "support/run_command.h"
+#include "support/retrieval_side.h"
 #include "util/error.h"
 
 namespace kvc::retrieval {
 namespace {
 
-struct Side {
-  std::shared_ptr<RetrievalShared> shared;
-  std::unique_ptr<KVCache> cache;
-};
-
-Side make_side(const LlamaModel& model, const std::string& spec) {
-  const ModelConfig& mc = model.config();
-  const AttentionShape shape = mc.attention_shape();
-  Side s;
-  s.shared = make_retrieval_shared(RetrievalConfig::parse(spec), RecordFormat{mc.head_dim},
-                                   test::make_temp_dir("kvc-prefetch") + "/store.kvs", true);
-  s.cache = std::make_unique<KVCache>(model.new_cache(retrieval_layer_factory(shape, model.rope(), s.shared)));
-  return s;
-}
+using Side = test::RetrievalSide;
 
 // Cluster ids, sizes and stored content of every (layer, head), as one comparable text.
 std::string cluster_state(Side& s) {
@@ -52,14 +39,10 @@ TEST_P(Prefetch, ChangesReadsNotOutputs) {
   const auto model = LlamaModel::load(test::model_dir("stories260K"));
   // 400 prompt tokens and clusters of ~64 entries: clusters span full pages (56 records of
   // head_dim 8), so there is something on storage to read ahead. Any tokens do: outputs are compared.
-  std::vector<int> tokens{model->config().bos_token_id};
-  uint64_t x = 12345;
-  while (tokens.size() < 460) {
-    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-    tokens.push_back(3 + static_cast<int>((x >> 33) % (model->config().vocab_size - 3)));
-  }
+  const std::vector<int> tokens = test::lcg_tokens(*model, 460, 12345);
   const std::vector<int> prompt(tokens.begin(), tokens.begin() + 400);
-  Side off = make_side(*model, GetParam()), on = make_side(*model, GetParam() + ",prefetch=1");
+  Side off = test::make_retrieval_side(*model, GetParam()),
+       on = test::make_retrieval_side(*model, GetParam() + ",prefetch=1");
   ForwardOptions last;
   last.all_logits = false;
   ASSERT_TRUE(at::equal(model->forward(prompt, *off.cache, last), model->forward(prompt, *on.cache, last)));

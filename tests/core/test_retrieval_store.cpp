@@ -596,6 +596,103 @@ TEST(ClusterCache, AlignedKeepsSmallAndRecentlyUpdatedClusters) {
   EXPECT_FALSE(aligned.resident(1));
 }
 
+// The eviction rule by brute force: every eviction scans every cluster for the recent bytes
+// and the victim. The cache must evict exactly what it evicts, operation by operation.
+struct ScanningCacheReference {
+  struct Item {
+    int64_t size, last_use, last_update, layer;
+  };
+  int64_t capacity, rec, recent_steps;
+  double reserve;
+  bool aligned, per_layer;
+  int64_t step = 0, tick = 0, layer = 0;
+  std::map<int64_t, Item> items;
+
+  int64_t used(int64_t l) const {
+    int64_t b = 0;
+    for (const auto& [uid, it] : items)
+      if (!per_layer || it.layer == l) b += it.size * rec;
+    return b;
+  }
+  void make_room(int64_t keep) {
+    const int64_t l = items.count(keep) ? items.at(keep).layer : layer;
+    const auto candidate = [&](const Item& it) { return !per_layer || it.layer == l; };
+    while (used(l) > capacity) {
+      int64_t recent_bytes = 0;
+      for (const auto& [uid, it] : items)
+        if (candidate(it) && step - it.last_update < recent_steps) recent_bytes += it.size * rec;
+      const bool protect = aligned && recent_bytes <= reserve * capacity;
+      int64_t victim = -1;
+      const Item* best = nullptr;
+      for (const auto& [uid, it] : items) {
+        if (uid == keep || !candidate(it) || (protect && step - it.last_update < recent_steps)) continue;
+        const bool better = best == nullptr ||
+                            (aligned ? it.size > best->size || (it.size == best->size && it.last_use < best->last_use)
+                                     : it.last_use < best->last_use);
+        if (better) best = &it, victim = uid;
+      }
+      if (victim < 0)
+        for (const auto& [uid, it] : items)
+          if (uid != keep && candidate(it) && (best == nullptr || it.last_use < best->last_use))
+            best = &it, victim = uid;
+      if (victim < 0) {
+        items.erase(keep);
+        return;
+      }
+      items.erase(victim);
+    }
+  }
+  void put(int64_t uid, int64_t size, bool updated) {
+    items.erase(uid);
+    if (size * rec > capacity) return;
+    items[uid] = {size, ++tick, updated ? step : -1000000, layer};
+    make_room(uid);
+  }
+  void get(int64_t uid) {
+    if (items.count(uid)) items[uid].last_use = ++tick;
+  }
+  void append(int64_t uid) {
+    if (!items.count(uid)) return;
+    items[uid].size += 1;
+    items[uid].last_update = step;
+    make_room(uid);
+  }
+};
+
+TEST(ClusterCache, EvictsExactlyAsAScanOfEveryCluster) {
+  const int64_t rec = RecordFormat{8}.record_bytes();
+  for (const bool per_layer : {false, true})
+    for (const CachePolicy policy : {CachePolicy::kAligned, CachePolicy::kLru}) {
+      ClusterCache cache(40 * rec, policy, rec, 0.25, 3, per_layer);
+      ScanningCacheReference ref{40 * rec, rec, 3, 0.25, policy == CachePolicy::kAligned, per_layer};
+      std::mt19937 gen(per_layer * 2 + (policy == CachePolicy::kAligned));
+      const float k[8] = {}, v[8] = {};
+      for (int op = 0; op < 4000; ++op) {
+        const int64_t uid = gen() % 60, what = gen() % 10;
+        if (what < 4) {
+          const int64_t size = 1 + gen() % 9;
+          const bool updated = gen() % 3 == 0;
+          cache.put(uid, random_block(size, 8, 0, uid), updated);
+          ref.put(uid, size, updated);
+        } else if (what < 7) {
+          const bool hit = cache.get(uid) != nullptr;
+          ASSERT_EQ(hit, ref.items.count(uid) != 0) << "op " << op;
+          ref.get(uid);
+        } else if (what < 9) {
+          cache.append(uid, k, v, op);
+          ref.append(uid);
+        } else {
+          const int64_t step = ref.step + 1, layer = gen() % 3;
+          cache.set_step(step), ref.step = step;
+          cache.set_layer(layer), ref.layer = layer;
+        }
+        for (int64_t u = 0; u < 60; ++u)
+          ASSERT_EQ(cache.resident(u), ref.items.count(u) != 0) << "op " << op << " uid " << u;
+      }
+      EXPECT_GT(cache.counters().evictions, 100);
+    }
+}
+
 TEST(RetrievalConfig, ParsesSpecsAndRejectsBadOnes) {
   const RetrievalConfig c = RetrievalConfig::parse("adaptive:topk=2,bmax=0,layout=naive,cache=lru,tau_q=0.5");
   EXPECT_EQ(c.strategy, Strategy::kAdaptive);
