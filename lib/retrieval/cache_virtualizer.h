@@ -19,12 +19,12 @@
 namespace kvc::retrieval {
 
 struct VirtualCacheCounters {
-  int64_t parked = 0;          // clusters dropped from RAM at a layer's end
-  int64_t restored = 0;        // ... put back before the layer's next step
-  int64_t stale = 0;           // ... read back but changed meanwhile (dropped)
-  int64_t read_bytes = 0;      // records read back (in their RAM form, fp32)
+  int64_t parked = 0;                // clusters dropped from RAM at a layer's end
+  int64_t restored = 0;              // ... put back before the layer's next step
+  int64_t stale = 0;                 // ... read back but changed meanwhile (dropped)
+  int64_t read_bytes = 0;            // records read back (in their RAM form, fp32)
   int64_t peak_in_flight_bytes = 0;  // most bytes of reads back in flight
-  double wait_seconds = 0;     // decode thread blocked on a read back
+  double wait_seconds = 0;           // decode thread blocked on a read back
 };
 
 class CacheVirtualizer {

@@ -22,9 +22,9 @@ struct RetrievalSide {
 inline RetrievalSide make_retrieval_side(const LlamaModel& model, const std::string& spec, bool measure = true) {
   const ModelConfig& mc = model.config();
   RetrievalSide s;
-  s.shared = retrieval::make_retrieval_shared(retrieval::RetrievalConfig::parse(spec),
-                                              retrieval::RecordFormat{mc.head_dim},
-                                              make_temp_dir("kvc-retrieval-side") + "/store.kvs", measure);
+  s.shared =
+      retrieval::make_retrieval_shared(retrieval::RetrievalConfig::parse(spec), retrieval::RecordFormat{mc.head_dim},
+                                       make_temp_dir("kvc-retrieval-side") + "/store.kvs", measure);
   s.cache = std::make_unique<KVCache>(
       model.new_cache(retrieval::retrieval_layer_factory(mc.attention_shape(), model.rope(), s.shared)));
   return s;
