@@ -19,17 +19,6 @@ int64_t page_multiple(int64_t bytes) {
   return std::max<int64_t>(p, (bytes + p - 1) / p * p);
 }
 
-void full_pwrite(int fd, const uint8_t* buffer, int64_t bytes, int64_t offset, const std::string& where) {
-  int64_t done = 0;
-  while (done < bytes) {
-    const ssize_t n = ::pwrite(fd, buffer + done, static_cast<size_t>(bytes - done), offset + done);
-    if (n < 0 && errno == EINTR) continue;
-    KVC_CHECK(n > 0, "centroids=storage: writing {} bytes of centroids in '{}' failed: {}", bytes, where,
-              n < 0 ? std::strerror(errno) : "no progress");
-    done += n;
-  }
-}
-
 }  // namespace
 
 CentroidSpill::CentroidSpill(const std::string& beside, IoThread* io, bool direct_io) : io_(io) {
@@ -94,7 +83,7 @@ float* CentroidSpill::start_write(int64_t layer, int64_t floats) {
 
 void CentroidSpill::finish_write() {
   auto job = [this, data = std::move(writing_), bytes = writing_bytes_, offset = writing_offset_] {
-    full_pwrite(fd_, data.get(), bytes, offset, where_);
+    full_pwrite(fd_, data.get(), bytes, offset, where_ + " (centroids)");
     note_held(-bytes);
   };
   writing_.reset();

@@ -30,4 +30,15 @@ void full_pread(int fd, uint8_t* buffer, int64_t bytes, int64_t offset, const st
   }
 }
 
+void full_pwrite(int fd, const uint8_t* buffer, int64_t bytes, int64_t offset, const std::string& path) {
+  int64_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = ::pwrite(fd, buffer + done, static_cast<size_t>(bytes - done), offset + done);
+    if (n < 0 && errno == EINTR) continue;
+    KVC_CHECK(n > 0, "'{}': write of {} bytes at offset {} failed: {}", path, bytes, offset + done,
+              n < 0 ? std::strerror(errno) : "no progress (is the disk full?)");
+    done += n;
+  }
+}
+
 }  // namespace kvc::retrieval

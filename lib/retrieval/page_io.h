@@ -16,5 +16,8 @@ using AlignedBytes = std::unique_ptr<uint8_t, AlignedFree>;
 AlignedBytes aligned_bytes(int64_t n);
 // Reads exactly `bytes` at `offset`, retrying after signals; throws kvc::Error naming `path` otherwise.
 void full_pread(int fd, uint8_t* buffer, int64_t bytes, int64_t offset, const std::string& path);
+// Writes exactly `bytes` at `offset`, retrying after signals and short writes; throws kvc::Error naming
+// `path` otherwise.
+void full_pwrite(int fd, const uint8_t* buffer, int64_t bytes, int64_t offset, const std::string& path);
 
 }  // namespace kvc::retrieval
