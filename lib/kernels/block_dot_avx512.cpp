@@ -13,18 +13,30 @@ namespace {
 
 using namespace block_avx512;
 
-// One block in a 256-bit register: the last of an odd count.
+// The weights 4 KB ahead of the bytes being multiplied are asked for in advance, as the AVX2 kernels do:
+// the hardware prefetchers alone leave a row stream short of the read bandwidth.
+constexpr int64_t kPrefetchBytes = 4096;
+
+// Every cache line of [p, p + bytes) shifted kPrefetchBytes ahead. Reads past the matrix's end are hints
+// only: a prefetch never faults.
+KVC_AVX512_VNNI inline void prefetch_ahead(const uint8_t* p, int64_t bytes) {
+  for (int64_t o = 0; o < bytes; o += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + o), _MM_HINT_T0);
+}
+
+// Each kernel returns a row's partial sums in 16 lanes; rows() adds them up four rows at a time.
+
+// One block in a 256-bit register, the last of an odd count: its partial sums in the low 8 lanes, the
+// minimum's term in lane 0.
 template <class F>
-KVC_AVX512_VNNI inline float q32_block(const uint8_t* row, int64_t k, const Q8Row& a) {
+KVC_AVX512_VNNI inline __m512 q32_block(const uint8_t* row, int64_t k, const Q8Row& a) {
   const uint8_t* b = row + k * F::kBytes;
   const __m256i start = _mm256_set1_epi32(-(F::kOffset / 8) * a.sum[k]);  // 8 | every offset
   const __m256i dot =
       _mm256_dpbusd_epi32(start, F::codes(b), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + k * 32)));
-  const __m256 f = _mm256_cvtepi32_ps(dot);
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(f), _mm256_extractf128_ps(f, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s) * half_at(b) * a.d[k] + (F::kMin ? half_at(b + 2) * a.dsum[k] : 0.0f);
+  const __m256 min_term = _mm256_setr_ps(F::kMin ? half_at(b + 2) * a.dsum[k] : 0.0f, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_zextps256_ps512(
+      _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(half_at(b) * a.d[k]), min_term));
 }
 
 // Two blocks in a 512-bit register: their codes times the input (vpdpbusd), the lanes starting from
@@ -42,19 +54,23 @@ KVC_AVX512_VNNI inline void q32_pair(const uint8_t* first, int64_t p, const Q8Ro
 }
 
 template <class F>
-KVC_AVX512_VNNI float dot_q32(const uint8_t* row, int64_t blocks, const Q8Row& a) {
+KVC_AVX512_VNNI __m512 dot_q32(const uint8_t* row, int64_t blocks, const Q8Row& a) {
   __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, min0 = acc0, min1 = acc0;
   const int64_t pairs = blocks / 2;
   int64_t p = 0;
   // Two pairs per step into two accumulators: one pair's conversion and scaling wait on its
   // vpdpbusd, the other's instructions fill the wait.
   for (; p + 2 <= pairs; p += 2) {
+    prefetch_ahead(row + 2 * p * F::kBytes, 4 * F::kBytes);
     q32_pair<F>(row + 2 * p * F::kBytes, p, a, acc0, min0);
     q32_pair<F>(row + 2 * (p + 1) * F::kBytes, p + 1, a, acc1, min1);
   }
-  if (p < pairs) q32_pair<F>(row + 2 * p * F::kBytes, p, a, acc0, min0);
-  float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(min0, min1)));
-  if (blocks % 2 != 0) sum += q32_block<F>(row, blocks - 1, a);
+  if (p < pairs) {
+    prefetch_ahead(row + 2 * p * F::kBytes, 2 * F::kBytes);
+    q32_pair<F>(row + 2 * p * F::kBytes, p, a, acc0, min0);
+  }
+  __m512 sum = _mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(min0, min1));
+  if (blocks % 2 != 0) sum = _mm512_add_ps(sum, q32_block<F>(row, blocks - 1, a));
   return sum;
 }
 
@@ -73,7 +89,7 @@ KVC_AVX512_VNNI inline __m512i pair_index(int first) {
 }
 
 template <bool FiveBits>
-KVC_AVX512_VNNI float dot_q45_k(const uint8_t* row, int64_t blocks, const Q8Row& a) {
+KVC_AVX512_VNNI __m512 dot_q45_k(const uint8_t* row, int64_t blocks, const Q8Row& a) {
   constexpr int64_t kBytes = FiveBits ? 176 : 144;
   const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
   const __m512i index[4] = {pair_index(0), pair_index(2), pair_index(4), pair_index(6)};
@@ -87,6 +103,7 @@ KVC_AVX512_VNNI float dot_q45_k(const uint8_t* row, int64_t blocks, const Q8Row&
   float min_sum = 0.0f;
   for (int64_t i = 0; i < blocks; ++i) {
     const uint8_t* b = row + i * kBytes;
+    prefetch_ahead(b, kBytes);
     const uint8_t* low = b + (FiveBits ? 48 : 16);
     const int8_t* q = a.q + i * 256;
     uint64_t scale8, min8;
@@ -110,7 +127,8 @@ KVC_AVX512_VNNI float dot_q45_k(const uint8_t* row, int64_t blocks, const Q8Row&
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(half_at(b) * a.d[i]), acc);
     min_sum += half_at(b + 2) * a.d[i] * static_cast<float>(mins_dot(min8, a.sum32 + i * 8));
   }
-  return _mm512_reduce_add_ps(acc) - min_sum;
+  // The minima's term subtracted in lane 0.
+  return _mm512_sub_ps(acc, _mm512_zextps128_ps512(_mm_set_ss(min_sum)));
 }
 
 // int16 lanes 8m..8m+7 take scale `first` + m, m < 4.
@@ -120,12 +138,13 @@ KVC_AVX512_VNNI inline __m512i quad_index(int first) {
   return _mm512_load_si512(idx);
 }
 
-KVC_AVX512_VNNI float dot_q6_k(const uint8_t* row, int64_t blocks, const Q8Row& a) {
+KVC_AVX512_VNNI __m512 dot_q6_k(const uint8_t* row, int64_t blocks, const Q8Row& a) {
   const __m512i low4 = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(0x30);
   const __m512i index[4] = {quad_index(0), quad_index(4), quad_index(8), quad_index(12)};
   __m512 acc = _mm512_setzero_ps();
   for (int64_t i = 0; i < blocks; ++i) {
     const uint8_t* b = row + i * 210;
+    prefetch_ahead(b, 210);
     const int8_t* q = a.q + i * 256;
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)));
     const __m512i scales = _mm512_zextsi256_si512(sc16);
@@ -148,12 +167,42 @@ KVC_AVX512_VNNI float dot_q6_k(const uint8_t* row, int64_t blocks, const Q8Row& 
     sum = _mm512_sub_epi32(sum, _mm512_zextsi256_si512(_mm256_slli_epi32(offset, 5)));
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(half_at(b + 208) * a.d[i]), acc);
   }
-  return _mm512_reduce_add_ps(acc);
+  return acc;
 }
 
-template <float (*Dot)(const uint8_t*, int64_t, const Q8Row&), int64_t BlockValues>
-void rows(const uint8_t* w, int64_t row_bytes, int64_t cols, const Q8Row& a, float* y, int64_t r0, int64_t r1) {
-  for (int64_t r = r0; r < r1; ++r) y[r] = Dot(w + r * row_bytes, cols / BlockValues, a);
+// 16 lanes folded to 8: lanes k and k + 8 added.
+KVC_AVX512_VNNI inline __m256 folded(__m512 v) {
+  return _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+
+// The sum of a row's lanes, added in row_sums' order: a row's result must not depend on whether the
+// thread split sends it through the four-row path or the tail (test_block_kernels checks).
+KVC_AVX512_VNNI inline float horizontal_sum_of(__m512 v) {
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(folded(v), zero), _mm256_hadd_ps(zero, zero));
+  return _mm_cvtss_f32(_mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1)));
+}
+
+// Four rows' lanes summed: y[k] = the sum of v_k's lanes.
+KVC_AVX512_VNNI inline __m128 row_sums(__m512 v0, __m512 v1, __m512 v2, __m512 v3) {
+  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(folded(v0), folded(v1)), _mm256_hadd_ps(folded(v2), folded(v3)));
+  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+// A row is a handful of steps in the models served (640 columns: five), so its horizontal sum, a chain
+// of shuffles, is shared by four rows.
+template <__m512 (*Dot)(const uint8_t*, int64_t, const Q8Row&), int64_t BlockValues>
+KVC_AVX512_VNNI void rows(const uint8_t* w, int64_t row_bytes, int64_t cols, const Q8Row& a, float* y, int64_t r0,
+                          int64_t r1) {
+  const int64_t blocks = cols / BlockValues;
+  int64_t r = r0;
+  for (; r + 4 <= r1; r += 4) {
+    const uint8_t* p = w + r * row_bytes;
+    const __m512 v0 = Dot(p, blocks, a), v1 = Dot(p + row_bytes, blocks, a), v2 = Dot(p + 2 * row_bytes, blocks, a),
+                 v3 = Dot(p + 3 * row_bytes, blocks, a);
+    _mm_storeu_ps(y + r, row_sums(v0, v1, v2, v3));
+  }
+  for (; r < r1; ++r) y[r] = horizontal_sum_of(Dot(w + r * row_bytes, blocks, a));
 }
 
 }  // namespace
