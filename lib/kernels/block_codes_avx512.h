@@ -23,9 +23,11 @@ KVC_AVX512_VNNI inline float half_at(const uint8_t* p) {
   return _cvtsh_ss(h);
 }
 
+// 16 bytes -> their low nibbles (values 0..15), then their high nibbles (values 16..31): the bytes loaded
+// into both halves (a load, no shuffle unit), the high half shifted by 4.
 KVC_AVX512_VNNI inline __m256i nibbles16(const uint8_t* p) {
-  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes), _mm256_set1_epi8(0x0F));
+  const __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_and_si256(_mm256_srlv_epi32(both, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(0x0F));
 }
 
 // Adds 16 to byte j of `codes` where bit j of the 32 bits at p is set.
@@ -76,32 +78,12 @@ struct Q8_0 {
   }
 };
 
-// Two blocks' codes in value order: block b's 32 at bytes 32 (b - first) of the register.
-template <class F>
-KVC_AVX512_VNNI inline __m512i pair_codes(const uint8_t* first) {
-  const uint8_t* second = first + F::kBytes;
-  if constexpr (F::kOffset == 128) {  // Q8_0: signed bytes read as unsigned, w + 128
-    const __m512i w =
-        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(first + 2))),
-                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(second + 2)), 1);
-    return _mm512_xor_si512(w, _mm512_set1_epi8(-128));
-  } else {
-    // [first's 16 bytes | second's] -> both, then shifted by 4: [lo 1st, lo 2nd, hi 1st, hi 2nd] in
-    // 128-bit lanes, reordered to [lo 1st, hi 1st, lo 2nd, hi 2nd] (values 0..15, 16..31 of each).
-    const __m256i bytes = _mm256_inserti128_si256(
-        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(first + F::kQs))),
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(second + F::kQs)), 1);
-    __m512i codes = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(bytes), _mm256_srli_epi16(bytes, 4), 1),
-                                     _mm512_set1_epi8(0x0F));
-    codes = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 4, 5, 2, 3, 6, 7), codes);
-    if constexpr (F::kQh >= 0) {
-      uint32_t h0, h1;
-      std::memcpy(&h0, first + F::kQh, 4);
-      std::memcpy(&h1, second + F::kQh, 4);
-      codes = _mm512_mask_add_epi8(codes, (static_cast<uint64_t>(h1) << 32) | h0, codes, _mm512_set1_epi8(0x10));
-    }
-    return codes;
-  }
+// Two Q8_0 blocks' codes as unsigned bytes (w + 128): the first block's 32 in the low half.
+KVC_AVX512_VNNI inline __m512i pair_codes_q8_0(const uint8_t* first) {
+  const __m512i w =
+      _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(first + 2))),
+                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(first + Q8_0::kBytes + 2)), 1);
+  return _mm512_xor_si512(w, _mm512_set1_epi8(-128));
 }
 
 // The half at word `word` of two blocks' bytes (first block at word 0, the second at F::kBytes / 2),

@@ -1,6 +1,6 @@
-// The block kernels with AVX-512 VNNI. The 32-value formats take one block per 256-bit register: its
-// codes as unsigned bytes times the int8 activations, four products summed per int32 lane in one
-// instruction (vpdpbusd), the lanes starting from the offset's share so that no code is shifted. The K
+// The block kernels with AVX-512 VNNI. The 32-value formats' codes as unsigned bytes times the int8
+// activations, four products summed per int32 lane in one instruction (vpdpbusd): Q8_0 two blocks per
+// 512-bit register, the 4- and 5-bit formats one block per 256-bit register. The K
 // formats take two sub-blocks per 512-bit register: products summed in pairs to int16 (vpmaddubsw),
 // then times the sub-block scales and summed to int32 in one instruction (vpdpwssd).
 #include "kernels/block_dot.h"
@@ -26,52 +26,106 @@ KVC_AVX512_VNNI inline void prefetch_ahead(const uint8_t* p, int64_t bytes) {
 
 // Each kernel returns a row's partial sums in 16 lanes; rows() adds them up four rows at a time.
 
-// One block in a 256-bit register, the last of an odd count: its partial sums in the low 8 lanes, the
-// minimum's term in lane 0.
-template <class F>
-KVC_AVX512_VNNI inline __m512 q32_block(const uint8_t* row, int64_t k, const Q8Row& a) {
-  const uint8_t* b = row + k * F::kBytes;
-  const __m256i start = _mm256_set1_epi32(-(F::kOffset / 8) * a.sum[k]);  // 8 | every offset
-  const __m256i dot =
-      _mm256_dpbusd_epi32(start, F::codes(b), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + k * 32)));
-  const __m256 min_term = _mm256_setr_ps(F::kMin ? half_at(b + 2) * a.dsum[k] : 0.0f, 0, 0, 0, 0, 0, 0, 0);
-  return _mm512_zextps256_ps512(
-      _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(half_at(b) * a.d[k]), min_term));
-}
-
-// Two blocks in a 512-bit register: their codes times the input (vpdpbusd), the lanes starting from
-// minus the offset times the input's sum; the scales of both blocks gathered into one register.
-template <class F>
-KVC_AVX512_VNNI inline void q32_pair(const uint8_t* first, int64_t p, const Q8Row& a, __m512& acc, __m512& min_acc) {
-  constexpr int kShift = F::kOffset == 128 ? 7 : F::kOffset == 16 ? 4 : F::kOffset == 8 ? 3 : 0;
-  __m512i start = _mm512_setzero_si512();
-  if constexpr (F::kOffset != 0) start = _mm512_slli_epi32(_mm512_loadu_si512(a.pair_negsum + 16 * p), kShift);
-  const __m512i dot = _mm512_dpbusd_epi32(start, pair_codes<F>(first), _mm512_loadu_si512(a.q + 64 * p));
-  const __m512 d = _mm512_mul_ps(pair_halves<F>(first, 0), _mm512_loadu_ps(a.pair_d + 16 * p));
+// Q8_0 takes two blocks per 512-bit register: their codes (w + 128) times the input (vpdpbusd), the lanes
+// starting from minus 128 times the input's sum; the scales of both blocks gathered into one register.
+KVC_AVX512_VNNI inline void q8_0_pair(const uint8_t* first, int64_t p, const Q8Row& a, __m512& acc) {
+  const __m512i start = _mm512_slli_epi32(_mm512_loadu_si512(a.pair_negsum + 16 * p), 7);
+  const __m512i dot = _mm512_dpbusd_epi32(start, pair_codes_q8_0(first), _mm512_loadu_si512(a.q + 64 * p));
+  const __m512 d = _mm512_mul_ps(pair_halves<Q8_0>(first, 0), _mm512_loadu_ps(a.pair_d + 16 * p));
   acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), d, acc);
-  if constexpr (F::kMin)
-    min_acc = _mm512_fmadd_ps(pair_halves<F>(first, 1), _mm512_loadu_ps(a.pair_dsum + 16 * p), min_acc);
 }
 
-template <class F>
-KVC_AVX512_VNNI __m512 dot_q32(const uint8_t* row, int64_t blocks, const Q8Row& a) {
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, min0 = acc0, min1 = acc0;
+KVC_AVX512_VNNI __m512 dot_q8_0(const uint8_t* row, int64_t blocks, const Q8Row& a) {
+  constexpr int64_t kBytes = Q8_0::kBytes;
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
   const int64_t pairs = blocks / 2;
   int64_t p = 0;
   // Two pairs per step into two accumulators: one pair's conversion and scaling wait on its
   // vpdpbusd, the other's instructions fill the wait.
   for (; p + 2 <= pairs; p += 2) {
-    prefetch_ahead(row + 2 * p * F::kBytes, 4 * F::kBytes);
-    q32_pair<F>(row + 2 * p * F::kBytes, p, a, acc0, min0);
-    q32_pair<F>(row + 2 * (p + 1) * F::kBytes, p + 1, a, acc1, min1);
+    prefetch_ahead(row + 2 * p * kBytes, 4 * kBytes);
+    q8_0_pair(row + 2 * p * kBytes, p, a, acc0);
+    q8_0_pair(row + 2 * (p + 1) * kBytes, p + 1, a, acc1);
   }
   if (p < pairs) {
-    prefetch_ahead(row + 2 * p * F::kBytes, 2 * F::kBytes);
-    q32_pair<F>(row + 2 * p * F::kBytes, p, a, acc0, min0);
+    prefetch_ahead(row + 2 * p * kBytes, 2 * kBytes);
+    q8_0_pair(row + 2 * p * kBytes, p, a, acc0);
   }
-  __m512 sum = _mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(min0, min1));
-  if (blocks % 2 != 0) sum = _mm512_add_ps(sum, q32_block<F>(row, blocks - 1, a));
+  __m512 sum = _mm512_add_ps(acc0, acc1);
+  if (blocks % 2 != 0) {  // the last block of an odd count, in the low 8 lanes
+    const int64_t k = blocks - 1;
+    const uint8_t* b = row + k * kBytes;
+    const __m256i dot = _mm256_dpbusd_epi32(_mm256_set1_epi32(-16 * a.sum[k]), Q8_0::codes(b),
+                                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + k * 32)));
+    const __m256 products = _mm256_mul_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(half_at(b) * a.d[k]));
+    sum = _mm512_add_ps(sum, _mm512_zextps256_ps512(products));
+  }
   return sum;
+}
+
+// The 4- and 5-bit formats take one block per 256-bit register, four blocks per step, as the AVX2
+// kernels do with one vpdpbusd in place of vpmaddubsw and vpmaddwd: unpacking two blocks' nibbles into one
+// 512-bit register in value order takes three lane shuffles, which made these kernels slower than AVX2's
+// (kvc-bench --block-kernels).
+
+// The first four bytes of four consecutive blocks (`stride` bytes apart) widened as halves: lanes 2k and
+// 2k + 1 are block k's halves at offset 0 and 2 (d, and m for the _1 formats).
+KVC_AVX512_VNNI inline __m256 leading_halves(const uint8_t* first, int64_t stride) {
+  const auto head = [&](int k) { return _mm_loadu_si32(first + k * stride); };
+  const __m128i pairs = _mm_unpacklo_epi64(_mm_unpacklo_epi32(head(0), head(1)), _mm_unpacklo_epi32(head(2), head(3)));
+  return _mm256_cvtph_ps(pairs);
+}
+
+// Four floats spread over eight lanes in pairs: lanes 2k and 2k + 1 hold v[k].
+KVC_AVX512_VNNI inline __m256 pairs_of(__m128 v) {
+  return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v), _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+}
+
+// One block's codes times the activations, as eight float lanes.
+template <class F>
+KVC_AVX512_VNNI inline __m256 block_products(const uint8_t* b, const int8_t* x) {
+  return _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(_mm256_setzero_si256(), F::codes(b),
+                                                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))));
+}
+
+// The _0 formats' offset and the _1 formats' minimum both scale the activation block's sum: one product
+// per four blocks (lanes 2k + 1 and 2k), kept apart from the codes' sums.
+template <class F>
+KVC_AVX512_VNNI __m512 dot_q32(const uint8_t* row, int64_t blocks, const Q8Row& a) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0, sum_terms = acc0;
+  int64_t i = 0;
+  for (; i + 4 <= blocks; i += 4) {
+    const uint8_t* b = row + i * F::kBytes;
+    prefetch_ahead(b, 4 * F::kBytes);
+    const __m256 halves = leading_halves(b, F::kBytes);
+    const __m256 scale = _mm256_mul_ps(halves, pairs_of(_mm_loadu_ps(a.d + i)));
+    if constexpr (F::kMin) sum_terms = _mm256_fmadd_ps(halves, pairs_of(_mm_loadu_ps(a.dsum + i)), sum_terms);
+    if constexpr (F::kOffset != 0) {
+      const __m128 sums = _mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.sum + i)));
+      sum_terms = _mm256_fnmadd_ps(scale, pairs_of(_mm_mul_ps(sums, _mm_set1_ps(F::kOffset))), sum_terms);
+    }
+    // Broadcast from memory: a load, where a lane permute would take a shuffle unit per block.
+    alignas(32) float scales[8];
+    _mm256_store_ps(scales, scale);
+    const int8_t* x = a.q + i * 32;
+    acc0 = _mm256_fmadd_ps(block_products<F>(b, x), _mm256_broadcast_ss(scales), acc0);
+    acc1 = _mm256_fmadd_ps(block_products<F>(b + F::kBytes, x + 32), _mm256_broadcast_ss(scales + 2), acc1);
+    acc2 = _mm256_fmadd_ps(block_products<F>(b + 2 * F::kBytes, x + 64), _mm256_broadcast_ss(scales + 4), acc2);
+    acc3 = _mm256_fmadd_ps(block_products<F>(b + 3 * F::kBytes, x + 96), _mm256_broadcast_ss(scales + 6), acc3);
+  }
+  float tail = 0.0f;
+  for (; i < blocks; ++i) {
+    const uint8_t* b = row + i * F::kBytes;
+    const float scale = half_at(b) * a.d[i];
+    acc0 = _mm256_fmadd_ps(block_products<F>(b, a.q + i * 32), _mm256_set1_ps(scale), acc0);
+    if constexpr (F::kMin) tail += half_at(b + 2) * a.dsum[i];
+    if constexpr (F::kOffset != 0) tail -= scale * static_cast<float>(F::kOffset * a.sum[i]);
+  }
+  __m256 total = _mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3));
+  // Lanes 2k + 1 of the sum terms hold the minima's products, lanes 2k the offsets'; the others are zeroed.
+  if constexpr (F::kMin) total = _mm256_add_ps(total, _mm256_blend_ps(sum_terms, _mm256_setzero_ps(), 0x55));
+  if constexpr (F::kOffset != 0) total = _mm256_add_ps(total, _mm256_blend_ps(sum_terms, _mm256_setzero_ps(), 0xAA));
+  return _mm512_zextps256_ps512(_mm256_add_ps(total, _mm256_setr_ps(tail, 0, 0, 0, 0, 0, 0, 0)));
 }
 
 KVC_AVX512_VNNI inline int32_t mins_dot(uint64_t min8, const int16_t* sum32) {
@@ -213,7 +267,7 @@ BlockRowsKernel avx512_block_kernel(BlockType type) {
     case BlockType::Q4_1: return rows<dot_q32<Q4_1>, 32>;
     case BlockType::Q5_0: return rows<dot_q32<Q5_0>, 32>;
     case BlockType::Q5_1: return rows<dot_q32<Q5_1>, 32>;
-    case BlockType::Q8_0: return rows<dot_q32<Q8_0>, 32>;
+    case BlockType::Q8_0: return rows<dot_q8_0, 32>;
     case BlockType::Q4_K: return rows<dot_q45_k<false>, 256>;
     case BlockType::Q5_K: return rows<dot_q45_k<true>, 256>;
     case BlockType::Q6_K: return rows<dot_q6_k, 256>;

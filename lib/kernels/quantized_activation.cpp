@@ -97,7 +97,6 @@ void Q8Rows::quantize(const float* x, int64_t rows, int64_t cols, int64_t block)
   if (pairs_) {
     const int64_t pairs = cols / 64;  // per row
     pair_d_.resize(static_cast<size_t>(rows * pairs * 16));
-    pair_dsum_.resize(pair_d_.size());
     pair_negsum_.resize(pair_d_.size());
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t p = 0; p < pairs; ++p) {
@@ -105,7 +104,6 @@ void Q8Rows::quantize(const float* x, int64_t rows, int64_t cols, int64_t block)
           const size_t b = static_cast<size_t>(r * (cols / 32) + 2 * p + lane / 8);
           const size_t at = static_cast<size_t>((r * pairs + p) * 16 + lane);
           pair_d_[at] = d_[b];
-          pair_dsum_[at] = dsum_[b] / 8.0f;
           pair_negsum_[at] = lane % 8 == 0 ? -sum_[b] : 0;
         }
       }
@@ -125,7 +123,6 @@ Q8Row Q8Rows::row(int64_t r) const {
   if (pairs_) {
     const int64_t pair_lanes = cols_ / 64 * 16;
     row.pair_d = pair_d_.data() + r * pair_lanes;
-    row.pair_dsum = pair_dsum_.data() + r * pair_lanes;
     row.pair_negsum = pair_negsum_.data() + r * pair_lanes;
   }
   return row;

@@ -17,13 +17,11 @@ struct Q8Row {
   const float* dsum = nullptr;     // per block: d times that sum (the product of a constant weight row)
   const int16_t* sum16 = nullptr;  // sums of q over each 16 values
   const int16_t* sum32 = nullptr;  // 256-value blocks only: over each 32 values
-  // 32-value blocks quantized while the level is AVX-512 only (null otherwise), for kernels that take
-  // two blocks per 512-bit register: per pair of blocks p,
-  // 16 lanes, the first 8 for block 2p and the last 8 for block 2p + 1, holding its d, its dsum / 8
-  // and minus its sum (so that lanes summed give the block's figure). Empty for the last block of an
-  // odd count.
+  // 32-value blocks quantized while the level is AVX-512 only (null otherwise), for the Q8_0 kernel that
+  // takes two blocks per 512-bit register: per pair of blocks p, 16 lanes, the first 8 for block 2p and
+  // the last 8 for block 2p + 1, holding its d and minus its sum in the first lane of the 8 (so that
+  // lanes summed give the block's figure). Empty for the last block of an odd count.
   const float* pair_d = nullptr;
-  const float* pair_dsum = nullptr;
   const int32_t* pair_negsum = nullptr;
 };
 
@@ -44,7 +42,7 @@ class Q8Rows {
   std::vector<float> d_, dsum_;
   std::vector<int32_t> sum_;
   std::vector<int16_t> sum16_, sum32_;
-  std::vector<float> pair_d_, pair_dsum_;
+  std::vector<float> pair_d_;
   std::vector<int32_t> pair_negsum_;
 };
 
