@@ -3,6 +3,7 @@
 // (vpmaddwd, which also applies the K formats' sub-block scales). The _0 formats' offset is taken out
 // with the activation block's sum instead of being subtracted from every code.
 #include "kernels/block_dot.h"
+#include "kernels/stream_prefetch.h"
 
 #if defined(__x86_64__)
 #include <algorithm>
@@ -12,18 +13,6 @@
 
 namespace kvc {
 namespace {
-
-// The weights 4 KB ahead of the bytes being multiplied are asked for in advance: the hardware prefetchers
-// alone kept a decode step of Gemma 3 at 64 tok/s, 75 with this (2 threads, AVX2 EPYC, medians of 5
-// alternated runs of kvc-bench --contexts 512; 2, 3, 6 and 8 KB measured 70, 73, 74 and 76).
-constexpr int64_t kPrefetchBytes = 4096;
-
-// Every cache line of [p, p + bytes) shifted kPrefetchBytes ahead. Reads past the matrix's end are hints
-// only: a prefetch never faults.
-KVC_AVX2 inline void prefetch_ahead(const uint8_t* p, int64_t bytes) {
-  for (int64_t o = 0; o < bytes; o += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + o), _MM_HINT_T0);
-}
 
 KVC_AVX2 inline float half_at(const uint8_t* p) {
   uint16_t h;

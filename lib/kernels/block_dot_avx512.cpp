@@ -4,6 +4,7 @@
 // formats take two sub-blocks per 512-bit register: products summed in pairs to int16 (vpmaddubsw),
 // then times the sub-block scales and summed to int32 in one instruction (vpdpwssd).
 #include "kernels/block_dot.h"
+#include "kernels/stream_prefetch.h"
 
 #if defined(__x86_64__)
 #include "kernels/block_codes_avx512.h"
@@ -12,17 +13,6 @@ namespace kvc {
 namespace {
 
 using namespace block_avx512;
-
-// The weights 4 KB ahead of the bytes being multiplied are asked for in advance, as the AVX2 kernels do:
-// the hardware prefetchers alone leave a row stream short of the read bandwidth.
-constexpr int64_t kPrefetchBytes = 4096;
-
-// Every cache line of [p, p + bytes) shifted kPrefetchBytes ahead. Reads past the matrix's end are hints
-// only: a prefetch never faults.
-KVC_AVX512_VNNI inline void prefetch_ahead(const uint8_t* p, int64_t bytes) {
-  for (int64_t o = 0; o < bytes; o += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + o), _MM_HINT_T0);
-}
 
 // Each kernel returns a row's partial sums in 16 lanes; rows() adds them up four rows at a time.
 

@@ -12,6 +12,7 @@
 #include "kernels/half_precision.h"
 #include "kernels/row_formats.h"
 #include "kernels/simd_avx2.h"
+#include "kernels/stream_prefetch.h"
 #include "runtime/balanced_parallel_for.h"
 #include "runtime/gradient_recording.h"
 #include "runtime/parallel_grain.h"
@@ -42,6 +43,12 @@ struct ChunkView {
   int64_t probs_stride;
 };
 
+// The bytes from one stored row to the next.
+template <typename Rows>
+inline int64_t row_stride(const void* base, int64_t d) {
+  return reinterpret_cast<const char*>(Rows::row(base, 1, d)) - reinterpret_cast<const char*>(Rows::row(base, 0, d));
+}
+
 // scores[g * stride + s] = scale * q_g . k_s for GN queries: KB keys at a time, GN * KB <= 8 sums
 // finished by one transpose-sum, so each key row is widened once for all GN queries.
 // D8 = head_dim / 8 when known at compile time (the loops then unroll), else 0.
@@ -51,10 +58,12 @@ KVC_AVX2 void score_keys(const float* q, const void* keys, int64_t n, int64_t d_
   constexpr int KB = GN == 1 ? 8 : GN == 2 ? 4 : 2;
   const int64_t d = D8 > 0 ? D8 * 8 : d_runtime;
   using Element = typename Keys::Element;
+  const int64_t row_bytes = row_stride<Keys>(keys, d);
   int64_t s = 0;
   for (; s + KB <= n; s += KB) {
     const Element* k[KB];
     for (int i = 0; i < KB; ++i) k[i] = Keys::row(keys, s + i, d);
+    prefetch_ahead(k[0], KB * row_bytes);
     __m256 acc[8];
     for (auto& a : acc) a = _mm256_setzero_ps();
     for (int64_t c = 0; c < d; c += 8) {
@@ -87,6 +96,7 @@ template <int D8, int GN, int TILE, typename Values>
 KVC_AVX2 void weigh_values_tiled(const float* p, int64_t stride, const void* values, int64_t n, int64_t d_runtime,
                                  float* out) {
   const int64_t d = D8 > 0 ? D8 * 8 : d_runtime;
+  const int64_t row_bytes = row_stride<Values>(values, d);
   for (int64_t c = 0; c < d; c += 8 * TILE) {
     __m256 acc[GN][TILE];
     for (auto& row : acc) {
@@ -94,6 +104,7 @@ KVC_AVX2 void weigh_values_tiled(const float* p, int64_t stride, const void* val
     }
     for (int64_t s = 0; s < n; ++s) {
       const auto* v = Values::row(values, s, d);
+      if (c == 0) prefetch_ahead(v, row_bytes);  // the first pass reads the rows from memory, later ones from cache
       __m256 vv[TILE];
       for (int t = 0; t < TILE; ++t) vv[t] = Values::load8(v, c + 8 * t);
       for (int g = 0; g < GN; ++g) {
