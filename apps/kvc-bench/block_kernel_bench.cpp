@@ -17,6 +17,7 @@
 #include "kernels/block_isa.h"
 #include "kernels/block_linear.h"
 #include "kernels/block_matvec.h"
+#include "kernels/decode_attention.h"
 #include "kernels/parallel_linear.h"
 #include "util/clock.h"
 
@@ -70,6 +71,63 @@ std::vector<Variant> variants() {
 void use(const Variant& v, BlockType t) {
   limit_block_isa(v.isa);
   set_block_kernel_form(t, v.form);
+}
+
+// Decode attention over f16 caches shaped as two real models' layers, each level in turn: from memory
+// (layer caches adding up to 192 MB, each attended once, on every thread) and from cache (one layer of
+// 512 entries, 200 times, on one thread). GB/s of keys and values read.
+void compare_attention(int repeats, FILE* table, nlohmann::json& out) {
+  struct Shape {
+    const char* name;
+    int64_t heads, kv_heads, head_dim;
+  };
+  const Shape shapes[] = {{"9/3 heads, d 64 (SmolLM2)", 9, 3, 64}, {"4/1 heads, d 256 (Gemma 3)", 4, 1, 256}};
+  std::vector<std::pair<std::string, BlockIsa>> levels;
+  if (best_block_isa() == BlockIsa::Avx512Vnni) levels.emplace_back("avx512", BlockIsa::Avx512Vnni);
+  if (best_block_isa() >= BlockIsa::Avx2) levels.emplace_back("avx2", BlockIsa::Avx2);
+  std::fprintf(table, "\ndecode attention over an f16 cache of 4096 entries per layer (GB/s of keys and values)\n");
+  std::fprintf(table, "%-28s %-8s %12s %18s\n", "shape", "level", "memory GB/s", "cache, 1 thread");
+  out["attention"] = nlohmann::json::array();
+  for (const Shape& shape : shapes) {
+    const int64_t entries = 4096, small_entries = 512;
+    const int64_t layer_bytes = 2 * shape.kv_heads * entries * shape.head_dim * 2;
+    const int64_t layers = std::max<int64_t>(1, (int64_t{192} << 20) / layer_bytes);
+    std::vector<at::Tensor> keys, values;
+    for (int64_t l = 0; l < layers; ++l) {
+      keys.push_back(at::randn({shape.kv_heads, entries, shape.head_dim}).to(at::kHalf));
+      values.push_back(at::randn({shape.kv_heads, entries, shape.head_dim}).to(at::kHalf));
+    }
+    const at::Tensor positions = at::arange(entries, at::kLong).unsqueeze(0).repeat({shape.kv_heads, 1});
+    const at::Tensor small_keys = keys[0].narrow(1, 0, small_entries).contiguous(),
+                     small_values = values[0].narrow(1, 0, small_entries).contiguous(),
+                     small_positions = positions.narrow(1, 0, small_entries).contiguous();
+    const at::Tensor q = at::randn({shape.heads, 1, shape.head_dim});
+    std::vector<std::vector<double>> mem(levels.size()), cache(levels.size());
+    for (int r = 0; r < repeats; ++r) {
+      for (size_t v = 0; v < levels.size(); ++v) {
+        limit_block_isa(levels[v].second);
+        const auto t0 = SteadyClock::now();
+        for (int64_t l = 0; l < layers; ++l) fast_decode_attention(q, entries, keys[l], values[l], positions, 0);
+        mem[v].push_back(static_cast<double>(layer_bytes * layers) / seconds_since(t0) / 1e9);
+        const int threads = at::get_num_threads();
+        at::set_num_threads(1);
+        const int inner = 200;
+        const auto t1 = SteadyClock::now();
+        for (int i = 0; i < inner; ++i)
+          fast_decode_attention(q, small_entries, small_keys, small_values, small_positions, 0);
+        cache[v].push_back(static_cast<double>(layer_bytes / entries * small_entries) * inner / seconds_since(t1) /
+                           1e9);
+        at::set_num_threads(threads);
+      }
+    }
+    limit_block_isa(BlockIsa::Avx512Vnni);
+    for (size_t v = 0; v < levels.size(); ++v) {
+      const double m = median(mem[v]), c = median(cache[v]);
+      std::fprintf(table, "%-28s %-8s %12.1f %18.1f\n", shape.name, levels[v].first.c_str(), m, c);
+      out["attention"].push_back(
+          {{"shape", shape.name}, {"level", levels[v].first}, {"memory_gbs", m}, {"cache_gbs", c}});
+    }
+  }
 }
 
 }  // namespace
@@ -157,6 +215,7 @@ nlohmann::json compare_block_kernels(int repeats, int64_t tokens, FILE* table) {
     std::fprintf(table, "%-6s %12.1f %12.1f %8.2f\n", f.name, b, d, b / d);
     out["prefill"].push_back({{"type", f.name}, {"blocks_gflops", b}, {"fp32_gflops", d}});
   }
+  compare_attention(repeats, table, out);
   return out;
 }
 

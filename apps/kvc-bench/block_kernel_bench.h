@@ -2,7 +2,8 @@
 // kvc-bench --block-kernels: the block kernels (lib/kernels/block_*.h) on random blocks of every format,
 // each form and instruction-set level in turn: matrix-vector products from memory (a matrix several
 // times the last-level cache) and from cache (compute-bound), and prefill products against the fp32
-// path (the dequantized matrix through parallel_linear).
+// path (the dequantized matrix through parallel_linear); and decode attention over f16 caches at each
+// level.
 #include <nlohmann/json.hpp>
 
 #include <cstdio>

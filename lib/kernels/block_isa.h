@@ -1,6 +1,7 @@
 #pragma once
-// The instruction set the block kernels (block_matvec.h) and the activation quantizer run on, chosen
-// at run time: AVX-512 with VNNI (F, BW, VL, VNNI), else AVX2 with FMA, else portable C++.
+// The instruction set the block kernels (block_matvec.h), the activation quantizer and decode attention's
+// AVX-512 passes (decode_attention_avx512.h) run on, chosen at run time: AVX-512 with VNNI (F, BW, VL,
+// VNNI), else AVX2 with FMA, else portable C++.
 namespace kvc {
 
 enum class BlockIsa { Portable = 0, Avx2 = 1, Avx512Vnni = 2 };

@@ -7,8 +7,10 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/block_isa.h"
 #include "kernels/cache_rows_avx2.h"
 #include "kernels/cpu_features.h"
+#include "kernels/decode_attention_avx512.h"
 #include "kernels/half_precision.h"
 #include "kernels/row_formats.h"
 #include "kernels/simd_avx2.h"
@@ -151,7 +153,7 @@ struct GroupPass {
 // One chunk: scores, mask, exp(score - the chunk's max), and the values weighed by them, unnormalised.
 // Entries outside the visible span at either end are not read at all (a sliding-window layer holds up
 // to twice its window, in position order).
-template <int D8, typename Keys, typename Values>
+template <class Pass, typename Keys, typename Values>
 KVC_AVX2 void attend_chunk(const ChunkView& t, int64_t G, int64_t d, int64_t q_position, int64_t window) {
   const auto visible = [&](int64_t p) { return p <= q_position && (window <= 0 || p > q_position - window); };
   int64_t lo = 0, hi = t.n;
@@ -178,7 +180,6 @@ KVC_AVX2 void attend_chunk(const ChunkView& t, int64_t G, int64_t d, int64_t q_p
   const void* keys = Keys::row(t.keys, lo, d);
   const void* values = Values::row(t.values, lo, d);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-  using Pass = GroupPass<D8, Keys, Values>;
   for (int64_t g0 = 0; g0 < G; g0 += kGroupPass) {
     Pass::scores(std::min(kGroupPass, G - g0), t.queries + g0 * d, keys, n, d, scale, scores + g0 * n, n);
   }
@@ -200,16 +201,51 @@ KVC_AVX2 void attend_chunk(const ChunkView& t, int64_t G, int64_t d, int64_t q_p
   }
 }
 
+// The AVX-512 passes (decode_attention_avx512.h), for rows of fp32, bf16 or f16.
+template <typename Rows>
+struct WideRows {
+  static constexpr bool kReadable = false;
+};
+template <>
+struct WideRows<simd::PlainCacheRows<simd::Fp32Rows>> {
+  static constexpr bool kReadable = true;
+  static constexpr attention_avx512::RowType kType = attention_avx512::RowType::Fp32;
+};
+template <>
+struct WideRows<simd::PlainCacheRows<simd::Bf16Rows>> {
+  static constexpr bool kReadable = true;
+  static constexpr attention_avx512::RowType kType = attention_avx512::RowType::Bf16;
+};
+template <>
+struct WideRows<simd::PlainCacheRows<simd::F16Rows>> {
+  static constexpr bool kReadable = true;
+  static constexpr attention_avx512::RowType kType = attention_avx512::RowType::F16;
+};
+
+template <typename Keys, typename Values>
+struct WidePass {
+  static void scores(int64_t gn, const float* q, const void* keys, int64_t n, int64_t d, float scale, float* scores,
+                     int64_t stride) {
+    attention_avx512::score_rows(WideRows<Keys>::kType, gn, q, keys, n, d, scale, scores, stride);
+  }
+  static void values(int64_t gn, const float* p, int64_t stride, const void* values, int64_t n, int64_t d, float* out) {
+    attention_avx512::weigh_rows(WideRows<Values>::kType, gn, p, stride, values, n, d, out);
+  }
+};
+
 using ChunkKernel = void (*)(const ChunkView&, int64_t, int64_t, int64_t, int64_t);
 
 template <typename Keys, typename Values>
 ChunkKernel chunk_kernel_sized(int64_t d) {
+  if constexpr (WideRows<Keys>::kReadable && WideRows<Values>::kReadable) {
+    if (block_isa() == BlockIsa::Avx512Vnni && d % 16 == 0) return attend_chunk<WidePass<Keys, Values>, Keys, Values>;
+  }
   switch (d) {
-    case 32: return attend_chunk<4, Keys, Values>;
-    case 64: return attend_chunk<8, Keys, Values>;
-    case 128: return attend_chunk<16, Keys, Values>;
-    case 256: return attend_chunk<32, Keys, Values>;
-    default: return attend_chunk<0, Keys, Values>;
+    case 32: return attend_chunk<GroupPass<4, Keys, Values>, Keys, Values>;
+    case 64: return attend_chunk<GroupPass<8, Keys, Values>, Keys, Values>;
+    case 128: return attend_chunk<GroupPass<16, Keys, Values>, Keys, Values>;
+    case 256: return attend_chunk<GroupPass<32, Keys, Values>, Keys, Values>;
+    default: return attend_chunk<GroupPass<0, Keys, Values>, Keys, Values>;
   }
 }
 

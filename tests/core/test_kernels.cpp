@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/rope.h"
+#include "kernels/block_isa.h"
 #include "kernels/cpu_features.h"
 #include "kernels/decode_attention.h"
 #include "kernels/eviction_scan.h"
@@ -229,27 +230,39 @@ TEST(KernelBuild, ThreadCountReachesOurParallelRegions) {
   at::set_num_threads(before);
 }
 
+// The levels decode attention's passes run on here: AVX2, and AVX-512 where the CPU has it.
+std::vector<kvc::BlockIsa> attention_levels() {
+  std::vector<kvc::BlockIsa> levels{kvc::BlockIsa::Avx2};
+  if (kvc::best_block_isa() == kvc::BlockIsa::Avx512Vnni) levels.push_back(kvc::BlockIsa::Avx512Vnni);
+  return levels;
+}
+
 TEST_F(KernelTest, DecodeAttentionMatchesBruteForce) {
   const AttentionCase cases[] = {{8, 4, 95, 8, 0, false}, {6, 2, 1000, 32, 0, true}, {12, 12, 513, 64, 0, false},
                                  {4, 1, 7, 16, 0, false}, {8, 2, 300, 32, 64, true}, {2, 2, 1, 8, 0, false}};
-  for (const auto& c : cases) {
-    const at::Tensor q = at::randn({c.heads, 1, c.head_dim}) * 2;
-    // Keys and values inside larger buffers, as a cache with spare capacity holds them.
-    const at::Tensor k = at::randn({c.kv_heads, c.entries + 5, c.head_dim}).narrow(1, 0, c.entries);
-    const at::Tensor v = at::randn({c.kv_heads, c.entries + 5, c.head_dim}).narrow(1, 0, c.entries);
-    at::Tensor pos = at::arange(c.entries, at::kLong).unsqueeze(0).repeat({c.kv_heads, 1});
-    if (c.shuffled_positions)
-      pos =
-          at::stack({at::randperm(c.entries, at::kLong), at::randperm(c.entries, at::kLong)}).narrow(0, 0, c.kv_heads);
-    // A query in the middle sees only part of the entries when positions are shuffled.
-    const int64_t q_pos = c.shuffled_positions ? c.entries / 2 : c.entries - 1;
-    const at::Tensor fast = kvc::fast_decode_attention(q, q_pos, k, v, pos, c.window);
-    ASSERT_TRUE(fast.defined());
-    const at::Tensor expected = brute_force_attention(q, q_pos, k, v, pos, c.window);
-    // fp32 with an online softmax (partial sums rescaled per key chunk): a few 1e-6 off float64.
-    EXPECT_LT((fast.to(at::kDouble) - expected).abs().max().item<double>(), 1e-5)
-        << c.heads << "/" << c.kv_heads << " heads, " << c.entries << " entries, d " << c.head_dim;
+  for (const kvc::BlockIsa level : attention_levels()) {
+    kvc::limit_block_isa(level);
+    for (const auto& c : cases) {
+      const at::Tensor q = at::randn({c.heads, 1, c.head_dim}) * 2;
+      // Keys and values inside larger buffers, as a cache with spare capacity holds them.
+      const at::Tensor k = at::randn({c.kv_heads, c.entries + 5, c.head_dim}).narrow(1, 0, c.entries);
+      const at::Tensor v = at::randn({c.kv_heads, c.entries + 5, c.head_dim}).narrow(1, 0, c.entries);
+      at::Tensor pos = at::arange(c.entries, at::kLong).unsqueeze(0).repeat({c.kv_heads, 1});
+      if (c.shuffled_positions)
+        pos = at::stack({at::randperm(c.entries, at::kLong), at::randperm(c.entries, at::kLong)})
+                  .narrow(0, 0, c.kv_heads);
+      // A query in the middle sees only part of the entries when positions are shuffled.
+      const int64_t q_pos = c.shuffled_positions ? c.entries / 2 : c.entries - 1;
+      const at::Tensor fast = kvc::fast_decode_attention(q, q_pos, k, v, pos, c.window);
+      ASSERT_TRUE(fast.defined());
+      const at::Tensor expected = brute_force_attention(q, q_pos, k, v, pos, c.window);
+      // fp32 with an online softmax (partial sums rescaled per key chunk): a few 1e-6 off float64.
+      EXPECT_LT((fast.to(at::kDouble) - expected).abs().max().item<double>(), 1e-5)
+          << c.heads << "/" << c.kv_heads << " heads, " << c.entries << " entries, d " << c.head_dim << ", "
+          << kvc::block_isa_name(level);
+    }
   }
+  kvc::limit_block_isa(kvc::BlockIsa::Avx512Vnni);
 }
 
 TEST_F(KernelTest, DecodeAttentionReportsTheAttentionRow) {
@@ -274,30 +287,35 @@ TEST_F(KernelTest, DecodeAttentionOverManyChunksMatchesBruteForce) {
   const AttentionCase cases[] = {{4, 1, 1100, 256, 0, false},   {9, 3, 700, 64, 0, false},  {5, 1, 600, 32, 0, true},
                                  {4, 1, 1024, 256, 512, false}, {6, 2, 777, 96, 300, true}, {3, 3, 257, 128, 0, false},
                                  {8, 2, 513, 64, 100, false}};
-  for (const auto& c : cases) {
-    for (const at::ScalarType type : {at::kFloat, at::kHalf}) {
-      const at::Tensor q = at::randn({c.heads, 1, c.head_dim}) * 2;
-      const at::Tensor k = at::randn({c.kv_heads, c.entries + 3, c.head_dim}).to(type).narrow(1, 0, c.entries);
-      const at::Tensor v = at::randn({c.kv_heads, c.entries + 3, c.head_dim}).to(type).narrow(1, 0, c.entries);
-      at::Tensor pos = at::arange(c.entries, at::kLong).unsqueeze(0).repeat({c.kv_heads, 1});
-      if (c.shuffled_positions) {
-        std::vector<at::Tensor> rows;
-        for (int64_t h = 0; h < c.kv_heads; ++h) rows.push_back(at::randperm(c.entries, at::kLong));
-        pos = at::stack(rows);
+  for (const kvc::BlockIsa level : attention_levels()) {
+    kvc::limit_block_isa(level);
+    for (const auto& c : cases) {
+      for (const at::ScalarType type : {at::kFloat, at::kHalf, at::kBFloat16}) {
+        const at::Tensor q = at::randn({c.heads, 1, c.head_dim}) * 2;
+        const at::Tensor k = at::randn({c.kv_heads, c.entries + 3, c.head_dim}).to(type).narrow(1, 0, c.entries);
+        const at::Tensor v = at::randn({c.kv_heads, c.entries + 3, c.head_dim}).to(type).narrow(1, 0, c.entries);
+        at::Tensor pos = at::arange(c.entries, at::kLong).unsqueeze(0).repeat({c.kv_heads, 1});
+        if (c.shuffled_positions) {
+          std::vector<at::Tensor> rows;
+          for (int64_t h = 0; h < c.kv_heads; ++h) rows.push_back(at::randperm(c.entries, at::kLong));
+          pos = at::stack(rows);
+        }
+        const int64_t q_pos = c.shuffled_positions ? c.entries * 2 / 3 : c.entries - 1;
+        at::Tensor probs;
+        const at::Tensor fast = kvc::fast_decode_attention(q, q_pos, k, v, pos, c.window, &probs);
+        ASSERT_TRUE(fast.defined());
+        at::Tensor expected_probs;
+        const at::Tensor expected =
+            brute_force_attention(q, at::tensor({q_pos}, at::kLong), k, v, pos, c.window, &expected_probs);
+        const std::string what =
+            fmt::format("{}/{} heads, {} entries, d {}, window {}, {}, {}", c.heads, c.kv_heads, c.entries, c.head_dim,
+                        c.window, c10::toString(type), kvc::block_isa_name(level));
+        EXPECT_LT((fast.to(at::kDouble) - expected).abs().max().item<double>(), 1e-5) << what;
+        EXPECT_LT((probs.to(at::kDouble) - expected_probs.squeeze(1)).abs().max().item<double>(), 1e-6) << what;
       }
-      const int64_t q_pos = c.shuffled_positions ? c.entries * 2 / 3 : c.entries - 1;
-      at::Tensor probs;
-      const at::Tensor fast = kvc::fast_decode_attention(q, q_pos, k, v, pos, c.window, &probs);
-      ASSERT_TRUE(fast.defined());
-      at::Tensor expected_probs;
-      const at::Tensor expected =
-          brute_force_attention(q, at::tensor({q_pos}, at::kLong), k, v, pos, c.window, &expected_probs);
-      const std::string what = fmt::format("{}/{} heads, {} entries, d {}, window {}, {}", c.heads, c.kv_heads,
-                                           c.entries, c.head_dim, c.window, c10::toString(type));
-      EXPECT_LT((fast.to(at::kDouble) - expected).abs().max().item<double>(), 1e-5) << what;
-      EXPECT_LT((probs.to(at::kDouble) - expected_probs.squeeze(1)).abs().max().item<double>(), 1e-6) << what;
     }
   }
+  kvc::limit_block_isa(kvc::BlockIsa::Avx512Vnni);
 }
 
 // The chunks depend on the entry count only: one thread and two give the same bits.
