@@ -93,7 +93,7 @@ Examples:
   app.add_flag("--block-kernels", block_kernels,
                "Without a model: the block kernels (GGUF weights) on random blocks of every format, each kernel form "
                "and instruction-set level in turn, --decode-repeats alternated rounds; prefill products with the "
-               "first --contexts length as the tokens");
+               "first --contexts length as the tokens; decode attention over f16 caches at each level");
   kvc::cli::add_json_switch(app, json, "Print the results as one JSON object on stdout (instead of the table)");
   kvc::cli::add_json_out(app, json_path, "Also write the results as JSON here");
   if (int code = kvc::cli::parse_or_exit(app, argc, argv, kTool); code >= 0) return code;

@@ -24,14 +24,8 @@ void CacheVirtualizer::leave(int64_t layer, int64_t next) {
   if (uids.empty()) return;
   pending_layer_ = next;
   pending_clusters_ = std::move(wanted);
-  if (io_) {
-    pending_ = io_->submit(
-        [store = store_, uids = std::move(uids), gap = gap_pages_] { return store->read_pages(uids, gap); });
-  } else {
-    std::promise<std::vector<PageStore::PageImage>> done;
-    done.set_value(store_->read_pages(uids, gap_pages_));
-    pending_ = done.get_future();
-  }
+  pending_ =
+      run_on(io_, [store = store_, uids = std::move(uids), gap = gap_pages_] { return store->read_pages(uids, gap); });
 }
 
 void CacheVirtualizer::enter(int64_t layer) {

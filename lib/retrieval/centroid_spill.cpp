@@ -111,12 +111,7 @@ void CentroidSpill::read_ahead(int64_t layer) {
   if (!on_storage(layer) || pending_.count(layer) != 0) return;
   counters_.read_ahead += 1;
   const Region r = regions_.at(layer);
-  if (io_) pending_.emplace(layer, io_->submit([this, r] { return read_now(r); }));
-  else {
-    std::promise<SpilledCentroids> done;
-    done.set_value(read_now(r));
-    pending_.emplace(layer, done.get_future());
-  }
+  pending_.emplace(layer, run_on(io_, [this, r] { return read_now(r); }));
 }
 
 SpilledCentroids CentroidSpill::take(int64_t layer) {

@@ -38,4 +38,15 @@ class IoThread {
   std::thread worker_;
 };
 
+// `job` on `io` when there is one, else at once on the calling thread; its result as a future either
+// way (an exception reaches get() in both cases).
+template <typename F>
+auto run_on(IoThread* io, F job) -> std::future<decltype(job())> {
+  if (io != nullptr) return io->submit(std::move(job));
+  std::packaged_task<decltype(job())()> task(std::move(job));
+  auto result = task.get_future();
+  task();
+  return result;
+}
+
 }  // namespace kvc::retrieval

@@ -3,6 +3,9 @@
 // bit-identical logits, clusters and reads, while RAM holds the centroids of a few layers, not all.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
+#include <csignal>
 #include <filesystem>
 #include <numeric>
 #include <sstream>
@@ -12,6 +15,7 @@
 #include "retrieval/io_thread.h"
 #include "retrieval/retrieval_layer_cache.h"
 #include "retrieval/retrieval_setup.h"
+#include "support/expect_error.h"
 #include "support/paths.h"
 #include "support/retrieval_side.h"
 #include "support/run_command.h"
@@ -75,6 +79,41 @@ TEST_P(SpillFile, ReadsBackEachLayersLastWrite) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, SpillFile, ::testing::Combine(::testing::Bool(), ::testing::Bool()));
+
+TEST(SpillFileErrors, AFolderThatCannotHoldTheFileIsNamed) {
+  const std::string missing = test::make_temp_dir("kvc-spill") + "/no-such-folder";
+  test::expect_error([&] { CentroidSpill spill(missing + "/store.kvs", nullptr, false); },
+                     "cannot create a centroid file in '" + missing + "'");
+}
+
+// A write that fails (the file-size limit stands in for a full disk) is an error naming the folder: at
+// once without an I/O thread, and with one at the next write, the failed write's future rethrowing.
+TEST(SpillFileErrors, AFailedWriteIsAnErrorNamingTheFolder) {
+  rlimit before{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &before), 0);
+  rlimit small = before;
+  small.rlim_cur = 64 << 10;
+  // Ignored, SIGXFSZ would otherwise end the process; the write then fails with EFBIG.
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  for (const bool async : {false, true}) {
+    const std::string dir = test::make_temp_dir("kvc-spill");
+    std::unique_ptr<IoThread> io = async ? std::make_unique<IoThread>() : nullptr;
+    CentroidSpill spill(dir + "/store.kvs", io.get(), false);
+    write_layer(spill, 0, ramp(1000, 0));  // 4 KB: within the limit
+    test::expect_error(
+        [&] {
+          write_layer(spill, 1, ramp(40000, 0));  // 160 KB past the limit
+          if (async) {
+            io->submit([] {}).wait();            // the failed write has run
+            write_layer(spill, 0, ramp(10, 0));  // and is reported here
+          }
+        },
+        "'" + dir + " (centroids)': write of");
+  }
+  ::setrlimit(RLIMIT_FSIZE, &before);
+  std::signal(SIGXFSZ, old_handler);
+}
 
 using Side = test::RetrievalSide;
 
