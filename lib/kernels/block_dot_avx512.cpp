@@ -8,6 +8,7 @@
 
 #if defined(__x86_64__)
 #include "kernels/block_codes_avx512.h"
+#include "kernels/block_lanes_avx2.h"
 
 namespace kvc {
 namespace {
@@ -58,19 +59,6 @@ KVC_AVX512_VNNI __m512 dot_q8_0(const uint8_t* row, int64_t blocks, const Q8Row&
 // 512-bit register in value order takes three lane shuffles, which made these kernels slower than AVX2's
 // (kvc-bench --block-kernels).
 
-// The first four bytes of four consecutive blocks (`stride` bytes apart) widened as halves: lanes 2k and
-// 2k + 1 are block k's halves at offset 0 and 2 (d, and m for the _1 formats).
-KVC_AVX512_VNNI inline __m256 leading_halves(const uint8_t* first, int64_t stride) {
-  const auto head = [&](int k) { return _mm_loadu_si32(first + k * stride); };
-  const __m128i pairs = _mm_unpacklo_epi64(_mm_unpacklo_epi32(head(0), head(1)), _mm_unpacklo_epi32(head(2), head(3)));
-  return _mm256_cvtph_ps(pairs);
-}
-
-// Four floats spread over eight lanes in pairs: lanes 2k and 2k + 1 hold v[k].
-KVC_AVX512_VNNI inline __m256 pairs_of(__m128 v) {
-  return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v), _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
-}
-
 // One block's codes times the activations, as eight float lanes.
 template <class F>
 KVC_AVX512_VNNI inline __m256 block_products(const uint8_t* b, const int8_t* x) {
@@ -87,12 +75,13 @@ KVC_AVX512_VNNI __m512 dot_q32(const uint8_t* row, int64_t blocks, const Q8Row& 
   for (; i + 4 <= blocks; i += 4) {
     const uint8_t* b = row + i * F::kBytes;
     prefetch_ahead(b, 4 * F::kBytes);
-    const __m256 halves = leading_halves(b, F::kBytes);
-    const __m256 scale = _mm256_mul_ps(halves, pairs_of(_mm_loadu_ps(a.d + i)));
-    if constexpr (F::kMin) sum_terms = _mm256_fmadd_ps(halves, pairs_of(_mm_loadu_ps(a.dsum + i)), sum_terms);
+    const __m256 halves = block_lanes::leading_halves(b, F::kBytes);
+    const __m256 scale = _mm256_mul_ps(halves, block_lanes::pairs_of(_mm_loadu_ps(a.d + i)));
+    if constexpr (F::kMin)
+      sum_terms = _mm256_fmadd_ps(halves, block_lanes::pairs_of(_mm_loadu_ps(a.dsum + i)), sum_terms);
     if constexpr (F::kOffset != 0) {
       const __m128 sums = _mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.sum + i)));
-      sum_terms = _mm256_fnmadd_ps(scale, pairs_of(_mm_mul_ps(sums, _mm_set1_ps(F::kOffset))), sum_terms);
+      sum_terms = _mm256_fnmadd_ps(scale, block_lanes::pairs_of(_mm_mul_ps(sums, _mm_set1_ps(F::kOffset))), sum_terms);
     }
     // Broadcast from memory: a load, where a lane permute would take a shuffle unit per block.
     alignas(32) float scales[8];
@@ -219,18 +208,10 @@ KVC_AVX512_VNNI inline __m256 folded(__m512 v) {
   return _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
 }
 
-// The sum of a row's lanes, added in row_sums' order: a row's result must not depend on whether the
-// thread split sends it through the four-row path or the tail (test_block_kernels checks).
-KVC_AVX512_VNNI inline float horizontal_sum_of(__m512 v) {
-  const __m256 zero = _mm256_setzero_ps();
-  const __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(folded(v), zero), _mm256_hadd_ps(zero, zero));
-  return _mm_cvtss_f32(_mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1)));
-}
-
-// Four rows' lanes summed: y[k] = the sum of v_k's lanes.
+// A row's lanes and four rows' lanes summed in one order (block_lanes_avx2.h), after folding 16 to 8.
+KVC_AVX512_VNNI inline float horizontal_sum_of(__m512 v) { return block_lanes::horizontal_sum_of(folded(v)); }
 KVC_AVX512_VNNI inline __m128 row_sums(__m512 v0, __m512 v1, __m512 v2, __m512 v3) {
-  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(folded(v0), folded(v1)), _mm256_hadd_ps(folded(v2), folded(v3)));
-  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  return block_lanes::row_sums(folded(v0), folded(v1), folded(v2), folded(v3));
 }
 
 // A row is a handful of steps in the models served (640 columns: five), so its horizontal sum, a chain

@@ -1,5 +1,6 @@
 #include "kernels/decode_attention_avx512.h"
 
+#include "kernels/simd_avx2.h"
 #include "kernels/stream_prefetch.h"
 
 #if defined(__x86_64__)
@@ -39,14 +40,6 @@ KVC_AVX512 inline __m256 folded(__m512 v) {
   return _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
 }
 
-// The sums of eight vectors' lanes: lane i = the sum of a[i]'s lanes.
-KVC_AVX512 inline __m256 transpose_sum8(const __m256 a[8]) {
-  const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
-  const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
-  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-}
-
 // GN queries against KB rows at a time, GN * KB <= 8 sums finished by one transpose-sum. D16: d / 16
 // when known at compile time (the loops then unroll), else 0.
 template <int D16, int GN, class Rows>
@@ -74,7 +67,7 @@ KVC_AVX512 void score(const float* q, const void* keys, int64_t n, int64_t d_run
     __m256 half[8];
     for (int j = 0; j < 8; ++j) half[j] = j < GN * KB ? folded(acc[j]) : _mm256_setzero_ps();
     alignas(32) float lane[8];
-    _mm256_store_ps(lane, _mm256_mul_ps(transpose_sum8(half), _mm256_set1_ps(scale)));
+    _mm256_store_ps(lane, _mm256_mul_ps(simd::transpose_sum8(half), _mm256_set1_ps(scale)));
     for (int g = 0; g < GN; ++g) {
       for (int i = 0; i < KB; ++i) scores[g * stride + s + i] = lane[g * KB + i];
     }
