@@ -141,15 +141,10 @@ namespace {
 
 // A file kvc wrote carries kvc.checksum over its header (without that entry, as the writer dumped it)
 // and its data; any change after writing, such as a flipped bit in a weight, fails here.
-void verify_checksum(const std::string& path, const std::string& header_text, const std::string& recorded,
+void verify_checksum(const std::string& path, const std::string& unsealed_header, const std::string& recorded,
                      const uint8_t* data, uint64_t data_size) {
-  json header = json::parse(header_text);  // already parsed once: valid
-  json& metadata = header["__metadata__"];
-  metadata.erase(kChecksumKey);
-  if (metadata.empty()) header.erase("__metadata__");
   ContentChecksum checksum;
-  const std::string unsealed = header.dump();
-  checksum.update(unsealed.data(), unsealed.size());
+  checksum.update(unsealed_header.data(), unsealed_header.size());
   checksum.update(data, data_size);
   KVC_CHECK(checksum.finish() == recorded,
             "'{}' fails its checksum ({} in its header): the file changed after kvc wrote it (damaged or "
@@ -175,17 +170,17 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path), mapping
             "'{}': header length {} runs past the end of the file ({} bytes)", path_, header_length, size);
   const auto* header_begin = reinterpret_cast<const char*>(mapping_.data() + kLengthPrefixBytes);
   data_section_ = mapping_.data() + kLengthPrefixBytes + header_length;
-  const std::string header_text(header_begin, header_length);
-  parse_header(header_text, size - kLengthPrefixBytes - header_length);
+  const std::string unsealed_header =
+      parse_header(std::string(header_begin, header_length), size - kLengthPrefixBytes - header_length);
   check_exact_coverage(size - kLengthPrefixBytes - header_length);
   if (metadata_.count(kChecksumKey)) {
-    verify_checksum(path_, header_text, metadata_.at(kChecksumKey), data_section_,
+    verify_checksum(path_, unsealed_header, metadata_.at(kChecksumKey), data_section_,
                     size - kLengthPrefixBytes - header_length);
     metadata_.erase(kChecksumKey);  // verified; readers of the metadata see what the writer was given
   }
 }
 
-void SafetensorsFile::parse_header(const std::string& header_text, uint64_t data_size) {
+std::string SafetensorsFile::parse_header(const std::string& header_text, uint64_t data_size) {
   // nlohmann keeps only the last of repeated keys; a repeated tensor name makes the file ambiguous.
   std::set<std::string> seen_keys;
   std::string repeated_key;
@@ -217,6 +212,12 @@ void SafetensorsFile::parse_header(const std::string& header_text, uint64_t data
     }
     tensors_.emplace(key, parse_tensor_entry(key, value, data_size, path_));
   }
+  if (!metadata_.count(kChecksumKey)) return {};
+  // The header as the writer dumped it before sealing: without the checksum entry (and an emptied metadata).
+  json& metadata = header["__metadata__"];
+  metadata.erase(kChecksumKey);
+  if (metadata.empty()) header.erase("__metadata__");
+  return header.dump();
 }
 
 void SafetensorsFile::check_exact_coverage(uint64_t data_size) const {

@@ -61,7 +61,9 @@ class SafetensorsFile {
 
  private:
   explicit SafetensorsFile(const std::string& path);
-  void parse_header(const std::string& header_text, uint64_t data_size);
+  // Fills metadata_ and tensors_; returns the header a kvc.checksum covers (the header less that entry, as
+  // the writer dumped it), or "" when the file carries none.
+  std::string parse_header(const std::string& header_text, uint64_t data_size);
   // As in the reference implementation, the tensors must tile the data section: no overlap, no gap,
   // no bytes after the last one (a file with extra bytes would otherwise be read shifted).
   void check_exact_coverage(uint64_t data_size) const;

@@ -44,10 +44,7 @@ class AdaAllocator : public Allocator {
 namespace {
 
 PressConfig build_ada(const PressParams& p) {
-  PressParams base = p;
-  base.name = p.get_string("base", "snapkv");
-  base.values.erase("base");
-  base.values.erase("safeguard");
+  const PressParams base = base_press_params(p, "snapkv", {"safeguard"});
   KVC_CHECK(base.name != "ada" && base.name != "adakv", "--press {}: base cannot be {}", p.name, base.name);
   PressConfig c = build_method_config(base);
   KVC_CHECK(!c.new_allocator()->splits_budget(),

@@ -65,11 +65,8 @@ void register_block() {
                   "the prompt compressed block by block as if streamed, the base scorer on what is held plus each "
                   "block (kvpress' BlockPress, KeyDiff's blocks, arXiv:2504.15364; base=keydiff,size=128)",
                   [](const PressParams& p) {
-                    PressParams base = p;
-                    base.name = p.get_string("base", "keydiff");
-                    for (const char* key : {"base", "size"}) base.values.erase(key);
-                    KVC_CHECK(base.name != p.name && base.name != "chunk", "--press {}: base cannot be {}", p.name,
-                              base.name);
+                    const PressParams base = base_press_params(p, "keydiff", {"size"});
+                    KVC_CHECK(base.name != "chunk", "--press {}: base cannot be {}", p.name, base.name);
                     PressConfig c = build_method_config(base);
                     KVC_CHECK(!c.new_allocator()->splits_budget() && !c.bounded,
                               "--press {}: base={} is not a prompt-time scorer with uniform budgets (use keydiff, "

@@ -30,18 +30,37 @@ void cam_merge(const CamMergeInputs& in, const at::Tensor& values) {
                    [&](int64_t a, int64_t b) { return s[a] > s[b] || (s[a] == s[b] && a > b); });
   evicted.resize(static_cast<size_t>(std::min<int64_t>(in.candidates, static_cast<int64_t>(evicted.size()))));
   if (evicted.empty() || target == 0) return;
-  const at::Tensor original = values.narrow(1, 0, S).to(at::kCPU, at::kDouble).contiguous();
-  at::Tensor delta = at::zeros_like(original);
-  const int64_t d = original.size(2);
+  // Only the candidates' values are read and only the kept entries in their windows change: a decoding cut
+  // touches a few hundred rows of a cache of thousands, so the rest is neither copied nor written back.
+  std::vector<int64_t> touched;
+  for (int64_t c : evicted) {
+    const auto first = std::upper_bound(kept.begin(), kept.end(), c) - kept.begin();
+    const auto last = first + std::min<int64_t>(in.window, target - first);
+    touched.insert(touched.end(), kept.begin() + first, kept.begin() + std::max(first, last));
+  }
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  if (touched.empty()) return;
+  const auto long_tensor = [&](const std::vector<int64_t>& rows) {
+    return at::tensor(at::IntArrayRef(rows), at::TensorOptions().dtype(at::kLong)).to(values.device());
+  };
+  const at::Tensor candidate_rows = long_tensor(evicted), touched_rows = long_tensor(touched);
+  const at::Tensor candidates = values.index_select(1, candidate_rows).to(at::kCPU, at::kDouble).contiguous();
+  const int64_t d = candidates.size(2), C = candidates.size(1), T = static_cast<int64_t>(touched.size());
+  at::Tensor delta = at::zeros({kv, T, d}, candidates.options());
   const double* a = attention.data_ptr<double>();
   const int64_t* pos = positions.data_ptr<int64_t>();
-  const double* v = original.data_ptr<double>();
+  const double* v = candidates.data_ptr<double>();
   double* out = delta.data_ptr<double>();
-  for (int64_t c : evicted) {
+  for (int64_t i = 0; i < C; ++i) {
+    const int64_t c = evicted[static_cast<size_t>(i)];
     // The window: the kept entries after c, at most `window` of them.
     const auto first = std::upper_bound(kept.begin(), kept.end(), c) - kept.begin();
     const int64_t size = std::min<int64_t>(in.window, target - first);
     if (size <= 0) continue;
+    // Where the window's entries sit among the touched rows (both ascending).
+    const auto slot =
+        std::lower_bound(touched.begin(), touched.end(), kept[static_cast<size_t>(first)]) - touched.begin();
     for (int64_t h = 0; h < kv; ++h) {
       const double* ah = a + h * S;
       double mean = 0;
@@ -52,14 +71,17 @@ void cam_merge(const CamMergeInputs& in, const at::Tensor& values) {
       if (std::isinf(p)) p = 1;
       p = std::clamp(p, 0.0, 1.0);
       if (!(keyed_draw(in.seed, in.layer, h, pos[h * S + c]) < p)) continue;
-      const double* vc = v + (h * S + c) * d;
+      const double* vc = v + (h * C + i) * d;
+      int64_t t = slot;
       for (int64_t j = 0; j < size; ++j) {
-        double* o = out + (h * S + kept[static_cast<size_t>(first + j)]) * d;
+        while (touched[static_cast<size_t>(t)] != kept[static_cast<size_t>(first + j)]) ++t;
+        double* o = out + (h * T + t) * d;
         for (int64_t e = 0; e < d; ++e) o[e] += vc[e] / static_cast<double>(size);
       }
     }
   }
-  values.narrow(1, 0, S).copy_((original + delta).to(values.device(), values.scalar_type()));
+  const at::Tensor merged = values.index_select(1, touched_rows).to(at::kCPU, at::kDouble) + delta;
+  values.index_copy_(1, touched_rows, merged.to(values.device(), values.scalar_type()));
 }
 
 }  // namespace kvc

@@ -21,16 +21,11 @@ class ChunkScorer : public Scorer {
               "--press chunk: scores the prompt's chunks; it has no prompt step here (layer {})", in.layer);
     const LayerStep& step = *in.step;
     const int64_t s = step.keys.size(1), kv = step.keys.size(0);
-    std::vector<double> lengths;
-    for (int64_t a = 0; a < s; a += size_) lengths.push_back(static_cast<double>(std::min(size_, s - a)));
-    const auto n = static_cast<int64_t>(lengths.size());
-    std::vector<int64_t> lo(static_cast<size_t>(n), 0), hi;
-    for (double l : lengths) hi.push_back(static_cast<int64_t>(l));
-    const std::vector<int64_t> keep = distribute(lengths, std::min(in.budget, s), lo, hi);
+    const std::vector<int64_t> keep = chunk_budgets(s, size_, in.budget);
     // The kept entries of every chunk score above every dropped one: the layer's top `budget` is their union.
     at::Tensor out = at::full({kv, s}, -1.0, step.keys.options().dtype(at::kDouble));
-    for (int64_t c = 0; c < n; ++c) {
-      const int64_t a = c * size_, len = hi[static_cast<size_t>(c)], k = keep[static_cast<size_t>(c)];
+    for (size_t c = 0; c < keep.size(); ++c) {
+      const int64_t a = static_cast<int64_t>(c) * size_, len = std::min(size_, s - a), k = keep[c];
       if (k == 0) continue;
       LayerStep chunk = step;
       chunk.keys = step.keys.narrow(1, a, len);
@@ -63,10 +58,7 @@ void register_chunk() {
                   "the base scorer on each chunk of the prompt alone, each keeping its share of the budget "
                   "(kvpress' ChunkPress, after FINCH, TACL 2024; base=knorm,size=1024)",
                   [](const PressParams& p) {
-                    PressParams base = p;
-                    base.name = p.get_string("base", "knorm");
-                    for (const char* key : {"base", "size"}) base.values.erase(key);
-                    KVC_CHECK(base.name != p.name, "--press {}: base cannot be {}", p.name, base.name);
+                    const PressParams base = base_press_params(p, "knorm", {"size"});
                     PressConfig c = build_method_config(base);
                     KVC_CHECK(!c.new_allocator()->splits_budget() && !c.bounded,
                               "--press {}: base={} is not a prompt-time scorer with uniform budgets (use keydiff, "

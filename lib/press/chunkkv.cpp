@@ -68,11 +68,8 @@ class ChunkKVAllocator : public Allocator {
 };
 
 PressConfig build(const PressParams& p) {
-  PressParams base = p;
-  base.name = p.get_string("base", "snapkv");
-  for (const char* key : {"base", "size"}) base.values.erase(key);
-  KVC_CHECK(base.name != p.name && base.name != "chunk" && base.name != "block", "--press {}: base cannot be {}",
-            p.name, base.name);
+  const PressParams base = base_press_params(p, "snapkv", {"size"});
+  KVC_CHECK(base.name != "chunk" && base.name != "block", "--press {}: base cannot be {}", p.name, base.name);
   PressConfig c = build_method_config(base);
   KVC_CHECK(!c.new_allocator()->splits_budget() && !c.bounded && !c.new_allocator()->merges(),
             "--press {}: base={} is not a prompt-time scorer with uniform budgets (use snapkv, keydiff, knorm, "

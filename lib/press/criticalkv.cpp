@@ -92,9 +92,7 @@ class CriticalAdaAllocator : public Allocator {
 namespace {
 
 PressConfig build(const PressParams& p, bool ada) {
-  PressParams base = p;
-  base.name = p.get_string("base", "snapkv");
-  for (const char* key : {"base", "epsilon", "first_stage", "safeguard"}) base.values.erase(key);
+  const PressParams base = base_press_params(p, "snapkv", {"epsilon", "first_stage", "safeguard"});
   KVC_CHECK(base.name != "criticalkv" && base.name != "criticalkv_ada" && base.name != "ada",
             "--press {}: base cannot be {} (use a scorer such as snapkv, expected_attention)", p.name, base.name);
   PressConfig c = build_method_config(base);

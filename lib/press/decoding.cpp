@@ -24,9 +24,7 @@ const std::set<std::string>& decoding_bases() {
 }
 
 PressConfig build(const PressParams& p, bool cam) {
-  PressParams base = p;
-  base.name = p.get_string("base", "snapkv");
-  for (const char* key : {"base", "interval", "target", "fraction", "merge", "seed"}) base.values.erase(key);
+  const PressParams base = base_press_params(p, "snapkv", {"interval", "target", "fraction", "merge", "seed"});
   if (!cam) {
     for (const char* key : {"merge", "seed"})
       KVC_CHECK(!p.typed().has(key), "--press {}: {}= is a parameter of cam (CaM's merge), not of {}", p.name, key,

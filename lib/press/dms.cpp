@@ -47,10 +47,7 @@ PressConfig build(const PressParams& p) {
             "--press {}: needs threshold= (entries scoring below it are evicted; its scale is the base scorer's, "
             "e.g. dms:base=keydiff,threshold=-0.5)",
             p.name);
-  PressParams base = p;
-  base.name = p.get_string("base", "knorm");
-  for (const char* key : {"base", "threshold", "window", "decoding"}) base.values.erase(key);
-  KVC_CHECK(base.name != p.name, "--press {}: base cannot be {}", p.name, base.name);
+  const PressParams base = base_press_params(p, "knorm", {"threshold", "window", "decoding"});
   KVC_CHECK(!get_flag(p, "decoding", false),
             "--press {}: decoding=1 is not supported: heads keep different numbers of entries after the prompt, "
             "and kvc's per-head cache does not evict while decoding (prompt-time threshold eviction only)",

@@ -31,19 +31,12 @@ class FinchScorer : public Scorer {
     const at::Tensor importance = protect_ends(scores, 0, w);
     if (chunk_ <= 0 || in.budget >= s) return importance;
     // Chunked: every chunk keeps its own top share; the kept entries of all chunks outrank every other.
-    std::vector<double> lengths;
-    std::vector<int64_t> lo, hi;
-    for (int64_t a = 0; a < s; a += chunk_) {
-      lengths.push_back(static_cast<double>(std::min(chunk_, s - a)));
-      lo.push_back(0);
-      hi.push_back(std::min(chunk_, s - a));
-    }
-    const std::vector<int64_t> keep = distribute(lengths, in.budget, lo, hi);
+    const std::vector<int64_t> keep = chunk_budgets(s, chunk_, in.budget);
     at::Tensor out = at::full_like(importance, -1.0);
     for (size_t c = 0; c < keep.size(); ++c) {
       if (keep[c] == 0) continue;
       const int64_t a = static_cast<int64_t>(c) * chunk_;
-      const at::Tensor top = std::get<1>(importance.narrow(1, a, hi[c]).topk(keep[c], 1)) + a;
+      const at::Tensor top = std::get<1>(importance.narrow(1, a, std::min(chunk_, s - a)).topk(keep[c], 1)) + a;
       // Ranked as within the chunk, above every entry left out of all chunks.
       out.scatter_(1, top, importance.gather(1, top).clamp_min(0) + 1.0);
     }

@@ -78,10 +78,7 @@ class RerotatingAllocator : public Allocator {
 };
 
 PressConfig build(const PressParams& p) {
-  PressParams base = p;
-  base.name = p.get_string("base", "snapkv");
-  base.values.erase("base");
-  KVC_CHECK(base.name != p.name, "--press {}: base cannot be {}", p.name, base.name);
+  const PressParams base = base_press_params(p, "snapkv", {});
   PressConfig c = build_method_config(base);
   const AllocatorFactory inner = c.allocator ? c.allocator : [] { return std::make_unique<Allocator>(); };
   KVC_CHECK(!inner()->per_head_budgets(),

@@ -81,10 +81,7 @@ class MergingAllocator : public Allocator {
 };
 
 PressConfig build(const PressParams& p) {
-  PressParams base = p;
-  base.name = p.get_string("base", "snapkv");
-  for (const char* key : {"base", "similarity", "fraction"}) base.values.erase(key);
-  KVC_CHECK(base.name != p.name, "--press {}: base cannot be {}", p.name, base.name);
+  const PressParams base = base_press_params(p, "snapkv", {"similarity", "fraction"});
   PressConfig c = build_method_config(base);
   const AllocatorFactory inner = c.allocator ? c.allocator : [] { return std::make_unique<Allocator>(); };
   {

@@ -78,4 +78,14 @@ PressConfig build_method_config(const PressParams& p) {
   return it->second(p);
 }
 
+PressParams base_press_params(const PressParams& wrapper, const std::string& fallback,
+                              std::initializer_list<const char*> own_keys) {
+  PressParams base = wrapper;
+  base.name = wrapper.get_string("base", fallback);
+  base.values.erase("base");
+  for (const char* key : own_keys) base.values.erase(key);
+  KVC_CHECK(base.name != wrapper.name, "--press {}: base cannot be {}", wrapper.name, base.name);
+  return base;
+}
+
 }  // namespace kvc

@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -100,6 +101,9 @@ at::Tensor protect_ends(const at::Tensor& importance, int64_t sinks, int64_t rec
 // when feasible (largest remainder, clamps redistributed).
 std::vector<int64_t> distribute(const std::vector<double>& weights, int64_t total, const std::vector<int64_t>& lo,
                                 const std::vector<int64_t>& hi);
+// A prompt of `length` entries cut into chunks of `chunk` (the last one shorter): how many of `budget` kept
+// entries each chunk keeps, split by the chunks' lengths (distribute; at most a chunk's length each).
+std::vector<int64_t> chunk_budgets(int64_t length, int64_t chunk, int64_t budget);
 // The index of each row's least entry of scores [n, S], as scores.argmin(1) gives it (the first minimum;
 // a NaN counts as the least); one pass per row on the CPU, where argmin's reduction costs more than that.
 at::Tensor row_argmin(const at::Tensor& scores);
@@ -136,6 +140,10 @@ using ConfigBuilder = std::function<PressConfig(const PressParams&)>;
 void register_method(const std::string& name, const std::string& description, ConfigBuilder build,
                      bool sizes_itself = false);
 PressConfig build_method_config(const PressParams& p);
+// A wrapper's base press: the parameters `wrapper` was given, named by its base= (else `fallback`), less base=
+// and the wrapper's own keys (the rest, ratio and budget pass to the base). Refuses the wrapper as its own base.
+PressParams base_press_params(const PressParams& wrapper, const std::string& fallback,
+                              std::initializer_list<const char*> own_keys);
 
 // Shared scorers other presses reuse (SnapKV's window attention; H2O's cumulative attention).
 // SnapKV's pooling of the window votes: kernel, edge padding, and whether the window's columns are pooled.

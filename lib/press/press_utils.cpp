@@ -183,6 +183,16 @@ at::Tensor protect_ends(const at::Tensor& importance, int64_t sinks, int64_t rec
   return out;
 }
 
+std::vector<int64_t> chunk_budgets(int64_t length, int64_t chunk, int64_t budget) {
+  std::vector<double> lengths;
+  std::vector<int64_t> hi;
+  for (int64_t a = 0; a < length; a += chunk) {
+    hi.push_back(std::min(chunk, length - a));
+    lengths.push_back(static_cast<double>(hi.back()));
+  }
+  return distribute(lengths, std::min(budget, length), std::vector<int64_t>(hi.size(), 0), hi);
+}
+
 std::vector<int64_t> distribute(const std::vector<double>& weights, int64_t total, const std::vector<int64_t>& lo,
                                 const std::vector<int64_t>& hi) {
   const size_t n = weights.size();

@@ -106,14 +106,11 @@ PressConfig build(const PressParams& p) {
   PressConfig c;
   AllocatorFactory base_allocator;
   if (p.values.count("base") != 0) {
-    PressParams base = p;
-    base.name = p.get_string("base", "");
-    for (const char* key : {"base", "channels", "window"}) base.values.erase(key);
+    PressParams base = base_press_params(p, "", {"channels", "window"});
     if (p.values.count("base_window") != 0) {
       base.values["window"] = p.values.at("base_window");
       base.values.erase("base_window");
     }
-    KVC_CHECK(base.name != p.name, "--press {}: base cannot be {}", p.name, base.name);
     c = build_method_config(base);
     base_allocator = c.allocator ? c.allocator : [] { return std::make_unique<Allocator>(); };
     KVC_CHECK(!base_allocator()->per_head_budgets(),

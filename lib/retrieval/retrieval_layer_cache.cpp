@@ -309,16 +309,19 @@ at::Tensor RetrievalLayerCache::attend(const at::Tensor& queries, const at::Tens
       // Summed over the group: one score per written key, exact (none) or from its codes (pq).
       const auto s0 = Clock::now();
       const at::Tensor summed = qf.narrow(0, h * G, G).view({G, d}).sum(0).contiguous();
-      std::vector<float> scores;
+      std::vector<float> approximate;
+      at::Tensor exact;
+      const float* scores = nullptr;  // read in place: from the codes' scores (pq) or the product (none)
       if (cfg.strategy == Strategy::kPQ) {
-        scores = s.pq.approximate_scores(s.codes, s.chunked, s.pq.score_table(summed.data_ptr<float>()));
+        approximate = s.pq.approximate_scores(s.codes, s.chunked, s.pq.score_table(summed.data_ptr<float>()));
+        scores = approximate.data();
       } else {
         const at::Tensor written = at::from_blob(s.all.keys.data(), {s.chunked, d}, at::kFloat);
-        const at::Tensor exact = at::mv(written, summed).contiguous();
-        scores.assign(exact.data_ptr<float>(), exact.data_ptr<float>() + s.chunked);
+        exact = at::mv(written, summed).contiguous();
+        scores = exact.data_ptr<float>();
       }
       std::vector<std::pair<float, int64_t>> scored(static_cast<size_t>(s.chunked));
-      for (int64_t i = 0; i < s.chunked; ++i) scored[i] = {-scores[static_cast<size_t>(i)], i};
+      for (int64_t i = 0; i < s.chunked; ++i) scored[i] = {-scores[i], i};
       const size_t top = std::min<size_t>(static_cast<size_t>(budget), scored.size());
       std::partial_sort(scored.begin(), scored.begin() + top, scored.end());
       for (size_t i = 0; i < top; ++i) chosen[h].push_back(scored[i].second);
