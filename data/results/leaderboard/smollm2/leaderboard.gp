@@ -1,6 +1,6 @@
 set terminal pngcairo size 1100,700 noenhanced
 set output 'leaderboard.png'
-set title 'mean score over needle, niah_single_2 vs cache kept'
+set title 'mean score over needle, niah_single_2, niah_multikey_1 vs cache kept'
 set xlabel 'cache kept in RAM vs uncompressed (measured bytes)'
 set ylabel 'score'
 set xrange [1.02:0]
