@@ -31,7 +31,7 @@ RULER_LENGTH=4096
 SIZED="think:channels=0.5,simlayerkv:threshold=0.9,duo_attention:streaming=0.5,dms:base=keydiff,threshold=-0.5"
 # KVC_SMOKE=1 (the documentation's tests): the repository's model, short prompts, one sample, two presses.
 if [ -n "${KVC_SMOKE:-}" ]; then
-  MODEL=data/models/kvc-micro-lm; NEEDLE_LENGTH=256; RULER_LENGTH=256; SAMPLES=1; TASKS="${TASKS_ASKED:-needle}"
+  MODEL=data/models/kvc-micro-lm; NEEDLE_LENGTH=256; RULER_LENGTH=320; SAMPLES=1; TASKS="${TASKS_ASKED:-needle}"
   OUT=$(mktemp -d)
 fi
 [ -n "$MODEL" ] || MODEL=$(scripts/model_path.sh smollm2-135m)
