@@ -1,20 +1,15 @@
 #include "retrieval/cache_virtualizer.h"
 
 #include <algorithm>
-#include <chrono>
 
 namespace kvc::retrieval {
-
-CacheVirtualizer::~CacheVirtualizer() {
-  if (pending_.valid()) pending_.wait();  // the read uses the store: let it finish first
-}
 
 void CacheVirtualizer::leave(int64_t layer, int64_t next) {
   std::vector<ParkedCluster> parked = cache_->park(layer);
   counters_.parked += static_cast<int64_t>(parked.size());
   parked_[layer] = std::move(parked);
   auto it = parked_.find(next);
-  if (it == parked_.end() || pending_.valid()) return;
+  if (it == parked_.end() || pending_.in_flight()) return;
   // Read back what is still on storage (a split may have retired a cluster since).
   std::vector<ParkedCluster> wanted;
   std::vector<int64_t> uids;
@@ -22,17 +17,13 @@ void CacheVirtualizer::leave(int64_t layer, int64_t next) {
     if (store_->contains(p.uid)) wanted.push_back(p), uids.push_back(p.uid);
   parked_.erase(it);
   if (uids.empty()) return;
-  pending_layer_ = next;
   pending_clusters_ = std::move(wanted);
-  pending_ =
-      run_on(io_, [store = store_, uids = std::move(uids), gap = gap_pages_] { return store->read_pages(uids, gap); });
+  pending_.start(next, store_, io_, uids, gap_pages_);
 }
 
 void CacheVirtualizer::enter(int64_t layer) {
-  if (!pending_.valid() || pending_layer_ != layer) return;
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<PageStore::PageImage> images = pending_.get();
-  counters_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!pending_.for_layer(layer)) return;
+  std::vector<PageStore::PageImage> images = pending_.finish(&counters_.wait_seconds);
   int64_t bytes = 0;
   for (size_t i = 0; i < images.size(); ++i) {
     EntryBlock block(images[i].records.dim);
@@ -46,7 +37,6 @@ void CacheVirtualizer::enter(int64_t layer) {
   }
   counters_.read_bytes += bytes;
   counters_.peak_in_flight_bytes = std::max(counters_.peak_in_flight_bytes, bytes);
-  pending_layer_ = -1;
   pending_clusters_.clear();
 }
 

@@ -8,12 +8,12 @@
 // since the read (PageStore::complete), so what a layer attends never changes; one that changed is
 // dropped and read on demand if the layer picks it.
 #include <cstdint>
-#include <future>
 #include <unordered_map>
 #include <vector>
 
 #include "retrieval/cluster_cache.h"
 #include "retrieval/io_thread.h"
+#include "retrieval/layer_page_read.h"
 #include "retrieval/page_store.h"
 
 namespace kvc::retrieval {
@@ -32,7 +32,6 @@ class CacheVirtualizer {
   // `io`: null reads back inline.
   CacheVirtualizer(ClusterCache* cache, PageStore* store, IoThread* io, int64_t gap_pages)
       : cache_(cache), store_(store), io_(io), gap_pages_(gap_pages) {}
-  ~CacheVirtualizer();
 
   // At the start of `layer`'s step: puts back what was read for it (waiting for the read if needed).
   void enter(int64_t layer);
@@ -47,9 +46,8 @@ class CacheVirtualizer {
   IoThread* io_;
   int64_t gap_pages_;
   std::unordered_map<int64_t, std::vector<ParkedCluster>> parked_;  // layer -> its clusters, off RAM
-  int64_t pending_layer_ = -1;
   std::vector<ParkedCluster> pending_clusters_;
-  std::future<std::vector<PageStore::PageImage>> pending_;
+  LayerPageRead pending_;
   VirtualCacheCounters counters_;
 };
 

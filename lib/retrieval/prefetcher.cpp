@@ -1,7 +1,5 @@
 #include "retrieval/prefetcher.h"
 
-#include <chrono>
-
 namespace kvc::retrieval {
 
 void Prefetcher::record(int64_t layer, std::vector<int64_t> uids) { predicted_[layer] = std::move(uids); }
@@ -14,22 +12,19 @@ void Prefetcher::issue(int64_t layer, const ClusterCache& cache) {
     if (!cache.resident(uid) && store_->contains(uid)) uids.push_back(uid);
   if (uids.empty()) return;
   counters_.issued += static_cast<int64_t>(uids.size());
-  pending_layer_ = layer;
   pending_uids_ = uids;
-  pending_ =
-      io_->submit([store = store_, uids = std::move(uids), gap = gap_pages_] { return store->read_pages(uids, gap); });
+  pending_.start(layer, store_, io_, uids, gap_pages_);
 }
 
 double Prefetcher::collect(int64_t layer) {
   ready_.clear();
-  if (!pending_.valid()) return 0;
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<PageStore::PageImage> images = pending_.get();
-  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!pending_.in_flight()) return 0;
+  const bool for_this_layer = pending_.for_layer(layer);
+  double waited = 0;
+  std::vector<PageStore::PageImage> images = pending_.finish(&waited);
   counters_.wait_seconds += waited;
-  if (pending_layer_ == layer)
+  if (for_this_layer)
     for (size_t i = 0; i < images.size(); ++i) ready_.emplace(pending_uids_[i], std::move(images[i]));
-  pending_layer_ = -1;
   pending_uids_.clear();
   return waited;
 }

@@ -6,12 +6,12 @@
 // attends is then exactly what a demand read would have given. Prefetching changes reads and
 // timing, never outputs: the RAM cache sees the same lookups and inserts either way.
 #include <cstdint>
-#include <future>
 #include <unordered_map>
 #include <vector>
 
 #include "retrieval/cluster_cache.h"
 #include "retrieval/io_thread.h"
+#include "retrieval/layer_page_read.h"
 #include "retrieval/page_store.h"
 
 namespace kvc::retrieval {
@@ -44,9 +44,8 @@ class Prefetcher {
   IoThread* io_;
   int64_t gap_pages_;
   std::unordered_map<int64_t, std::vector<int64_t>> predicted_;  // layer -> uids
-  int64_t pending_layer_ = -1;
   std::vector<int64_t> pending_uids_;
-  std::future<std::vector<PageStore::PageImage>> pending_;
+  LayerPageRead pending_;
   std::unordered_map<int64_t, PageStore::PageImage> ready_;
   PrefetchCounters counters_;
 };
