@@ -19,9 +19,9 @@
 # WikiText-2 (another domain), WINDOWS windows of CTX tokens with the second half compressed (fed 64 tokens
 # a step, which a low-rank cache compresses as 1 token a step would). The trained bases are kept in WORK
 # (an interrupted training continues from its checkpoint).
-# Writes data/results/lowrank/matryoshka_smollm2.{json,md}; about 80 minutes here with 2 threads:
-# calibration 8, training STEPS steps of 4 windows of 128 tokens 42 (20 tok/s), evaluation 29, and per
-# gate set its training and tau bisection.
+# Writes data/results/lowrank/matryoshka_smollm2.{json,md}; about 3 hours here with 2 threads:
+# calibration 8, training STEPS steps of 4 windows of 128 tokens 42 (20 tok/s), evaluation 29; and each
+# gate set about 35 minutes of training (20 tok/s) and 5 of tau bisection per share.
 #   recipes/lowrank_matryoshka.sh
 #   STEPS=300 recipes/lowrank_matryoshka.sh
 set -euo pipefail
