@@ -32,11 +32,12 @@ void cam_merge(const CamMergeInputs& in, const at::Tensor& values) {
   if (evicted.empty() || target == 0) return;
   // Only the candidates' values are read and only the kept entries in their windows change: a decoding cut
   // touches a few hundred rows of a cache of thousands, so the rest is neither copied nor written back.
-  std::vector<int64_t> touched;
+  // Candidate i's window: the kept entries first[i] .. first[i] + size[i] - 1 after it, at most `window`.
+  std::vector<int64_t> first, size, touched;
   for (int64_t c : evicted) {
-    const auto first = std::upper_bound(kept.begin(), kept.end(), c) - kept.begin();
-    const auto last = first + std::min<int64_t>(in.window, target - first);
-    touched.insert(touched.end(), kept.begin() + first, kept.begin() + std::max(first, last));
+    first.push_back(std::upper_bound(kept.begin(), kept.end(), c) - kept.begin());
+    size.push_back(std::max<int64_t>(0, std::min<int64_t>(in.window, target - first.back())));
+    touched.insert(touched.end(), kept.begin() + first.back(), kept.begin() + first.back() + size.back());
   }
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
@@ -53,30 +54,27 @@ void cam_merge(const CamMergeInputs& in, const at::Tensor& values) {
   const double* v = candidates.data_ptr<double>();
   double* out = delta.data_ptr<double>();
   for (int64_t i = 0; i < C; ++i) {
-    const int64_t c = evicted[static_cast<size_t>(i)];
-    // The window: the kept entries after c, at most `window` of them.
-    const auto first = std::upper_bound(kept.begin(), kept.end(), c) - kept.begin();
-    const int64_t size = std::min<int64_t>(in.window, target - first);
-    if (size <= 0) continue;
-    // Where the window's entries sit among the touched rows (both ascending).
-    const auto slot =
-        std::lower_bound(touched.begin(), touched.end(), kept[static_cast<size_t>(first)]) - touched.begin();
+    const int64_t c = evicted[static_cast<size_t>(i)], from = first[static_cast<size_t>(i)];
+    const int64_t n = size[static_cast<size_t>(i)];
+    if (n == 0) continue;
+    // The window is a run of kept entries and every one of them is touched, so it is a run of the touched
+    // rows too (both ascending), starting at `slot`.
+    const int64_t slot =
+        std::lower_bound(touched.begin(), touched.end(), kept[static_cast<size_t>(from)]) - touched.begin();
     for (int64_t h = 0; h < kv; ++h) {
       const double* ah = a + h * S;
       double mean = 0;
-      for (int64_t j = 0; j < size; ++j) mean += ah[kept[static_cast<size_t>(first + j)]];
-      mean /= static_cast<double>(size);
+      for (int64_t j = 0; j < n; ++j) mean += ah[kept[static_cast<size_t>(from + j)]];
+      mean /= static_cast<double>(n);
       double p = ah[c] / mean;
       if (std::isnan(p)) p = 0;
       if (std::isinf(p)) p = 1;
       p = std::clamp(p, 0.0, 1.0);
       if (!(keyed_draw(in.seed, in.layer, h, pos[h * S + c]) < p)) continue;
       const double* vc = v + (h * C + i) * d;
-      int64_t t = slot;
-      for (int64_t j = 0; j < size; ++j) {
-        while (touched[static_cast<size_t>(t)] != kept[static_cast<size_t>(first + j)]) ++t;
-        double* o = out + (h * T + t) * d;
-        for (int64_t e = 0; e < d; ++e) o[e] += vc[e] / static_cast<double>(size);
+      for (int64_t j = 0; j < n; ++j) {
+        double* o = out + (h * T + slot + j) * d;
+        for (int64_t e = 0; e < d; ++e) o[e] += vc[e] / static_cast<double>(n);
       }
     }
   }

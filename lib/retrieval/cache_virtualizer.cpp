@@ -18,7 +18,7 @@ void CacheVirtualizer::leave(int64_t layer, int64_t next) {
   parked_.erase(it);
   if (uids.empty()) return;
   pending_clusters_ = std::move(wanted);
-  pending_.start(next, store_, io_, uids, gap_pages_);
+  pending_.start(next, store_, io_, std::move(uids), gap_pages_);
 }
 
 void CacheVirtualizer::enter(int64_t layer) {

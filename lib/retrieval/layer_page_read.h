@@ -27,9 +27,9 @@ class LayerPageRead {
   // Whether the read in flight was started for `layer`.
   bool for_layer(int64_t layer) const { return pending_.valid() && layer_ == layer; }
   // Reads `uids`' pages for `layer` (runs of pages at most `gap_pages` apart in one read).
-  void start(int64_t layer, PageStore* store, IoThread* io, const std::vector<int64_t>& uids, int64_t gap_pages) {
+  void start(int64_t layer, PageStore* store, IoThread* io, std::vector<int64_t> uids, int64_t gap_pages) {
     layer_ = layer;
-    pending_ = run_on(io, [store, uids, gap_pages] { return store->read_pages(uids, gap_pages); });
+    pending_ = run_on(io, [store, uids = std::move(uids), gap_pages] { return store->read_pages(uids, gap_pages); });
   }
   // Waits for the read in flight, adding the seconds the caller was blocked to `*wait_seconds`, and
   // returns its page images (in the order of the uids it was started with).

@@ -13,7 +13,7 @@ void Prefetcher::issue(int64_t layer, const ClusterCache& cache) {
   if (uids.empty()) return;
   counters_.issued += static_cast<int64_t>(uids.size());
   pending_uids_ = uids;
-  pending_.start(layer, store_, io_, uids, gap_pages_);
+  pending_.start(layer, store_, io_, std::move(uids), gap_pages_);
 }
 
 double Prefetcher::collect(int64_t layer) {
