@@ -52,8 +52,11 @@ MODELS = {
 }
 GGUF_MODELS = {"gemma3-270m"}
 OUTSIDE_MODELS = GGUF_MODELS | {"kvc-tiny-lm"}  # not in data/models: scripts/model_path.sh NAME
-# Budgets split over layers (see above); kvpress' KVzip refuses Gemma 3.
-NOT_ON_GGUF_MODELS = {"pyramidkv", "pyramidkv_beta2", "kvcompose", "kvzip", "kvzip_layerwise"}
+# Budgets split over layers (see above); kvpress' KVzip refuses Gemma 3; LU-KV's curve rows are every layer's
+# in kvpress, the global layers' in kvc; DMS while decoding evicts from kvpress' sliding-window layers too, so the
+# two generate different tokens from the second on.
+NOT_ON_GGUF_MODELS = {"pyramidkv", "pyramidkv_beta2", "kvcompose", "kvzip", "kvzip_layerwise", "lukv_keydiff",
+                      "dms_keydiff_decoding"}
 
 
 def model_path(model):
@@ -160,6 +163,11 @@ METHODS = {
     # minus that cosine); the last 16 entries stay.
     "dms_keydiff": (lambda r: kvpress.DMSPress(kvpress.KeyDiffPress(), threshold=-r, sliding_window_size=16),
                     lambda r: f"dms:base=keydiff,threshold=-{r},window=16", lambda r: []),
+    # The same while decoding: CONTINUATION greedy tokens fed one at a time after the prompt, each scored on its
+    # own; the golden files hold the tokens kvpress generated and what each head holds at the end.
+    "dms_keydiff_decoding": (lambda r: kvpress.DMSPress(kvpress.KeyDiffPress(), threshold=-r, sliding_window_size=16,
+                                                        decoding=True),
+                             lambda r: f"dms:base=keydiff,threshold=-{r},window=16,decoding=1", lambda r: []),
     # The question is the prompt's last 16 tokens (kvpress finds it by a delimiter token inserted before it; kvc
     # is told its length). Keys compared before re-rotation, which moves them (key_rerotation's own parity).
     "finch": (lambda r: kvpress.FinchPress(compression_ratio=r, rerotate_keys=False), "finch:window=16,rerotate=0",
@@ -183,6 +191,10 @@ METHODS = {
     # The sweep's value is the lazy threshold (SimLayerKV sizes itself); 64 recent entries at 200 tokens.
     "simlayerkv": (lambda r: kvpress.SimLayerKVPress(lazy_threshold=r, n_recent=64),
                    lambda r: f"simlayerkv:threshold={r},recent=64", lambda r: []),
+    # A budget curve made here (lukv_curve below; kvpress downloads the authors' for Llama-3.1-8B only): heads
+    # prune shares around the ratio, kvc reads the same curve from data/lukv/.
+    "lukv_keydiff": (lambda r: kvpress.LUKVPress(kvpress.KeyDiffPress(), compression_ratio=r, sink=4, window=1),
+                     None, lambda r: ["--ratio", str(r)]),
     # The sweep's value is the share of key channels pruned; the golden files hold the kept channels.
     "think": (lambda r: kvpress.ThinKPress(key_channel_compression_ratio=r), lambda r: f"think:channels={r}",
               lambda r: []),
@@ -198,9 +210,35 @@ VALUE_METHODS = {"merging_knorm", "merging_snapkv_gated"}
 # equal top score (sinks and last partition) exceed the 19 kept, among which torch.topk picks any.
 METHOD_RATIOS = {"lagkv": [0.25, 0.5, 0.75], "finch_chunked": [0.25, 0.5, 0.75]}
 FINCH_QUESTION = 16  # the question's tokens in FINCH's rows
+# Methods that also compress while decoding: CONTINUATION greedy tokens follow the prompt, one forward pass each.
+DECODING_METHODS = {"dms_keydiff_decoding"}
+CONTINUATION = 24
 
 
-def kvc_spec(method, ratio):
+def lukv_curve_path(model):
+    return f"data/lukv/{model}_parity_curve.safetensors"
+
+
+def lukv_curve(num_layers, num_kv_heads):
+    """[99, L, KV]: at compression ratio (t + 1) / 100 head h of layer l prunes that share +- 0.15, within [0, 0.98]."""
+    import numpy as np
+    t = (np.arange(99) + 1)[:, None, None] / 100
+    offset = 0.15 * (((np.arange(num_layers)[:, None] + 2 * np.arange(num_kv_heads)[None, :]) % 3) - 1)
+    return np.clip(t + offset[None], 0.0, 0.98).astype(np.float32)
+
+
+def write_lukv_curve(model, num_layers, num_kv_heads):
+    """The curve as kvc-profile writes one (no config_hash: kvc checks its shape against the model)."""
+    path = ROOT / lukv_curve_path(model)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file({"lukv_prune": lukv_curve(num_layers, num_kv_heads)}, str(path),
+              metadata={"lukv_press": "keydiff", "lukv_sink": "4", "lukv_recent": "1",
+                        "tool": "scripts/kvpress_parity.py"})
+
+
+def kvc_spec(method, ratio, model=None):
+    if method == "lukv_keydiff":
+        return f"lukv:curve={lukv_curve_path(model or 'MODEL')}"
     spec = METHODS[method][1]
     return spec(ratio) if callable(spec) else spec
 
@@ -276,17 +314,19 @@ class SentencePieceTokenizer:
         return torch.tensor([ids]) if return_tensors == "pt" else ids
 
 
-def run_kvpress(model_dir, method, ratio, ids):
+def run_kvpress(model_dir, method, ratio, ids, continuation=0):
     make_press = METHODS[method][0]
     press = make_press(ratio)
     # AdaKV and KVzip refuse eager attention, ChunkPress and BlockPress its attention weights; ObservedAttention
     # needs them.
-    attn = "sdpa" if method in ("ada_snapkv", "criticalkv_ada_snapkv", "chunk_keydiff", "block_keydiff", "kvzip",
-                                "kvzip_layerwise", "chunkkv_snapkv", "dms_keydiff", "finch",
+    attn = "sdpa" if method in ("ada_snapkv", "criticalkv_ada_snapkv", "lukv_keydiff", "chunk_keydiff", "block_keydiff", "kvzip",
+                                "kvzip_layerwise", "chunkkv_snapkv", "dms_keydiff", "dms_keydiff_decoding", "finch",
                                 "finch_chunked") else "eager"
     model = load_model(model_dir, attn)
     L, KV = model.config.num_hidden_layers, model.config.num_key_value_heads
     kept, kept_values = {}, {}
+    if method == "lukv_keydiff":
+        press._budget_curves = lukv_curve(L, KV)  # set before the press would download one
 
     if method.startswith("kvzip"):
         kvpress.presses.kvzip_press.AutoTokenizer = SentencePieceTokenizer
@@ -314,7 +354,7 @@ def run_kvpress(model_dir, method, ratio, ids):
                 if method in CHANNEL_METHODS:  # pruned channels are zeroed in every entry
                     zero = (out_keys[0, h] == 0).all(0)
                     kept[(l, h)] = [c for c in range(zero.numel()) if not bool(zero[c])]
-                elif method in ("ada_snapkv", "criticalkv_ada_snapkv"):
+                elif method in ("ada_snapkv", "criticalkv_ada_snapkv", "lukv_keydiff"):
                     evicted = set(int(s) for hh, s in zip(masked[1].tolist(), masked[2].tolist()) if hh == h)
                     kept[(l, h)] = [i for i in range(keys.shape[2]) if i not in evicted]
                 else:
@@ -332,8 +372,13 @@ def run_kvpress(model_dir, method, ratio, ids):
         # model sees the prompt alone.
         press.delimiter_token_id = max(set(range(model.config.vocab_size)) - set(ids))
         fed = ids[:-FINCH_QUESTION] + [press.delimiter_token_id] + ids[-FINCH_QUESTION:]
+    generated = []
     with torch.no_grad(), press(model):
-        model(input_ids=torch.tensor([fed]), past_key_values=DynamicCache(), use_cache=True)
+        cache = DynamicCache()
+        out = model(input_ids=torch.tensor([fed]), past_key_values=cache, use_cache=True)
+        for _ in range(continuation):  # greedy, as kvc-generate's default
+            generated.append(int(out.logits[0, -1].argmax()))
+            out = model(input_ids=torch.tensor([[generated[-1]]]), past_key_values=cache, use_cache=True)
     if method.startswith("kvzip") or method.startswith("dms"):
         # KVzip scores after the prefill, on leaving the context, DMS after each layer's prefill; both mask
         for l in range(L):
@@ -343,11 +388,11 @@ def run_kvpress(model_dir, method, ratio, ids):
             _, heads, seq = masked
             for h in range(KV):
                 evicted = set(int(s) for hh, s in zip(heads.tolist(), seq.tolist()) if hh == h)
-                kept[(l, h)] = [i for i in range(len(ids)) if i not in evicted]
+                kept[(l, h)] = [i for i in range(len(ids) + continuation) if i not in evicted]
     assert len(kept) == L * KV, f"{method}: kvpress compressed {len(kept)} of {L * KV} layer x head caches"
     layers = compared_layers(model)
     return layers, KV, {(l, h): pos for (l, h), pos in kept.items() if l in layers}, \
-        {(l, h): v for (l, h), v in kept_values.items() if l in layers}
+        {(l, h): v for (l, h), v in kept_values.items() if l in layers}, generated
 
 
 def golden_path(out, model, method, ratio):
@@ -381,14 +426,16 @@ REASONS = {
 REASONS["merging_knorm"] = REASONS["knorm"]
 
 
-def write_golden(path, ids, kept, layers, KV, method, ratio, mean_jaccard, values=None):
+def write_golden(path, ids, kept, layers, KV, method, ratio, mean_jaccard, values=None, model=None, continuation=()):
     import numpy as np
     tensors = {"prompt": np.asarray(ids, dtype=np.int32)}
+    if continuation:
+        tensors["continuation"] = np.asarray(continuation, dtype=np.int32)
     for (l, h), pos in kept.items():
         tensors[f"kept.{l}.{h}"] = np.asarray(pos, dtype=np.int32)
     for (l, h), v in (values or {}).items():
         tensors[f"values.{l}.{h}"] = np.ascontiguousarray(v, dtype=np.float32)
-    spec, budget = kvc_spec(method, ratio), METHODS[method][2](ratio)
+    spec, budget = kvc_spec(method, ratio, model), METHODS[method][2](ratio)
     meta = {"method": method, "ratio": str(ratio), "kvc_press": spec, "kvc_budget": " ".join(budget),
             "selects": "channels" if method in CHANNEL_METHODS else "positions",
             "kvpress_version": importlib.metadata.version("kvpress"),
@@ -399,16 +446,18 @@ def write_golden(path, ids, kept, layers, KV, method, ratio, mean_jaccard, value
     save_file(tensors, str(path), metadata=meta)
 
 
-def run_kvc(build, model, spec, budget, ids_count, tmp):
+def run_kvc(build, model, spec, budget, ids_count, tmp, continuation=0):
     dump = Path(tmp) / "kept.safetensors"
     prompt = Path(tmp) / "prompt.txt"
     prompt.write_text(prompt_text(model))
-    cmd = [str(build / "bin/kvc-generate"), "-m", model_path(model), "-f", str(prompt),
-           "--prompt-tokens", str(ids_count), "-n", "1", "-q", "--press", spec, *budget, "--dump-kept", str(dump)]
+    # With a continuation, its greedy tokens are fed after the prompt (the last one generated is not).
+    cmd = [str(build / "bin/kvc-generate"), "-m", model_path(model), "-f", str(prompt), "--prompt-tokens",
+           str(ids_count), "-n", str(continuation + 1), "--ignore-eos", "-q", "--json", "--press", spec, *budget,
+           "--dump-kept", str(dump)]
     if model in GGUF_MODELS:
         cmd += ["--dtype", "float32"]  # the blocks dequantized as transformers does (and the test loads them)
-    subprocess.run(cmd, check=True, capture_output=True)
-    return load_file(str(dump))
+    out = subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT, text=True).stdout
+    return load_file(str(dump)), json.loads(out)["generated_ids"][:continuation]
 
 
 def jaccard(a, b):
@@ -436,13 +485,18 @@ def main():
             if model in GGUF_MODELS and method in NOT_ON_GGUF_MODELS:
                 continue
             for ratio in METHOD_RATIOS.get(method, RATIOS):
-                layers, KV, kept, values = run_kvpress(model_dir, method, ratio, ids)
+                steps = CONTINUATION if method in DECODING_METHODS else 0
+                layers, KV, kept, values, fed = run_kvpress(model_dir, method, ratio, ids, steps)
+                if method == "lukv_keydiff":
+                    write_lukv_curve(model, len(layers), KV)
                 with tempfile.TemporaryDirectory() as tmp:
-                    dump = run_kvc(build, model, kvc_spec(method, ratio), METHODS[method][2](ratio), len(ids), tmp)
-                what = "channels" if method in CHANNEL_METHODS else "kept"
+                    dump, kvc_fed = run_kvc(build, model, kvc_spec(method, ratio, model), METHODS[method][2](ratio),
+                                            len(ids), tmp, steps)
+                assert kvc_fed == fed, f"{method} {model} {ratio}: kvc generated {kvc_fed}, kvpress {fed}"
+                what = "channels" if method in CHANNEL_METHODS else "final" if fed else "kept"
                 scores = [jaccard(dump[f"{what}.{l}.{h}"], kept[(l, h)]) for l in layers for h in range(KV)]
                 write_golden(golden_path(out, model, method, ratio), ids, kept, layers, KV, method, ratio,
-                             sum(scores) / len(scores), values)
+                             sum(scores) / len(scores), values, model, fed)
                 rows.append((method, model, ratio, sum(scores) / len(scores), min(scores)))
                 print(f"{method:20s} {model:12s} {ratio:<5} mean Jaccard {rows[-1][3]:.4f} (min {rows[-1][4]:.4f})",
                       file=sys.stderr)

@@ -19,14 +19,15 @@ std::vector<std::string> sweep_task_names() {
 
 bool is_text_task(const std::string& task) { return task == "ppl" || task == "kl"; }
 
-// What --methods all runs: every method that a compression ratio sizes. The methods that size themselves
+// What --methods all runs: every method that a compression ratio sizes and that needs no file made for the
+// model (lukv's curve=, named with it). The methods that size themselves
 // (think, simlayerkv, duo_attention, dms: a share of channels, a threshold, a share of heads) take no
 // --ratios: named with their own parameter, each is one cell at ratio 0.
 namespace {
 std::vector<std::string> ratio_methods() {
   std::vector<std::string> out;
   for (const auto& name : press_names())
-    if (!press_sizes_itself(name)) out.push_back(name);
+    if (!press_sizes_itself(name) && !press_needs_file(name)) out.push_back(name);
   return out;
 }
 }  // namespace

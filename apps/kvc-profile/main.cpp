@@ -3,6 +3,7 @@
 // ratios), profile.csv and heatmap PNGs. `kvc-generate --budgets profile.safetensors` applies them.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include "model/tensor_bridge.h"
 #include "model_options.h"
 #include "press/attention_profile.h"
+#include "press/lukv_profile.h"
 #include "tool_main.h"
 #include "util/build_info.h"
 #include "util/files.h"
@@ -30,12 +32,15 @@ Examples:
   kvc-profile -m data/models/stories260K -f data/text/tinystories/tinystories_excerpt_30k.txt --out-dir out/prof
   kvc-profile -m data/models/kvc-micro-lm -f data/text/pg_essays/addiction.txt -c 512 --windows 2 --ratios 0.5,0.9 --out-dir out/prof-micro --json
   kvc-generate -m data/models/stories260K -p "Once upon a time" --press snapkv --ratio 0.5 --budgets out/prof/profile.safetensors
+  kvc-profile -m data/models/kvc-micro-lm -f data/text/pg_essays/addiction.txt -c 256 --windows 2 --lukv-press keydiff --out-dir out/lukv-micro
+  kvc-generate -m data/models/kvc-micro-lm -f data/text/pg_essays/addiction.txt --prompt-tokens 300 -n 8 --press lukv:curve=out/lukv-micro/lukv.safetensors --ratio 0.5
 )";
 
 struct Options {
   kvc::cli::ModelOptions model;
   std::string data, out_dir;
   kvc::ProfileOptions profile;
+  kvc::LukvProfileOptions lukv;  // lukv.press empty: no LU-KV curve
   bool json = false, no_plot = false;
 };
 
@@ -53,6 +58,25 @@ std::string csv(const kvc::AttentionProfile& p, const std::vector<double>& ratio
         << "," << p.layer_budget_shares[ri][l].item<double>();
     }
     s << "\n";
+  }
+  return s.str();
+}
+
+// One row per layer x KV head: the share LU-KV prunes at each of `ratios`.
+std::string lukv_csv(const kvc::LukvProfile& p, const std::vector<double>& ratios) {
+  std::ostringstream s;
+  s << "layer,kv_head";
+  for (double r : ratios) s << ",prune@" << r;
+  s << "\n";
+  for (size_t l = 0; l < p.layers.size(); ++l) {
+    for (int64_t h = 0; h < p.prune.size(2); ++h) {
+      s << p.layers[l] << "," << h;
+      for (double r : ratios) {
+        const int64_t row = std::clamp<int64_t>(std::llround(r * 100) - 1, 0, 98);
+        s << "," << p.prune[row][static_cast<int64_t>(l)][h].item<double>();
+      }
+      s << "\n";
+    }
   }
   return s.str();
 }
@@ -100,6 +124,18 @@ std::vector<std::string> plot(const Options& o, const kvc::AttentionProfile& p, 
   return {"heatmap_layers_ratio.png", "heatmap_layers_tokens.png"};
 }
 
+// What every file kvc-profile writes records of its run: the tool, the model (its config_hash is what a
+// reader checks) and the profiling text.
+void set_run_metadata(kvc::st::SafetensorsWriter& w, const Options& o, const kvc::LlamaModel& model) {
+  w.set_metadata("tool", kTool);
+  w.set_metadata("version", kvc::build_version());
+  w.set_metadata("commit", kvc::build_commit());
+  w.set_metadata("model", o.model.model_dir);
+  w.set_metadata("config_hash", model.config().config_hash);
+  w.set_metadata("data", o.data);
+  w.set_metadata("data_hash", kvc::hash_file(o.data));
+}
+
 int run(const Options& o) {
   KVC_CHECK(!o.data.empty(),
             "-f/--file is required (profiling text, e.g. data/text/tinystories/tinystories_excerpt_30k.txt)");
@@ -108,11 +144,18 @@ int run(const Options& o) {
             "--out-dir - : the profile is several files; give a folder name (--json prints to stdout)");
   for (double r : o.profile.ratios) KVC_CHECK(r > 0 && r < 1, "--ratios: each ratio must be in (0, 1), got {}", r);
   o.profile.validate();  // before the model loads
+  kvc::LukvProfileOptions lukv = o.lukv;
+  lukv.context = o.profile.context;
+  lukv.windows = o.profile.windows;
+  lukv.show_progress = o.profile.show_progress;
+  if (!lukv.press.empty()) lukv.validate();
   kvc::check_writable_output_folder(o.out_dir);
   auto model = o.model.load_model();
   const kvc::Tokenizer tokenizer = o.model.load_tokenizer();
   const std::vector<int> ids = tokenizer.encode_prompt(kvc::read_text_file(o.data), o.model.bos);
   const kvc::AttentionProfile p = kvc::profile_attention(*model, ids, o.profile);
+  kvc::LukvProfile curve;
+  if (!lukv.press.empty()) curve = kvc::profile_lukv(*model, ids, lukv);
   // Made only now that there is a profile to write; every file is written into a staging folder and
   // moved in together at the end, so a failed or interrupted run (a full disk, gnuplot missing a
   // terminal) leaves the folder as it was.
@@ -128,13 +171,7 @@ int run(const Options& o) {
   kvc::add_tensor(w, "dynamickv_retention", p.dynamickv_retention);
   kvc::add_tensor(w, "layer_budget_shares", p.layer_budget_shares);
   kvc::add_tensor(w, "cumulative_attention", p.cumulative_attention);
-  w.set_metadata("tool", kTool);
-  w.set_metadata("version", kvc::build_version());
-  w.set_metadata("commit", kvc::build_commit());
-  w.set_metadata("model", o.model.model_dir);
-  w.set_metadata("config_hash", model->config().config_hash);
-  w.set_metadata("data", o.data);
-  w.set_metadata("data_hash", kvc::hash_file(o.data));
+  set_run_metadata(w, o, *model);
   w.set_metadata("context", std::to_string(p.context));
   w.set_metadata("windows", std::to_string(p.windows));
   w.set_metadata("task_window", std::to_string(o.profile.task_window));
@@ -142,6 +179,26 @@ int run(const Options& o) {
   const std::string st_path = o.out_dir + "/profile.safetensors";
   w.write(out.path("profile.safetensors"));
   kvc::write_file_atomic(out.path("profile.csv"), csv(p, o.profile.ratios));
+  const std::string lukv_path = o.out_dir + "/lukv.safetensors";
+  if (!lukv.press.empty()) {
+    // The budget curve `--press lukv:curve=FILE` reads, with what it was made from: the press it ranks by and
+    // its protected ends are the press's (lukv.cpp).
+    kvc::st::SafetensorsWriter c;
+    kvc::add_tensor(c, "lukv_prune", curve.prune.to(at::kFloat));
+    kvc::add_tensor(c, "lukv_utility", curve.utility);
+    set_run_metadata(c, o, *model);
+    c.set_metadata("lukv_press", lukv.press);
+    c.set_metadata("lukv_sink", std::to_string(lukv.sink));
+    c.set_metadata("lukv_recent", std::to_string(lukv.recent));
+    c.set_metadata("lukv_horizon", std::to_string(lukv.horizon));
+    c.set_metadata("context", std::to_string(lukv.context));
+    c.set_metadata("windows", std::to_string(curve.windows));
+    std::string layers;
+    for (int64_t l : curve.layers) layers += (layers.empty() ? "" : ",") + std::to_string(l);
+    c.set_metadata("layers", layers);
+    c.write(out.path("lukv.safetensors"));
+    kvc::write_file_atomic(out.path("lukv.csv"), lukv_csv(curve, o.profile.ratios));
+  }
   std::vector<std::string> pngs = plot(o, p, out.staging());
   kvc::stop_if_interrupted("interrupted; nothing written");
   out.commit();
@@ -162,6 +219,11 @@ int run(const Options& o) {
                      {"profile", st_path},
                      {"csv", o.out_dir + "/profile.csv"},
                      {"heatmaps", pngs}};
+    if (!lukv.press.empty()) {
+      j["lukv"] = {
+          {"curve", lukv_path}, {"csv", o.out_dir + "/lukv.csv"}, {"press", lukv.press},     {"horizon", lukv.horizon},
+          {"sink", lukv.sink},  {"recent", lukv.recent},          {"windows", curve.windows}};
+    }
     std::vector<double> var, ent;
     for (int64_t l = 0; l < p.layer_variance.numel(); ++l) {
       var.push_back(p.layer_variance[l].item<double>());
@@ -172,8 +234,10 @@ int run(const Options& o) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("%s", csv(p, o.profile.ratios).c_str());
-    std::fprintf(stderr, "%s: wrote %s, %s/profile.csv%s\n", kTool, st_path.c_str(), o.out_dir.c_str(),
-                 pngs.empty() ? "" : " and heatmaps");
+    std::fprintf(
+        stderr, "%s: wrote %s, %s/profile.csv%s%s\n", kTool, st_path.c_str(), o.out_dir.c_str(),
+        pngs.empty() ? "" : " and heatmaps",
+        lukv.press.empty() ? "" : (", LU-KV curve " + lukv_path + " (--press lukv:curve=" + lukv_path + ")").c_str());
   }
   return 0;
 }
@@ -193,6 +257,14 @@ int main(int argc, char** argv) {
   app.add_option("--task-window", o.profile.task_window, "Last tokens of a window used as task tokens")
       ->capture_default_str();
   app.add_option("--ratios", o.profile.ratios, "Compression ratios to compute budgets for")->delimiter(',');
+  app.add_option("--lukv-press", o.lukv.press,
+                 "Also write LU-KV's budget curve (lukv.safetensors, lukv.csv) for this press's ranking, e.g. "
+                 "expected_attention; --press lukv:curve=DIR/lukv.safetensors applies it");
+  app.add_option("--lukv-horizon", o.lukv.horizon,
+                 "Tokens after each --ctx-size context whose attention defines LU-KV's oracle importance")
+      ->capture_default_str();
+  app.add_option("--lukv-sink", o.lukv.sink, "Oldest entries LU-KV always keeps")->capture_default_str();
+  app.add_option("--lukv-recent", o.lukv.recent, "Newest entries LU-KV always keeps")->capture_default_str();
   kvc::cli::add_json_switch(app, o.json, "Print a JSON summary instead of the CSV");
   app.add_flag("--no-plot", o.no_plot, "Skip running gnuplot (the script is still written)");
   // Old spellings: -d/--data for the text, -o/--out for the folder.

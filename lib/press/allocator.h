@@ -45,6 +45,9 @@ class PressContext {
   virtual const at::Tensor& cumulative(int64_t layer) const = 0;
   // The scorer's importance [n_kv, S] of a layer's entries; `step` is null once its prefill pass is over.
   virtual at::Tensor score(int64_t layer, const LayerStep* step) const = 0;
+  // The scorer's importance [n_kv, T] of a later pass's own T tokens, scored as a prompt of their own (the
+  // attention statistics of the entries before them left out).
+  virtual at::Tensor score_own(int64_t layer, const LayerStep& step) const = 0;
   // Keeps the top `keep` entries per KV head by `importance`; returns the kept indices [n_kv, keep],
   // or an undefined tensor when a decode step's single eviction moved the last entry into the freed slot.
   virtual at::Tensor compress(int64_t layer, const at::Tensor& importance, int64_t keep) = 0;
@@ -74,6 +77,11 @@ class Allocator {
   // Before the entries not in `kept` [n_kv, keep] are dropped from `cache`, model layer `layer` (the one
   // kept records name); `record`, when given, receives what is merged.
   virtual void before_evict(int64_t layer, LayerCache& cache, const at::Tensor& kept, KeptRecord* record) {}
+
+  // Evicts while decoding by a rule of its own (DMS-style thresholds): decode_layer runs after the attention of
+  // every pass after the prompt's, in each layer the press compresses.
+  virtual bool evicts_while_decoding() const { return false; }
+  virtual void decode_layer(PressContext& ctx, const LayerStep& step) {}
 
   // Sets its own budgets per layer or head (a wrapper such as ada needs a base that does not).
   virtual bool splits_budget() const { return false; }

@@ -33,6 +33,7 @@ void register_simlayerkv();
 void register_duo_attention();
 void register_chunkkv();
 void register_dms();
+void register_lukv();
 void register_finch();
 void register_merging();
 void register_decoding();
@@ -68,6 +69,7 @@ void register_builtin_presses() {
   register_duo_attention();
   register_chunkkv();
   register_dms();
+  register_lukv();
   register_finch();
   register_merging();
   register_decoding();

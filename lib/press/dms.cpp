@@ -2,9 +2,10 @@
 // without its trained evictors): the base scorer (base=, default knorm) scores every prompt entry, and an entry
 // older than the last `window` tokens is evicted when its score is below `threshold`. How much a head keeps
 // depends on the prompt, so heads keep different numbers of entries (the per-head cache layout, as ada) and the
-// method runs without --ratio or --budget. kvpress can also evict while decoding (decoding=True); kvc's per-head
-// layout does not evict while decoding, so decoding=1 is refused in one line. Usage:
-// dms:base=keydiff,threshold=-0.5,window=128 (other keys go to the base).
+// method runs without --ratio or --budget. With decoding=1 every later pass goes on the same way, as kvpress'
+// decoding=True: its tokens are scored by the base on their own, and each token that leaves the window is
+// evicted from the heads where it scored below the threshold. Usage:
+// dms:base=keydiff,threshold=-0.5,window=128[,decoding=1] (other keys go to the base).
 #include <vector>
 
 #include "press/press.h"
@@ -14,8 +15,8 @@ namespace {
 
 class ThresholdAllocator : public Allocator {
  public:
-  ThresholdAllocator(std::unique_ptr<Allocator> base, double threshold, int64_t window)
-      : base_(std::move(base)), threshold_(threshold), window_(window) {}
+  ThresholdAllocator(std::unique_ptr<Allocator> base, double threshold, int64_t window, bool decoding)
+      : base_(std::move(base)), threshold_(threshold), window_(window), decoding_(decoding) {}
 
   void adjust_probe(AttentionProbe& probe) const override { base_->adjust_probe(probe); }
 
@@ -30,14 +31,53 @@ class ThresholdAllocator : public Allocator {
     const at::Tensor counts = kept.sum(1).to(at::kLong).contiguous();
     std::vector<int64_t> keep(counts.data_ptr<int64_t>(), counts.data_ptr<int64_t>() + kv);
     ctx.compress_per_head(l, kept.to(at::kDouble), keep);
+    if (!decoding_) return;
+    // The window's scores wait for their tokens to leave it.
+    if (pending_scores_.size() <= static_cast<size_t>(l)) {
+      pending_scores_.resize(static_cast<size_t>(l) + 1);
+      pending_positions_.resize(static_cast<size_t>(l) + 1);
+    }
+    pending_scores_[static_cast<size_t>(l)] = scores.narrow(1, s - window, window);
+    pending_positions_[static_cast<size_t>(l)] = step.positions.to(at::kLong).narrow(0, s - window, window);
   }
+
+  bool evicts_while_decoding() const override { return decoding_; }
+  void decode_layer(PressContext& ctx, const LayerStep& step) override {
+    const auto l = static_cast<size_t>(step.layer);
+    const at::Tensor scores = at::cat({pending_scores_[l], ctx.score_own(step.layer, step).to(at::kDouble)}, 1);
+    const at::Tensor positions = at::cat({pending_positions_[l], step.positions.to(at::kLong)});
+    const int64_t leaving = std::max<int64_t>(0, scores.size(1) - window_);
+    if (leaving > 0)
+      evict_below_threshold(ctx, step.layer, scores.narrow(1, 0, leaving), positions.narrow(0, 0, leaving));
+    pending_scores_[l] = scores.narrow(1, leaving, scores.size(1) - leaving);
+    pending_positions_[l] = positions.narrow(0, leaving, positions.size(0) - leaving);
+  }
+
   bool splits_budget() const override { return true; }
   bool per_head_budgets() const override { return true; }
 
  private:
+  // Drops from each head the tokens at `positions` [m] whose `scores` [n_kv, m] are below the threshold.
+  void evict_below_threshold(PressContext& ctx, int64_t layer, const at::Tensor& scores, const at::Tensor& positions) {
+    const at::Tensor evicted = scores.lt(threshold_);
+    if (!evicted.any().item<bool>()) return;
+    LayerCache& cache = ctx.layer_cache(layer);
+    PerHeadLayout* layout = cache.per_head_layout();
+    KVC_CHECK(layout != nullptr, "--press dms: decoding=1 needs the per-head cache layout");
+    std::vector<at::Tensor> kept;
+    for (int64_t h = 0; h < scores.size(0); ++h) {
+      const at::Tensor held = layout->entry_positions(h).to(at::kLong);
+      kept.push_back(at::isin(held, positions.masked_select(evicted[h])).logical_not().nonzero().squeeze(1));
+    }
+    if (auto replacement = layout->retain_per_head(kept)) ctx.replace_layer_cache(layer, std::move(replacement));
+  }
+
   std::unique_ptr<Allocator> base_;
   double threshold_;
   int64_t window_;
+  bool decoding_;
+  std::vector<at::Tensor> pending_scores_;     // per layer [n_kv, <= window] float64, oldest first
+  std::vector<at::Tensor> pending_positions_;  // per layer [<= window] int64, their positions
 };
 
 PressConfig build(const PressParams& p) {
@@ -48,11 +88,13 @@ PressConfig build(const PressParams& p) {
             "e.g. dms:base=keydiff,threshold=-0.5)",
             p.name);
   const PressParams base = base_press_params(p, "knorm", {"threshold", "window", "decoding"});
-  KVC_CHECK(!get_flag(p, "decoding", false),
-            "--press {}: decoding=1 is not supported: heads keep different numbers of entries after the prompt, "
-            "and kvc's per-head cache does not evict while decoding (prompt-time threshold eviction only)",
-            p.name);
+  const bool decoding = get_flag(p, "decoding", false);
   PressConfig c = build_method_config(base);
+  // A later pass's tokens are scored on their own: a base that reads attention statistics has none of them.
+  KVC_CHECK(!decoding || !c.scorer->probe().any(),
+            "--press {}: decoding=1 scores each later token on its own, which base={} cannot (it reads attention "
+            "statistics); use a base that scores keys and values (knorm, keydiff, expected_attention, ...)",
+            p.name, base.name);
   const auto inner = c.new_allocator();
   KVC_CHECK(!inner->splits_budget() && !c.bounded && !inner->merges() && !c.sizes_itself,
             "--press {}: base={} is not a prompt-time scorer with uniform budgets (use knorm, keydiff, snapkv, "
@@ -62,8 +104,9 @@ PressConfig build(const PressParams& p) {
   const int64_t window = p.get_int("window", 128);
   KVC_CHECK(window >= 0, "--press {}: window must be >= 0 (recent tokens never evicted), got {}", p.name, window);
   AllocatorFactory factory = c.allocator;
-  c.allocator = [factory, threshold, window] {
-    return std::make_unique<ThresholdAllocator>(factory ? factory() : std::make_unique<Allocator>(), threshold, window);
+  c.allocator = [factory, threshold, window, decoding] {
+    return std::make_unique<ThresholdAllocator>(factory ? factory() : std::make_unique<Allocator>(), threshold, window,
+                                                decoding);
   };
   c.sizes_itself = true;
   return c;
@@ -73,8 +116,9 @@ PressConfig build(const PressParams& p) {
 
 void register_dms() {
   register_method("dms",
-                  "entries scoring below threshold= evicted, the last window= kept; heads keep what passes "
-                  "(kvpress' DMSPress, after DMS, arXiv:2506.05345; base=knorm,threshold= required,window=128)",
+                  "entries scoring below threshold= evicted, the last window= kept; heads keep what passes, also "
+                  "while decoding with decoding=1 (kvpress' DMSPress, after DMS, arXiv:2506.05345; base=knorm,"
+                  "threshold= required,window=128,decoding=0)",
                   build, /*sizes_itself=*/true);
 }
 

@@ -64,11 +64,12 @@ CacheSetup make_setup(PressConfig config, const PressParams& p, const LlamaModel
   return setup;
 }
 
-void register_method(const std::string& name, const std::string& description, ConfigBuilder build, bool sizes_itself) {
+void register_method(const std::string& name, const std::string& description, ConfigBuilder build, bool sizes_itself,
+                     bool needs_file) {
   builders()[name] = build;
   register_press({name, description,
                   [build](const PressParams& p, const LlamaModel& model) { return make_setup(build(p), p, model); },
-                  sizes_itself});
+                  sizes_itself, needs_file});
 }
 
 PressConfig build_method_config(const PressParams& p) {

@@ -29,6 +29,15 @@ class PressObserver::Context : public PressContext {
   at::Tensor score(int64_t layer, const LayerStep* step) const override {
     return o_.config_->scorer->score(o_.input(layer, !o_.prefill_done_, step));
   }
+  at::Tensor score_own(int64_t layer, const LayerStep& step) const override {
+    const int64_t T = step.keys.size(1);
+    ScoreInput in = o_.input(layer, /*prefill=*/true, &step);
+    in.positions = step.positions.to(at::kLong).unsqueeze(0).expand({o_.shape_.attention.num_kv_heads, T});
+    in.cumulative = at::Tensor();
+    in.current = at::Tensor();
+    in.budget = T;
+    return o_.config_->scorer->score(in);
+  }
   at::Tensor compress(int64_t layer, const at::Tensor& importance, int64_t keep) override {
     return o_.compress(layer, importance, keep, cache_);
   }
@@ -133,6 +142,9 @@ void PressObserver::after_press_layer(const LayerStep& model_step, int64_t layer
     scheduled_decode_layer(step, cache);
   } else if (config_->bounded && (config_->ratio > 0 || config_->budget > 0)) {
     decode_layer(step, cache);  // no ratio and no budget: keep everything, also while decoding
+  } else if (allocator_->evicts_while_decoding()) {
+    Context ctx(*this, cache);
+    allocator_->decode_layer(ctx, step);
   } else if (compresses_later_prompt()) {
     later_prompt_layer(step, cache);
   }

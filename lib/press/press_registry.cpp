@@ -62,6 +62,12 @@ const std::vector<PressEntry>& registered_presses() {
   return entries();
 }
 
+bool press_needs_file(const std::string& name) {
+  for (const auto& e : registered_presses())
+    if (e.name == name) return e.needs_file;
+  return false;
+}
+
 bool press_sizes_itself(const std::string& name) {
   for (const auto& e : registered_presses())
     if (e.name == name) return e.sizes_itself;

@@ -40,6 +40,9 @@ struct PressEntry {
   // The method decides how much it keeps by its own parameters (a threshold, a share of channels or heads):
   // it runs without --ratio or --budget.
   bool sizes_itself = false;
+  // The method runs only with a file made for the model (LU-KV's curve=): left out of what runs every
+  // method (kvc-eval sweep --methods all).
+  bool needs_file = false;
 };
 
 void register_press(PressEntry entry);
@@ -47,6 +50,8 @@ const std::vector<PressEntry>& registered_presses();
 std::vector<std::string> press_names();
 // Whether the named method runs without --ratio or --budget (PressEntry::sizes_itself); false for unknown names.
 bool press_sizes_itself(const std::string& name);
+// Whether the named method needs a file made for the model (PressEntry::needs_file); false for unknown names.
+bool press_needs_file(const std::string& name);
 // Throws kvc::Error listing the known names.
 CacheSetup make_press_setup(const PressParams& params, const LlamaModel& model);
 // The one "unknown method" error, naming every registered method.

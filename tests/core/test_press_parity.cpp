@@ -1,5 +1,6 @@
 // Kept-entry parity with kvpress: the golden files under data/parity/ hold, per model, method and
-// ratio, the prompt's token ids and the positions kvpress kept per layer × KV head
+// ratio, the prompt's token ids and the positions kvpress kept per layer × KV head (for a press that evicts
+// while decoding, also the greedy tokens kvpress fed after the prompt, and what each head held after them)
 // (scripts/kvpress_parity.py wrote them). kvc, run with the parameters that reproduce kvpress (in each
 // file's metadata), must keep exactly the same positions where the file says parity=exact, and at
 // least the recorded mean Jaccard elsewhere (a method kvc cannot reproduce exactly; the reason is in
@@ -75,6 +76,7 @@ struct Golden {
   std::filesystem::path path;
   std::shared_ptr<st::SafetensorsFile> file;
   std::vector<int> ids;
+  std::vector<int> continuation;  // tokens fed one pass each after the prompt (a press that evicts while decoding)
   CacheSetup setup;
 };
 
@@ -148,8 +150,15 @@ TEST(CompressionParityWithKvpress, KeptPositionsMatchTheGoldenFiles) {
     const auto& meta = g.file->metadata();
     const at::Tensor ids_tensor = load_tensor(g.file, "prompt").to(at::kLong).contiguous();
     g.ids.assign(ids_tensor.data_ptr<int64_t>(), ids_tensor.data_ptr<int64_t>() + ids_tensor.numel());
+    if (g.file->contains("continuation")) {
+      const at::Tensor fed = load_tensor(g.file, "continuation").to(at::kLong).contiguous();
+      g.continuation.assign(fed.data_ptr<int64_t>(), fed.data_ptr<int64_t>() + fed.numel());
+    }
     CompressionSpec spec;
+    // A file a press reads (LU-KV's curve) is named from the repository's root.
     spec.press = meta.at("kvc_press");
+    if (const size_t at = spec.press.find("=data/"); at != std::string::npos)
+      spec.press.replace(at + 1, 5, test::repo_data_dir() + "/");
     std::istringstream flag(meta.at("kvc_budget"));
     std::string name, value;
     flag >> name >> value;
@@ -164,7 +173,7 @@ TEST(CompressionParityWithKvpress, KeptPositionsMatchTheGoldenFiles) {
     std::vector<size_t> shared;
     for (size_t i = 0; i < goldens.size(); ++i) {
       setups.push_back(&goldens[i].setup);
-      if (goldens[i].ids == goldens[0].ids && shares_prefill(goldens[i].setup, m)) {
+      if (goldens[i].ids == goldens[0].ids && goldens[i].continuation.empty() && shares_prefill(goldens[i].setup, m)) {
         shared.push_back(i);
       } else {
         KVCache cache = goldens[i].setup.new_cache(m);
@@ -173,6 +182,8 @@ TEST(CompressionParityWithKvpress, KeptPositionsMatchTheGoldenFiles) {
         o.all_logits = false;
         o.observer = observer.get();
         m.forward(goldens[i].ids, cache, o);
+        // kvpress' greedy tokens, fed as it fed them; the file holds what each head held after the last.
+        for (int token : goldens[i].continuation) m.forward({token}, cache, o);
         exact += check_golden(goldens[i], cache);
       }
     }
@@ -228,7 +239,9 @@ TEST(CompressionParityWithKvpress, EveryComparedMethodHasGoldenFiles) {
                              "dms_keydiff",
                              "finch",
                              "merging_knorm",
-                             "merging_snapkv_gated"}) {
+                             "merging_snapkv_gated",
+                             "lukv_keydiff",
+                             "dms_keydiff_decoding"}) {
     EXPECT_EQ(ratios[method], all) << method;
   }
   // LagKV's rank scores tie across partitions: kvpress' choice among ties at 0.9 is arbitrary (the script).

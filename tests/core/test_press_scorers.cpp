@@ -19,29 +19,15 @@
 #include "press/press_registry.h"
 #include "support/head_positions.h"
 #include "support/paths.h"
-#include "support/run_command.h"
-#include "tokenizer/tokenizer.h"
+#include "support/stories260k.h"
 #include "util/error.h"
 
 namespace kvc {
 namespace {
 
-const LlamaModel& model() {
-  static auto m = [] {
-    LoadOptions options;
-    options.dtype = "float64";
-    return LlamaModel::load(test::model_dir("stories260K"), options);
-  }();
-  return *m;
-}
+const LlamaModel& model() { return test::stories260k_float64(); }
 
-std::vector<int> prompt(int64_t n) {
-  static const std::vector<int> ids = [] {
-    const Tokenizer tok = Tokenizer::load(test::model_dir("stories260K") + "/tokenizer.model");
-    return tok.encode_prompt(test::slurp(test::data_file("tinystories/tinystories_excerpt_30k.txt")).substr(0, 4000));
-  }();
-  return std::vector<int>(ids.begin(), ids.begin() + n);
-}
+std::vector<int> prompt(int64_t n) { return test::tinystories_prompt(n); }
 
 // Every layer's step of an uncompressed prefill, as a press sees it.
 class StepRecorder : public ForwardObserver {

@@ -15,42 +15,19 @@
 #include "support/head_positions.h"
 #include "support/paths.h"
 #include "support/run_command.h"
-#include "tokenizer/tokenizer.h"
+#include "support/stories260k.h"
 #include "util/error.h"
 
 namespace kvc {
 namespace {
 
 // In float64 the stored (rotated) keys' norms equal the pre-RoPE norms KNorm scores to rounding.
-const LlamaModel& model() {
-  static auto m = [] {
-    LoadOptions options;
-    options.dtype = "float64";
-    return LlamaModel::load(test::model_dir("stories260K"), options);
-  }();
-  return *m;
-}
+const LlamaModel& model() { return test::stories260k_float64(); }
 
-std::vector<int> prompt(int64_t n) {
-  static const std::vector<int> ids = [] {
-    const Tokenizer tok = Tokenizer::load(test::model_dir("stories260K") + "/tokenizer.model");
-    return tok.encode_prompt(test::slurp(test::data_file("tinystories/tinystories_excerpt_30k.txt")).substr(0, 6000));
-  }();
-  return std::vector<int>(ids.begin(), ids.begin() + n);
-}
+std::vector<int> prompt(int64_t n) { return test::tinystories_prompt(n); }
 
 KVCache prefill(const std::string& press, double ratio, const std::vector<int>& ids) {
-  CompressionSpec spec;
-  spec.press = press;
-  spec.ratio = ratio;
-  const CacheSetup setup = build_cache_setup(spec, model());
-  KVCache cache = setup.new_cache(model());
-  auto observer = setup.new_observer();
-  ForwardOptions o;
-  o.all_logits = false;
-  o.observer = observer.get();
-  model().forward(ids, cache, o);
-  return cache;
+  return test::prefill(model(), press, ratio, ids);
 }
 
 // KNorm's scores of the uncompressed prompt: [n_kv, S] minus each stored key's norm.
@@ -101,6 +78,69 @@ TEST(ChunkKV, KeepsTheTopWholeChunksForEveryHead) {
     std::sort(expected.begin(), expected.end());
     for (const at::Tensor& head : test::head_positions(cache.layer(l))) EXPECT_EQ(as_vector(head), expected);
   }
+}
+
+// Passes each layer's step on to the press, first noting KNorm's score of every token fed after the prompt (in
+// layers past the first, a decoded token's key depends on the compressed cache, so the uncompressed run's
+// differs).
+class FedKeyNorms : public ForwardObserver {
+ public:
+  explicit FedKeyNorms(ForwardObserver* press) : press_(press) {}
+  AttentionProbe probe(int64_t layer) const override { return press_->probe(layer); }
+  void after_attention(const LayerStep& step, KVCache& cache) override {
+    if (passes_ > 0) {
+      if (scores.size() <= static_cast<size_t>(step.layer)) scores.resize(static_cast<size_t>(step.layer) + 1);
+      auto& layer = scores[static_cast<size_t>(step.layer)];
+      const at::Tensor s = -step.keys.to(at::kDouble).norm(2, -1);  // [n_kv, T]
+      layer = layer.defined() ? at::cat({layer, s}, 1) : s;
+    }
+    press_->after_attention(step, cache);
+    if (step.layer + 1 == static_cast<int64_t>(model().config().num_layers)) ++passes_;
+  }
+  std::vector<at::Tensor> scores;  // per layer [n_kv, tokens fed after the prompt]
+
+ private:
+  ForwardObserver* press_;
+  int64_t passes_ = 0;
+};
+
+// decoding=1: every token fed after the prompt is scored on its own, and once it (or a prompt token) leaves the
+// window it stays only where it scored at least the threshold; at the end each head holds exactly that.
+TEST(ThresholdEviction, WhileDecodingEachTokenLeavingTheWindowStaysOnlyAboveTheThreshold) {
+  const int64_t S = 120, fed = 40, window = 16;
+  const auto ids = prompt(S + fed);
+  const KVCache full = prefill("none", 0.0, ids);
+  const at::Tensor sorted = std::get<0>(knorm_scores(full, 0).flatten().sort());
+  const int64_t mid = sorted.numel() / 2;
+  const double threshold = (sorted[mid].item<double>() + sorted[mid + 1].item<double>()) / 2;
+  CompressionSpec spec;
+  spec.press = fmt::format("dms:base=knorm,threshold={:.17g},window={},decoding=1", threshold, window);
+  const CacheSetup setup = build_cache_setup(spec, model());
+  KVCache cache = setup.new_cache(model());
+  auto press = setup.new_observer();
+  FedKeyNorms observer(press.get());
+  ForwardOptions o;
+  o.all_logits = false;
+  o.observer = &observer;
+  model().forward(std::vector<int>(ids.begin(), ids.begin() + S), cache, o);
+  for (int64_t t = S; t < S + fed; ++t) model().forward({ids[static_cast<size_t>(t)]}, cache, o);
+  const int64_t total = S + fed;
+  int64_t evicted_after_prompt = 0;
+  for (int64_t l = 0; l < model().config().num_layers; ++l) {
+    // The prompt's scores from the uncompressed prefill (the same pass), the fed tokens' as the press saw them.
+    const at::Tensor scores =
+        at::cat({knorm_scores(full, l).narrow(1, 0, S), observer.scores[static_cast<size_t>(l)]}, 1);
+    const auto heads = test::head_positions(cache.layer(l));
+    for (int64_t h = 0; h < scores.size(0); ++h) {
+      std::vector<int64_t> expected;
+      for (int64_t t = 0; t < total; ++t) {
+        if (t >= total - window || scores[h][t].item<double>() >= threshold) expected.push_back(t);
+        else evicted_after_prompt += t >= S - window;
+      }
+      EXPECT_EQ(as_vector(heads[static_cast<size_t>(h)]), expected) << "layer " << l << " head " << h;
+    }
+  }
+  EXPECT_GT(evicted_after_prompt, 0) << "nothing was evicted while decoding: the decoding path went untested";
 }
 
 TEST(ThresholdEviction, KeepsWhatScoresAtLeastTheThresholdAndTheWindow) {
@@ -155,7 +195,8 @@ TEST(SelectionWrappers, BadParametersAreOneLineErrors) {
   EXPECT_NE(error_of("chunkkv:base=chunkkv", 0.5).find("base cannot be"), std::string::npos);
   EXPECT_NE(error_of("dms:threshold=-1", 0.5).find("drop --ratio/--budget"), std::string::npos);
   EXPECT_NE(error_of("dms", 0.0).find("needs threshold="), std::string::npos);
-  EXPECT_NE(error_of("dms:threshold=-1,decoding=1", 0.0).find("does not evict while decoding"), std::string::npos);
+  EXPECT_NE(error_of("dms:threshold=-1,decoding=1,base=snapkv", 0.0).find("reads attention statistics"),
+            std::string::npos);
   EXPECT_NE(error_of("dms:threshold=-1,base=ada", 0.0).find("not a prompt-time scorer"), std::string::npos);
   EXPECT_NE(error_of("dms:threshold=x", 0.0).find("threshold=x is not a number"), std::string::npos);
   EXPECT_NE(error_of("finch:window=0", 0.5).find("window"), std::string::npos);

@@ -1,7 +1,7 @@
 #pragma once
 // The registered presses a generic test runs at a given --ratio: every method but "none" and those that
 // size themselves (simlayerkv, duo_attention, think: press_sizes_itself), which refuse a ratio and have
-// tests of their own (test_press_reconstruction.cpp).
+// tests of their own (test_press_reconstruction.cpp), and lukv, which needs a curve made for the model (test_lukv.cpp).
 #include <string>
 #include <vector>
 
@@ -12,7 +12,7 @@ namespace kvc::test {
 inline std::vector<std::string> ratio_presses() {
   std::vector<std::string> out;
   for (const auto& name : press_names())
-    if (name != "none" && !press_sizes_itself(name)) out.push_back(name);
+    if (name != "none" && !press_sizes_itself(name) && !press_needs_file(name)) out.push_back(name);
   return out;
 }
 
