@@ -41,4 +41,5 @@ plot 'score_vs_ratio_needle.dat' index 0 using 1:2 with linespoints lc rgb '#1f7
      'score_vs_ratio_needle.dat' index 32 using 1:2 with linespoints lc rgb '#2ca02c' dt 4 pt 2 lw 2 title 'duo_attention:streaming=0.5', \
      'score_vs_ratio_needle.dat' index 33 using 1:2 with linespoints lc rgb '#d62728' dt 4 pt 3 lw 2 title 'dms:base=keydiff,threshold=-0.5', \
      'score_vs_ratio_needle.dat' index 34 using 1:2 with linespoints lc rgb '#9467bd' dt 4 pt 4 lw 2 title 'key_rerotation', \
-     'score_vs_ratio_needle.dat' index 35 using 1:2 with linespoints lc rgb '#8c564b' dt 4 pt 6 lw 2 title 'finch'
+     'score_vs_ratio_needle.dat' index 35 using 1:2 with linespoints lc rgb '#8c564b' dt 4 pt 6 lw 2 title 'finch', \
+     'score_vs_ratio_needle.dat' index 36 using 1:2 with linespoints lc rgb '#e377c2' dt 4 pt 8 lw 2 title 'lukv'
