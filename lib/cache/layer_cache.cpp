@@ -25,6 +25,16 @@ void LayerCache::evict_one(const at::Tensor& slots) {
 
 std::unique_ptr<LayerCache> LayerCache::clone() const { fail("the {} cache cannot be copied", layout()); }
 
+std::unique_ptr<LayerCache> PerHeadLayout::erase_per_head(const std::vector<at::Tensor>& erased) {
+  std::vector<at::Tensor> kept;
+  for (size_t h = 0; h < erased.size(); ++h) {
+    at::Tensor keep = at::ones({entry_positions(static_cast<int64_t>(h)).numel()}, at::kBool);
+    keep.index_fill_(0, erased[h].to(at::kLong), false);
+    kept.push_back(keep.nonzero().squeeze(1));
+  }
+  return retain_per_head(kept);
+}
+
 PerHeadLayout& require_per_head_layout(LayerCache& cache, const char* purpose) {
   PerHeadLayout* p = cache.per_head_layout();
   KVC_CHECK(p != nullptr, "the {} cache cannot {}", cache.layout(), purpose);

@@ -111,6 +111,10 @@ class PerHeadLayout {
   // order); heads may keep different numbers. Returns null when done in place, or the layer in a
   // per-head layout to take this one's place (KVCache::retain_per_head swaps it in).
   virtual std::unique_ptr<LayerCache> retain_per_head(const std::vector<at::Tensor>& per_head) = 0;
+  // Drops, for KV head h, the entries at erased[h] (indices within that head's entries), the others kept in
+  // their order; returns what retain_per_head returns. The default keeps the rest through retain_per_head; a
+  // layout that closes the gaps in place overrides it (a few entries dropped per decode step).
+  virtual std::unique_ptr<LayerCache> erase_per_head(const std::vector<at::Tensor>& erased);
   // Token positions [n] int64 of KV head h's entries, in storage order.
   virtual at::Tensor entry_positions(int64_t head) const = 0;
 };

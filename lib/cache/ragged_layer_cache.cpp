@@ -142,6 +142,28 @@ void RaggedLayerCache::retain_ragged(const std::vector<at::Tensor>& per_head) {
   assign(k, v, p);
 }
 
+std::unique_ptr<LayerCache> RaggedLayerCache::erase_per_head(const std::vector<at::Tensor>& erased) {
+  KVC_CHECK(static_cast<int64_t>(erased.size()) == shape_.num_kv_heads, "erase: expected {} heads",
+            shape_.num_kv_heads);
+  for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
+    const at::Tensor gone = std::get<0>(at::_unique(erased[static_cast<size_t>(h)].to(at::kLong).cpu()));
+    if (gone.numel() == 0) continue;
+    const int64_t first = gone.min().item<int64_t>(), n = length(h);
+    KVC_CHECK(first >= 0 && gone.max().item<int64_t>() < n, "erase: index out of range for head {} of {} entries", h,
+              n);
+    // The entries from the first gap on that stay, moved up to start at the gap.
+    at::Tensor stay = at::ones({n - first}, at::kBool);
+    stay.index_fill_(0, gone - first, false);
+    const at::Tensor from = (stay.nonzero().squeeze(1) + (start(h) + first)).to(keys_.device());
+    const int64_t moved = from.numel();
+    keys_.narrow(0, start(h) + first, moved).copy_(keys_.index_select(0, from));
+    values_.narrow(0, start(h) + first, moved).copy_(values_.index_select(0, from));
+    positions_.narrow(0, start(h) + first, moved).copy_(positions_.index_select(0, from));
+    length_[static_cast<size_t>(h)] = first + moved;
+  }
+  return nullptr;
+}
+
 at::Tensor RaggedLayerCache::lengths() const { return at::tensor(length_, at::TensorOptions().dtype(at::kLong)); }
 
 at::Tensor RaggedLayerCache::indptr() const {

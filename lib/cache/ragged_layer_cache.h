@@ -41,6 +41,9 @@ class RaggedLayerCache : public LayerCache, public PerHeadLayout {
     retain_ragged(per_head);
     return nullptr;
   }
+  // In place: each head's entries after its first erased one move up over the gaps (no reallocation), so
+  // dropping the entries that just left a recent window moves only that window.
+  std::unique_ptr<LayerCache> erase_per_head(const std::vector<at::Tensor>& erased) override;
   at::Tensor entry_positions(int64_t head) const override { return head_positions(head); }
 
   // [n_kv + 1] int64: head h holds the h-th slice of the heads' entries laid end to end.

@@ -64,12 +64,12 @@ class ThresholdAllocator : public Allocator {
     LayerCache& cache = ctx.layer_cache(layer);
     PerHeadLayout* layout = cache.per_head_layout();
     KVC_CHECK(layout != nullptr, "--press dms: decoding=1 needs the per-head cache layout");
-    std::vector<at::Tensor> kept;
+    std::vector<at::Tensor> gone;
     for (int64_t h = 0; h < scores.size(0); ++h) {
       const at::Tensor held = layout->entry_positions(h).to(at::kLong);
-      kept.push_back(at::isin(held, positions.masked_select(evicted[h])).logical_not().nonzero().squeeze(1));
+      gone.push_back(at::isin(held, positions.masked_select(evicted[h])).nonzero().squeeze(1));
     }
-    if (auto replacement = layout->retain_per_head(kept)) ctx.replace_layer_cache(layer, std::move(replacement));
+    if (auto replacement = layout->erase_per_head(gone)) ctx.replace_layer_cache(layer, std::move(replacement));
   }
 
   std::unique_ptr<Allocator> base_;

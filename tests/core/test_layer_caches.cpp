@@ -186,5 +186,46 @@ TEST(RaggedCache, AppendsFillSpareRowsAndRegrowGeometrically) {
   EXPECT_EQ(ragged.indptr()[-1].item<int64_t>(), ragged.lengths().sum().item<int64_t>());
 }
 
+// Erasing in place (a few entries per decode step) leaves each head what retaining the rest leaves, in the same
+// order, keeps the spare rows (no reallocation), and later appends land after the remaining entries.
+TEST(RaggedCache, ErasingInPlaceEqualsRetainingTheRest) {
+  const auto& c = model().config();
+  const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, 0};
+  const auto opts = at::TensorOptions().dtype(at::kFloat);
+  RaggedLayerCache erased(shape, model().rope(), opts), retained(shape, model().rope(), opts);
+  at::manual_seed(9);
+  const int64_t n = 40;
+  const at::Tensor k = at::randn({c.num_kv_heads, n + 1, c.head_dim}),
+                   v = at::randn({c.num_kv_heads, n + 1, c.head_dim});
+  const at::Tensor pos = at::arange(n + 1, at::kLong);
+  for (RaggedLayerCache* cache : {&erased, &retained}) {
+    cache->append(k.narrow(1, 0, n), v.narrow(1, 0, n), pos.narrow(0, 0, n));
+    std::vector<at::Tensor> every_other;  // per-head lengths differ before the erase
+    for (int64_t h = 0; h < c.num_kv_heads; ++h) every_other.push_back(at::arange(0, n - h, at::kLong));
+    cache->retain_ragged(every_other);
+  }
+  std::vector<at::Tensor> gone, rest;
+  for (int64_t h = 0; h < c.num_kv_heads; ++h) {
+    const int64_t len = n - h;
+    gone.push_back(at::tensor({len - 5, 3 + h, len - 9}, at::kLong));  // unsorted, across the region
+    at::Tensor keep = at::ones({len}, at::kBool);
+    keep.index_fill_(0, gone.back(), false);
+    rest.push_back(keep.nonzero().squeeze(1));
+  }
+  const int64_t resident = erased.footprint().resident_bytes;
+  EXPECT_EQ(erased.erase_per_head(gone), nullptr);
+  retained.retain_ragged(rest);
+  EXPECT_EQ(erased.footprint().resident_bytes, resident);
+  for (RaggedLayerCache* cache : {&erased, &retained})
+    cache->append(k.narrow(1, n, 1), v.narrow(1, n, 1), pos.narrow(0, n, 1));
+  for (int64_t h = 0; h < c.num_kv_heads; ++h) {
+    EXPECT_TRUE(at::equal(erased.head_positions(h), retained.head_positions(h))) << h;
+    EXPECT_TRUE(at::equal(erased.head_keys(h), retained.head_keys(h))) << h;
+    EXPECT_TRUE(at::equal(erased.head_values(h), retained.head_values(h))) << h;
+    EXPECT_EQ(erased.head_positions(h)[-1].item<int64_t>(), n);
+  }
+  EXPECT_EQ(erased.footprint().entries, retained.footprint().entries);
+}
+
 }  // namespace
 }  // namespace kvc

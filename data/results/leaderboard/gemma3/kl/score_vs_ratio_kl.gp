@@ -32,4 +32,6 @@ plot 'score_vs_ratio_kl.dat' index 0 using 1:2 with linespoints lc rgb '#1f77b4'
      'score_vs_ratio_kl.dat' index 23 using 1:2 with linespoints lc rgb '#d62728' dt 3 pt 8 lw 2 title 'lowrank/data/results/leaderboard/gemma3/bases.safetensors:share=0.2', \
      'score_vs_ratio_kl.dat' index 24 using 1:2 with linespoints lc rgb '#9467bd' dt 3 pt 10 lw 2 title 'lowrank/data/results/leaderboard/gemma3/gates.kl.1.safetensors:tau=0.00685', \
      'score_vs_ratio_kl.dat' index 25 using 1:2 with linespoints lc rgb '#8c564b' dt 3 pt 12 lw 2 title 'lowrank/data/results/leaderboard/gemma3/gates.kl.4.safetensors:tau=0.00295', \
-     'score_vs_ratio_kl.dat' index 26 using 1:2 with linespoints lc rgb '#e377c2' dt 3 pt 7 lw 2 title 'lowrank/data/results/leaderboard/gemma3/gates.kl.4.safetensors:tau=0.33432'
+     'score_vs_ratio_kl.dat' index 26 using 1:2 with linespoints lc rgb '#e377c2' dt 3 pt 7 lw 2 title 'lowrank/data/results/leaderboard/gemma3/gates.kl.4.safetensors:tau=0.33432', \
+     'score_vs_ratio_kl.dat' index 27 using 1:2 with linespoints lc rgb '#7f7f7f' dt 3 pt 5 lw 2 title 'lukv', \
+     'score_vs_ratio_kl.dat' index 28 using 1:2 with linespoints lc rgb '#bcbd22' dt 3 pt 9 lw 2 title 'expected_attention'
