@@ -84,19 +84,10 @@ if [ -n "${KVC_SMOKE:-}" ]; then
   head -c 100000 "$TRAIN_TEXT" > "$OUT/train.txt"; TRAIN_TEXT=$OUT/train.txt
 fi
 mkdir -p "$OUT"
+source recipes/lib/lukv_curve.sh
 lukv=()
-if [ -n "$LUKV" ]; then
-  if [ ! -s "$CURVE_DIR/lukv.safetensors" ]; then
-    profile=$(mktemp -d)
-    "$BIN/kvc-profile" -m "$MODEL" --dtype float32 -f "$TRAIN_TEXT" -c "$LUKV_CONTEXT" --windows "$LUKV_WINDOWS" \
-      --lukv-press "$LUKV" --no-plot -t "$THREADS" --out-dir "$profile/out" --json > /dev/null
-    mv "$profile/out/lukv.csv" "$CURVE_DIR/lukv.csv"
-    mv "$profile/out/lukv.safetensors" "$CURVE_DIR/lukv.safetensors"
-    rm -r "$profile"
-  fi
-  # The rows keep the bare name; the press runs with the curve.
-  lukv=(--method-spec "lukv=lukv:curve=$CURVE_DIR/lukv.safetensors")
-fi
+[ -z "$LUKV" ] || lukv_curve "$CURVE_DIR" -m "$MODEL" --dtype float32 -f "$TRAIN_TEXT" -c "$LUKV_CONTEXT" --windows "$LUKV_WINDOWS" \
+    --lukv-press "$LUKV" -t "$THREADS"
 # The basis is the recipe's own (kvc-calibrate, about 2 minutes on Gemma); it is not committed.
 BASES="$OUT/bases.safetensors"
 lowrank=()

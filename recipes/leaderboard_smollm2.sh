@@ -52,19 +52,9 @@ fi
 methods=(--methods all)
 [ -z "${KVC_SMOKE:-}" ] || methods=(--methods none,snapkv,chunkkv)
 mkdir -p "$OUT"
+source recipes/lib/lukv_curve.sh
 lukv=()
-if [ -n "$LUKV" ]; then
-  if [ ! -s "$CURVE_DIR/lukv.safetensors" ]; then
-    profile=$(mktemp -d)
-    "$BIN/kvc-profile" -m "$MODEL" -f "$LUKV_TEXT" -c "$LUKV_CONTEXT" --windows "$LUKV_WINDOWS" --lukv-press "$LUKV" \
-      --no-plot -t "$THREADS" --out-dir "$profile/out" --json > /dev/null
-    mv "$profile/out/lukv.csv" "$CURVE_DIR/lukv.csv"
-    mv "$profile/out/lukv.safetensors" "$CURVE_DIR/lukv.safetensors"
-    rm -r "$profile"
-  fi
-  # The rows keep the bare name; the press runs with the curve.
-  lukv=(--method-spec "lukv=lukv:curve=$CURVE_DIR/lukv.safetensors")
-fi
+[ -z "$LUKV" ] || lukv_curve "$CURVE_DIR" -m "$MODEL" -f "$LUKV_TEXT" -c "$LUKV_CONTEXT" --windows "$LUKV_WINDOWS" --lukv-press "$LUKV" -t "$THREADS"
 source recipes/lib/committed_results.sh
 for task in $TASKS; do
   unpack_results "$OUT/$task"

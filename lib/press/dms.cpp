@@ -33,10 +33,8 @@ class ThresholdAllocator : public Allocator {
     ctx.compress_per_head(l, kept.to(at::kDouble), keep);
     if (!decoding_) return;
     // The window's scores wait for their tokens to leave it.
-    if (pending_scores_.size() <= static_cast<size_t>(l)) {
-      pending_scores_.resize(static_cast<size_t>(l) + 1);
-      pending_positions_.resize(static_cast<size_t>(l) + 1);
-    }
+    pending_scores_.resize(static_cast<size_t>(ctx.shape().num_layers));
+    pending_positions_.resize(static_cast<size_t>(ctx.shape().num_layers));
     pending_scores_[static_cast<size_t>(l)] = scores.narrow(1, s - window, window);
     pending_positions_[static_cast<size_t>(l)] = step.positions.to(at::kLong).narrow(0, s - window, window);
   }

@@ -7,11 +7,13 @@
 #include <fmt/format.h>
 
 #include <memory>
+#include <optional>
 
 #include "io/safetensors.h"
 #include "model/tensor_bridge.h"
 #include "press/lukv_allocation.h"
 #include "press/press.h"
+#include "util/checked_number.h"
 
 namespace kvc {
 namespace {
@@ -29,16 +31,12 @@ std::string meta_or(const std::map<std::string, std::string>& meta, const std::s
   return it == meta.end() ? fallback : it->second;
 }
 
-int64_t meta_int(const LukvCurve& curve, const std::map<std::string, std::string>& meta, const std::string& key,
-                 int64_t fallback) {
+int64_t meta_count(const std::string& path, const std::map<std::string, std::string>& meta, const std::string& key,
+                   int64_t fallback) {
   const std::string text = meta_or(meta, key, std::to_string(fallback));
-  try {
-    size_t used = 0;
-    const int64_t value = std::stoll(text, &used);
-    if (used == text.size() && value >= 0) return value;
-  } catch (const std::exception&) {
-  }
-  throw Error(fmt::format("--press lukv: {}: metadata {}='{}' is not a count", curve.path, key, text));
+  const std::optional<int64_t> value = parse_integer(text);
+  KVC_CHECK(value && *value >= 0, "--press lukv: {}: metadata {}='{}' is not a count", path, key, text);
+  return *value;
 }
 
 std::shared_ptr<const LukvCurve> load_curve(const std::string& path) {
@@ -58,8 +56,8 @@ std::shared_ptr<const LukvCurve> load_curve(const std::string& path) {
   curve->press = meta_or(meta, "lukv_press", "");
   KVC_CHECK(!curve->press.empty(), "--press lukv: {}: no lukv_press in its metadata (the press the curve ranks by)",
             path);
-  curve->sink = meta_int(*curve, meta, "lukv_sink", 4);
-  curve->recent = meta_int(*curve, meta, "lukv_recent", 1);
+  curve->sink = meta_count(path, meta, "lukv_sink", 4);
+  curve->recent = meta_count(path, meta, "lukv_recent", 1);
   curve->config_hash = meta_or(meta, "config_hash", "");
   return curve;
 }

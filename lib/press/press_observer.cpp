@@ -31,12 +31,9 @@ class PressObserver::Context : public PressContext {
   }
   at::Tensor score_own(int64_t layer, const LayerStep& step) const override {
     const int64_t T = step.keys.size(1);
-    ScoreInput in = o_.input(layer, /*prefill=*/true, &step);
-    in.positions = step.positions.to(at::kLong).unsqueeze(0).expand({o_.shape_.attention.num_kv_heads, T});
-    in.cumulative = at::Tensor();
-    in.current = at::Tensor();
-    in.budget = T;
-    return o_.config_->scorer->score(in);
+    const at::Tensor positions =
+        step.positions.to(at::kLong).unsqueeze(0).expand({o_.shape_.attention.num_kv_heads, T});
+    return o_.config_->scorer->score(o_.own_input(layer, step, positions, T));
   }
   at::Tensor compress(int64_t layer, const at::Tensor& importance, int64_t keep) override {
     return o_.compress(layer, importance, keep, cache_);
@@ -97,6 +94,16 @@ AttentionProbe PressObserver::probe(int64_t model_layer) const {
   }
   if (config_->current) p.window = std::max<int64_t>(p.window, 1);
   return p;
+}
+
+ScoreInput PressObserver::own_input(int64_t layer, const LayerStep& step, const at::Tensor& positions,
+                                    int64_t budget) const {
+  ScoreInput in = input(layer, /*prefill=*/true, &step);
+  in.positions = positions;
+  in.cumulative = at::Tensor();
+  in.current = at::Tensor();
+  in.budget = budget;
+  return in;
 }
 
 ScoreInput PressObserver::input(int64_t layer, bool prefill, const LayerStep* step) const {
@@ -175,12 +182,8 @@ void PressObserver::later_prompt_layer(const LayerStep& step, KVCache& cache) {
   if (own.stats.window_probs.defined()) own.stats.window_probs = own.stats.window_probs.narrow(2, earlier, T);
   if (own.stats.column_sums.defined()) own.stats.column_sums = own.stats.column_sums.narrow(1, earlier, T);
   const int64_t keep = std::max<int64_t>(1, std::llround((1.0 - config_->ratio) * static_cast<double>(T)));
-  ScoreInput in = input(l, /*prefill=*/true, &own);
-  in.positions = positions_[li].view().narrow(1, earlier, T);
-  in.cumulative = at::Tensor();
-  in.current = at::Tensor();
-  in.budget = keep;
-  const at::Tensor scores = config_->scorer->score(in);
+  const at::Tensor scores =
+      config_->scorer->score(own_input(l, own, positions_[li].view().narrow(1, earlier, T), keep));
   KVC_CHECK(scores.dim() == 2 && scores.size(1) == T, "--press {}: scored {} entries of a {}-token prompt",
             config_->name, scores.dim() == 2 ? scores.size(1) : -1, T);
   // What the layer held before always stays.

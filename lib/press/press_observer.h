@@ -57,6 +57,9 @@ class PressObserver : public ForwardObserver, public KeptRecorder {
   // One warning per run when a layer keeps fewer entries than the press protects.
   void warn_if_fewer_than_protected(int64_t layer, const at::Tensor& importance, int64_t keep) const;
   ScoreInput input(int64_t layer, bool prefill, const LayerStep* step) const;
+  // The input that scores a later pass's tokens as a prompt of their own: `positions` [n_kv, T] theirs, no
+  // statistics of the entries before them, `budget` what is kept of them.
+  ScoreInput own_input(int64_t layer, const LayerStep& step, const at::Tensor& positions, int64_t budget) const;
   // The press layer of a model layer, or -1 for a layer the press leaves alone.
   int64_t press_layer(int64_t model_layer) const { return press_layer_[static_cast<size_t>(model_layer)]; }
   LayerCache& layer_cache(KVCache& cache, int64_t layer) const {

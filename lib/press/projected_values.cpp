@@ -6,7 +6,7 @@
 namespace kvc {
 
 at::Tensor projected_value_head_norms(const LinearWeight& w_o, const at::Tensor& values, int64_t num_heads, int p) {
-  const int64_t kv = values.size(0), s = values.size(1), d = values.size(2), group = num_heads / kv;
+  const int64_t s = values.size(1), d = values.size(2), group = num_heads / values.size(0);
   KVC_CHECK(w_o.cols() == num_heads * d, "output projection has {} columns, expected {} heads x {}", w_o.cols(),
             num_heads, d);
   KVC_CHECK(p == 1 || p == 2, "projected value norms: p must be 1 or 2, got {}", p);

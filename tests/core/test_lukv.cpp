@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <random>
 
 #include <unistd.h>
@@ -190,15 +191,20 @@ TEST(LukvProfile, UtilityIsTheShareOfTheOracleMassTheRankingKeeps) {
   EXPECT_EQ(profile.prune.sizes(), (at::IntArrayRef{99, m.config().num_layers, KV}));
 }
 
-// A curve file as kvc-profile writes it, with shares chosen here.
-std::string write_curve(const std::string& dir, const at::Tensor& prune, const std::string& press) {
+// A curve file as kvc-profile writes it, with shares chosen here; `changed` replaces metadata fields (an empty
+// value leaves the field out), and `tensor` names the shares.
+std::string write_curve(const std::string& dir, const at::Tensor& prune, const std::string& press,
+                        const std::map<std::string, std::string>& changed = {},
+                        const std::string& tensor = "lukv_prune") {
+  std::map<std::string, std::string> meta{
+      {"lukv_press", press}, {"lukv_sink", "4"}, {"lukv_recent", "1"}, {"config_hash", model().config().config_hash}};
+  for (const auto& [key, value] : changed) meta[key] = value;
   st::SafetensorsWriter w;
-  add_tensor(w, "lukv_prune", prune.to(at::kFloat));
-  w.set_metadata("lukv_press", press);
-  w.set_metadata("lukv_sink", "4");
-  w.set_metadata("lukv_recent", "1");
-  w.set_metadata("config_hash", model().config().config_hash);
-  const std::string path = dir + "/lukv.safetensors";
+  add_tensor(w, tensor, prune.to(at::kFloat));
+  for (const auto& [key, value] : meta)
+    if (!value.empty()) w.set_metadata(key, value);
+  static int count = 0;
+  const std::string path = dir + "/lukv" + std::to_string(count++) + ".safetensors";
   w.write(path);
   return path;
 }
@@ -262,8 +268,51 @@ TEST(LukvPress, BadCurvesAreOneLineErrors) {
   EXPECT_NE(error_of("lukv:curve=" + bounded).find("not a prompt-time scorer"), std::string::npos);
   const std::string good = write_curve(dir.path(), at::full({99, L, KV}, 0.5, at::kDouble), "knorm");
   EXPECT_NE(error_of("lukv:curve=" + good + ",base=snapkv").find("unknown parameter 'base'"), std::string::npos);
+  const at::Tensor half = at::full({99, L, KV}, 0.5, at::kDouble);
+  EXPECT_NE(error_of("lukv:curve=" + write_curve(dir.path(), half, "knorm", {}, "shares")).find("no 'lukv_prune'"),
+            std::string::npos);
+  EXPECT_NE(error_of("lukv:curve=" + write_curve(dir.path(), at::full({99, L, KV}, 1.5, at::kDouble), "knorm"))
+                .find("outside [0, 1]"),
+            std::string::npos);
+  EXPECT_NE(error_of("lukv:curve=" + write_curve(dir.path(), half, "")).find("no lukv_press"), std::string::npos);
+  EXPECT_NE(error_of("lukv:curve=" + write_curve(dir.path(), at::full({10, L}, 0.5, at::kDouble), "knorm"))
+                .find("must be [99, layers, KV heads]"),
+            std::string::npos);
+  EXPECT_NE(error_of("lukv:curve=" + write_curve(dir.path(), half, "knorm", {{"lukv_sink", "x"}})).find("not a count"),
+            std::string::npos);
+  EXPECT_NE(error_of("lukv:curve=" + write_curve(dir.path(), half, "knorm", {{"config_hash", "0123"}}))
+                .find("made for another model"),
+            std::string::npos);
   for (const std::string& bad : {std::string("lukv"), "lukv:curve=" + wrong_shape})
     EXPECT_EQ(error_of(bad).find('\n'), std::string::npos) << bad;
+}
+
+std::string profile_error(const LukvProfileOptions& o, int64_t tokens) {
+  try {
+    profile_lukv(model(), test::tinystories_prompt(tokens), o);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(LukvProfile, BadOptionsAreOneLineErrors) {
+  LukvProfileOptions o;
+  o.context = 40;
+  o.horizon = 10;
+  o.windows = 1;
+  o.show_progress = false;
+  o.press = "h2o";
+  EXPECT_NE(profile_error(o, 60).find("allocates or evicts on its own"), std::string::npos);
+  o.press = "";
+  EXPECT_NE(profile_error(o, 60).find("needs a press spec"), std::string::npos);
+  o.press = "knorm";
+  EXPECT_NE(profile_error(o, 45).find("needs at least --ctx-size + --lukv-horizon = 50"), std::string::npos);
+  o.horizon = 0;
+  EXPECT_NE(profile_error(o, 60).find("--lukv-horizon must be at least 1"), std::string::npos);
+  o.horizon = 10;
+  o.sink = -1;
+  EXPECT_NE(profile_error(o, 60).find("--lukv-sink and --lukv-recent must be >= 0"), std::string::npos);
 }
 
 }  // namespace
