@@ -56,7 +56,8 @@ OUTSIDE_MODELS = GGUF_MODELS | {"kvc-tiny-lm"}  # not in data/models: scripts/mo
 # in kvpress, the global layers' in kvc; DMS while decoding evicts from kvpress' sliding-window layers too, so the
 # two generate different tokens from the second on.
 NOT_ON_GGUF_MODELS = {"pyramidkv", "pyramidkv_beta2", "kvcompose", "kvzip", "kvzip_layerwise", "lukv_keydiff",
-                      "dms_keydiff_decoding"}
+                      "dms_keydiff_decoding", "decoding_keydiff", "decoding_fraction_keydiff", "decoding_snapkv",
+                      "prefill_decoding_keydiff"}
 
 
 def model_path(model):
@@ -92,6 +93,11 @@ def prompt_ids(model, build):
 
 def n_kept(ratio):
     return kvpress.utils.compute_n_kept(PROMPT_TOKENS, ratio)
+
+
+def kept_entries(ratio):
+    """n_kept(ratio) in a spec; the table's header row names it for the symbolic ratio R."""
+    return f"n_kept({ratio})" if isinstance(ratio, str) else n_kept(ratio)
 
 
 # method -> (kvpress press for a ratio, kvc --press spec, kvc budget flag for a ratio, note)
@@ -163,6 +169,34 @@ METHODS = {
     # minus that cosine); the last 16 entries stay.
     "dms_keydiff": (lambda r: kvpress.DMSPress(kvpress.KeyDiffPress(), threshold=-r, sliding_window_size=16),
                     lambda r: f"dms:base=keydiff,threshold=-{r},window=16", lambda r: []),
+    # Cuts while decoding: every 8 decode passes each layer's whole cache is ranked by KeyDiff and cut to the
+    # ratio's budget of the prompt (decoding_keydiff), to the share of the tokens seen (decoding_fraction_keydiff,
+    # kvpress' CompressionRatioDecodingPress), or the prompt is compressed to that budget first and the cache cut
+    # back to it (prefill_decoding_keydiff, kvpress' PrefillDecodingPress with KeyDiff on both sides).
+    "decoding_keydiff": (lambda r: kvpress.DecodingPress(kvpress.KeyDiffPress(), compression_interval=DECODE_INTERVAL,
+                                                         target_size=n_kept(r)),
+                         lambda r: f"decoding:base=keydiff,interval={DECODE_INTERVAL},target={kept_entries(r)}", lambda r: []),
+    "decoding_fraction_keydiff": (lambda r: kvpress.CompressionRatioDecodingPress(
+                                      kvpress.KeyDiffPress(), target_compression_ratio=r,
+                                      compression_interval=DECODE_INTERVAL),
+                                  lambda r: f"decoding:base=keydiff,interval={DECODE_INTERVAL},fraction={r}",
+                                  lambda r: []),
+    # SnapKV ranks by the attention of the last 4 of the 8 queries decoded since the last cut (kvpress asks for
+    # more buffered hidden states than its window), with each query rotated at its own position
+    # (rotate_buffered_queries_at_their_positions) and no pooling (kernel 1): kvpress keeps a cut's survivors in
+    # the order of their scores, so its pooling at the next cut averages neighbours in that order; kvc pools
+    # neighbours by position. docs/eviction.md gives the Jaccard of kvpress as it is.
+    "decoding_snapkv": (lambda r: kvpress.DecodingPress(kvpress.SnapKVPress(window_size=DECODE_INTERVAL // 2, kernel_size=1),
+                                                        compression_interval=DECODE_INTERVAL, target_size=n_kept(r)),
+                        lambda r: f"decoding:base=snapkv,window={DECODE_INTERVAL // 2},kernel=1,pad=zeros,pool=context,"
+                                  f"interval={DECODE_INTERVAL},target={kept_entries(r)}", lambda r: []),
+    "prefill_decoding_keydiff": (lambda r: kvpress.PrefillDecodingPress(
+                                     prefilling_press=kvpress.KeyDiffPress(compression_ratio=r),
+                                     decoding_press=kvpress.DecodingPress(kvpress.KeyDiffPress(),
+                                                                          compression_interval=DECODE_INTERVAL,
+                                                                          target_size=n_kept(r))),
+                                 lambda r: f"decoding:base=keydiff,interval={DECODE_INTERVAL},target={kept_entries(r)}",
+                                 lambda r: ["--budget", str(n_kept(r))]),
     # The same while decoding: CONTINUATION greedy tokens fed one at a time after the prompt, each scored on its
     # own; the golden files hold the tokens kvpress generated and what each head holds at the end.
     "dms_keydiff_decoding": (lambda r: kvpress.DMSPress(kvpress.KeyDiffPress(), threshold=-r, sliding_window_size=16,
@@ -211,8 +245,10 @@ VALUE_METHODS = {"merging_knorm", "merging_snapkv_gated"}
 METHOD_RATIOS = {"lagkv": [0.25, 0.5, 0.75], "finch_chunked": [0.25, 0.5, 0.75]}
 FINCH_QUESTION = 16  # the question's tokens in FINCH's rows
 # Methods that also compress while decoding: CONTINUATION greedy tokens follow the prompt, one forward pass each.
-DECODING_METHODS = {"dms_keydiff_decoding"}
+CUT_DECODING_METHODS = {"decoding_keydiff", "decoding_fraction_keydiff", "decoding_snapkv", "prefill_decoding_keydiff"}
+DECODING_METHODS = {"dms_keydiff_decoding"} | CUT_DECODING_METHODS
 CONTINUATION = 24
+DECODE_INTERVAL = 8  # 24 decode passes: three cuts
 
 
 def lukv_curve_path(model):
@@ -256,6 +292,69 @@ def rows_in(kept_keys, all_keys):
 
 
 _loaded = {}
+
+
+def track_cut_positions(press, kept, L, KV, prompt_tokens):
+    """Keeps kept[(l, h)] as the positions of the rows each head's cache holds, in cache order, through a
+    DecodingPress's cuts (which gather rows, so a row's position is found by its key among those before the
+    cut) and, for a PrefillDecodingPress, its prefill compression."""
+    decoding = getattr(press, "decoding_press", press)
+    prefill = getattr(press, "prefilling_press", None)
+    for l in range(L):
+        for h in range(KV):
+            kept[(l, h)] = list(range(prompt_tokens))
+
+    def follow(l, out_keys, keys):
+        for h in range(KV):
+            before = kept[(l, h)]
+            kept[(l, h)] = [before[i] for i in positions_of_rows(out_keys[0, h], keys[0, h])]
+
+    def wrap_compress(target):
+        original = target.compress
+
+        def compress(module, hidden_states, keys, values, attentions, kwargs):
+            out_keys, out_values = original(module, hidden_states, keys, values, attentions, kwargs)
+            follow(int(module.layer_idx), out_keys, keys)
+            return out_keys, out_values
+
+        target.compress = compress
+
+    wrap_compress(decoding)
+    if prefill is not None:
+        wrap_compress(prefill)
+    original_hook = decoding.forward_hook
+
+    def forward_hook(module, inputs, kwargs, output):
+        # A decode pass appends its token's entry before the hook may cut.
+        if not kvpress.presses.base_press.is_prefilling(kwargs["cache_position"], kwargs["hidden_states"].shape[1]):
+            position = int(kwargs["position_ids"][0, -1])
+            CURRENT_POSITION[0] = position
+            for h in range(KV):
+                kept[(int(module.layer_idx), h)].append(position)
+        return original_hook(module, inputs, kwargs, output)
+
+    decoding.forward_hook = forward_hook
+
+
+def rotate_buffered_queries_at_their_positions(model):
+    """kvpress' SnapKV, scoring while decoding, rotates every buffered query with the RoPE of the pass's one
+    token (position_embeddings holds one position then); this gives each its own position, as kvc does. The
+    buffered hidden states are the last consecutive decode passes, ending at the current one."""
+    snapkv = kvpress.presses.snapkv_press.SnapKVPress
+    original = snapkv.compute_window_attention
+
+    def compute_window_attention(module, hidden_states, keys, window_size, position_embeddings):
+        if position_embeddings[0].shape[1] < window_size:
+            last = CURRENT_POSITION[0]
+            positions = torch.arange(last - hidden_states.shape[1] + 1, last + 1)[None]
+            position_embeddings = model.model.rotary_emb(hidden_states, positions)
+        return original(module, hidden_states, keys, window_size, position_embeddings)
+
+    snapkv.compute_window_attention = staticmethod(compute_window_attention)
+    return lambda: setattr(snapkv, "compute_window_attention", staticmethod(original))
+
+
+CURRENT_POSITION = [0]  # the decode pass's position, set by track_cut_positions' hook
 
 
 def default_to_global_rope():
@@ -320,7 +419,7 @@ def run_kvpress(model_dir, method, ratio, ids, continuation=0):
     # AdaKV and KVzip refuse eager attention, ChunkPress and BlockPress its attention weights; ObservedAttention
     # needs them.
     attn = "sdpa" if method in ("ada_snapkv", "criticalkv_ada_snapkv", "lukv_keydiff", "chunk_keydiff", "block_keydiff", "kvzip",
-                                "kvzip_layerwise", "chunkkv_snapkv", "dms_keydiff", "dms_keydiff_decoding", "finch",
+                                "kvzip_layerwise", "chunkkv_snapkv", "dms_keydiff", "dms_keydiff_decoding", "finch", "decoding_snapkv",
                                 "finch_chunked") else "eager"
     model = load_model(model_dir, attn)
     L, KV = model.config.num_hidden_layers, model.config.num_key_value_heads
@@ -328,7 +427,12 @@ def run_kvpress(model_dir, method, ratio, ids, continuation=0):
     if method == "lukv_keydiff":
         press._budget_curves = lukv_curve(L, KV)  # set before the press would download one
 
-    if method.startswith("kvzip"):
+    restore = lambda: None  # noqa: E731
+    if method in CUT_DECODING_METHODS:
+        track_cut_positions(press, kept, L, KV, len(ids))
+        if method == "decoding_snapkv":
+            restore = rotate_buffered_queries_at_their_positions(model)
+    elif method.startswith("kvzip"):
         kvpress.presses.kvzip_press.AutoTokenizer = SentencePieceTokenizer
     elif method.startswith("dms"):
         pass  # a forward hook that masks: read after the prefill, as KVzip's
@@ -376,9 +480,12 @@ def run_kvpress(model_dir, method, ratio, ids, continuation=0):
     with torch.no_grad(), press(model):
         cache = DynamicCache()
         out = model(input_ids=torch.tensor([fed]), past_key_values=cache, use_cache=True)
-        for _ in range(continuation):  # greedy, as kvc-generate's default
+        for step in range(continuation):  # greedy, as kvc-generate's default
             generated.append(int(out.logits[0, -1].argmax()))
-            out = model(input_ids=torch.tensor([[generated[-1]]]), past_key_values=cache, use_cache=True)
+            # Positions given, as kvpress' pipeline does: after a cut the cache is shorter than the tokens seen.
+            out = model(input_ids=torch.tensor([[generated[-1]]]), past_key_values=cache, use_cache=True,
+                        position_ids=torch.tensor([[len(fed) + step]]))
+    restore()
     if method.startswith("kvzip") or method.startswith("dms"):
         # KVzip scores after the prefill, on leaving the context, DMS after each layer's prefill; both mask
         for l in range(L):
@@ -389,6 +496,8 @@ def run_kvpress(model_dir, method, ratio, ids, continuation=0):
             for h in range(KV):
                 evicted = set(int(s) for hh, s in zip(heads.tolist(), seq.tolist()) if hh == h)
                 kept[(l, h)] = [i for i in range(len(ids) + continuation) if i not in evicted]
+    if method in CUT_DECODING_METHODS:
+        kept = {key: sorted(pos) for key, pos in kept.items()}
     assert len(kept) == L * KV, f"{method}: kvpress compressed {len(kept)} of {L * KV} layer x head caches"
     layers = compared_layers(model)
     return layers, KV, {(l, h): pos for (l, h), pos in kept.items() if l in layers}, \
@@ -424,6 +533,9 @@ REASONS = {
 
 
 REASONS["merging_knorm"] = REASONS["knorm"]
+REASONS["decoding_snapkv"] = ("kvpress patched so that each buffered query is rotated at its own position (it rotates "
+                              "them all with the current token's); kernel 1, since kvpress keeps a cut's survivors in "
+                              "score order and pools neighbours in that order")
 
 
 def write_golden(path, ids, kept, layers, KV, method, ratio, mean_jaccard, values=None, model=None, continuation=()):

@@ -241,7 +241,11 @@ TEST(CompressionParityWithKvpress, EveryComparedMethodHasGoldenFiles) {
                              "merging_knorm",
                              "merging_snapkv_gated",
                              "lukv_keydiff",
-                             "dms_keydiff_decoding"}) {
+                             "dms_keydiff_decoding",
+                             "decoding_keydiff",
+                             "decoding_fraction_keydiff",
+                             "decoding_snapkv",
+                             "prefill_decoding_keydiff"}) {
     EXPECT_EQ(ratios[method], all) << method;
   }
   // LagKV's rank scores tie across partitions: kvpress' choice among ties at 0.9 is arbitrary (the script).
