@@ -1,6 +1,7 @@
 #include "cache/ragged_layer_cache.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "cache/capacity_growth.h"
 #include "util/error.h"
@@ -142,24 +143,60 @@ void RaggedLayerCache::retain_ragged(const std::vector<at::Tensor>& per_head) {
   assign(k, v, p);
 }
 
+namespace {
+
+// Erased indices of one head, ascending and distinct, each checked against the head's length.
+std::vector<int64_t> erased_indices(const at::Tensor& erased, int64_t head, int64_t length) {
+  const at::Tensor flat = erased.to(at::kLong).cpu().contiguous();
+  std::vector<int64_t> out(flat.data_ptr<int64_t>(), flat.data_ptr<int64_t>() + flat.numel());
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  KVC_CHECK(out.empty() || (out.front() >= 0 && out.back() < length),
+            "erase: index out of range for head {} of {} entries", head, length);
+  return out;
+}
+
+// Moves the rows of `rows` (contiguous, row-major) from `first` on that are not in `gone` up over the gaps;
+// runs between gaps move with one memmove each. A decode step drops a few entries near the end, so this
+// is a few small moves where tensor indexing would cost more in dispatch than in bytes.
+void close_gaps(const at::Tensor& rows, int64_t base, const std::vector<int64_t>& gone, int64_t length) {
+  const auto row_bytes = static_cast<size_t>(rows.numel() / std::max<int64_t>(rows.size(0), 1)) * rows.element_size();
+  auto* data = static_cast<char*>(rows.data_ptr());
+  int64_t write = gone.front();
+  for (size_t g = 0; g < gone.size(); ++g) {
+    const int64_t from = gone[g] + 1, to = g + 1 < gone.size() ? gone[g + 1] : length;
+    if (to > from) {
+      std::memmove(data + static_cast<size_t>(base + write) * row_bytes,
+                   data + static_cast<size_t>(base + from) * row_bytes, static_cast<size_t>(to - from) * row_bytes);
+    }
+    write += to - from;
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<LayerCache> RaggedLayerCache::erase_per_head(const std::vector<at::Tensor>& erased) {
   KVC_CHECK(static_cast<int64_t>(erased.size()) == shape_.num_kv_heads, "erase: expected {} heads",
             shape_.num_kv_heads);
+  const bool in_place =
+      keys_.device().is_cpu() && keys_.is_contiguous() && values_.is_contiguous() && positions_.is_contiguous();
   for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
-    const at::Tensor gone = std::get<0>(at::_unique(erased[static_cast<size_t>(h)].to(at::kLong).cpu()));
-    if (gone.numel() == 0) continue;
-    const int64_t first = gone.min().item<int64_t>(), n = length(h);
-    KVC_CHECK(first >= 0 && gone.max().item<int64_t>() < n, "erase: index out of range for head {} of {} entries", h,
-              n);
-    // The entries from the first gap on that stay, moved up to start at the gap.
-    at::Tensor stay = at::ones({n - first}, at::kBool);
-    stay.index_fill_(0, gone - first, false);
-    const at::Tensor from = (stay.nonzero().squeeze(1) + (start(h) + first)).to(keys_.device());
-    const int64_t moved = from.numel();
-    keys_.narrow(0, start(h) + first, moved).copy_(keys_.index_select(0, from));
-    values_.narrow(0, start(h) + first, moved).copy_(values_.index_select(0, from));
-    positions_.narrow(0, start(h) + first, moved).copy_(positions_.index_select(0, from));
-    length_[static_cast<size_t>(h)] = first + moved;
+    const std::vector<int64_t> gone = erased_indices(erased[static_cast<size_t>(h)], h, length(h));
+    if (gone.empty()) continue;
+    const int64_t first = gone.front(), n = length(h);
+    if (in_place) {
+      for (const at::Tensor* rows : {&keys_, &values_, &positions_}) close_gaps(*rows, start(h), gone, n);
+    } else {
+      // The entries from the first gap on that stay, moved up to start at the gap.
+      at::Tensor stay = at::ones({n - first}, at::kBool);
+      stay.index_fill_(0, at::tensor(gone, at::TensorOptions().dtype(at::kLong)) - first, false);
+      const at::Tensor from = (stay.nonzero().squeeze(1) + (start(h) + first)).to(keys_.device());
+      const int64_t moved = from.numel();
+      keys_.narrow(0, start(h) + first, moved).copy_(keys_.index_select(0, from));
+      values_.narrow(0, start(h) + first, moved).copy_(values_.index_select(0, from));
+      positions_.narrow(0, start(h) + first, moved).copy_(positions_.index_select(0, from));
+    }
+    length_[static_cast<size_t>(h)] = n - static_cast<int64_t>(gone.size());
   }
   return nullptr;
 }

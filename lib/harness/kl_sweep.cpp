@@ -104,10 +104,10 @@ KlSweepOutcome run_kl_sweep(const LlamaModel& model, const std::vector<int>& ids
       out.cost.alone_seconds += fresh[c].seconds;
       ++out.cost.prefills;
     }
-    for (const std::vector<size_t>& group : prefill_groups(all_setups, sharing, model)) {
+    const std::vector<int> prompt(tokens.begin(), tokens.begin() + context);
+    for (const std::vector<size_t>& group : prefill_groups(all_setups, sharing, model, prompt)) {
       std::vector<const CacheSetup*> shared_setups;
       for (size_t c : group) shared_setups.push_back(&setups[c]);
-      const std::vector<int> prompt(tokens.begin(), tokens.begin() + context);
       start = SteadyClock::now();
       SharedPrefill prefill(model, shared_setups, prompt);
       out.cost.prefill_seconds += seconds_since(start);

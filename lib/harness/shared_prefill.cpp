@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "util/clock.h"
@@ -14,9 +15,12 @@ namespace kvc {
 // layer's step. It never touches the cache.
 class PrefillRecorder : public ForwardObserver {
  public:
-  explicit PrefillRecorder(std::vector<AttentionProbe> probes) : probes_(std::move(probes)), steps_(probes_.size()) {}
+  PrefillRecorder(std::vector<AttentionProbe> probes, std::vector<int> scoring)
+      : probes_(std::move(probes)), steps_(probes_.size()), scoring_(std::move(scoring)) {}
 
   AttentionProbe probe(int64_t layer) const override { return probes_[static_cast<size_t>(layer)]; }
+  // The setups' scoring tokens, fed after the prompt as each setup's own prefill feeds them.
+  std::vector<int> scoring_tokens(const std::vector<int>&) const override { return scoring_; }
   void after_attention(const LayerStep& step, KVCache&) override { steps_[static_cast<size_t>(step.layer)] = step; }
 
   // Layer `layer`'s step with the statistics `probe` asks for, as a run with that probe gets them:
@@ -38,18 +42,20 @@ class PrefillRecorder : public ForwardObserver {
  private:
   std::vector<AttentionProbe> probes_;
   std::vector<LayerStep> steps_;
+  std::vector<int> scoring_;
 };
 
 namespace {
 
-// What shares_prefill asks, given the setup's observer (null when it has none).
-bool prefill_independent(const CacheSetup& setup, const LlamaModel& model, const ForwardObserver* observer) {
-  if ((setup.has_layout() && setup.shared_prefill_layout.empty()) || setup.full_precision || !model.device().is_cpu()) {
-    return false;
-  }
-  // Scoring tokens make the prefill a method's own. A fresh observer that scores a prompt with extra
-  // tokens does so for any prompt, so a two-token stand-in tells.
-  return observer == nullptr || observer->scoring_tokens({0, 0}).empty();
+// What shares_prefill asks (a press's scoring tokens are a matter of grouping, prefill_groups).
+bool prefill_independent(const CacheSetup& setup, const LlamaModel& model) {
+  return !(setup.has_layout() && setup.shared_prefill_layout.empty()) && !setup.full_precision &&
+         model.device().is_cpu();
+}
+
+// The tokens `observer` scores a prefill of `tokens` with (none without an observer).
+std::vector<int> scoring_tokens_of(const ForwardObserver* observer, const std::vector<int>& tokens) {
+  return observer == nullptr ? std::vector<int>{} : observer->scoring_tokens(tokens);
 }
 
 AttentionProbe merged(AttentionProbe a, const AttentionProbe& b) {
@@ -60,17 +66,17 @@ AttentionProbe merged(AttentionProbe a, const AttentionProbe& b) {
 
 }  // namespace
 
-bool shares_prefill(const CacheSetup& setup, const LlamaModel& model) {
-  return prefill_independent(setup, model, setup.new_observer().get());
-}
+bool shares_prefill(const CacheSetup& setup, const LlamaModel& model) { return prefill_independent(setup, model); }
 
 std::vector<std::vector<size_t>> prefill_groups(const std::vector<const CacheSetup*>& setups,
-                                                const std::vector<size_t>& indices, const LlamaModel& model) {
-  std::vector<std::pair<CacheTypes, std::string>> kinds;
+                                                const std::vector<size_t>& indices, const LlamaModel& model,
+                                                const std::vector<int>& tokens) {
+  using Kind = std::tuple<CacheTypes, std::string, std::vector<int>>;
+  std::vector<Kind> kinds;
   std::vector<std::vector<size_t>> groups;
   for (size_t i : indices) {
-    const std::pair<CacheTypes, std::string> kind{setups[i]->dense_cache_types(model),
-                                                  setups[i]->shared_prefill_layout};
+    const Kind kind{setups[i]->dense_cache_types(model), setups[i]->shared_prefill_layout,
+                    scoring_tokens_of(setups[i]->new_observer().get(), tokens)};
     const auto found = std::find(kinds.begin(), kinds.end(), kind);
     if (found == kinds.end()) {
       kinds.push_back(kind);
@@ -86,16 +92,20 @@ SharedPrefill::SharedPrefill(const LlamaModel& model, const std::vector<const Ca
                              const std::vector<int>& tokens)
     : tokens_(static_cast<int64_t>(tokens.size())), layers_(model.config().num_layers) {
   std::vector<AttentionProbe> probes(static_cast<size_t>(layers_));
+  std::vector<int> scoring;
   for (const CacheSetup* setup : setups) {
     observers_.push_back(setup->new_observer());
-    KVC_CHECK(prefill_independent(*setup, model, observers_.back().get()), "compression '{}' cannot share a prefill",
+    KVC_CHECK(prefill_independent(*setup, model), "compression '{}' cannot share a prefill", setup->name);
+    const std::vector<int> own = scoring_tokens_of(observers_.back().get(), tokens);
+    if (observers_.size() == 1) scoring = own;
+    KVC_CHECK(own == scoring, "compressions '{}' and '{}' score the prompt with different tokens", setups.front()->name,
               setup->name);
     if (observers_.back() == nullptr) continue;
     for (int64_t l = 0; l < layers_; ++l) {
       probes[static_cast<size_t>(l)] = merged(probes[static_cast<size_t>(l)], observers_.back()->probe(l));
     }
   }
-  recorder_ = std::make_unique<PrefillRecorder>(std::move(probes));
+  recorder_ = std::make_unique<PrefillRecorder>(std::move(probes), std::move(scoring));
   const CacheTypes types = setups.empty() ? model.cache_types() : setups.front()->dense_cache_types(model);
   const std::string layout = setups.empty() ? std::string() : setups.front()->shared_prefill_layout;
   for (const CacheSetup* setup : setups) {
@@ -149,12 +159,13 @@ std::vector<SampleOutput> run_sample_shared(const LlamaModel& model, const Token
     spent.alone_seconds += seconds_since(start);
     ++spent.prefills;
   }
-  for (const std::vector<size_t>& group : prefill_groups(setups, sharing, model)) {
+  const bool aware = mode == QueryMode::Aware || prompt.question.empty();
+  const std::vector<int> prefilled = aware ? prompt.whole() : prompt.context;
+  for (const std::vector<size_t>& group : prefill_groups(setups, sharing, model, prefilled)) {
     std::vector<const CacheSetup*> shared_setups;
     for (size_t i : group) shared_setups.push_back(setups[i]);
-    const bool aware = mode == QueryMode::Aware || prompt.question.empty();
     auto start = SteadyClock::now();
-    SharedPrefill prefill(model, shared_setups, aware ? prompt.whole() : prompt.context);
+    SharedPrefill prefill(model, shared_setups, prefilled);
     spent.prefill_seconds += seconds_since(start);
     ++spent.prefills;
     for (size_t j = 0; j < group.size(); ++j) {

@@ -9,13 +9,14 @@
 // (query-agnostic) and decoding.
 //
 // Setups whose compression changes the prefill itself run alone (run_sample): a storage layout of their
-// own that is not named shared (retrieval), the full-precision reference, a press scoring a repeated
-// prompt, a run that dumps what it kept, or a model off the CPU (the GPU's causal kernel without
-// statistics is not the blocked path with them, so outputs would differ in the last bits). A typed dense
-// cache (a sweep's typed row) attends over its rounded entries, so it shares a prefill only with setups
-// of its types; likewise a low-rank cache, whose layers attend over their reconstructed keys and values,
-// only with the presses storing their entries in the same low-rank cache
-// (CacheSetup::shared_prefill_layout).
+// own that is not named shared (retrieval), the full-precision reference, a run that dumps what it kept,
+// or a model off the CPU (the GPU's causal kernel without statistics is not the blocked path with them,
+// so outputs would differ in the last bits). A typed dense cache (a sweep's typed row) attends over its
+// rounded entries, so it shares a prefill only with setups of its types; likewise a low-rank cache, whose
+// layers attend over their reconstructed keys and values, only with the presses storing their entries in
+// the same low-rank cache (CacheSetup::shared_prefill_layout). A press that scores the prompt with tokens
+// fed after it (ForwardObserver::scoring_tokens: KVzip's reconstruction, KVCompose's repeated prompt)
+// shares a prefill only with setups scoring the same tokens — one pass for KVzip at every ratio.
 #include <vector>
 
 #include "harness/sample_runner.h"
@@ -28,13 +29,15 @@ bool shares_prefill(const CacheSetup& setup, const LlamaModel& model);
 class PrefillRecorder;
 
 // Groups the setups `indices` names (each passing shares_prefill) by the element types of their dense
-// cache and their shared layout, in the order the groups first appear: one shared prefill serves each group.
+// cache, their shared layout and the tokens they score a prefill of `tokens` with, in the order the groups
+// first appear: one shared prefill of `tokens` serves each group.
 std::vector<std::vector<size_t>> prefill_groups(const std::vector<const CacheSetup*>& setups,
-                                                const std::vector<size_t>& indices, const LlamaModel& model);
+                                                const std::vector<size_t>& indices, const LlamaModel& model,
+                                                const std::vector<int>& tokens);
 
 // The prefill of `tokens` into an uncompressed cache of the setups' types and layout, recorded for
-// `setups` (each must pass shares_prefill, all with the same dense cache types and shared layout; they are
-// not owned and must outlive it).
+// `setups` (each must pass shares_prefill, all with the same dense cache types, shared layout and scoring
+// tokens; they are not owned and must outlive it).
 class SharedPrefill {
  public:
   SharedPrefill(const LlamaModel& model, const std::vector<const CacheSetup*>& setups, const std::vector<int>& tokens);

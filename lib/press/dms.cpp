@@ -6,6 +6,7 @@
 // decoding=True: its tokens are scored by the base on their own, and each token that leaves the window is
 // evicted from the heads where it scored below the threshold. Usage:
 // dms:base=keydiff,threshold=-0.5,window=128[,decoding=1] (other keys go to the base).
+#include <deque>
 #include <vector>
 
 #include "press/press.h"
@@ -33,49 +34,89 @@ class ThresholdAllocator : public Allocator {
     ctx.compress_per_head(l, kept.to(at::kDouble), keep);
     if (!decoding_) return;
     // The window's scores wait for their tokens to leave it.
-    pending_scores_.resize(static_cast<size_t>(ctx.shape().num_layers));
-    pending_positions_.resize(static_cast<size_t>(ctx.shape().num_layers));
-    pending_scores_[static_cast<size_t>(l)] = scores.narrow(1, s - window, window);
-    pending_positions_[static_cast<size_t>(l)] = step.positions.to(at::kLong).narrow(0, s - window, window);
+    pending_.resize(static_cast<size_t>(ctx.shape().num_layers));
+    pending_[static_cast<size_t>(l)].clear();
+    enqueue(l, scores.narrow(1, s - window, window), step.positions.narrow(0, s - window, window));
   }
 
   bool evicts_while_decoding() const override { return decoding_; }
   void decode_layer(PressContext& ctx, const LayerStep& step) override {
-    const auto l = static_cast<size_t>(step.layer);
-    const at::Tensor scores = at::cat({pending_scores_[l], ctx.score_own(step.layer, step).to(at::kDouble)}, 1);
-    const at::Tensor positions = at::cat({pending_positions_[l], step.positions.to(at::kLong)});
-    const int64_t leaving = std::max<int64_t>(0, scores.size(1) - window_);
-    if (leaving > 0)
-      evict_below_threshold(ctx, step.layer, scores.narrow(1, 0, leaving), positions.narrow(0, 0, leaving));
-    pending_scores_[l] = scores.narrow(1, leaving, scores.size(1) - leaving);
-    pending_positions_[l] = positions.narrow(0, leaving, positions.size(0) - leaving);
+    enqueue(step.layer, ctx.score_own(step.layer, step), step.positions);
+    // The tokens leaving the window go from the heads where they scored below the threshold (a NaN score
+    // is not below it, as in kvpress).
+    std::deque<PendingToken>& pending = pending_[static_cast<size_t>(step.layer)];
+    std::vector<std::vector<int64_t>> gone;
+    while (static_cast<int64_t>(pending.size()) > window_) {
+      const PendingToken& token = pending.front();
+      for (size_t h = 0; h < token.scores.size(); ++h) {
+        if (token.scores[h] < threshold_) {
+          gone.resize(token.scores.size());
+          gone[h].push_back(token.position);
+        }
+      }
+      pending.pop_front();
+    }
+    if (!gone.empty()) evict_positions(ctx, step.layer, gone);
   }
 
   bool splits_budget() const override { return true; }
   bool per_head_budgets() const override { return true; }
 
  private:
-  // Drops from each head the tokens at `positions` [m] whose `scores` [n_kv, m] are below the threshold.
-  void evict_below_threshold(PressContext& ctx, int64_t layer, const at::Tensor& scores, const at::Tensor& positions) {
-    const at::Tensor evicted = scores.lt(threshold_);
-    if (!evicted.any().item<bool>()) return;
+  // A token in the last `window`: its position and its score in each KV head.
+  struct PendingToken {
+    int64_t position;
+    std::vector<double> scores;
+  };
+
+  // Appends the tokens of `scores` [n_kv, m] at `positions` [m] to the layer's window, oldest first. The
+  // window is kept in plain containers: a decode step adds one token per layer, and tensor operations on
+  // such small pieces cost more in dispatch than the step's attention over the cache.
+  void enqueue(int64_t layer, const at::Tensor& scores, const at::Tensor& positions) {
+    const at::Tensor s = scores.to(at::kDouble).cpu().contiguous();
+    const at::Tensor p = positions.to(at::kLong).cpu().contiguous();
+    const int64_t kv = s.size(0), m = s.size(1);
+    const double* score = s.data_ptr<double>();
+    const int64_t* position = p.data_ptr<int64_t>();
+    std::deque<PendingToken>& pending = pending_[static_cast<size_t>(layer)];
+    for (int64_t t = 0; t < m; ++t) {
+      PendingToken token{position[t], std::vector<double>(static_cast<size_t>(kv))};
+      for (int64_t h = 0; h < kv; ++h) token.scores[static_cast<size_t>(h)] = score[h * m + t];
+      pending.push_back(std::move(token));
+    }
+  }
+
+  // Drops from each head h the tokens at positions gone[h]. They just left the window, so each is found by
+  // searching the head's entries from the newest.
+  void evict_positions(PressContext& ctx, int64_t layer, const std::vector<std::vector<int64_t>>& gone) {
     LayerCache& cache = ctx.layer_cache(layer);
     PerHeadLayout* layout = cache.per_head_layout();
     KVC_CHECK(layout != nullptr, "--press dms: decoding=1 needs the per-head cache layout");
-    std::vector<at::Tensor> gone;
-    for (int64_t h = 0; h < scores.size(0); ++h) {
-      const at::Tensor held = layout->entry_positions(h).to(at::kLong);
-      gone.push_back(at::isin(held, positions.masked_select(evicted[h])).nonzero().squeeze(1));
+    std::vector<at::Tensor> indices;
+    for (size_t h = 0; h < gone.size(); ++h) {
+      std::vector<int64_t> found;
+      if (!gone[h].empty()) {
+        const at::Tensor held = layout->entry_positions(static_cast<int64_t>(h)).to(at::kLong).cpu().contiguous();
+        const int64_t* positions = held.data_ptr<int64_t>();
+        for (const int64_t position : gone[h]) {
+          for (int64_t i = held.numel() - 1; i >= 0; --i) {
+            if (positions[i] == position) {
+              found.push_back(i);
+              break;
+            }
+          }
+        }
+      }
+      indices.push_back(at::tensor(found, at::TensorOptions().dtype(at::kLong)));
     }
-    if (auto replacement = layout->erase_per_head(gone)) ctx.replace_layer_cache(layer, std::move(replacement));
+    if (auto replacement = layout->erase_per_head(indices)) ctx.replace_layer_cache(layer, std::move(replacement));
   }
 
   std::unique_ptr<Allocator> base_;
   double threshold_;
   int64_t window_;
   bool decoding_;
-  std::vector<at::Tensor> pending_scores_;     // per layer [n_kv, <= window] float64, oldest first
-  std::vector<at::Tensor> pending_positions_;  // per layer [<= window] int64, their positions
+  std::vector<std::deque<PendingToken>> pending_;  // per layer, oldest first
 };
 
 PressConfig build(const PressParams& p) {

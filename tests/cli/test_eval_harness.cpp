@@ -181,19 +181,20 @@ std::string shared_sweep_cmd(const std::string& out, const std::string& prefill)
 }
 
 // The presses of --methods all that score a reconstruction or a repeat of the prompt (KVzip, KVCompose's
-// default task=repeat): their prefill runs more than the prompt, so it is their own, not the shared one.
-constexpr int kPressesThatPrefillAlone = 3;  // kvzip, kvcompose, kvcompose_unstructured
+// default task=repeat): their prefill runs more than the prompt, so they share one prefill per set of
+// scoring tokens, not the plain one: KVzip's reconstruction, and the repeated prompt of kvcompose and
+// kvcompose_unstructured.
+constexpr int kScoredPrefills = 2;
 
 TEST(EvalSweep, OnePrefillPerSampleGivesThePerCellResults) {
   const std::string shared = test::make_temp_dir("kvc-sweep-shared"), alone = test::make_temp_dir("kvc-sweep-alone");
   auto r = run_command(shared_sweep_cmd(shared, "shared"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto summary = nlohmann::json::parse(r.out);
-  // 3 tasks x 2 samples: one shared prefill each, the retrieval cell's own, and one per cell (2 ratios) of
-  // the presses that prefill alone.
-  const int alone_cells = 2 * kPressesThatPrefillAlone;
-  EXPECT_EQ(summary["prefill"]["prefills"], 6 * (2 + alone_cells));
-  EXPECT_EQ(summary["prefill"]["shared_outputs"], 6 * (summary["cells"].get<int>() / 3 - 1 - alone_cells));
+  // 3 tasks x 2 samples: one plain shared prefill each, one per set of scoring tokens, and the retrieval
+  // cell's own; every other cell (2 ratios of each press) takes its prompt from a shared one.
+  EXPECT_EQ(summary["prefill"]["prefills"], 6 * (2 + kScoredPrefills));
+  EXPECT_EQ(summary["prefill"]["shared_outputs"], 6 * (summary["cells"].get<int>() / 3 - 1));
   r = run_command(shared_sweep_cmd(alone, "per-cell"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto a = comparable_cells(shared + "/results.jsonl"), b = comparable_cells(alone + "/results.jsonl");
@@ -220,7 +221,7 @@ TEST(EvalSweep, OnePrefillPerSampleGivesThePerCellResults) {
   r = run_command(shared_sweep_cmd(resumed, "shared"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // The needle's first sample is not rerun.
-  EXPECT_EQ(nlohmann::json::parse(r.out)["prefill"]["prefills"], 5 * (2 + alone_cells));
+  EXPECT_EQ(nlohmann::json::parse(r.out)["prefill"]["prefills"], 5 * (2 + kScoredPrefills));
   EXPECT_EQ(comparable_cells(resumed + "/results.jsonl"), a);
 }
 
@@ -237,9 +238,10 @@ TEST(EvalSweep, TextCellsShareEachWindowsRunsAndGiveThePerCellResults) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto summary = nlohmann::json::parse(r.out);
   const int cells = summary["cells"].get<int>();
-  // 2 tasks x 2 windows: the reference and one shared prefill each, and one per press that prefills alone.
-  EXPECT_EQ(summary["prefill"]["prefills"], 4 * (2 + kPressesThatPrefillAlone));
-  EXPECT_EQ(summary["prefill"]["shared_outputs"], 2 * (cells - 2 * kPressesThatPrefillAlone));
+  // 2 tasks x 2 windows: the reference, the plain shared prefill and one per set of scoring tokens each;
+  // every cell takes its prompt from one of them.
+  EXPECT_EQ(summary["prefill"]["prefills"], 4 * (2 + kScoredPrefills));
+  EXPECT_EQ(summary["prefill"]["shared_outputs"], 2 * cells);
   r = run_command(cmd(alone, "per-cell"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto a = comparable_cells(shared + "/results.jsonl"), b = comparable_cells(alone + "/results.jsonl");

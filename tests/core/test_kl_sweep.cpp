@@ -39,12 +39,13 @@ TEST(KlSweep, EveryCellEqualsItsOwnEvaluateKlAndResumesFromCheckpointedWindows) 
   options.plan.max_windows = 3;
   options.chunk = 7;  // the second half fed in uneven pieces, as --chunk does
 
+  // kvzip (a reconstruction of the prompt fed after it) and kvcompose's default (the prompt repeated, as
+  // kvcompose_unstructured's) score the prompt with tokens of their own: each set of tokens is a shared
+  // prefill of its own.
   std::vector<std::string> specs{"none"};
-  for (const auto& name : test::ratio_presses())
-    if (name != "kvzip")
-      specs.push_back(name);                 // kvzip and kvcompose's default score a reconstruction or a
-                                             // repeated prompt: they prefill alone
-  specs.push_back("kvcompose:task=window");  // shares the prefill
+  for (const auto& name : test::ratio_presses()) specs.push_back(name);
+  specs.push_back("kvcompose:task=window");  // shares the plain prefill
+  specs.push_back("kvzip:layerwise=1");      // shares kvzip's
   std::vector<SweepCell> cells;
   std::vector<CacheSetup> setups;
   for (const auto& spec : specs) {
@@ -61,10 +62,9 @@ TEST(KlSweep, EveryCellEqualsItsOwnEvaluateKlAndResumesFromCheckpointedWindows) 
       run_kl_sweep(*model, ids, options, cells, setups, checkpoint, "s", true, [&] { ++windows; });
   ASSERT_TRUE(swept.complete);
   EXPECT_EQ(windows, 3);
-  // Per window: the reference, one shared prefill, and the two cells that prefill alone (kvcompose and
-  // kvcompose_unstructured under their defaults).
+  // Per window: the reference and three shared prefills (plain, kvzip's reconstruction, KVCompose's repeat).
   EXPECT_EQ(swept.cost.prefills, 3 * 4);
-  EXPECT_EQ(swept.cost.shared_outputs, 3 * static_cast<int64_t>(cells.size() - 2));
+  EXPECT_EQ(swept.cost.shared_outputs, 3 * static_cast<int64_t>(cells.size()));
   ASSERT_EQ(swept.results.size(), cells.size());
   for (size_t c = 0; c < cells.size(); ++c) {
     SCOPED_TRACE(cells[c].method);

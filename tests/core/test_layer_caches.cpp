@@ -187,44 +187,63 @@ TEST(RaggedCache, AppendsFillSpareRowsAndRegrowGeometrically) {
 }
 
 // Erasing in place (a few entries per decode step) leaves each head what retaining the rest leaves, in the same
-// order, keeps the spare rows (no reallocation), and later appends land after the remaining entries.
+// order, keeps the spare rows (no reallocation), and later appends land after the remaining entries; for rows
+// of every width (float32, f16, q8_0 blocks) and with an index named twice.
 TEST(RaggedCache, ErasingInPlaceEqualsRetainingTheRest) {
-  const auto& c = model().config();
+  ModelConfig c;  // a head of 32 dimensions: one q8_0 block per row
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 32;
+  c.hidden_size = c.num_heads * c.head_dim;
+  c.max_position_embeddings = 64;
+  const auto rope = std::make_shared<const Rope>(c, at::kCPU);
   const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim, 0};
   const auto opts = at::TensorOptions().dtype(at::kFloat);
-  RaggedLayerCache erased(shape, model().rope(), opts), retained(shape, model().rope(), opts);
-  at::manual_seed(9);
-  const int64_t n = 40;
-  const at::Tensor k = at::randn({c.num_kv_heads, n + 1, c.head_dim}),
-                   v = at::randn({c.num_kv_heads, n + 1, c.head_dim});
-  const at::Tensor pos = at::arange(n + 1, at::kLong);
-  for (RaggedLayerCache* cache : {&erased, &retained}) {
-    cache->append(k.narrow(1, 0, n), v.narrow(1, 0, n), pos.narrow(0, 0, n));
-    std::vector<at::Tensor> every_other;  // per-head lengths differ before the erase
-    for (int64_t h = 0; h < c.num_kv_heads; ++h) every_other.push_back(at::arange(0, n - h, at::kLong));
-    cache->retain_ragged(every_other);
+  for (const char* type : {"f32", "f16", "q8_0"}) {
+    SCOPED_TRACE(type);
+    const at::ScalarType stored = parse_cache_type(type, "--cache-type-k");
+    const CacheTypes types{stored, stored};
+    RaggedLayerCache erased(shape, rope, opts, types), retained(shape, rope, opts, types);
+    at::manual_seed(9);
+    const int64_t n = 40;
+    const at::Tensor k = at::randn({c.num_kv_heads, n + 1, c.head_dim}),
+                     v = at::randn({c.num_kv_heads, n + 1, c.head_dim});
+    const at::Tensor pos = at::arange(n + 1, at::kLong);
+    for (RaggedLayerCache* cache : {&erased, &retained}) {
+      cache->append(k.narrow(1, 0, n), v.narrow(1, 0, n), pos.narrow(0, 0, n));
+      std::vector<at::Tensor> every_other;  // per-head lengths differ before the erase
+      for (int64_t h = 0; h < c.num_kv_heads; ++h) every_other.push_back(at::arange(0, n - h, at::kLong));
+      cache->retain_ragged(every_other);
+    }
+    std::vector<at::Tensor> gone, rest;
+    for (int64_t h = 0; h < c.num_kv_heads; ++h) {
+      const int64_t len = n - h;
+      // Unsorted, across the region, one named twice, and head 0's last entry.
+      const std::vector<int64_t> indices =
+          h == 0 ? std::vector<int64_t>{len - 1, 3, len - 9, 3} : std::vector<int64_t>{len - 5, 3 + h, len - 9};
+      gone.push_back(at::tensor(indices, at::kLong));
+      at::Tensor keep = at::ones({len}, at::kBool);
+      keep.index_fill_(0, gone.back(), false);
+      rest.push_back(keep.nonzero().squeeze(1));
+    }
+    const int64_t resident = erased.footprint().resident_bytes;
+    EXPECT_EQ(erased.erase_per_head(gone), nullptr);
+    retained.retain_ragged(rest);
+    EXPECT_EQ(erased.footprint().resident_bytes, resident);
+    for (RaggedLayerCache* cache : {&erased, &retained})
+      cache->append(k.narrow(1, n, 1), v.narrow(1, n, 1), pos.narrow(0, n, 1));
+    for (int64_t h = 0; h < c.num_kv_heads; ++h) {
+      EXPECT_TRUE(at::equal(erased.head_positions(h), retained.head_positions(h))) << h;
+      EXPECT_TRUE(at::equal(erased.head_keys(h), retained.head_keys(h))) << h;
+      EXPECT_TRUE(at::equal(erased.head_values(h), retained.head_values(h))) << h;
+      EXPECT_EQ(erased.head_positions(h)[-1].item<int64_t>(), n);
+    }
+    EXPECT_EQ(erased.footprint().entries, retained.footprint().entries);
+    // An index past a head's entries is a one-line error, not a silent move.
+    std::vector<at::Tensor> outside(static_cast<size_t>(c.num_kv_heads), at::empty({0}, at::kLong));
+    outside[0] = at::tensor({erased.head_positions(0).size(0)}, at::kLong);
+    EXPECT_THROW(erased.erase_per_head(outside), std::exception);
   }
-  std::vector<at::Tensor> gone, rest;
-  for (int64_t h = 0; h < c.num_kv_heads; ++h) {
-    const int64_t len = n - h;
-    gone.push_back(at::tensor({len - 5, 3 + h, len - 9}, at::kLong));  // unsorted, across the region
-    at::Tensor keep = at::ones({len}, at::kBool);
-    keep.index_fill_(0, gone.back(), false);
-    rest.push_back(keep.nonzero().squeeze(1));
-  }
-  const int64_t resident = erased.footprint().resident_bytes;
-  EXPECT_EQ(erased.erase_per_head(gone), nullptr);
-  retained.retain_ragged(rest);
-  EXPECT_EQ(erased.footprint().resident_bytes, resident);
-  for (RaggedLayerCache* cache : {&erased, &retained})
-    cache->append(k.narrow(1, n, 1), v.narrow(1, n, 1), pos.narrow(0, n, 1));
-  for (int64_t h = 0; h < c.num_kv_heads; ++h) {
-    EXPECT_TRUE(at::equal(erased.head_positions(h), retained.head_positions(h))) << h;
-    EXPECT_TRUE(at::equal(erased.head_keys(h), retained.head_keys(h))) << h;
-    EXPECT_TRUE(at::equal(erased.head_values(h), retained.head_values(h))) << h;
-    EXPECT_EQ(erased.head_positions(h)[-1].item<int64_t>(), n);
-  }
-  EXPECT_EQ(erased.footprint().entries, retained.footprint().entries);
 }
 
 }  // namespace

@@ -1077,9 +1077,12 @@ TEST(CompressionPaperEquations, KVComposeDefaultsToTheTaskAgnosticContextTaskSet
   EXPECT_TRUE(same(defaults, kept("kvcompose:task=repeat,kernel=1")));
   EXPECT_FALSE(same(defaults, kept("kvcompose:task=window,kernel=5")));
   EXPECT_TRUE(same(kept("kvcompose_unstructured"), kept("kvcompose_unstructured:task=repeat,kernel=1")));
-  // The repeated context is a second prefill: it cannot share one with the other presses.
-  EXPECT_FALSE(shares_prefill(setup_for("kvcompose", 0.5), model()));
-  EXPECT_TRUE(shares_prefill(setup_for("kvcompose:task=window", 0.5), model()));
+  // The repeated context is fed after the prompt: a shared prefill of its own, not the other presses'.
+  const std::vector<CacheSetup> setups{setup_for("kvcompose", 0.5), setup_for("kvcompose:task=window", 0.5),
+                                       setup_for("kvcompose", 0.9)};
+  const std::vector<const CacheSetup*> all{&setups[0], &setups[1], &setups[2]};
+  const std::vector<int> prompt{1, 5, 9, 2, 7};
+  EXPECT_EQ(prefill_groups(all, {0, 1, 2}, model(), prompt), (std::vector<std::vector<size_t>>{{0, 2}, {1}}));
 }
 
 // --dump-kept: per layer × KV head the positions kept after prefill and held at the end, and D2O's

@@ -187,7 +187,7 @@ TEST(CompressionParityWithKvpress, KeptPositionsMatchTheGoldenFiles) {
         exact += check_golden(goldens[i], cache);
       }
     }
-    for (const auto& group : prefill_groups(setups, shared, m)) {
+    for (const auto& group : prefill_groups(setups, shared, m, goldens[0].ids)) {
       std::vector<const CacheSetup*> members;
       for (size_t i : group) members.push_back(setups[i]);
       SharedPrefill prefill(m, members, goldens[group[0]].ids);

@@ -1,6 +1,7 @@
 // One prefill serving many compression methods (harness/shared_prefill.h), against each method's own
 // run: the same cache bit for bit after the prompt, the same logits at every later step, the same
-// predictions and bytes through the harness, in both query modes; setups that change the prefill run alone.
+// predictions and bytes through the harness, in both query modes; setups that change the prefill run alone,
+// and presses that score the prompt with tokens of their own share a prefill with those scoring the same.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -55,7 +56,7 @@ std::vector<CacheSetup> every_press(const LlamaModel& model, double ratio, const
   std::vector<std::string> specs{"none", "snapkv:window=4", "pyramidkv:window=16"};
   const bool blocks = cache_type == "q8_0" || cache_type == "q4_0";
   // key_rerotation, finch and merging rewrite rows, which blocks cannot take; kvzip scores a reconstruction of the
-  // prompt and kvcompose's default a repeated prompt, which prefill alone (tested on their own below).
+  // prompt, kvcompose's default a repeated prompt: prefills of their own (tested on their own below).
   for (const auto& name : test::ratio_presses()) {
     if ((blocks && test::rewrites_rows(name)) || name == "kvzip") continue;
     if (name == "d2o" && blocks) {
@@ -147,6 +148,36 @@ void expect_replays_equal_own_runs(const Loaded& m, const std::vector<CacheSetup
   }
 }
 
+// KVzip's reconstruction and KVCompose's repeated prompt are fed after the prompt to score it: one prefill
+// with those tokens serves every setup that scores the same ones (KVzip at any ratio, either allocation),
+// each replayed bit for bit as its own run; a setup scoring other tokens cannot join it.
+TEST(SharedPrefill, PressesScoringTheSameTokensShareOnePrefill) {
+  const Loaded& stories = loaded(test::model_dir("stories260K"));
+  const LlamaModel& model = *stories.model;
+  const auto setups_of = [&](const std::vector<std::pair<std::string, double>>& specs) {
+    std::vector<CacheSetup> out;
+    for (const auto& [press, ratio] : specs) {
+      CompressionSpec c;
+      c.press = press;
+      c.ratio = ratio;
+      out.push_back(build_cache_setup(c, model));
+    }
+    return out;
+  };
+  const std::vector<CacheSetup> kvzip = setups_of({{"kvzip", 0.5}, {"kvzip", 0.9}, {"kvzip:layerwise=1", 0.75}});
+  expect_replays_equal_own_runs(stories, kvzip, 200, 6);
+  const std::vector<CacheSetup> repeat = setups_of({{"kvcompose", 0.5}, {"kvcompose_unstructured", 0.75}});
+  expect_replays_equal_own_runs(stories, repeat, 200, 6);
+
+  const std::vector<CacheSetup> mixed =
+      setups_of({{"snapkv", 0.5}, {"kvzip", 0.5}, {"kvcompose", 0.5}, {"kvzip", 0.9}});
+  const std::vector<int> prompt = text_prompt(stories, 120);
+  EXPECT_EQ(prefill_groups(pointers(mixed), {0, 1, 2, 3}, model, prompt),
+            (std::vector<std::vector<size_t>>{{0}, {1, 3}, {2}}));
+  EXPECT_THROW(SharedPrefill refused(model, {&mixed[1], &mixed[2]}, prompt), std::exception);
+  EXPECT_THROW(SharedPrefill refused(model, {&mixed[0], &mixed[1]}, prompt), std::exception);
+}
+
 TEST(SharedPrefill, EveryPressReplaysItsOwnPrefillBitForBit) {
   const Loaded& stories = loaded(test::model_dir("stories260K"));
   expect_replays_equal_own_runs(stories, every_press(*stories.model, 0.5), 200, 6);
@@ -235,14 +266,18 @@ TEST(SharedPrefill, HarnessOutputsEqualRunsAloneInBothQueryModes) {
   const Loaded& micro = loaded(test::model_dir("kvc-micro-lm"));
   const LlamaModel& model = *micro.model;
   std::vector<CacheSetup> setups = every_press(model, 0.5);
-  CompressionSpec repeat;  // scores a second copy of the prompt: its prefill differs, it runs alone
-  repeat.press = "kvcompose:task=repeat";
-  repeat.ratio = 0.5;
-  setups.push_back(build_cache_setup(repeat, model));
+  // Scoring a second copy of the prompt (kvcompose) or its reconstruction (kvzip at two ratios): a shared
+  // prefill of their own each.
+  for (const auto& [press, ratio] :
+       std::vector<std::pair<std::string, double>>{{"kvcompose:task=repeat", 0.5}, {"kvzip", 0.5}, {"kvzip", 0.9}}) {
+    CompressionSpec scored;
+    scored.press = press;
+    scored.ratio = ratio;
+    setups.push_back(build_cache_setup(scored, model));
+  }
   CompressionSpec retrieval;  // a storage layout of its own: runs alone
   retrieval.retrieval = "adaptive:budget=32";
   setups.push_back(build_cache_setup(retrieval, model));
-  ASSERT_FALSE(shares_prefill(setups[setups.size() - 2], model));
   ASSERT_FALSE(shares_prefill(setups.back(), model));
   // Typed caches share a prefill per type: one in q8_0 (two setups), one in f16.
   for (const auto& [type, press] :
@@ -269,8 +304,9 @@ TEST(SharedPrefill, HarnessOutputsEqualRunsAloneInBothQueryModes) {
     SharedPrefillCost cost;
     const std::vector<SampleOutput> shared =
         run_sample_shared(model, micro.tokenizer, pointers(setups), prompt, mode, decode, &cost);
-    EXPECT_EQ(cost.prefills, 7);  // one shared per cache type (f32, q8_0, f16) and low-rank cache, two alone
-    EXPECT_EQ(cost.shared_outputs, static_cast<int64_t>(setups.size()) - 2);
+    // One shared per cache type (f32, q8_0, f16), low-rank cache and set of scoring tokens, one alone.
+    EXPECT_EQ(cost.prefills, 8);
+    EXPECT_EQ(cost.shared_outputs, static_cast<int64_t>(setups.size()) - 1);
     for (size_t i = 0; i < setups.size(); ++i) {
       SCOPED_TRACE(setups[i].name);
       const SampleOutput alone = run_sample(model, micro.tokenizer, setups[i], prompt, mode, decode);
