@@ -29,7 +29,9 @@
 # kvc-profile --lukv-press on WikiText-2 (8 windows of 1,024 tokens, a horizon of 128; the global layers' 3
 # heads) and kept in data/results/leaderboard/gemma3/lukv.safetensors with its lukv.csv.
 # The presses that size themselves (a share of channels, a threshold, a share of heads) join at the
-# settings of SIZED, as on SmolLM2 (empty: none; --methods all leaves them out).
+# settings of SIZED, as on SmolLM2 (empty: none; --methods all leaves them out). PAPER adds rows at a
+# paper's own settings where the bare rows run others (committed_settings.sh): KVCompose's task-agnostic
+# scoring of a repeated context (task=repeat,kernel=1), which takes a second pass per sample.
 # METHODS (default all) is what the main sweep of each task runs, with SIZED and the LU-KV rows:
 # METHODS=none with the row variables emptied adds the LU-KV rows alone.
 # QUERY=agnostic compresses the context before the question is seen (into OUT=...-agnostic).
@@ -42,7 +44,7 @@
 #   TASKS=kl recipes/leaderboard_gemma3.sh             # KL / perplexity with the first half compressed
 #   TASKS=kl_retrieval recipes/leaderboard_gemma3.sh   # the same for the retrieval rows, one token a pass
 #   QUERY=agnostic TASKS=needle LOWRANK_RANKS= LOWRANK_SHARES= GATES= RETRIEVAL= TYPED= recipes/leaderboard_gemma3.sh
-#   METHODS=none SIZED= TASKS=kl LOWRANK_RANKS= LOWRANK_SHARES= GATES= RETRIEVAL= TYPED= recipes/leaderboard_gemma3.sh
+#   METHODS=none SIZED= PAPER= TASKS=kl LOWRANK_RANKS= LOWRANK_SHARES= GATES= RETRIEVAL= TYPED= recipes/leaderboard_gemma3.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN="${BUILD:-build}/bin"
@@ -74,6 +76,7 @@ KL_WINDOW=2048
 METHODS="${METHODS:-all}"
 LUKV="${LUKV-expected_attention}"
 SIZED="${SIZED-think:channels=0.5,simlayerkv:threshold=0.9,duo_attention:streaming=0.5,dms:base=keydiff,threshold=-0.5}"
+PAPER="${PAPER-kvcompose:task=repeat,kernel=1,kvcompose_unstructured:task=repeat,kernel=1}"
 LUKV_CONTEXT=1024
 LUKV_WINDOWS=8
 CURVE_DIR=data/results/leaderboard/gemma3
@@ -83,7 +86,7 @@ if [ -n "${KVC_SMOKE:-}" ]; then
   MODEL=data/models/kvc-micro-lm; LENGTH=512; SAMPLES=2; TASKS="${TASKS_ASKED:-needle niah_single_2 kl kl_retrieval}"; OUT=$(mktemp -d)
   LOWRANK_RANKS=32; LOWRANK_SHARES=0.5; CALIBRATION_TOKENS=2000; KL_WINDOW=256; RETRIEVAL=adaptive:budget=64
   GATES=kl:4; GATE_SHARES=0.5; TYPED=q4_0; TRAIN_STEPS=1; TRAIN_BATCH=1; TRAIN_CTX=64; BISECT=1
-  LUKV_CONTEXT=128; LUKV_WINDOWS=1; CURVE_DIR=$OUT; SIZED=
+  LUKV_CONTEXT=128; LUKV_WINDOWS=1; CURVE_DIR=$OUT; SIZED=; PAPER=
   head -c 100000 "$TRAIN_TEXT" > "$OUT/train.txt"; TRAIN_TEXT=$OUT/train.txt
 fi
 mkdir -p "$OUT"
@@ -153,8 +156,9 @@ for task in $TASKS; do
     continue
   fi
   # Each invocation appends its summary (cells run and reused, prefill and decode seconds) to OUT/<task>.runs.jsonl.
-  # The presses that size themselves and LU-KV join the same invocation: one prefill per sample serves them all.
-  methods="$METHODS${SIZED:+,$SIZED}"
+  # The presses that size themselves, the paper settings and LU-KV join the same invocation: one prefill per
+  # sample serves them all (and one more the presses scoring a repeated context).
+  methods="$METHODS${SIZED:+,$SIZED}${PAPER:+,$PAPER}"
   [ ${#lukv[@]} -eq 0 ] || methods="$methods,lukv"
   "$BIN/kvc-eval" sweep "${common[@]}" --methods "$methods" "${COMMITTED_METHOD_SPECS[@]}" "${lukv[@]}" "${lowrank[@]}" \
     "${rows[@]}" "${typed[@]}" --json >> "$OUT/$task.runs.jsonl"
