@@ -53,11 +53,10 @@ MODELS = {
 GGUF_MODELS = {"gemma3-270m"}
 OUTSIDE_MODELS = GGUF_MODELS | {"kvc-tiny-lm"}  # not in data/models: scripts/model_path.sh NAME
 # Budgets split over layers (see above); kvpress' KVzip refuses Gemma 3; LU-KV's curve rows are every layer's
-# in kvpress, the global layers' in kvc; DMS while decoding evicts from kvpress' sliding-window layers too, so the
-# two generate different tokens from the second on.
+# in kvpress, the global layers' in kvc; a cut while decoding shortens the global layers' caches only (as kvc
+# cuts them), and transformers sizes every layer's attention mask by the first (sliding) layer's cache.
 NOT_ON_GGUF_MODELS = {"pyramidkv", "pyramidkv_beta2", "kvcompose", "kvzip", "kvzip_layerwise", "lukv_keydiff",
-                      "dms_keydiff_decoding", "decoding_keydiff", "decoding_fraction_keydiff", "decoding_snapkv",
-                      "prefill_decoding_keydiff"}
+                      "decoding_keydiff", "decoding_fraction_keydiff", "decoding_snapkv", "prefill_decoding_keydiff"}
 
 
 def model_path(model):
@@ -336,6 +335,18 @@ def track_cut_positions(press, kept, L, KV, prompt_tokens):
     decoding.forward_hook = forward_hook
 
 
+def compress_global_layers_only(press, layers):
+    """kvc leaves Gemma 3's sliding-window layers to their window; kvpress hooks every layer of
+    Gemma3ForCausalLM. At prefill that changes nothing in the global layers (each layer compresses after its
+    own attention), but while decoding it changes the tokens, so the press is kept off the sliding layers."""
+    original = press.forward_hook
+
+    def forward_hook(module, inputs, kwargs, output):
+        return original(module, inputs, kwargs, output) if int(module.layer_idx) in layers else output
+
+    press.forward_hook = forward_hook
+
+
 def rotate_buffered_queries_at_their_positions(model):
     """kvpress' SnapKV, scoring while decoding, rotates every buffered query with the RoPE of the pass's one
     token (position_embeddings holds one position then); this gives each its own position, as kvc does. The
@@ -428,6 +439,8 @@ def run_kvpress(model_dir, method, ratio, ids, continuation=0):
         press._budget_curves = lukv_curve(L, KV)  # set before the press would download one
 
     restore = lambda: None  # noqa: E731
+    if method in DECODING_METHODS and len(compared_layers(model)) < L:
+        compress_global_layers_only(press, set(compared_layers(model)))
     if method in CUT_DECODING_METHODS:
         track_cut_positions(press, kept, L, KV, len(ids))
         if method == "decoding_snapkv":
