@@ -65,20 +65,26 @@ ItemSweepOutcome run_item_sweep(const EvalContext& ctx, const std::vector<TaskIt
       out.records[c].emplace_back();  // filled below
     }
     if (!to_run.empty()) {
-      std::vector<SampleRecord> fresh;
+      // Ctrl-C stops between cells: the cells of this item that finished are checkpointed, the rest run
+      // when the sweep is resumed.
+      const auto stop = [] { return interrupted(); };
+      std::vector<std::optional<SampleRecord>> fresh;
       if (share_prefill) {
-        fresh = evaluate_item_shared(ctx, run_setups, items[i], &out.cost);
+        fresh = evaluate_item_shared(ctx, run_setups, items[i], &out.cost, stop);
       } else {
-        for (const CacheSetup* setup : run_setups) fresh.push_back(evaluate_item(ctx, *setup, items[i]));
+        for (const CacheSetup* setup : run_setups)
+          fresh.push_back(stop() ? std::nullopt : std::optional<SampleRecord>(evaluate_item(ctx, *setup, items[i])));
       }
       std::vector<nlohmann::json> lines;
       for (size_t j = 0; j < to_run.size(); ++j) {
-        out.records[to_run[j]].back() = fresh[j];
+        if (!fresh[j]) continue;
+        out.records[to_run[j]].back() = *fresh[j];
         lines.push_back({{"sample", cells[to_run[j]].key() + "|" + std::to_string(i)},
                          {"settings", settings},
-                         {"record", fresh[j].to_json()}});
+                         {"record", fresh[j]->to_json()}});
       }
       checkpoint.append_all(lines);
+      if (lines.size() < to_run.size()) return out;
       ++out.samples_run;
     }
     if (on_item) on_item();

@@ -28,7 +28,8 @@ struct ItemSweepOutcome {
 // Runs every item under every cell's setup (cells[i] under setups[i]): with `share_prefill`, one shared
 // prefill per item; without, each cell's sample runs alone (run_sample), as a sweep of one cell would.
 // `checkpoint` keeps (cell, item) records under the key "<cell key>|<item index>" with `settings`:
-// those already there are read back instead of run. Stops before an item once kvc::interrupted().
+// those already there are read back instead of run. Stops between cells once kvc::interrupted(), the
+// item's finished cells checkpointed.
 // `on_item` (may be empty) is called after each item.
 ItemSweepOutcome run_item_sweep(const EvalContext& ctx, const std::vector<TaskItem>& items,
                                 const std::vector<SweepCell>& cells, const std::vector<CacheSetup>& setups,

@@ -58,7 +58,8 @@ std::string checkpoint_key(const SweepCell& cell, size_t window) {
 KlSweepOutcome run_kl_sweep(const LlamaModel& model, const std::vector<int>& ids, const KlOptions& options,
                             const std::vector<SweepCell>& cells, const std::vector<CacheSetup>& setups,
                             ResultStore& checkpoint, const std::string& settings, bool share_prefill,
-                            const std::function<void()>& on_window) {
+                            const std::function<void()>& on_window, const std::function<bool()>& stop) {
+  const auto stopped = [&] { return stop ? stop() : interrupted(); };
   KVC_CHECK(cells.size() == setups.size(), "kl sweep: {} setups for {} cells", setups.size(), cells.size());
   check_kl_options(model, options);
   for (const CacheSetup& setup : setups) check_kl_schedule(options, setup);
@@ -71,7 +72,7 @@ KlSweepOutcome run_kl_sweep(const LlamaModel& model, const std::vector<int>& ids
   std::vector<std::vector<KlWindowScore>> scores(cells.size());
   const auto windows = plan_windows(static_cast<int64_t>(ids.size()), options.plan);
   for (size_t w = 0; w < windows.size(); ++w) {
-    if (interrupted()) return out;
+    if (stopped()) return out;
     const auto [begin, end] = windows[w];
     const int64_t context = kl_context_tokens(end - begin, options);
     if (context < 1 || context >= end - begin) {  // as evaluate_kl: nothing to score
@@ -97,7 +98,9 @@ KlSweepOutcome run_kl_sweep(const LlamaModel& model, const std::vector<int>& ids
     out.cost.prefill_seconds += seconds_since(start);
     ++out.cost.prefills;
     std::map<size_t, KlWindowScore> fresh;
+    // Ctrl-C stops between cells: the window's finished cells are checkpointed, the rest run on resuming.
     for (size_t c : alone) {
+      if (stopped()) break;
       start = SteadyClock::now();
       fresh[c] = score_kl_window(model, tokens, context, options.chunk, reference, setups[c]);
       fresh[c].seconds = seconds_since(start);
@@ -106,13 +109,14 @@ KlSweepOutcome run_kl_sweep(const LlamaModel& model, const std::vector<int>& ids
     }
     const std::vector<int> prompt(tokens.begin(), tokens.begin() + context);
     for (const std::vector<size_t>& group : prefill_groups(all_setups, sharing, model, prompt)) {
+      if (stopped()) break;
       std::vector<const CacheSetup*> shared_setups;
       for (size_t c : group) shared_setups.push_back(&setups[c]);
       start = SteadyClock::now();
       SharedPrefill prefill(model, shared_setups, prompt);
       out.cost.prefill_seconds += seconds_since(start);
       ++out.cost.prefills;
-      for (size_t j = 0; j < group.size(); ++j) {
+      for (size_t j = 0; j < group.size() && !stopped(); ++j) {
         start = SteadyClock::now();
         SharedPrefill::Replay r = prefill.replay(j);
         out.cost.replay_seconds += seconds_since(start);
@@ -134,6 +138,7 @@ KlSweepOutcome run_kl_sweep(const LlamaModel& model, const std::vector<int>& ids
       lines.push_back({{"sample", checkpoint_key(cells[c], w)}, {"settings", settings}, {"record", to_json(score)}});
     }
     checkpoint.append_all(lines);
+    if (fresh.size() < alone.size() + sharing.size()) return out;
     if (on_window) on_window();
   }
   for (const auto& cell_scores : scores) out.results.push_back(combine_kl_windows(cell_scores));

@@ -24,10 +24,11 @@ struct KlSweepOutcome {
 // Runs every cell (cells[i] under setups[i]) over the windows of `ids`. Without `share_prefill` each
 // cell still shares the reference but prefills alone. `checkpoint` keeps (cell, window) scores under
 // the key "<cell key>|window <w>" with `settings`: those already there are read back instead of run.
-// Stops before a window once kvc::interrupted(). `on_window` (may be empty) is called after each window.
+// Stops between cells once `stop` answers true (kvc::interrupted() when not given), the window's finished
+// cells checkpointed. `on_window` (may be empty) is called after each window.
 KlSweepOutcome run_kl_sweep(const LlamaModel& model, const std::vector<int>& ids, const KlOptions& options,
                             const std::vector<SweepCell>& cells, const std::vector<CacheSetup>& setups,
                             ResultStore& checkpoint, const std::string& settings, bool share_prefill,
-                            const std::function<void()>& on_window = {});
+                            const std::function<void()>& on_window = {}, const std::function<bool()>& stop = {});
 
 }  // namespace kvc

@@ -142,18 +142,22 @@ SharedPrefillCost& SharedPrefillCost::operator+=(const SharedPrefillCost& o) {
   return *this;
 }
 
-std::vector<SampleOutput> run_sample_shared(const LlamaModel& model, const Tokenizer& tokenizer,
-                                            const std::vector<const CacheSetup*>& setups, const PromptTokens& prompt,
-                                            QueryMode mode, const DecodeOptions& decode, SharedPrefillCost* cost) {
+std::vector<std::optional<SampleOutput>> run_sample_shared(const LlamaModel& model, const Tokenizer& tokenizer,
+                                                           const std::vector<const CacheSetup*>& setups,
+                                                           const PromptTokens& prompt, QueryMode mode,
+                                                           const DecodeOptions& decode, SharedPrefillCost* cost,
+                                                           const std::function<bool()>& stop) {
   KVC_CHECK(!prompt.context.empty(), "empty prompt");
+  const auto stopped = [&] { return stop && stop(); };
   SharedPrefillCost spent;
-  std::vector<SampleOutput> outputs(setups.size());
+  std::vector<std::optional<SampleOutput>> outputs(setups.size());
   std::vector<size_t> sharing;
   for (size_t i = 0; i < setups.size(); ++i) {
     if (shares_prefill(*setups[i], model)) {
       sharing.push_back(i);
       continue;
     }
+    if (stopped()) break;
     const auto start = SteadyClock::now();
     outputs[i] = run_sample(model, tokenizer, *setups[i], prompt, mode, decode);
     spent.alone_seconds += seconds_since(start);
@@ -162,13 +166,14 @@ std::vector<SampleOutput> run_sample_shared(const LlamaModel& model, const Token
   const bool aware = mode == QueryMode::Aware || prompt.question.empty();
   const std::vector<int> prefilled = aware ? prompt.whole() : prompt.context;
   for (const std::vector<size_t>& group : prefill_groups(setups, sharing, model, prefilled)) {
+    if (stopped()) break;
     std::vector<const CacheSetup*> shared_setups;
     for (size_t i : group) shared_setups.push_back(setups[i]);
     auto start = SteadyClock::now();
     SharedPrefill prefill(model, shared_setups, prefilled);
     spent.prefill_seconds += seconds_since(start);
     ++spent.prefills;
-    for (size_t j = 0; j < group.size(); ++j) {
+    for (size_t j = 0; j < group.size() && !stopped(); ++j) {
       start = SteadyClock::now();
       SharedPrefill::Replay r = prefill.replay(j);
       spent.replay_seconds += seconds_since(start);
@@ -180,10 +185,10 @@ std::vector<SampleOutput> run_sample_shared(const LlamaModel& model, const Token
         if (r.observer != nullptr) r.observer->hold_next_pass();
         logits = model.forward(prompt.question, r.cache, options);
       }
-      SampleOutput& out = outputs[group[j]];
-      out = finish_sample(model, tokenizer, r.cache, logits, prompt, decode, options);
+      SampleOutput out = finish_sample(model, tokenizer, r.cache, logits, prompt, decode, options);
       spent.decode_seconds += seconds_since(decode_start);
       out.seconds = seconds_since(start);
+      outputs[group[j]] = std::move(out);
       ++spent.shared_outputs;
     }
   }

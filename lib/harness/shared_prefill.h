@@ -17,6 +17,8 @@
 // the same low-rank cache (CacheSetup::shared_prefill_layout). A press that scores the prompt with tokens
 // fed after it (ForwardObserver::scoring_tokens: KVzip's reconstruction, KVCompose's repeated prompt)
 // shares a prefill only with setups scoring the same tokens — one pass for KVzip at every ratio.
+#include <functional>
+#include <optional>
 #include <vector>
 
 #include "harness/sample_runner.h"
@@ -76,9 +78,13 @@ struct SharedPrefillCost {
 // The outputs run_sample would give for each of `setups` (in order; equal tokens, predictions and cache
 // bytes), with one prefill for all setups that share it. An output's `seconds` counts its own replay,
 // question pass and decoding, not the shared prefill; `cost`, when given, receives where the time went.
-std::vector<SampleOutput> run_sample_shared(const LlamaModel& model, const Tokenizer& tokenizer,
-                                            const std::vector<const CacheSetup*>& setups, const PromptTokens& prompt,
-                                            QueryMode mode, const DecodeOptions& decode,
-                                            SharedPrefillCost* cost = nullptr);
+// `stop`, when given, is asked before each setup's run and each shared prefill: once it answers true the
+// setups not yet run are left without an output (nullopt), so a sweep stops between cells, not samples.
+std::vector<std::optional<SampleOutput>> run_sample_shared(const LlamaModel& model, const Tokenizer& tokenizer,
+                                                           const std::vector<const CacheSetup*>& setups,
+                                                           const PromptTokens& prompt, QueryMode mode,
+                                                           const DecodeOptions& decode,
+                                                           SharedPrefillCost* cost = nullptr,
+                                                           const std::function<bool()>& stop = {});
 
 }  // namespace kvc

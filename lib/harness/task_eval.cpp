@@ -108,16 +108,20 @@ SampleRecord evaluate_item(const EvalContext& ctx, const CacheSetup& setup, cons
                            kept_dump_path(ctx.dump_kept_dir, item.id), item.id));
 }
 
-std::vector<SampleRecord> evaluate_item_shared(const EvalContext& ctx, const std::vector<const CacheSetup*>& setups,
-                                               const TaskItem& item, SharedPrefillCost* cost) {
-  std::vector<SampleRecord> out;
+std::vector<std::optional<SampleRecord>> evaluate_item_shared(const EvalContext& ctx,
+                                                              const std::vector<const CacheSetup*>& setups,
+                                                              const TaskItem& item, SharedPrefillCost* cost,
+                                                              const std::function<bool()>& stop) {
+  std::vector<std::optional<SampleRecord>> out(setups.size());
   if (!ctx.dump_kept_dir.empty()) {
-    for (const CacheSetup* setup : setups) out.push_back(evaluate_item(ctx, *setup, item));
+    for (size_t i = 0; i < setups.size() && !(stop && stop()); ++i) out[i] = evaluate_item(ctx, *setups[i], item);
     return out;
   }
   const PromptTokens prompt = item_prompt(ctx, item);
-  for (const SampleOutput& o : run_sample_shared(ctx.model, ctx.tokenizer, setups, prompt, ctx.mode, item.decode, cost))
-    out.push_back(scored(item, prompt, o));
+  const std::vector<std::optional<SampleOutput>> outputs =
+      run_sample_shared(ctx.model, ctx.tokenizer, setups, prompt, ctx.mode, item.decode, cost, stop);
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (outputs[i]) out[i] = scored(item, prompt, *outputs[i]);
   return out;
 }
 

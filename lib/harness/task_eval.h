@@ -65,9 +65,12 @@ struct TaskItem {
 SampleRecord evaluate_item(const EvalContext& ctx, const CacheSetup& setup, const TaskItem& item);
 // The same for every setup, in order, prefilling the prompt once for all that can share it
 // (shared_prefill.h): records equal evaluate_item's but for `seconds`, which leave out the shared
-// prefill. With --dump-kept each setup runs alone.
-std::vector<SampleRecord> evaluate_item_shared(const EvalContext& ctx, const std::vector<const CacheSetup*>& setups,
-                                               const TaskItem& item, SharedPrefillCost* cost = nullptr);
+// prefill. With --dump-kept each setup runs alone. Setups left unrun once `stop` answers true (asked
+// between setups) have no record (nullopt).
+std::vector<std::optional<SampleRecord>> evaluate_item_shared(const EvalContext& ctx,
+                                                              const std::vector<const CacheSetup*>& setups,
+                                                              const TaskItem& item, SharedPrefillCost* cost = nullptr,
+                                                              const std::function<bool()>& stop = {});
 
 // Needle answers are numbers: correct when the first run of digits in the prediction is exactly the
 // number ("40721." and " 40721 is" are right; "4072", "407219" and "1 40721" are wrong).

@@ -84,6 +84,22 @@ TEST(KlSweep, EveryCellEqualsItsOwnEvaluateKlAndResumesFromCheckpointedWindows) 
   EXPECT_EQ(again.cost.prefills, 2 * 4);
   for (size_t c = 0; c < cells.size(); ++c) expect_same(again.results[c], swept.results[c]);
 
+  // Stopped between cells of the second window (Ctrl-C): the first window whole and the second's finished
+  // cells are checkpointed, and the resumed sweep runs only the rest, to the same numbers.
+  ResultStore stopped(dir + "/stopped.jsonl", "sample");
+  size_t asked = 0;
+  const size_t asks_per_window = 4 + cells.size();  // before the window, each of its 3 prefills and each cell
+  const KlSweepOutcome cut = run_kl_sweep(*model, ids, options, cells, setups, stopped, "s", true, {},
+                                          [&] { return asked++ > asks_per_window + 4; });
+  EXPECT_FALSE(cut.complete);
+  const size_t kept = stopped.records().size();
+  EXPECT_GT(kept, cells.size());
+  EXPECT_LT(kept, 2 * cells.size());
+  const KlSweepOutcome finished = run_kl_sweep(*model, ids, options, cells, setups, stopped, "s", true);
+  ASSERT_TRUE(finished.complete);
+  EXPECT_EQ(finished.cost.shared_outputs, static_cast<int64_t>(3 * cells.size() - kept));
+  for (size_t c = 0; c < cells.size(); ++c) expect_same(finished.results[c], swept.results[c]);
+
   // Without sharing the prefill every cell prefills alone and still gets the same numbers.
   ResultStore alone(dir + "/alone.jsonl", "sample");
   const KlSweepOutcome unshared = run_kl_sweep(*model, ids, options, cells, setups, alone, "s", false);

@@ -302,8 +302,13 @@ TEST(SharedPrefill, HarnessOutputsEqualRunsAloneInBothQueryModes) {
   const DecodeOptions decode{10, false};
   for (QueryMode mode : {QueryMode::Aware, QueryMode::Agnostic}) {
     SharedPrefillCost cost;
-    const std::vector<SampleOutput> shared =
+    const std::vector<std::optional<SampleOutput>> outputs =
         run_sample_shared(model, micro.tokenizer, pointers(setups), prompt, mode, decode, &cost);
+    std::vector<SampleOutput> shared;
+    for (const auto& o : outputs) {
+      ASSERT_TRUE(o.has_value());
+      shared.push_back(*o);
+    }
     // One shared per cache type (f32, q8_0, f16), low-rank cache and set of scoring tokens, one alone.
     EXPECT_EQ(cost.prefills, 8);
     EXPECT_EQ(cost.shared_outputs, static_cast<int64_t>(setups.size()) - 1);
@@ -322,6 +327,41 @@ TEST(SharedPrefill, HarnessOutputsEqualRunsAloneInBothQueryModes) {
       EXPECT_EQ(shared[i].stop_reason, alone.stop_reason);
       EXPECT_EQ(shared[i].prompt_tokens, alone.prompt_tokens);
     }
+  }
+}
+
+// Asked between setups, `stop` leaves the setups after it unrun, and those run are the outputs of an
+// uninterrupted call: a sweep stopped by Ctrl-C checkpoints them and resumes with the rest.
+TEST(SharedPrefill, StopLeavesTheRemainingSetupsUnrunAndTheOthersUnchanged) {
+  const Loaded& micro = loaded(test::model_dir("kvc-micro-lm"));
+  const LlamaModel& model = *micro.model;
+  std::vector<CacheSetup> setups = every_press(model, 0.5);
+  setups.resize(6);
+  CompressionSpec kvzip;  // a second shared prefill, with scoring tokens
+  kvzip.press = "kvzip";
+  kvzip.ratio = 0.5;
+  setups.push_back(build_cache_setup(kvzip, model));
+  const std::vector<int> text = text_prompt(micro, 200);
+  PromptTokens prompt;
+  prompt.context.assign(text.begin(), text.begin() + 180);
+  prompt.question.assign(text.begin() + 180, text.end());
+  const DecodeOptions decode{6, false};
+  const auto whole = run_sample_shared(model, micro.tokenizer, pointers(setups), prompt, QueryMode::Aware, decode);
+  for (size_t allowed : {size_t{0}, size_t{3}, setups.size() - 1}) {
+    SCOPED_TRACE(allowed);
+    size_t asked = 0;
+    SharedPrefillCost cost;
+    const auto stopped = run_sample_shared(model, micro.tokenizer, pointers(setups), prompt, QueryMode::Aware, decode,
+                                           &cost, [&] { return asked++ > allowed; });
+    size_t ran = 0;
+    for (size_t i = 0; i < setups.size(); ++i) {
+      if (!stopped[i]) continue;
+      ++ran;
+      EXPECT_EQ(stopped[i]->tokens, whole[i]->tokens) << setups[i].name;
+      EXPECT_EQ(stopped[i]->kv_payload_bytes, whole[i]->kv_payload_bytes) << setups[i].name;
+    }
+    EXPECT_LT(ran, setups.size());
+    EXPECT_EQ(static_cast<int64_t>(ran), cost.shared_outputs);
   }
 }
 
