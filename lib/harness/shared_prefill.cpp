@@ -47,12 +47,6 @@ class PrefillRecorder : public ForwardObserver {
 
 namespace {
 
-// What shares_prefill asks (a press's scoring tokens are a matter of grouping, prefill_groups).
-bool prefill_independent(const CacheSetup& setup, const LlamaModel& model) {
-  return !(setup.has_layout() && setup.shared_prefill_layout.empty()) && !setup.full_precision &&
-         model.device().is_cpu();
-}
-
 // The tokens `observer` scores a prefill of `tokens` with (none without an observer).
 std::vector<int> scoring_tokens_of(const ForwardObserver* observer, const std::vector<int>& tokens) {
   return observer == nullptr ? std::vector<int>{} : observer->scoring_tokens(tokens);
@@ -66,7 +60,11 @@ AttentionProbe merged(AttentionProbe a, const AttentionProbe& b) {
 
 }  // namespace
 
-bool shares_prefill(const CacheSetup& setup, const LlamaModel& model) { return prefill_independent(setup, model); }
+// A press's scoring tokens are a matter of grouping (prefill_groups), not of sharing.
+bool shares_prefill(const CacheSetup& setup, const LlamaModel& model) {
+  return !(setup.has_layout() && setup.shared_prefill_layout.empty()) && !setup.full_precision &&
+         model.device().is_cpu();
+}
 
 std::vector<std::vector<size_t>> prefill_groups(const std::vector<const CacheSetup*>& setups,
                                                 const std::vector<size_t>& indices, const LlamaModel& model,
@@ -95,7 +93,7 @@ SharedPrefill::SharedPrefill(const LlamaModel& model, const std::vector<const Ca
   std::vector<int> scoring;
   for (const CacheSetup* setup : setups) {
     observers_.push_back(setup->new_observer());
-    KVC_CHECK(prefill_independent(*setup, model), "compression '{}' cannot share a prefill", setup->name);
+    KVC_CHECK(shares_prefill(*setup, model), "compression '{}' cannot share a prefill", setup->name);
     const std::vector<int> own = scoring_tokens_of(observers_.back().get(), tokens);
     if (observers_.size() == 1) scoring = own;
     KVC_CHECK(own == scoring, "compressions '{}' and '{}' score the prompt with different tokens", setups.front()->name,

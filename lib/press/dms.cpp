@@ -45,18 +45,18 @@ class ThresholdAllocator : public Allocator {
     // The tokens leaving the window go from the heads where they scored below the threshold (a NaN score
     // is not below it, as in kvpress).
     std::deque<PendingToken>& pending = pending_[static_cast<size_t>(step.layer)];
-    std::vector<std::vector<int64_t>> gone;
-    while (static_cast<int64_t>(pending.size()) > window_) {
+    std::vector<std::vector<int64_t>> gone(static_cast<size_t>(ctx.shape().attention.num_kv_heads));
+    bool any = false;
+    for (; static_cast<int64_t>(pending.size()) > window_; pending.pop_front()) {
       const PendingToken& token = pending.front();
       for (size_t h = 0; h < token.scores.size(); ++h) {
         if (token.scores[h] < threshold_) {
-          gone.resize(token.scores.size());
           gone[h].push_back(token.position);
+          any = true;
         }
       }
-      pending.pop_front();
     }
-    if (!gone.empty()) evict_positions(ctx, step.layer, gone);
+    if (any) evict_positions(ctx, step.layer, gone);
   }
 
   bool splits_budget() const override { return true; }
