@@ -42,6 +42,7 @@ int run(SweepOptions& o) {
   KVC_CHECK(o.prefill == "shared" || o.prefill == "per-cell", "--prefill: unknown mode '{}' (use shared or per-cell)",
             o.prefill);
   // Checked whatever the tasks: a bad value must not pass silently because no ppl/kl cell ran this time.
+  KVC_CHECK(o.lockstep >= 1, "--lockstep must be >= 1, got {}", o.lockstep);
   KVC_CHECK(o.kl.chunk >= 1, "--chunk must be >= 1, got {}", o.kl.chunk);
   const std::vector<SweepCell> cells = plan_cells(o, tasks);
   // Not part of the settings: a recipe pins what its committed cells were made with.
@@ -195,7 +196,9 @@ int run(SweepOptions& o) {
     }
     const std::vector<TaskItem> items = task_items(o, task, loaded.ctx, in);
     Progress samples(task, static_cast<int64_t>(items.size()), "samples", !o.json);
-    const ItemSweepOutcome outcome = run_item_sweep(loaded.ctx, items, block, setups, checkpoint, settings,
+    EvalContext ctx = loaded.ctx;
+    ctx.lockstep = o.lockstep;
+    const ItemSweepOutcome outcome = run_item_sweep(ctx, items, block, setups, checkpoint, settings,
                                                     o.prefill == "shared", [&] { samples.advance(); });
     samples.finish();
     cost += outcome.cost;
@@ -263,13 +266,16 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
       "a re-run skips them. Writes OUT/results.csv, OUT/results.md and OUT/score_vs_ratio_<task>.png.\n"
       "\nOne prefill, many methods (--prefill shared, the default): a sampled task runs sample by sample; each\n"
       "prompt is prefilled once with full attention, recording what every method's scoring asks for, and each\n"
-      "press then compresses its own copy and decodes. Results equal --prefill per-cell runs exactly (a test\n"
+      "press then compresses its own copy; the cells of one prefill decode in lockstep, --lockstep at a time (each\n"
+      "decode step reads the model's weights once for all of them). Results equal --prefill per-cell runs exactly (a "
+      "test\n"
       "checks it); retrieval cells run alone, and presses that score the prompt with tokens fed after it (kvzip,\n"
       "kvcompose:task=repeat) share one prefill with those tokens per sample;\n"
       "a low-rank cache gets a prefill of its own per sample, shared by the presses storing their entries in it.\n"
       "ppl and kl run window by window: the exact model's run of a window serves every cell, and the presses\n"
       "take the window's compressed first half from one prefill. Each cell's finished sample or window is\n"
-      "checkpointed in OUT/samples.jsonl, and Ctrl-C stops between cells: it loses at most the cell being run.\n"
+      "checkpointed in OUT/samples.jsonl, and Ctrl-C stops between cells: it loses at most the cells being run\n"
+      "(those decoding in lockstep).\n"
       "\nLow-rank rows: --lowrank SPEC adds a row for that cache alone (its memory is set by the spec, so it has\n"
       "no ratio); --lowrank-press PRESS adds PRESS at every ratio with each --lowrank cache storing what it keeps.\n"
       "Typed rows: --typed-cache TYPE adds the dense cache with its keys and values stored in TYPE (f16, bf16,\n"
@@ -356,6 +362,11 @@ void add_sweep_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option(
          "--prefill", o->prefill,
          "shared: one prefill per sample (or ppl/kl window) serves every method; per-cell: each cell runs alone")
+      ->capture_default_str();
+  cmd->add_option("--lockstep", o->lockstep,
+                  "Cells of one shared prefill decoded together: each decode step reads the weights once for all of "
+                  "them (the same results; each holds its compressed cache meanwhile). 1: one cell at a time")
+      ->check(CLI::Range(int64_t{1}, int64_t{256}))
       ->capture_default_str();
   cmd->add_option("--max-cells", o->max_cells, "Run at most N new cells, then stop (0 = all)")->capture_default_str();
   cmd->add_option("--shard", o->shard,

@@ -36,6 +36,7 @@ struct SweepOptions : TaskCommandOptions {
   int64_t ruler_new_tokens = 0;  // 0: RULER's tokens_to_generate
   std::string qa_dir;
   std::string prefill = "shared";
+  int64_t lockstep = kDefaultLockstepSetups;  // cells of one shared prefill decoded together
   int64_t max_cells = 0;
   std::string shard;
 };

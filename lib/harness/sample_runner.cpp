@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "generation/decode_loop.h"
+#include "generation/lockstep_decode.h"
 #include "util/error.h"
 
 namespace kvc {
@@ -93,26 +94,71 @@ bool ends_answer_line(const std::string& text) {
 
 }  // namespace
 
-SampleOutput finish_sample(const LlamaModel& model, const Tokenizer& tokenizer, KVCache& cache,
-                           const at::Tensor& logits, const PromptTokens& prompt, const DecodeOptions& decode,
-                           const ForwardOptions& options) {
+namespace {
+
+// The output's measurements of the cache the prompt left, before decoding.
+SampleOutput prompt_output(const LlamaModel& model, const KVCache& cache, const PromptTokens& prompt) {
   SampleOutput out;
   out.prompt_tokens = prompt.size();
   const CacheFootprint footprint = cache.footprint();
   out.kv_payload_bytes = footprint.payload_bytes;
   out.kv_ram_bytes = footprint.ram_bytes;
   out.full_kv_bytes = dense_payload_bytes(model, prompt.size());
+  return out;
+}
 
+DecodeLimits answer_limits(const DecodeOptions& decode) {
   DecodeLimits limits;
   limits.max_new_tokens = decode.max_new_tokens;
   limits.keep_eos = false;  // an answer ends before the end-of-sequence token
-  out.stop_reason = run_decode_loop(model, cache, logits, limits, options, greedy, [&](int token) {
+  return limits;
+}
+
+// Takes each new token into `out`; stops at the answer's line end when the options ask.
+std::function<std::string(int)> answer_keeper(const Tokenizer& tokenizer, const DecodeOptions& decode,
+                                              SampleOutput& out) {
+  return [&tokenizer, &decode, &out](int token) {
     out.tokens.push_back(token);
     const bool line_done = decode.stop_at_newline && ends_answer_line(tokenizer.decode(out.tokens));
     return line_done ? std::string("newline") : std::string();
-  });
+  };
+}
+
+}  // namespace
+
+SampleOutput finish_sample(const LlamaModel& model, const Tokenizer& tokenizer, KVCache& cache,
+                           const at::Tensor& logits, const PromptTokens& prompt, const DecodeOptions& decode,
+                           const ForwardOptions& options) {
+  SampleOutput out = prompt_output(model, cache, prompt);
+  out.stop_reason = run_decode_loop(model, cache, logits, answer_limits(decode), options, greedy,
+                                    answer_keeper(tokenizer, decode, out));
   out.prediction = tokenizer.decode(out.tokens);
   return out;
+}
+
+std::vector<SampleOutput> finish_samples_lockstep(const LlamaModel& model, const Tokenizer& tokenizer,
+                                                  const std::vector<KVCache*>& caches,
+                                                  const std::vector<at::Tensor>& logits, const PromptTokens& prompt,
+                                                  const DecodeOptions& decode,
+                                                  const std::vector<ForwardOptions>& options) {
+  KVC_CHECK(logits.size() == caches.size() && options.size() == caches.size(),
+            "finish_samples_lockstep: {} caches, {} logits, {} options", caches.size(), logits.size(), options.size());
+  std::vector<SampleOutput> outputs;
+  outputs.reserve(caches.size());  // the keepers hold references into it
+  std::vector<LockstepSequence> sequences(caches.size());
+  for (size_t i = 0; i < caches.size(); ++i) {
+    outputs.push_back(prompt_output(model, *caches[i], prompt));
+    sequences[i].cache = caches[i];
+    sequences[i].logits = logits[i];
+    sequences[i].options = options[i];
+    sequences[i].keep = answer_keeper(tokenizer, decode, outputs[i]);
+  }
+  run_decode_loops_lockstep(model, sequences, answer_limits(decode), greedy);
+  for (size_t i = 0; i < caches.size(); ++i) {
+    outputs[i].stop_reason = sequences[i].stop_reason;
+    outputs[i].prediction = tokenizer.decode(outputs[i].tokens);
+  }
+  return outputs;
 }
 
 SampleOutput run_sample(const LlamaModel& model, const Tokenizer& tokenizer, const CacheSetup& setup,

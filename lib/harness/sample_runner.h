@@ -89,4 +89,13 @@ SampleOutput finish_sample(const LlamaModel& model, const Tokenizer& tokenizer, 
                            const at::Tensor& logits, const PromptTokens& prompt, const DecodeOptions& decode,
                            const ForwardOptions& options);
 
+// One prompt's part after the prompt for several caches at once (each with its prompt's last logits and
+// its options), their decoding in lockstep (generation/lockstep_decode.h): output i equals
+// finish_sample(model, tokenizer, *caches[i], logits[i], prompt, decode, options[i]).
+std::vector<SampleOutput> finish_samples_lockstep(const LlamaModel& model, const Tokenizer& tokenizer,
+                                                  const std::vector<KVCache*>& caches,
+                                                  const std::vector<at::Tensor>& logits, const PromptTokens& prompt,
+                                                  const DecodeOptions& decode,
+                                                  const std::vector<ForwardOptions>& options);
+
 }  // namespace kvc

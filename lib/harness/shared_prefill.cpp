@@ -6,6 +6,7 @@
 #include <tuple>
 #include <utility>
 
+#include "harness/sample_runner.h"
 #include "util/clock.h"
 #include "util/error.h"
 
@@ -144,8 +145,10 @@ std::vector<std::optional<SampleOutput>> run_sample_shared(const LlamaModel& mod
                                                            const std::vector<const CacheSetup*>& setups,
                                                            const PromptTokens& prompt, QueryMode mode,
                                                            const DecodeOptions& decode, SharedPrefillCost* cost,
-                                                           const std::function<bool()>& stop) {
+                                                           const std::function<bool()>& stop, int64_t lockstep) {
   KVC_CHECK(!prompt.context.empty(), "empty prompt");
+  KVC_CHECK(lockstep >= 1, "run_sample_shared: lockstep must be >= 1, got {}", lockstep);
+  const auto batch = static_cast<size_t>(lockstep);
   const auto stopped = [&] { return stop && stop(); };
   SharedPrefillCost spent;
   std::vector<std::optional<SampleOutput>> outputs(setups.size());
@@ -171,23 +174,47 @@ std::vector<std::optional<SampleOutput>> run_sample_shared(const LlamaModel& mod
     SharedPrefill prefill(model, shared_setups, prefilled);
     spent.prefill_seconds += seconds_since(start);
     ++spent.prefills;
-    for (size_t j = 0; j < group.size() && !stopped(); ++j) {
-      start = SteadyClock::now();
-      SharedPrefill::Replay r = prefill.replay(j);
-      spent.replay_seconds += seconds_since(start);
-      const auto decode_start = SteadyClock::now();
-      const ForwardOptions options{false, r.observer.get()};
-      at::Tensor logits = prefill.logits();
-      if (!aware) {
-        // As in run_sample: the question continues the compressed context under the context's budget.
-        if (r.observer != nullptr) r.observer->hold_next_pass();
-        logits = model.forward(prompt.question, r.cache, options);
+    // The group's setups decode in lockstep, `batch` at a time (each holds its own compressed cache
+    // meanwhile): each weight matrix streams once per step for all of them.
+    for (size_t first = 0; first < group.size() && !stopped(); first += batch) {
+      const size_t count = std::min(batch, group.size() - first);
+      std::vector<SharedPrefill::Replay> replays;
+      replays.reserve(count);  // no replay moves once made
+      std::vector<at::Tensor> logits;
+      std::vector<double> own_seconds;
+      for (size_t j = first; j < first + count; ++j) {
+        if (stopped()) break;
+        start = SteadyClock::now();
+        replays.push_back(prefill.replay(j));
+        SharedPrefill::Replay& r = replays.back();
+        spent.replay_seconds += seconds_since(start);
+        const auto question_start = SteadyClock::now();
+        logits.push_back(prefill.logits());
+        if (!aware) {
+          // As in run_sample: the question continues the compressed context under the context's budget.
+          if (r.observer != nullptr) r.observer->hold_next_pass();
+          logits.back() = model.forward(prompt.question, r.cache, ForwardOptions{false, r.observer.get()});
+        }
+        spent.decode_seconds += seconds_since(question_start);
+        own_seconds.push_back(seconds_since(start));
       }
-      SampleOutput out = finish_sample(model, tokenizer, r.cache, logits, prompt, decode, options);
-      spent.decode_seconds += seconds_since(decode_start);
-      out.seconds = seconds_since(start);
-      outputs[group[j]] = std::move(out);
-      ++spent.shared_outputs;
+      if (replays.size() < count) break;  // stopped: the replayed setups run again on resuming
+      std::vector<KVCache*> caches;
+      std::vector<ForwardOptions> options;
+      for (SharedPrefill::Replay& r : replays) {
+        caches.push_back(&r.cache);
+        options.push_back(ForwardOptions{false, r.observer.get()});
+      }
+      const auto decode_start = SteadyClock::now();
+      std::vector<SampleOutput> outs =
+          finish_samples_lockstep(model, tokenizer, caches, logits, prompt, decode, options);
+      const double decoding = seconds_since(decode_start);
+      spent.decode_seconds += decoding;
+      for (size_t j = 0; j < count; ++j) {
+        outs[j].seconds = own_seconds[j] + decoding / static_cast<double>(count);
+        outputs[group[first + j]] = std::move(outs[j]);
+        ++spent.shared_outputs;
+      }
     }
   }
   if (cost != nullptr) *cost += spent;

@@ -119,7 +119,7 @@ std::vector<std::optional<SampleRecord>> evaluate_item_shared(const EvalContext&
   }
   const PromptTokens prompt = item_prompt(ctx, item);
   const std::vector<std::optional<SampleOutput>> outputs =
-      run_sample_shared(ctx.model, ctx.tokenizer, setups, prompt, ctx.mode, item.decode, cost, stop);
+      run_sample_shared(ctx.model, ctx.tokenizer, setups, prompt, ctx.mode, item.decode, cost, stop, ctx.lockstep);
   for (size_t i = 0; i < outputs.size(); ++i)
     if (outputs[i]) out[i] = scored(item, prompt, *outputs[i]);
   return out;

@@ -30,6 +30,8 @@ struct EvalContext {
   BosChoice bos = BosChoice::FromFile;
   // --chat: prompts are one user turn of this chat format; null: the task's text as it is.
   std::shared_ptr<const ChatFormat> chat;
+  // Setups sharing a prefill that decode in lockstep (run_sample_shared; kvc-eval sweep --lockstep).
+  int64_t lockstep = kDefaultLockstepSetups;
 };
 
 // DIR/<sample id>.safetensors, the id's characters outside [A-Za-z0-9._-] replaced by '_'; empty for an empty DIR.

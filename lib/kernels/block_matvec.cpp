@@ -65,34 +65,42 @@ void set_block_kernel_form(BlockType type, BlockKernelForm form) {
   forms[static_cast<size_t>(type)].store(static_cast<int>(form));
 }
 
-at::Tensor block_matvec(const BlockMatrix& w, const at::Tensor& x, const at::Tensor& bias,
-                        const std::function<void()>& alongside) {
-  KVC_CHECK(x.device().is_cpu() && x.scalar_type() == at::kFloat && x.dim() == 1 && x.size(0) == w.cols(),
-            "block_matvec: the input must be a vector of {} fp32 values on the CPU", w.cols());
+namespace {
+
+// Y [B, rows] = X [B, cols] W^T, each input quantized as block_matvec quantizes it and multiplied by the
+// same row kernels, chunk by chunk.
+at::Tensor block_matvec_inputs(const BlockMatrix& w, const at::Tensor& x2, const at::Tensor& bias,
+                               const std::function<void()>& alongside) {
   const BlockIsa isa = block_isa();
-  const at::Tensor xc = x.contiguous();
-  // One scratch per calling thread: the workers only read it, and it lives until the call returns.
-  thread_local Inputs scratch;
-  Inputs& in = scratch;  // captured by reference below: the workers read the calling thread's
-  in.x = xc.data_ptr<float>();
+  const at::Tensor xc = x2.contiguous();
+  const int64_t inputs = xc.size(0), cols = w.cols();
   bool want32 = false, want256 = false;
   for (const BlockSegment& s : w.segments()) {
     const bool integer = isa != BlockIsa::Avx512Vnni || block_kernel_form(s.type) == BlockKernelForm::Integer;
     want32 |= integer && activation_block(s.type) == 32;
     want256 |= integer && activation_block(s.type) == 256;
   }
-  if (want32) {
-    in.q32.quantize(in.x, 1, w.cols(), 32);
-    in.row32 = in.q32.row(0);
+  // One scratch per calling thread: the workers only read it, and it lives until the call returns.
+  thread_local std::vector<Inputs> scratch;
+  if (scratch.size() < static_cast<size_t>(inputs)) scratch.resize(static_cast<size_t>(inputs));
+  std::vector<Inputs>& in = scratch;  // captured by reference below: the workers read the calling thread's
+  for (int64_t b = 0; b < inputs; ++b) {
+    Inputs& ib = in[static_cast<size_t>(b)];
+    ib.x = xc.data_ptr<float>() + b * cols;
+    if (want32) {
+      ib.q32.quantize(ib.x, 1, cols, 32);
+      ib.row32 = ib.q32.row(0);
+    }
+    if (want256) {
+      ib.q256.quantize(ib.x, 1, cols, 256);
+      ib.row256 = ib.q256.row(0);
+    }
   }
-  if (want256) {
-    in.q256.quantize(in.x, 1, w.cols(), 256);
-    in.row256 = in.q256.row(0);
-  }
-  at::Tensor y = at::empty({w.rows()}, x.options());
+  at::Tensor y = at::empty({inputs, w.rows()}, x2.options());
   float* yp = y.data_ptr<float>();
   // Split only when each thread gets at least kMinThreadBytes, in chunks of kChunkBytes. Blocks hold 4-8
-  // times the values of fp32 per byte, so the split pays at a quarter of fast_matvec's ~256 KB.
+  // times the values of fp32 per byte, so the split pays at a quarter of fast_matvec's ~256 KB. The split
+  // does not depend on the number of inputs.
   constexpr int64_t kMinThreadBytes = int64_t{64} << 10, kChunkBytes = int64_t{32} << 10;
   const int64_t rows = w.rows();
   const int64_t row_bytes = std::max<int64_t>(1, w.bytes() / std::max<int64_t>(1, rows));
@@ -102,14 +110,34 @@ at::Tensor block_matvec(const BlockMatrix& w, const at::Tensor& x, const at::Ten
   balanced_parallel_for(
       rows, chunk,
       [&](int64_t r0, int64_t r1) {
-        for (const BlockSegment& s : segments) {
-          const int64_t lo = std::max(r0, s.first_row), hi = std::min(r1, s.first_row + s.rows);
-          if (lo < hi) segment_rows(s, w.cols(), in, isa, yp, lo - s.first_row, hi - s.first_row);
+        for (int64_t b = 0; b < inputs; ++b) {
+          for (const BlockSegment& s : segments) {
+            const int64_t lo = std::max(r0, s.first_row), hi = std::min(r1, s.first_row + s.rows);
+            if (lo < hi) {
+              segment_rows(s, cols, in[static_cast<size_t>(b)], isa, yp + b * rows, lo - s.first_row, hi - s.first_row);
+            }
+          }
         }
       },
       alongside);
   if (bias.defined()) y.add_(bias);
   return y;
+}
+
+}  // namespace
+
+at::Tensor block_matvec(const BlockMatrix& w, const at::Tensor& x, const at::Tensor& bias,
+                        const std::function<void()>& alongside) {
+  KVC_CHECK(x.device().is_cpu() && x.scalar_type() == at::kFloat && x.dim() == 1 && x.size(0) == w.cols(),
+            "block_matvec: the input must be a vector of {} fp32 values on the CPU", w.cols());
+  return block_matvec_inputs(w, x.unsqueeze(0), bias, alongside)[0];
+}
+
+at::Tensor block_matvec_each(const BlockMatrix& w, const at::Tensor& x, const at::Tensor& bias,
+                             const std::function<void()>& alongside) {
+  KVC_CHECK(x.device().is_cpu() && x.scalar_type() == at::kFloat && x.dim() == 2 && x.size(1) == w.cols(),
+            "block_matvec_each: the inputs must be rows of {} fp32 values on the CPU", w.cols());
+  return block_matvec_inputs(w, x, bias, alongside);
 }
 
 }  // namespace kvc

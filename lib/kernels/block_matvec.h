@@ -17,6 +17,12 @@ namespace kvc {
 at::Tensor block_matvec(const BlockMatrix& w, const at::Tensor& x, const at::Tensor& bias = {},
                         const std::function<void()>& alongside = {});
 
+// Y [B, rows] for inputs X [B, cols]: row b is what block_matvec(w, X[b], bias) returns, bit for bit. Each
+// chunk of rows is multiplied with every input while it is in cache, so the blocks stream from memory once
+// for all B inputs (decoding B sequences in lockstep).
+at::Tensor block_matvec_each(const BlockMatrix& w, const at::Tensor& x, const at::Tensor& bias = {},
+                             const std::function<void()>& alongside = {});
+
 // Which form of kernel a block format's products take on AVX-512 (other levels: Integer only).
 enum class BlockKernelForm { Integer, Float };
 BlockKernelForm block_kernel_form(BlockType type);

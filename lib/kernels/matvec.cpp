@@ -49,37 +49,70 @@ void fp32_matvec_rows(const float* w, const float* x, float* y, int64_t r0, int6
   }
 }
 
-at::Tensor fast_matvec(const at::Tensor& weight, const at::Tensor& x, const at::Tensor& bias,
-                       const std::function<void()>& alongside) {
+namespace {
+
 #if defined(__x86_64__)
-  const bool half = is_half_type(weight.scalar_type());
-  if (!cpu_has_avx2_fma() || !weight.device().is_cpu() || (weight.scalar_type() != at::kFloat && !half) ||
-      weight.dim() != 2 || !weight.is_contiguous() || x.scalar_type() != at::kFloat || x.dim() != 1 ||
-      x.size(0) != weight.size(1) || records_gradient({weight, x, bias})) {
-    return {};
-  }
-  const int64_t rows = weight.size(0), cols = weight.size(1);
-  const at::Tensor xc = x.contiguous();
-  at::Tensor y = at::empty({rows}, x.options());
+bool fast_path_applies(const at::Tensor& weight, const at::Tensor& x, const at::Tensor& bias) {
+  return cpu_has_avx2_fma() && weight.device().is_cpu() &&
+         (weight.scalar_type() == at::kFloat || is_half_type(weight.scalar_type())) && weight.dim() == 2 &&
+         weight.is_contiguous() && x.scalar_type() == at::kFloat && x.size(-1) == weight.size(1) &&
+         !records_gradient({weight, x, bias});
+}
+
+// Y [B, rows] = X [B, cols] W^T, each input's rows by the single-vector kernel, chunk by chunk.
+at::Tensor matvec_inputs(const at::Tensor& weight, const at::Tensor& x2, const at::Tensor& bias,
+                         const std::function<void()>& alongside) {
+  const int64_t rows = weight.size(0), cols = weight.size(1), inputs = x2.size(0);
+  const at::Tensor xc = x2.contiguous();
+  at::Tensor y = at::empty({inputs, rows}, x2.options());
   const float* xp = xc.data_ptr<float>();
   float* yp = y.data_ptr<float>();
   // Split only when each thread streams at least ~256 KB: small models stay single-threaded. Chunks of
-  // ~128 KB bound the wait at the end of a product to about one chunk's stream.
+  // ~128 KB bound the wait at the end of a product to about one chunk's stream (and stay in cache while
+  // every input is multiplied with them). The split does not depend on the number of inputs, so one
+  // input's product runs exactly as fast_matvec's.
   const int64_t row_bytes = std::max<int64_t>(1, cols * weight.element_size());
   const int64_t min_rows_per_thread = std::max<int64_t>(16, (int64_t{1} << 18) / row_bytes);
   const int64_t chunk = rows < 2 * min_rows_per_thread ? rows : (int64_t{1} << 17) / row_bytes;
-  if (half) {
-    const void* w = weight.data_ptr();
-    const at::ScalarType type = weight.scalar_type();
-    balanced_parallel_for(
-        rows, chunk, [&](int64_t r0, int64_t r1) { half_matvec_rows(type, w, xp, yp, r0, r1, cols); }, alongside);
-  } else {
-    const float* w = weight.data_ptr<float>();
-    balanced_parallel_for(
-        rows, chunk, [&](int64_t r0, int64_t r1) { matvec_rows(w, xp, yp, r0, r1, cols); }, alongside);
-  }
+  const bool half = is_half_type(weight.scalar_type());
+  const at::ScalarType type = weight.scalar_type();
+  const void* w = weight.data_ptr();
+  balanced_parallel_for(
+      rows, chunk,
+      [&](int64_t r0, int64_t r1) {
+        for (int64_t b = 0; b < inputs; ++b) {
+          const float* xb = xp + b * cols;
+          float* yb = yp + b * rows;
+          if (half) {
+            half_matvec_rows(type, w, xb, yb, r0, r1, cols);
+          } else {
+            matvec_rows(static_cast<const float*>(w), xb, yb, r0, r1, cols);
+          }
+        }
+      },
+      alongside);
   if (bias.defined()) y.add_(bias);
   return y;
+}
+#endif
+
+}  // namespace
+
+at::Tensor fast_matvec(const at::Tensor& weight, const at::Tensor& x, const at::Tensor& bias,
+                       const std::function<void()>& alongside) {
+#if defined(__x86_64__)
+  if (x.dim() != 1 || !fast_path_applies(weight, x, bias)) return {};
+  return matvec_inputs(weight, x.unsqueeze(0), bias, alongside)[0];
+#else
+  return {};
+#endif
+}
+
+at::Tensor fast_matvec_each(const at::Tensor& weight, const at::Tensor& x, const at::Tensor& bias,
+                            const std::function<void()>& alongside) {
+#if defined(__x86_64__)
+  if (x.dim() != 2 || !fast_path_applies(weight, x, bias)) return {};
+  return matvec_inputs(weight, x, bias, alongside);
 #else
   return {};
 #endif

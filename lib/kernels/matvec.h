@@ -16,6 +16,13 @@ namespace kvc {
 at::Tensor fast_matvec(const at::Tensor& weight, const at::Tensor& x, const at::Tensor& bias,
                        const std::function<void()>& alongside = {});
 
+// Y [B, rows] for inputs X [B, cols] (fp32, contiguous rows): row b is what fast_matvec(weight, X[b], bias)
+// returns, bit for bit (the same row kernel, the same order of sums). Each chunk of weight rows is multiplied
+// with every input while it is in cache, so the weights stream from memory once for all B inputs: decoding B
+// sequences in lockstep. Undefined where fast_matvec would decline; `alongside` as there.
+at::Tensor fast_matvec_each(const at::Tensor& weight, const at::Tensor& x, const at::Tensor& bias,
+                            const std::function<void()>& alongside = {});
+
 // y[r] = w[r] . x for r in [r0, r1), w rows of n fp32 values (AVX2 when the CPU has it).
 void fp32_matvec_rows(const float* w, const float* x, float* y, int64_t r0, int64_t r1, int64_t n);
 

@@ -84,4 +84,19 @@ at::Tensor LinearWeight::apply(const at::Tensor& x, const at::Tensor& bias,
   return at::linear(x, dense_.scalar_type() == x.scalar_type() ? dense_ : dense_.to(x.scalar_type()), bias);
 }
 
+at::Tensor LinearWeight::apply_each(const at::Tensor& x, const at::Tensor& bias,
+                                    const std::function<void()>& alongside) const {
+  if (x.size(0) == 1) return apply(x, bias, alongside);
+  const bool cpu_fp32 = x.device().is_cpu() && x.scalar_type() == at::kFloat && !records_gradient({x, bias});
+  if (blocks_ && cpu_fp32) return block_matvec_each(*blocks_, x, bias, alongside);
+  if (!blocks_) {
+    if (const at::Tensor y = fast_matvec_each(dense_, x, bias, alongside); y.defined()) return y;
+  }
+  // Elsewhere each row's product as apply computes it.
+  if (alongside) alongside();
+  std::vector<at::Tensor> rows;
+  for (int64_t b = 0; b < x.size(0); ++b) rows.push_back(apply(x.narrow(0, b, 1), bias));
+  return at::cat(rows);
+}
+
 }  // namespace kvc

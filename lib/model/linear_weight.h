@@ -36,6 +36,11 @@ class LinearWeight {
   // on the calling thread while the other threads start streaming the weights when decoding on the
   // CPU, else first.
   at::Tensor apply(const at::Tensor& x, const at::Tensor& bias = {}, const std::function<void()>& alongside = {}) const;
+  // y [B, rows] for x [B, cols] holding B sequences' single tokens: row b is what apply(x[b:b+1], bias)
+  // returns, bit for bit, with the weights streamed once for all B rows on the CPU (decoding in lockstep).
+  // `alongside` runs once, as in apply.
+  at::Tensor apply_each(const at::Tensor& x, const at::Tensor& bias = {},
+                        const std::function<void()>& alongside = {}) const;
   // Rows `ids` [ids, cols] (an embedding lookup): dense rows as stored, block rows dequantized to fp32
   // (only those rows).
   at::Tensor lookup_rows(const at::Tensor& ids) const;

@@ -115,12 +115,11 @@ at::Tensor LlamaModel::rms_norm(const at::Tensor& x, const at::Tensor& weight) c
   return weight * normed.to(x.scalar_type());
 }
 
-at::Tensor LlamaModel::attention_block(int64_t layer, const at::Tensor& x, const at::Tensor& positions, KVCache& cache,
-                                       const ForwardOptions& options, int64_t prompt_tokens) const {
+at::Tensor LlamaModel::attend_layer(int64_t layer, const at::Tensor& qkv, const at::Tensor& positions, KVCache& cache,
+                                    const ForwardOptions& options, int64_t prompt_tokens, LayerStep& step) const {
   const LayerWeights& l = layers_[static_cast<size_t>(layer)];
   const ModelConfig& c = config_;
-  const int64_t T = x.size(0), d = c.head_dim, q_dim = c.num_heads * d, kv_dim = c.kv_dim();
-  const at::Tensor qkv = project(rms_norm(x, l.attn_norm), l.qkv, l.qkv_bias);  // [T, q+2kv]
+  const int64_t T = qkv.size(0), d = c.head_dim, q_dim = c.num_heads * d, kv_dim = c.kv_dim();
   at::Tensor q = qkv.narrow(1, 0, q_dim).view({T, c.num_heads, d}).transpose(0, 1);
   at::Tensor k = qkv.narrow(1, q_dim, kv_dim).view({T, c.num_kv_heads, d}).transpose(0, 1);
   const at::Tensor v = qkv.narrow(1, q_dim + kv_dim, kv_dim).view({T, c.num_kv_heads, d}).transpose(0, 1);
@@ -135,7 +134,6 @@ at::Tensor LlamaModel::attention_block(int64_t layer, const at::Tensor& x, const
   const at::Tensor q_rot = rope_for_layer(layer)->apply(q, positions).contiguous();
 
   LayerCache& lc = cache.layer(layer);
-  LayerStep step;
   ForwardObserver* observer = options.observer;
   const AttentionProbe probe = observer ? observer->probe(layer) : AttentionProbe{};
   const int64_t P = prompt_tokens > 0 ? prompt_tokens : T;
@@ -160,7 +158,6 @@ at::Tensor LlamaModel::attention_block(int64_t layer, const at::Tensor& x, const
     attn = at::cat({prompt_attn, scoring_attn}, 1);
     if (step.stats.window_probs.defined()) step.stats.window_probs = step.stats.window_probs.narrow(2, 0, P);
   }
-  std::function<void()> observe;
   if (observer) {
     step.layer = layer;
     step.keys = k.narrow(1, 0, P);
@@ -169,24 +166,37 @@ at::Tensor LlamaModel::attention_block(int64_t layer, const at::Tensor& x, const
     step.positions = positions.narrow(0, 0, P);
     step.rope = rope_for_layer(layer).get();
     step.output_projection = &l.o_proj;
+  }
+  return attn.transpose(0, 1).reshape({T, q_dim});
+}
+
+at::Tensor LlamaModel::attention_block(int64_t layer, const at::Tensor& x, const at::Tensor& positions, KVCache& cache,
+                                       const ForwardOptions& options, int64_t prompt_tokens) const {
+  const LayerWeights& l = layers_[static_cast<size_t>(layer)];
+  const at::Tensor qkv = project(rms_norm(x, l.attn_norm), l.qkv, l.qkv_bias);  // [T, q+2kv]
+  LayerStep step;
+  const at::Tensor heads = attend_layer(layer, qkv, positions, cache, options, prompt_tokens, step);
+  std::function<void()> observe;
+  if (ForwardObserver* observer = options.observer) {
     // The observer (a press's eviction, say) changes only what later steps read, not this layer's
     // output: while decoding, it runs as the output projection's weights start streaming.
     observe = [&] { observer->after_attention(step, cache); };
   }
-  const at::Tensor out = project(attn.transpose(0, 1).reshape({T, q_dim}), l.o_proj, {}, observe);
+  const at::Tensor out = project(heads, l.o_proj, {}, observe);
   return l.post_attn_norm.defined() ? rms_norm(out, l.post_attn_norm) : out;
 }
 
-at::Tensor LlamaModel::mlp_block(int64_t layer, const at::Tensor& x) const {
+at::Tensor LlamaModel::mlp_block(int64_t layer, const at::Tensor& x, bool lockstep) const {
   const LayerWeights& l = layers_[static_cast<size_t>(layer)];
   const int64_t inter = config_.intermediate_size;
-  const at::Tensor gate_up = project(rms_norm(x, l.mlp_norm), l.gate_up);
+  const at::Tensor normed = rms_norm(x, l.mlp_norm);
+  const at::Tensor gate_up = lockstep ? l.gate_up.apply_each(normed) : project(normed, l.gate_up);
   at::Tensor act = fast_gated_activation(gate_up, inter, config_.traits.gelu_tanh_mlp);
   if (!act.defined()) {
     const at::Tensor gate = gate_up.narrow(1, 0, inter);
     act = (config_.traits.gelu_tanh_mlp ? at::gelu(gate, "tanh") : at::silu(gate)) * gate_up.narrow(1, inter, inter);
   }
-  const at::Tensor out = project(act, l.down);
+  const at::Tensor out = lockstep ? l.down.apply_each(act) : project(act, l.down);
   return l.post_mlp_norm.defined() ? rms_norm(out, l.post_mlp_norm) : out;
 }
 

@@ -78,6 +78,13 @@ class LlamaModel {
   // Runs `tokens` at the positions after those already in `cache`, appending their entries.
   // Returns float32 logits [T, vocab] (or [1, vocab] when options.all_logits is false).
   at::Tensor forward(const std::vector<int>& tokens, KVCache& cache, const ForwardOptions& options = {}) const;
+  // One decode step of B sequences in lockstep: sequence b feeds tokens[b] into *caches[b] under options[b]
+  // (its observer; on_layer and all_logits are not used). Returns float32 logits [B, vocab], row b equal bit
+  // for bit to forward({tokens[b]}, *caches[b], options[b]) (llama_lockstep.cpp): the same kernels and order
+  // of sums for each row, but every weight matrix streams once for all B rows, so a step of B sequences
+  // costs much less than B steps where decoding is bound by reading the weights.
+  at::Tensor forward_lockstep(const std::vector<int>& tokens, const std::vector<KVCache*>& caches,
+                              const std::vector<ForwardOptions>& options) const;
 
  private:
   LlamaModel() = default;
@@ -86,7 +93,12 @@ class LlamaModel {
   // ForwardObserver::scoring_tokens); they never enter the layer's cache.
   at::Tensor attention_block(int64_t layer, const at::Tensor& x, const at::Tensor& positions, KVCache& cache,
                              const ForwardOptions& options, int64_t prompt_tokens) const;
-  at::Tensor mlp_block(int64_t layer, const at::Tensor& x) const;
+  // The layer's attention for tokens whose projections are `qkv` [T, q+2kv]: the heads' outputs [T, q_dim]
+  // before W_o; `step` receives what the observer is handed.
+  at::Tensor attend_layer(int64_t layer, const at::Tensor& qkv, const at::Tensor& positions, KVCache& cache,
+                          const ForwardOptions& options, int64_t prompt_tokens, LayerStep& step) const;
+  // lockstep: x holds one token of each of several sequences (LinearWeight::apply_each).
+  at::Tensor mlp_block(int64_t layer, const at::Tensor& x, bool lockstep = false) const;
   LayerCacheFactory dense_layer_factory(CacheTypes types) const;
   KVCache new_cache(const LayerCacheFactory& factory, CacheTypes local_types) const;
 

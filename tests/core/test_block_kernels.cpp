@@ -423,6 +423,40 @@ TEST_F(BlockKernels, ResultsDoNotDependOnTheThreadCount) {
   }
 }
 
+// Several inputs at once (a lockstep decode step) give each input's own product, bit for bit: the same
+// quantized input and row kernels, on a stacked matrix with rows in output order and on one long enough to be
+// split over the threads, at every level and in both kernel forms.
+TEST_F(BlockKernels, ManyInputsEachGetTheirOwnProductBitForBit) {
+  std::mt19937 rng(21);
+  const int64_t cols = 512;
+  const std::vector<uint8_t> a = random_blocks(BlockType::Q4_K, 6, cols, rng),
+                             b = random_blocks(BlockType::Q4_1, 3001, cols, rng),
+                             c = random_blocks(BlockType::Q8_0, 4, cols, rng);
+  const at::Tensor half = at::randn({2, cols}).to(at::kHalf);
+  kvc::BlockMatrix m(cols, nullptr);
+  m.append(BlockType::Q4_K, a.data(), 6, {3, 0, 5, 1, 4, 2});
+  m.append(BlockType::Q4_1, b.data(), 3001);
+  m.append(BlockType::F16, static_cast<const uint8_t*>(half.data_ptr()), 2);
+  m.append(BlockType::Q8_0, c.data(), 4);
+  const at::Tensor bias = at::randn({m.rows()});
+  for (int64_t inputs : {1, 2, 5}) {
+    const at::Tensor xs = at::randn({inputs, cols});
+    for (BlockIsa isa : levels()) {
+      kvc::limit_block_isa(isa);
+      for (kvc::BlockKernelForm form : {kvc::BlockKernelForm::Integer, kvc::BlockKernelForm::Float}) {
+        for (BlockType t : kQuantized) kvc::set_block_kernel_form(t, form);
+        const at::Tensor each = kvc::block_matvec_each(m, xs, bias);
+        ASSERT_EQ(each.sizes(), (std::vector<int64_t>{inputs, m.rows()}));
+        for (int64_t i = 0; i < inputs; ++i) {
+          EXPECT_TRUE(each[i].equal(kvc::block_matvec(m, xs[i], bias)))
+              << inputs << " inputs, input " << i << ", " << kvc::block_isa_name(isa);
+        }
+      }
+    }
+  }
+  EXPECT_THROW(kvc::block_matvec_each(m, at::randn({2, cols + 1})), std::exception);
+}
+
 // The other levels' prefill panels: the kernels' own dequantization against gguf_dequant.cpp's.
 TEST_F(BlockKernels, PanelDequantizationMatchesTheReferenceDecoder) {
   std::mt19937 rng(20);
