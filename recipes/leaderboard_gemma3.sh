@@ -35,7 +35,9 @@
 # METHODS (default all) is what the main sweep of each task runs, with SIZED and the LU-KV rows:
 # METHODS=none with the row variables emptied adds the LU-KV rows alone.
 # QUERY=agnostic compresses the context before the question is seen (into OUT=...-agnostic).
-# Each task is a resumable sweep of its own: interrupt at will, re-run to continue.
+# Each task is a resumable sweep of its own: interrupt at will, re-run to continue. To continue in another
+# clone, `save_progress OUT/<task>` (recipes/lib/committed_results.sh) keeps the finished samples in
+# OUT/<task>/samples.jsonl.gz, which the next run unpacks.
 # Writes OUT/<task>/results.{jsonl.gz,md,csv} (the sweep's results.jsonl, gzipped at the end:
 # recipes/lib/committed_results.sh), OUT/leaderboard.md (mean score ± standard error over the
 # samples, and the measured share of the cache kept) and OUT/leaderboard.png (score vs cache kept).
