@@ -5,7 +5,8 @@
 #   1. speed, KVC_REPEATS rounds (default 3), each round running kvc then llama.cpp, medians reported:
 #      prefill of 512 tokens (kvc-bench; llama-bench -p 512), decode after 512 and 4096 tokens of
 #      context (kvc-bench --contexts; llama-bench -n 32 -d, the faster of -fa off / -fa on), kvc's share
-#      of its read-bandwidth bound, and kvc's own f32 cache beside its default (the KV default's cost);
+#      of its read-bandwidth bound (at the bandwidth measured at its start, and at the bandwidth measured
+#      right before the decode run), and kvc's own f32 cache beside its default (the KV default's cost);
 #   2. the headline: SmolLM2 at 8K of context (8064 tokens), kvc with SnapKV at ratio 0.9 against
 #      llama.cpp uncompressed (kvc-bench --presses none,snapkv; llama-bench -d 8064), same rounds, and
 #      SnapKV's needle accuracy at that length beside kvc's uncompressed one (kvc-eval needle with an
@@ -142,6 +143,9 @@ for name in models:
               "kvc_decode": {c: runs[c]["decode_tokens_per_second"] for c in contexts},
               "kvc_decode_f32_cache": {c: runs_f32[c]["decode_tokens_per_second"] for c in contexts},
               "kvc_fraction_of_read_bound": {c: runs[c]["decode_fraction_of_read_bound"] for c in contexts},
+              # The bound at the bandwidth measured right before the decode run (kvc-bench's %rd-beside).
+              "kvc_fraction_of_read_bound_beside": {c: runs[c].get("decode_fraction_of_read_bound_beside")
+                                                    for c in contexts},
               "kvc_kv_bytes": {c: runs[c]["kv_payload_bytes"] for c in contexts},
               "read_bandwidth_gbs": kb["read_bandwidth_gbs"], "weight_bytes": kb["weight_bytes_per_decode_step"],
               "weight_format": kb.get("weight_format")}
@@ -165,6 +169,10 @@ for name in models:
     rounds = res["rounds"]
     fmt = lambda v, d=1: "—" if v is None else f"{v:,.{d}f}"
 
+    def beside(rounds, c):
+        values = [x["kvc_fraction_of_read_bound_beside"][c] for x in rounds]
+        return "—" if None in values else f"{100 * med(values):.0f}%"
+
     def row(what, kvc_vals, llama_vals, note=""):
         k = med(kvc_vals)
         if llama_vals and all(v is not None for v in llama_vals):
@@ -183,7 +191,8 @@ for name in models:
         res["decode"][c] = row(f"decode tok/s after {c} tokens", [x["kvc_decode"][c] for x in rounds],
                                [x["llama_decode"][c] for x in rounds] if have_llama else None,
                                f"kvc at {100 * med([x['kvc_fraction_of_read_bound'][c] for x in rounds]):.0f}% of its "
-                               f"read bound; kvc with an f32 cache {med([x['kvc_decode_f32_cache'][c] for x in rounds]):.1f} tok/s")
+                               f"read bound ({beside(rounds, c)} at the bandwidth measured beside each run); "
+                               f"kvc with an f32 cache {med([x['kvc_decode_f32_cache'][c] for x in rounds]):.1f} tok/s")
     if "headline" in rounds[0]:
         h = [x["headline"] for x in rounds]
         res["headline"] = row(f"decode tok/s after {headline} tokens, kvc SnapKV 0.9 vs llama.cpp uncompressed",

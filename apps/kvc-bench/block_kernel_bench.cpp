@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/median.h"
 #include "io/gguf_dequant.h"
 #include "kernels/block_isa.h"
 #include "kernels/block_linear.h"
@@ -44,11 +45,6 @@ std::vector<uint8_t> random_blocks(BlockType t, int64_t rows, int64_t cols, std:
     }
   }
   return bytes;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 struct Variant {
@@ -122,7 +118,7 @@ void compare_attention(int repeats, FILE* table, nlohmann::json& out) {
     }
     limit_block_isa(BlockIsa::Avx512Vnni);
     for (size_t v = 0; v < levels.size(); ++v) {
-      const double m = median(mem[v]), c = median(cache[v]);
+      const double m = kvc::median_of(mem[v]), c = kvc::median_of(cache[v]);
       std::fprintf(table, "%-28s %-8s %12.1f %18.1f\n", shape.name, levels[v].first.c_str(), m, c);
       out["attention"].push_back(
           {{"shape", shape.name}, {"level", levels[v].first}, {"memory_gbs", m}, {"cache_gbs", c}});
@@ -179,7 +175,7 @@ nlohmann::json compare_block_kernels(int repeats, int64_t tokens, FILE* table) {
       }
     }
     for (size_t v = 0; v < all.size(); ++v) {
-      const double m = median(mem[v]), c = median(cache[v]);
+      const double m = kvc::median_of(mem[v]), c = kvc::median_of(cache[v]);
       std::fprintf(table, "%-6s %-18s %12s %18.1f\n", f.name, all[v].name.c_str(),
                    m > 0 ? fmt::format("{:.1f}", m).c_str() : "-", c);
       out["matvec"].push_back({{"type", f.name}, {"kernel", all[v].name}, {"memory_gbs", m}, {"cache_gbs", c}});
@@ -211,7 +207,7 @@ nlohmann::json compare_block_kernels(int repeats, int64_t tokens, FILE* table) {
       parallel_linear(x, dense, {});
       dense_rate.push_back(flops / seconds_since(t0) / 1e9);
     }
-    const double b = median(block_rate), d = median(dense_rate);
+    const double b = kvc::median_of(block_rate), d = kvc::median_of(dense_rate);
     std::fprintf(table, "%-6s %12.1f %12.1f %8.2f\n", f.name, b, d, b / d);
     out["prefill"].push_back({{"type", f.name}, {"blocks_gflops", b}, {"fp32_gflops", d}});
   }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -291,6 +292,22 @@ TEST(CliErrors, BadFlagValues) {
   EXPECT_EQ(usage.exit_code, 2);
   const auto no_subcommand = run_command(bin("kvc-eval"));
   EXPECT_NE(no_subcommand.exit_code, 0);
+}
+
+// kvc-bench judges each timed decode run against the read bandwidth measured right before it (the median
+// over the runs of the bound at that bandwidth over the run's step time), in its table and its JSON.
+TEST(CliBench, EachDecodeRunIsJudgedAgainstTheBandwidthMeasuredBesideIt) {
+  const auto r = run_command(bin("kvc-bench") + " -m " + kStories +
+                             " --contexts 64 --decode-tokens 4 --decode-repeats 3 --prefill-repeats 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto out = nlohmann::json::parse(r.out);
+  const auto& run = out["runs"][0];
+  const double beside = run["decode_fraction_of_read_bound_beside"].get<double>();
+  const double bandwidth = run["read_bandwidth_beside_gbs"].get<double>();
+  EXPECT_GT(bandwidth, 0.0);
+  EXPECT_GT(beside, 0.0);
+  EXPECT_TRUE(std::isfinite(beside));
+  EXPECT_NE(r.err.find("%rd-beside"), std::string::npos) << r.err;  // the table's column (on stderr with --json)
 }
 
 TEST(CliHelp, EveryToolHasHelpWithExamples) {
