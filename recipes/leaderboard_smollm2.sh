@@ -14,8 +14,11 @@
 # kvc-profile --lukv-press on WikiText-2 (another domain than the tasks' essays; 8 windows of 1,024 tokens and
 # a horizon of 128), kept in data/results/leaderboard/smollm2/lukv.safetensors with its lukv.csv (both
 # QUERY settings read it).
+# ABLATIONS (empty: none) adds KVCompose's ablations at the paper's settings: every layer the same budget
+# (budgets=uniform), every head of a layer the same positions (tokens=aligned), and both.
 # QUERY=agnostic compresses the context before the question (into OUT=...-agnostic). Each task is a
-# resumable sweep: interrupt at will, re-run to continue.
+# resumable sweep: interrupt at will, re-run to continue (in another clone too, after
+# `save_progress OUT/<task>` from recipes/lib/committed_results.sh has kept the finished samples).
 # Writes OUT/<task>/results.{jsonl.gz,md,csv} and OUT/leaderboard.md (mean ± standard error per cell and
 # the measured share of the cache kept).
 #   recipes/leaderboard_smollm2.sh                         # 10 samples per task
@@ -43,6 +46,7 @@ LUKV_CONTEXT=1024
 LUKV_WINDOWS=8
 CURVE_DIR=data/results/leaderboard/smollm2
 SIZED="think:channels=0.5,simlayerkv:threshold=0.9,duo_attention:streaming=0.5,dms:base=keydiff,threshold=-0.5"
+ABLATIONS="${ABLATIONS-kvcompose:budgets=uniform,kvcompose:tokens=aligned,kvcompose:budgets=uniform,tokens=aligned}"
 # KVC_SMOKE=1 (the documentation's tests): the repository's model, short prompts, one sample, two presses.
 if [ -n "${KVC_SMOKE:-}" ]; then
   MODEL=data/models/kvc-micro-lm; NEEDLE_LENGTH=256; RULER_LENGTH=320; KL_WINDOW=256; LUKV_CONTEXT=128; LUKV_WINDOWS=1; SAMPLES=1; TASKS="${TASKS_ASKED:-needle}"
@@ -78,6 +82,9 @@ for task in $TASKS; do
   if [ -z "${KVC_SMOKE:-}" ]; then
     # The same folder: the cells above are reused, the presses that size themselves are added (no ratio).
     "$BIN/kvc-eval" sweep "${common[@]}" --methods "none,$SIZED" --json >> "$OUT/$task.runs.jsonl"
+  fi
+  if [ -n "$ABLATIONS" ] && [ -z "${KVC_SMOKE:-}" ]; then
+    "$BIN/kvc-eval" sweep "${common[@]}" --methods "none,$ABLATIONS" --json >> "$OUT/$task.runs.jsonl"
   fi
   if [ ${#lukv[@]} -gt 0 ]; then
     "$BIN/kvc-eval" sweep "${common[@]}" --methods none,lukv "${lukv[@]}" --json >> "$OUT/$task.runs.jsonl"

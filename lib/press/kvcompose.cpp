@@ -35,6 +35,11 @@ struct KVComposeOptions {
   int64_t protect_recent = 0;  // newest entries kept in each layer's selection, not in the allocation
   int64_t floor = 0;           // entries every layer keeps at least
   bool first_layer_max = false;
+  // The paper's two ablations (its research question 3): budgets=uniform gives every layer the same budget
+  // instead of the pooled composites' counts; tokens=aligned keeps the same positions in every head of a
+  // layer (ranked by the mean of the heads' scores) instead of each head's own best entries.
+  bool uniform_budgets = false;
+  bool aligned_tokens = false;
 };
 
 class KVComposeAllocator : public Allocator {
@@ -47,6 +52,9 @@ class KVComposeAllocator : public Allocator {
     pending_[static_cast<size_t>(step.layer)] = ctx.score(step.layer, &step);
   }
   void finish_prefill(PressContext& ctx) override {
+    if (options_.aligned_tokens) {
+      for (at::Tensor& scores : pending_) scores = scores.mean(0, /*keepdim=*/true).expand_as(scores).contiguous();
+    }
     if (options_.per_head) {
       allocate_per_head(ctx);
     } else {
@@ -70,6 +78,13 @@ class KVComposeAllocator : public Allocator {
 
   void allocate_per_layer(PressContext& ctx) const {
     const int64_t L = ctx.shape().num_layers, S = ctx.prompt_length(), total = ctx.budget() * L;
+    if (options_.uniform_budgets) {
+      for (int64_t l = 0; l < L; ++l) {
+        ctx.set_bound(l, std::max<int64_t>(1, std::min(ctx.budget(), S)));
+        ctx.compress(l, selection(l), ctx.bound(l));
+      }
+      return;
+    }
     // Eq. 17–19: composite token k of a layer = every head's k-th best entry; its score is the mean over heads.
     at::Tensor composite = at::empty({L, S}, pending_[0].options());
     for (int64_t l = 0; l < L; ++l) {
@@ -106,7 +121,7 @@ class KVComposeAllocator : public Allocator {
 };
 
 PressConfig build(const PressParams& p, bool per_head) {
-  p.check_known_keys({"task", "window", "kernel", "floor", "first_layer_max", "agg", "heads"});
+  p.check_known_keys({"task", "window", "kernel", "floor", "first_layer_max", "agg", "heads", "budgets", "tokens"});
   // Defaults are the paper's task-agnostic setting: T = {C}, the context fed as the task (task=repeat), scored
   // without pooling (kernel=1). The committed results in data/results/eviction/ and data/results/leaderboard/
   // were made with task=window,kernel=5 (recipes/lib/committed_settings.sh).
@@ -143,6 +158,12 @@ PressConfig build(const PressParams& p, bool per_head) {
   // first_layer_max=1: the first layer's composite scores are the maximum over layers, so it gets the
   // largest budget (kvpress does this; the paper does not).
   o.first_layer_max = p.get_int("first_layer_max", 0) != 0;
+  o.uniform_budgets = p.typed().get_choice("budgets", "adaptive", {"adaptive", "uniform"}) == "uniform";
+  o.aligned_tokens = p.typed().get_choice("tokens", "composite", {"composite", "aligned"}) == "aligned";
+  KVC_CHECK(!per_head || (!o.uniform_budgets && !o.aligned_tokens),
+            "--press {}: budgets= and tokens= are ablations of the structured kvcompose (each head here has a "
+            "budget of its own)",
+            p.name);
   c.allocator = [o] { return std::make_unique<KVComposeAllocator>(o); };
   return c;
 }
@@ -152,7 +173,7 @@ PressConfig build(const PressParams& p, bool per_head) {
 void register_kvcompose() {
   register_method("kvcompose",
                   "composite tokens pooled over all layers set layer budgets (task=repeat|window|all,kernel=1; "
-                  "window=32 with task=window)",
+                  "window=32 with task=window; ablations budgets=uniform, tokens=aligned)",
                   [](const PressParams& p) { return build(p, /*per_head=*/false); });
   register_method("kvcompose_unstructured", "KVCompose with per-(layer, head) budgets (CSR cache)",
                   [](const PressParams& p) { return build(p, /*per_head=*/true); });

@@ -1005,6 +1005,72 @@ TEST(CompressionPaperEquations, KVComposeEq22BudgetsWithoutATaskTokenFloor) {
   }
 }
 
+// The paper's ablations of KVCompose: budgets=uniform keeps the ratio's budget in every layer, each head its
+// own best entries; tokens=aligned keeps in every head of a layer the positions with the best mean score
+// over heads, under the pooled budgets of Eq. 20–22 computed from those mean scores. Both against the scores
+// recorded from the same prompt, task tokens protected in each layer's selection.
+TEST(CompressionPaperEquations, KVComposeAblationsKeepWhatTheirDefinitionsSelect) {
+  const auto ids = prompt(kPrompt);
+  const int64_t L = model().config().num_layers, KV = model().config().num_kv_heads, task = 32;
+  ASSERT_GT(KV, 1);
+  const StatsRecorder rec = record_stats(ids, task);
+  const double ratio = 0.75;
+  const int64_t budget = std::llround((1 - ratio) * kPrompt);
+  // Each layer's scores [KV, S] (Eq. 14–16) and, for the selection, the newest `task` entries first.
+  std::vector<at::Tensor> scores;
+  for (int64_t l = 0; l < L; ++l) {
+    const at::Tensor per_head = std::get<0>(rec.window_probs[static_cast<size_t>(l)].max(1));
+    const at::Tensor kv = per_head.reshape({KV, -1, kPrompt}).mean(1);
+    scores.push_back(kv + kv.mean(0, true));
+  }
+  const auto kept_by = [&](const at::Tensor& row, int64_t n) {
+    at::Tensor ranked = row.to(at::kDouble).clone();
+    ranked.narrow(0, kPrompt - task, task).add_(1e6);
+    return std::get<0>(std::get<1>(ranked.topk(n)).sort());
+  };
+  const auto run = [&](const std::string& spec) {
+    const CacheSetup setup = setup_for(spec, ratio);
+    KVCache cache = setup.new_cache(model());
+    auto observer = setup.new_observer();
+    model().forward(ids, cache, ForwardOptions{false, observer.get()});
+    std::vector<std::vector<at::Tensor>> kept;
+    for (int64_t l = 0; l < L; ++l) {
+      std::vector<at::Tensor> heads;
+      for (const auto& p : head_positions(cache.layer(l))) heads.push_back(std::get<0>(p.sort()));
+      kept.push_back(heads);
+    }
+    return kept;
+  };
+  const auto uniform = run("kvcompose:task=window,kernel=1,budgets=uniform");
+  for (int64_t l = 0; l < L; ++l) {
+    for (int64_t h = 0; h < KV; ++h) {
+      EXPECT_TRUE(uniform[l][h].equal(kept_by(scores[l][h], budget))) << "uniform, layer " << l << " head " << h;
+    }
+  }
+  std::vector<at::Tensor> sorted_means;
+  for (const at::Tensor& s : scores) sorted_means.push_back(std::get<0>(s.mean(0).sort(-1, true)));
+  const at::Tensor top = std::get<1>(at::cat(sorted_means).topk(budget * L));
+  std::vector<int64_t> counts(static_cast<size_t>(L), 0);
+  for (int64_t i = 0; i < top.numel(); ++i) counts[static_cast<size_t>(top[i].item<int64_t>() / kPrompt)] += 1;
+  const auto aligned = run("kvcompose:task=window,kernel=1,tokens=aligned");
+  bool budgets_differ = false;
+  for (int64_t l = 0; l < L; ++l) {
+    const int64_t n = std::max<int64_t>(1, counts[static_cast<size_t>(l)]);
+    budgets_differ |= n != budget;
+    for (int64_t h = 0; h < KV; ++h) {
+      EXPECT_TRUE(aligned[l][h].equal(kept_by(scores[l].mean(0), n))) << "aligned, layer " << l << " head " << h;
+    }
+  }
+  EXPECT_TRUE(budgets_differ);  // the pooled budgets are not the uniform ones on this prompt
+  // The default composite tokens keep different positions in different heads.
+  const auto composite = run("kvcompose:task=window,kernel=1");
+  bool heads_differ = false;
+  for (int64_t l = 0; l < L; ++l) heads_differ |= !composite[l][0].equal(composite[l][1]);
+  EXPECT_TRUE(heads_differ);
+  EXPECT_THROW(setup_for("kvcompose:budgets=fixed", ratio), Error);
+  EXPECT_THROW(setup_for("kvcompose_unstructured:tokens=aligned", ratio), Error);
+}
+
 // kvpress scores KVCompose by a second copy of the context fed after it. The model runs both copies in
 // one pass; checked here against running the doubled prompt by hand: the observer gets the copy's
 // attention over the prompt's entries, and the prompt's logits and cache come out as if the copy had

@@ -42,4 +42,7 @@ plot 'score_vs_ratio_needle.dat' index 0 using 1:2 with linespoints lc rgb '#1f7
      'score_vs_ratio_needle.dat' index 33 using 1:2 with linespoints lc rgb '#d62728' dt 4 pt 3 lw 2 title 'dms:base=keydiff,threshold=-0.5', \
      'score_vs_ratio_needle.dat' index 34 using 1:2 with linespoints lc rgb '#9467bd' dt 4 pt 4 lw 2 title 'key_rerotation', \
      'score_vs_ratio_needle.dat' index 35 using 1:2 with linespoints lc rgb '#8c564b' dt 4 pt 6 lw 2 title 'finch', \
-     'score_vs_ratio_needle.dat' index 36 using 1:2 with linespoints lc rgb '#e377c2' dt 4 pt 8 lw 2 title 'lukv'
+     'score_vs_ratio_needle.dat' index 36 using 1:2 with linespoints lc rgb '#e377c2' dt 4 pt 8 lw 2 title 'lukv', \
+     'score_vs_ratio_needle.dat' index 37 using 1:2 with linespoints lc rgb '#7f7f7f' dt 4 pt 10 lw 2 title 'kvcompose:budgets=uniform', \
+     'score_vs_ratio_needle.dat' index 38 using 1:2 with linespoints lc rgb '#bcbd22' dt 4 pt 12 lw 2 title 'kvcompose:tokens=aligned', \
+     'score_vs_ratio_needle.dat' index 39 using 1:2 with linespoints lc rgb '#17becf' dt 4 pt 7 lw 2 title 'kvcompose:budgets=uniform,tokens=aligned'
