@@ -5,6 +5,11 @@
 // tokens fed after the prompt continue from n (the first compressed layer's count), as kvpress' pipeline feeds
 // the question at the compressed cache's length after re-rotation; attention masks by position, which the
 // re-rotation leaves in order.
+// A model with layers the press leaves alone (Gemma 3's sliding-window layers, which hold the prompt's last
+// window at its own positions) cannot renumber the sequence: its windows would sit after the next token and be
+// masked. There the kept entries take the continuous positions P−n..P−1 that end where the prompt ended, and
+// the tokens fed after it continue from P: every distance between a new query and a kept key is the one the
+// renumbering gives (RoPE and the causal mask read only distances), and the windows keep theirs.
 // Only the prompt's compression re-rotates (a later prompt of a conversation is compressed as the base does).
 // Usage: key_rerotation:base=snapkv,window=16 (other keys go to the base).
 #include "cache/dense_layer_cache.h"
@@ -14,9 +19,9 @@
 namespace kvc {
 namespace {
 
-// Rewrites a dense layer's keys and positions so that head h's i-th entry sits at position i; returns the
-// entries per head.
-int64_t rerotate(LayerCache& layer, const Rope& rope) {
+// Rewrites a dense layer's keys and positions so that head h's i-th entry sits at position i (P − n + i with
+// keep_prompt_end, P the prompt's length); returns the entries per head.
+int64_t rerotate(LayerCache& layer, const Rope& rope, int64_t prompt_length, bool keep_prompt_end) {
   auto* dense = dynamic_cast<DenseLayerCache*>(&layer);
   KVC_CHECK(dense != nullptr, "--press key_rerotation: rewrites keys in the dense cache; this layer's layout is '{}'",
             layer.layout());
@@ -26,7 +31,9 @@ int64_t rerotate(LayerCache& layer, const Rope& rope) {
             "--cache-type-k/-v f16, bf16 or f32, or finch:rerotate=0");
   const at::Tensor old_positions = dense->positions();
   const int64_t KV = old_positions.size(0), n = old_positions.size(1);
-  const at::Tensor positions = at::arange(n, old_positions.options()).unsqueeze(0).expand({KV, n}).contiguous();
+  const int64_t first = keep_prompt_end ? prompt_length - n : 0;
+  const at::Tensor positions =
+      at::arange(first, first + n, old_positions.options()).unsqueeze(0).expand({KV, n}).contiguous();
   const at::Tensor keys = dense->keys();
   const at::Tensor prerope = rope.unapply(keys.to(at::kDouble), old_positions);
   const at::Tensor rotated = rope.apply(prerope, positions).to(keys.scalar_type());
@@ -48,17 +55,17 @@ class RerotatingAllocator : public Allocator {
     KVC_CHECK(step.rope != nullptr, "--press key_rerotation: the model gave layer {} no RoPE", step.layer);
     ropes_[static_cast<size_t>(step.layer)] = step.rope;
     base_->prefill_layer(ctx, step);
-    if (!base_->splits_budget()) note(step.layer, rerotate(ctx.layer_cache(step.layer), *step.rope));
+    if (!base_->splits_budget()) note(step.layer, rerotate_layer(ctx, step.layer, *step.rope));
   }
   void finish_prefill(PressContext& ctx) override {
     base_->finish_prefill(ctx);
     // A base that allocates over layers compresses them only now.
     if (base_->splits_budget())
       for (int64_t l = 0; l < ctx.shape().num_layers; ++l)
-        note(l, rerotate(ctx.layer_cache(l), *ropes_[static_cast<size_t>(l)]));
+        note(l, rerotate_layer(ctx, l, *ropes_[static_cast<size_t>(l)]));
     // The tokens fed after the prompt continue from the first compressed layer's count, as kvpress' pipeline
-    // continues from the cache's length after re-rotation (its layer 0's).
-    if (first_layer_entries_ >= 0) ctx.continue_positions_from(first_layer_entries_);
+    // continues from the cache's length after re-rotation (its layer 0's); with layers left alone, from P.
+    if (first_layer_entries_ >= 0 && !keeps_prompt_end(ctx)) ctx.continue_positions_from(first_layer_entries_);
   }
   void before_evict(int64_t layer, LayerCache& cache, const at::Tensor& kept, KeptRecord* record) override {
     base_->before_evict(layer, cache, kept, record);
@@ -68,6 +75,10 @@ class RerotatingAllocator : public Allocator {
   bool merges() const override { return base_->merges(); }
 
  private:
+  static bool keeps_prompt_end(const PressContext& ctx) { return ctx.shape().model_layers > ctx.shape().num_layers; }
+  static int64_t rerotate_layer(PressContext& ctx, int64_t layer, const Rope& rope) {
+    return rerotate(ctx.layer_cache(layer), rope, ctx.prompt_length(), keeps_prompt_end(ctx));
+  }
   void note(int64_t layer, int64_t entries) {
     if (layer == 0) first_layer_entries_ = entries;
   }

@@ -16,7 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "cache/dense_layer_cache.h"
 #include "compression/compression_spec.h"
+#include "core/rope.h"
 #include "eval/perplexity.h"
 #include "lowrank/gate_training.h"
 #include "model/llama_model.h"
@@ -248,6 +250,52 @@ TEST(Gemma3Gguf, RepeatedPromptScoringLeavesOnlyThePromptInEveryLayer) {
     }
   }
   EXPECT_EQ(global_entries, 150 * 3 * c.num_kv_heads);  // the global layers share 3 x 150 entries per head
+}
+
+// KeyRerotation on a model whose sliding-window layers are not compressed: those layers hold the prompt's last
+// 512 tokens at their own positions, so the re-rotated global entries take the continuous positions that end
+// where the prompt ended and the next token comes at the prompt's length (renumbering from the kept count, as
+// on a model compressed in every layer, would put every window after the next token, where the mask hides it).
+// Against SnapKV's cache of the same prompt: the same entries, each global key rotated from its old position
+// to its new one, the windows untouched.
+TEST(Gemma3Gguf, KeyRerotationKeepsTheSlidingWindowsBeforeTheNextToken) {
+  SKIP_WITHOUT_GEMMA3();
+  const auto model = kvc::LlamaModel::load(gemma3_gguf());
+  const kvc::ModelConfig& c = model->config();
+  const int64_t P = 700, kept = 350;
+  std::vector<int> ids;
+  for (int64_t i = 0; i < P; ++i) ids.push_back(static_cast<int>(1000 + (i * 37) % 5000));
+  const auto prefill = [&](const std::string& press) {
+    kvc::CompressionSpec spec;
+    spec.press = press;
+    spec.ratio = 0.5;
+    const kvc::CacheSetup setup = kvc::build_cache_setup(spec, *model);
+    kvc::KVCache cache = setup.new_cache(*model);
+    const auto observer = setup.new_observer();
+    model->forward(ids, cache, kvc::ForwardOptions{false, observer.get()});
+    return cache;
+  };
+  const kvc::KVCache plain = prefill("snapkv"), moved = prefill("key_rerotation:base=snapkv");
+  EXPECT_EQ(moved.next_position(), P);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const auto& before = dynamic_cast<const kvc::DenseLayerCache&>(plain.layer(l));
+    const auto& after = dynamic_cast<const kvc::DenseLayerCache&>(moved.layer(l));
+    if (c.is_local_layer(l)) {
+      EXPECT_TRUE(after.positions().equal(before.positions())) << "local layer " << l;
+      EXPECT_EQ(after.positions().max().item<int64_t>(), P - 1) << "local layer " << l;
+      EXPECT_TRUE(after.keys().equal(before.keys())) << "local layer " << l;
+      continue;
+    }
+    const at::Tensor expected_positions =
+        at::arange(P - kept, P, at::kLong).unsqueeze(0).expand({c.num_kv_heads, kept});
+    ASSERT_TRUE(after.positions().equal(expected_positions)) << "global layer " << l;
+    const at::Tensor rotated = model->rope()->apply(
+        model->rope()->unapply(before.keys().to(at::kDouble), before.positions()), expected_positions.contiguous());
+    // The cache stores f16 keys (the GGUF default): within half an f16 step of the re-rotation in float64.
+    const at::Tensor excess = (after.keys().to(at::kDouble) - rotated).abs() - rotated.abs() * std::ldexp(1.0, -11);
+    EXPECT_LE(excess.max().item<double>(), 1e-6) << "global layer " << l;
+    EXPECT_TRUE(after.values().equal(before.values())) << "global layer " << l;
+  }
 }
 
 std::string write_file(const std::string& name, const std::string& bytes) {
