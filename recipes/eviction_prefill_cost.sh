@@ -7,7 +7,7 @@
 # (kvc-generate's prefill_seconds: the prompt's forward pass with the press's scoring and compression, not
 # the model's load). Presses run at --ratio 0.5, those that size themselves at the parameter in SIZED below;
 # kept_share is the KV payload after the prefill over the uncompressed one.
-# Writes OUT/prefill_cost.csv (default data/results/eviction).
+# Writes OUT/prefill_cost.csv (default data/results/eviction); rows of presses a run leaves out stay as they were.
 #   recipes/eviction_prefill_cost.sh
 #   N=2048 REPEATS=5 PRESSES="snapkv kvzip" recipes/eviction_prefill_cost.sh
 set -euo pipefail
@@ -23,6 +23,8 @@ PRESSES=${PRESSES:-$("$BIN/kvc-generate" --list-presses | awk '$1 != "none" && $
 # The presses that size themselves, at a setting that compresses (their defaults keep everything or need one).
 declare -A SIZED=([think]="think:channels=0.5" [simlayerkv]="simlayerkv:threshold=0.9"
                   [duo_attention]="duo_attention:streaming=0.5" [dms]="dms:base=keydiff,threshold=-0.5")
+# The presses that read a file, with the one the leaderboard made for this model (at --ratio 0.5).
+declare -A WITH_FILE=([lukv]="lukv:curve=data/results/leaderboard/smollm2/lukv.safetensors")
 # KVC_SMOKE=1 (the documentation's tests): the repository's model, a short prompt, two presses, once.
 if [ -n "${KVC_SMOKE:-}" ]; then
   MODEL=data/models/kvc-micro-lm; N=64; REPEATS=1; PRESSES="snapkv dms"; OUT=$(mktemp -d)
@@ -41,6 +43,8 @@ for i in $(seq 1 "$REPEATS"); do
     run "none.$press.$i" none
     if [ -n "${SIZED[$press]:-}" ]; then
       run "$press.$i" "${SIZED[$press]}"
+    elif [ -n "${WITH_FILE[$press]:-}" ]; then
+      run "$press.$i" "${WITH_FILE[$press]}" --ratio 0.5
     else
       run "$press.$i" "$press" --ratio 0.5
     fi
@@ -64,8 +68,12 @@ for press in presses:
                  "ratio_min": f"{min(pairs):.3f}", "ratio_max": f"{max(pairs):.3f}",
                  "kept_share": f"{runs[0]['kv_payload_bytes'] / base[0]['kv_payload_bytes']:.3f}",
                  "repeats": repeats, "threads": threads, "model": os.path.basename(model)})
+# Rows of presses this run did not measure stay as they were (PRESSES="a b" re-measures a and b alone).
+measured = {r["press"] for r in rows}
+kept = [r for r in csv.DictReader(open(out))] if os.path.exists(out) else []
+rows = [r for r in kept if r["press"] not in measured] + rows
 with open(out + ".part", "w", newline="") as f:
-    w = csv.DictWriter(f, fieldnames=list(rows[0]))
+    w = csv.DictWriter(f, fieldnames=list(rows[-1]))
     w.writeheader()
     w.writerows(rows)
 os.replace(out + ".part", out)

@@ -417,7 +417,8 @@ def press_prefill_cost(path):
     lines = ["| `--press` | setting | prefill vs uncompressed: median (range) | seconds: press / uncompressed | KV kept |",
              "|---|---|---|---|---|"]
     for r in rows:
-        setting = r["spec"][len(r["press"]):].strip().lstrip(":").replace(" ratio=", "ratio=")
+        # "press ratio=0.5" -> "ratio=0.5"; "press:k=v ratio=0.5" -> "k=v,ratio=0.5"
+        setting = r["spec"][len(r["press"]):].strip().lstrip(":").replace(" ratio=", ",ratio=")
         lines.append(f"| `{r['press']}` | `{setting}` | {float(r['ratio_median']):.2f} ({float(r['ratio_min']):.2f}–"
                      f"{float(r['ratio_max']):.2f}) | {r['press_seconds']} / {r['none_seconds']} | "
                      f"{float(r['kept_share']):.2f} |")
