@@ -28,6 +28,7 @@ runs=(
   "kvc-eval ppl|-|$BIN/kvc-eval ppl -m $TINY -f $WIKI -c 16 -t 1"
   "kvc-eval kl|-|$BIN/kvc-eval kl -m $TINY -f $WIKI -c 64 --max-windows 0 -t 1"
   "kvc-eval needle|$work/needle|$BIN/kvc-eval needle -m $TINY --haystack $STORY --lengths 256,384 --depths 0,0.25,0.5,0.75,1 --samples 50 --out-dir $work/needle"
+  "kvc-eval sweep (SmolLM2, 29 needle cells, decoded in lockstep)|$work/sweep|$BIN/kvc-eval sweep -m $SMOL --methods none,snapkv,h2o,tova,pyramidkv,knorm,keydiff,kvzip --ratios 0.25,0.5,0.75,0.9 --tasks needle --haystack data/text/pg_essays --needle-lengths 2048 --needle-depths 0.5 --samples 2 --out-dir $work/sweep"
   "kvc-calibrate|$work/bases_out.safetensors|$BIN/kvc-calibrate -m $TINY -f $WIKI --tokens 100000000 -c 64 -o $work/bases_out.safetensors"
   "kvc-train|$work/gates.safetensors|$BIN/kvc-train -m $TINY -f $STORY --bases $work/bases.safetensors --steps 1000000 -c 64 -o $work/gates.safetensors"
   "kvc-cluster build (SmolLM2, 6,500 tokens)|$work/store.kvs|$BIN/kvc-cluster build -m $SMOL -f $work/long_prompt.txt --prompt-tokens 0 --store $work/store.kvs --index $work/store.safetensors"
