@@ -9,6 +9,7 @@
 #include "harness/sample_runner.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/interrupt.h"
 
 namespace kvc {
 
@@ -88,7 +89,7 @@ std::vector<std::vector<size_t>> prefill_groups(const std::vector<const CacheSet
 }
 
 SharedPrefill::SharedPrefill(const LlamaModel& model, const std::vector<const CacheSetup*>& setups,
-                             const std::vector<int>& tokens)
+                             const std::vector<int>& tokens, const std::function<bool()>& stop)
     : tokens_(static_cast<int64_t>(tokens.size())), layers_(model.config().num_layers) {
   std::vector<AttentionProbe> probes(static_cast<size_t>(layers_));
   std::vector<int> scoring;
@@ -114,7 +115,9 @@ SharedPrefill::SharedPrefill(const LlamaModel& model, const std::vector<const Ca
               setups.front()->name, setup->name);
   }
   filled_ = std::make_unique<KVCache>(layout.empty() ? model.typed_cache(types) : setups.front()->new_cache(model));
-  logits_ = model.forward(tokens, *filled_, ForwardOptions{false, recorder_.get()});
+  ForwardOptions options{false, recorder_.get()};
+  options.stop = stop;
+  logits_ = model.forward(tokens, *filled_, options);
 }
 
 SharedPrefill::~SharedPrefill() = default;
@@ -171,7 +174,13 @@ std::vector<std::optional<SampleOutput>> run_sample_shared(const LlamaModel& mod
     std::vector<const CacheSetup*> shared_setups;
     for (size_t i : group) shared_setups.push_back(setups[i]);
     auto start = SteadyClock::now();
-    SharedPrefill prefill(model, shared_setups, prefilled);
+    std::unique_ptr<SharedPrefill> shared;
+    try {
+      shared = std::make_unique<SharedPrefill>(model, shared_setups, prefilled, stop);
+    } catch (const InterruptedError&) {
+      break;  // stopped within the prefill: this group's setups and the later ones are left unrun
+    }
+    SharedPrefill& prefill = *shared;
     spent.prefill_seconds += seconds_since(start);
     ++spent.prefills;
     // The group's setups decode in lockstep, `batch` at a time (each holds its own compressed cache

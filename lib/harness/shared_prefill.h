@@ -42,7 +42,9 @@ std::vector<std::vector<size_t>> prefill_groups(const std::vector<const CacheSet
 // tokens; they are not owned and must outlive it).
 class SharedPrefill {
  public:
-  SharedPrefill(const LlamaModel& model, const std::vector<const CacheSetup*>& setups, const std::vector<int>& tokens);
+  // `stop`, when given, is asked between the prefill's layers: true ends it with InterruptedError.
+  SharedPrefill(const LlamaModel& model, const std::vector<const CacheSetup*>& setups, const std::vector<int>& tokens,
+                const std::function<bool()>& stop = {});
   ~SharedPrefill();
   SharedPrefill(const SharedPrefill&) = delete;
   SharedPrefill& operator=(const SharedPrefill&) = delete;
@@ -83,8 +85,9 @@ constexpr int64_t kDefaultLockstepSetups = 16;
 // The outputs run_sample would give for each of `setups` (in order; equal tokens, predictions and cache
 // bytes), with one prefill for all setups that share it. An output's `seconds` counts its own replay,
 // question pass and decoding, not the shared prefill; `cost`, when given, receives where the time went.
-// `stop`, when given, is asked before each setup's run and each shared prefill: once it answers true the
-// setups not yet run are left without an output (nullopt), so a sweep stops between cells, not samples.
+// `stop`, when given, is asked before each setup's run, before each shared prefill and between its layers: once
+// it answers true the setups not yet run are left without an output (nullopt), so a sweep stops between cells,
+// not samples, and within a prefill of minutes.
 // The setups of one prefill decode `lockstep` at a time in lockstep (the outputs do not depend on it).
 std::vector<std::optional<SampleOutput>> run_sample_shared(
     const LlamaModel& model, const Tokenizer& tokenizer, const std::vector<const CacheSetup*>& setups,

@@ -60,6 +60,9 @@ struct ForwardOptions {
   ForwardObserver* observer = nullptr;  // not owned
   // Ctrl-C stops a long pass between layers (an error naming the layer); the cache is then unusable.
   bool stop_on_interrupt = false;
+  // Asked between layers as well, when given: true stops the pass the same way (a caller's own stop, e.g. a
+  // sweep asked to stop between its cells).
+  std::function<bool()> stop;
   // Called after each layer with (layers done, layers): a long prefill's progress.
   std::function<void(int64_t, int64_t)> on_layer;
 };

@@ -228,7 +228,7 @@ at::Tensor LlamaModel::forward(const std::vector<int>& tokens, KVCache& cache, c
   at::Tensor x = embed_.lookup_rows(id_tensor).to(dtype_);
   if (config_.traits.scaled_embeddings) x = x * embedding_scale_;
   for (int64_t i = 0; i < config_.num_layers; ++i) {
-    if (options.stop_on_interrupt && interrupted())
+    if ((options.stop_on_interrupt && interrupted()) || (options.stop && options.stop()))
       throw InterruptedError(
           fmt::format("interrupted during a pass over {} tokens, at layer {} of {}", fed, i, config_.num_layers));
     x = x + attention_block(i, x, positions, cache, options, scored ? T : 0);

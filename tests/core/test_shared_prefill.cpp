@@ -18,6 +18,7 @@
 #include "support/press_names.h"
 #include "support/run_command.h"
 #include "tokenizer/tokenizer.h"
+#include "util/error.h"
 
 namespace kvc {
 namespace {
@@ -363,6 +364,28 @@ TEST(SharedPrefill, StopLeavesTheRemainingSetupsUnrunAndTheOthersUnchanged) {
     EXPECT_LT(ran, setups.size());
     EXPECT_EQ(static_cast<int64_t>(ran), cost.shared_outputs);
   }
+}
+
+// A stop asked between the shared prefill's layers ends it there (a sweep's Ctrl-C need not wait for a pass
+// of minutes): the prefill throws InterruptedError at the layer where the stop first answers true, and
+// run_sample_shared leaves that prefill's setups unrun.
+TEST(SharedPrefill, StopEndsThePrefillBetweenItsLayers) {
+  const Loaded& micro = loaded(test::model_dir("kvc-micro-lm"));
+  const LlamaModel& model = *micro.model;
+  ASSERT_GE(model.config().num_layers, 2);
+  std::vector<CacheSetup> setups = every_press(model, 0.5);
+  setups.resize(3);
+  const std::vector<int> text = text_prompt(micro, 120);
+  int asked = 0;
+  EXPECT_THROW({ SharedPrefill prefill(model, pointers(setups), text, [&] { return ++asked == 2; }); },
+               InterruptedError);
+  EXPECT_EQ(asked, 2);  // the first layer ran, the second was never started
+  PromptTokens prompt;
+  prompt.context = text;
+  int calls = 0;
+  const auto outputs = run_sample_shared(model, micro.tokenizer, pointers(setups), prompt, QueryMode::Aware,
+                                         DecodeOptions{4, false}, nullptr, [&] { return ++calls == 2; });
+  for (const auto& o : outputs) EXPECT_FALSE(o.has_value());
 }
 
 }  // namespace
