@@ -19,6 +19,12 @@ struct DecodeLimits {
   bool stop_on_interrupt = false;   // Ctrl-C ends the loop ("interrupted")
 };
 
+// What the loop does with `token`, chosen at step `step` (0-based) with `cache` holding everything fed so far:
+// hands it to `keep` (unless it is an end-of-sequence token the limits drop) and returns why the loop stops
+// there, or "" to feed it. The one order of checks for run_decode_loop and the lockstep loops.
+std::string decode_step_verdict(const ModelConfig& config, const KVCache& cache, int token, int64_t step,
+                                const DecodeLimits& limits, const std::function<std::string(int)>& keep);
+
 // Returns why it stopped: "max_new_tokens", "eos", "context", "interrupted", or the non-empty reason
 // `keep` returned. `after_forward`, if given, runs after each forward pass (e.g. memory accounting).
 std::string run_decode_loop(const LlamaModel& model, KVCache& cache, at::Tensor logits, const DecodeLimits& limits,

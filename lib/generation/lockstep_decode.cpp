@@ -18,28 +18,13 @@ void run_decode_loops_lockstep(const LlamaModel& model, std::vector<LockstepSequ
     next[b] = choose(sequences[b].logits);
     active.push_back(b);
   }
-  // The checks of run_decode_loop, in its order, for each sequence still running; then one step for all.
+  // The checks of run_decode_loop for each sequence still running; then one step for all those it feeds.
   for (int64_t i = 0; !active.empty(); ++i) {
     std::vector<size_t> fed;
     for (size_t b : active) {
       LockstepSequence& s = sequences[b];
-      const bool eos = limits.stop_at_eos && c.is_eos(next[b]);
-      if (eos && !limits.keep_eos) {
-        s.stop_reason = "eos";
-        continue;
-      }
-      const std::string reason = s.keep(next[b]);
-      if (eos) {
-        s.stop_reason = "eos";
-      } else if (!reason.empty()) {
-        s.stop_reason = reason;
-      } else if (i + 1 == limits.max_new_tokens) {
-        s.stop_reason = "max_new_tokens";
-      } else if (!limits.allow_past_context && s.cache->next_position() >= c.max_position_embeddings) {
-        s.stop_reason = "context";
-      } else {
-        fed.push_back(b);
-      }
+      s.stop_reason = decode_step_verdict(c, *s.cache, next[b], i, limits, s.keep);
+      if (s.stop_reason.empty()) fed.push_back(b);
     }
     if (fed.empty()) break;
     std::vector<int> tokens;
