@@ -288,6 +288,11 @@ TEST(CliErrors, BadFlagValues) {
   const auto repeats = run_command(bin("kvc-bench") + " -m " + kStories + " --decode-repeats 0");
   EXPECT_EQ(repeats.exit_code, 2);
   EXPECT_NE(repeats.err.find("--decode-repeats"), std::string::npos) << repeats.err;
+  // kvc-eval sweep's --lockstep is a count of cells from 1 (a usage error, exit 2, before any model loads).
+  const auto lockstep =
+      run_command(bin("kvc-eval") + " sweep -m " + kStories + " --lockstep 0 --out-dir /tmp/kvc_never");
+  EXPECT_EQ(lockstep.exit_code, 2);
+  EXPECT_NE(lockstep.err.find("--lockstep"), std::string::npos) << lockstep.err;
   const auto usage = run_command(bin("kvc-generate") + " --no-such-flag");
   EXPECT_EQ(usage.exit_code, 2);
   const auto no_subcommand = run_command(bin("kvc-eval"));
