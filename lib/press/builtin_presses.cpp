@@ -6,6 +6,7 @@ namespace kvc {
 void register_streaming_llm();
 void register_h2o();
 void register_tova();
+void register_roco();
 void register_snapkv();
 void register_pyramidkv();
 void register_knorm();
@@ -42,6 +43,7 @@ void register_builtin_presses() {
   register_streaming_llm();
   register_h2o();
   register_tova();
+  register_roco();
   register_snapkv();
   register_pyramidkv();
   register_knorm();

@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <initializer_list>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,7 +36,10 @@ struct ScoreInput {
   at::Tensor positions;             // [n_kv, S] int64 of the cached entries
   at::Tensor cumulative;            // [n_kv, S] float64 Σ attention received so far (if tracked)
   at::Tensor current;               // [n_kv, S] float64 attention of the newest query (if tracked)
-  int64_t budget = 0;               // entries this layer will keep per head
+  // [n_kv, S] float64 Σ over queries of the square of each query's attention, averaged over the KV head's
+  // query heads before squaring (if tracked: PressConfig::squared)
+  at::Tensor cumulative_squares;
+  int64_t budget = 0;  // entries this layer will keep per head
   int64_t num_heads = 0, num_kv_heads = 0;
   HeadAgg agg = HeadAgg::Mean;
 };
@@ -56,6 +60,7 @@ struct PressConfig {
   bool bounded = false;        // evict during decoding too (H2O, TOVA, StreamingLLM, D2O)
   bool cumulative = false;     // track Σ attention per entry across calls (H2O, D2O)
   bool current = false;        // track the newest query's attention (TOVA)
+  bool squared = false;        // track Σ (attention)² per entry across calls, from every query's row (RoCo)
   HeadAgg agg = HeadAgg::Mean;
   bool shared_heads = false;  // one selection per layer for all heads (identical retain rows)
   // The allocator runs at every prefill, with or without --ratio/--budget: the method decides what it keeps
@@ -90,6 +95,11 @@ at::Tensor aggregate_heads(const at::Tensor& per_query_head, int64_t num_kv_head
 // Writes (or with `accumulate` adds) aggregate_heads(per_query_head [n_heads, >= S]) into `into`
 // [n_kv, S] float64: one pass on the CPU, for the bookkeeping of every decode step.
 void aggregate_heads_into(const at::Tensor& per_query_head, HeadAgg agg, const at::Tensor& into, bool accumulate);
+// Σ over the rows of window probabilities [n_heads, T, S] of the square of each row averaged over the
+// query heads of a KV head: [n_kv, S] float64 (the second moment RoCo's spread is taken from).
+at::Tensor squared_group_attention(const at::Tensor& window_probs, int64_t num_kv_heads);
+// A probe window that asks for every query's probability row (clamped to the pass's length).
+constexpr int64_t kEveryQuery = std::numeric_limits<int64_t>::max() / 2;
 // 1-D average pooling along the last dim with an odd kernel ("same" length); the edges average over
 // the entries that exist, or over zero padding with zero_padding.
 at::Tensor pool1d(const at::Tensor& scores, int64_t kernel, bool zero_padding = false);

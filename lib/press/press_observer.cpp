@@ -67,6 +67,7 @@ PressObserver::PressObserver(std::shared_ptr<const PressConfig> config, ModelSha
   positions_.resize(L);
   cumulative_.resize(L);
   current_.resize(L);
+  squares_.resize(L);
   passes_since_compression_.assign(L, 0);
   decoding_started_.assign(L, 0);
   decoded_queries_.resize(L);
@@ -84,6 +85,7 @@ AttentionProbe PressObserver::probe(int64_t model_layer) const {
   if (!prefill_done_ || compresses_later_prompt()) {
     p = config_->scorer->probe();
     if (config_->cumulative) p.column_sums = true;
+    if (config_->squared) p.window = kEveryQuery;
     allocator_->adjust_probe(p);
   } else if (config_->decoding.merge_window > 0) {
     p.column_sums = true;  // CaM weighs its merges by the attention each entry received while decoding
@@ -91,6 +93,7 @@ AttentionProbe PressObserver::probe(int64_t model_layer) const {
     return p;
   } else {
     p.column_sums = config_->cumulative;
+    if (config_->squared) p.window = kEveryQuery;
   }
   if (config_->current) p.window = std::max<int64_t>(p.window, 1);
   return p;
@@ -102,6 +105,7 @@ ScoreInput PressObserver::own_input(int64_t layer, const LayerStep& step, const 
   in.positions = positions;
   in.cumulative = at::Tensor();
   in.current = at::Tensor();
+  in.cumulative_squares = at::Tensor();
   in.budget = budget;
   return in;
 }
@@ -115,6 +119,7 @@ ScoreInput PressObserver::input(int64_t layer, bool prefill, const LayerStep* st
   in.positions = positions_[l].view();
   in.cumulative = cumulative_[l].view();
   in.current = current_[l].view();
+  in.cumulative_squares = squares_[l].view();
   in.budget = bound_[l];
   in.num_heads = shape_.attention.num_heads;
   in.num_kv_heads = shape_.attention.num_kv_heads;
@@ -175,8 +180,9 @@ void PressObserver::later_prompt_layer(const LayerStep& step, KVCache& cache) {
             positions_[li].length());
   const int64_t last = step.positions[T - 1].item<int64_t>();
   positions_[li].append(at::arange(last + 1 - missing, last + 1, at::TensorOptions().dtype(at::kLong)));
-  cumulative_[li].reset();  // a prompt-time press reads neither after its prefill
+  cumulative_[li].reset();  // a prompt-time press reads none of them after its prefill
   current_[li].reset();
+  squares_[li].reset();
   // The prompt scored as a prompt of its own: the statistics over its own entries (the last T columns).
   LayerStep own = step;
   if (own.stats.window_probs.defined()) own.stats.window_probs = own.stats.window_probs.narrow(2, earlier, T);
@@ -215,6 +221,8 @@ void PressObserver::prefill_layer(const LayerStep& step, KVCache& cache) {
     const at::Tensor w = step.stats.window_probs;
     current_[li].assign(aggregate_heads(w.select(1, w.size(1) - 1), KV, config_->agg));
   }
+  if (config_->squared && step.stats.window_probs.defined() && step.stats.window_probs.size(1) == S)
+    squares_[li].assign(squared_group_attention(step.stats.window_probs, KV));
   if (budget_ >= S && !config_->sizes_itself) {
     reserve_bound(l, budget_, cache);
     return;
@@ -240,6 +248,13 @@ void PressObserver::decode_layer(const LayerStep& step, KVCache& cache) {
     } else {
       current_[li].assign(aggregate_heads(w.select(1, w.size(1) - 1), KV, config_->agg).narrow(1, 0, S));
     }
+  }
+  if (config_->squared && squares_[li].length() == S - T && step.stats.window_probs.defined() &&
+      step.stats.window_probs.size(1) == T) {
+    squares_[li].append_zeros(T);
+    squares_[li].view().add_(squared_group_attention(step.stats.window_probs, KV).narrow(1, 0, S));
+  } else if (config_->squared) {
+    squares_[li].reset();  // out of step with the cache: the scorer says so instead of reading stale rows
   }
   if (hold_next_) bound_[li] += T;  // prompt continuation: kept whole, the bound grows by its length
   if (S <= bound_[li]) return;
@@ -279,7 +294,7 @@ at::Tensor PressObserver::compress(int64_t layer, const at::Tensor& importance, 
     lc.evict_one(slots);
     std::vector<int64_t> per_head;
     if (slots.is_cpu()) per_head.assign(slots.data_ptr<int64_t>(), slots.data_ptr<int64_t>() + KV);
-    for (TrackedRows* rows : {&positions_[li], &cumulative_[li], &current_[li]}) {
+    for (TrackedRows* rows : {&positions_[li], &cumulative_[li], &current_[li], &squares_[li]}) {
       if (!rows->defined()) continue;
       if (slots.is_cpu() && rows->view().is_cpu()) {
         rows->swap_remove(per_head);  // O(1) per head
@@ -295,7 +310,7 @@ at::Tensor PressObserver::compress(int64_t layer, const at::Tensor& importance, 
   allocator_->before_evict(shape_.layers[li], lc, kept, recording_ ? &record_ : nullptr);
   lc.retain(kept);
   reserve_bound(layer, keep, cache);
-  for (TrackedRows* rows : {&positions_[li], &cumulative_[li], &current_[li]})
+  for (TrackedRows* rows : {&positions_[li], &cumulative_[li], &current_[li], &squares_[li]})
     if (rows->defined()) rows->reorder(kept);
   return kept;
 }
@@ -321,6 +336,7 @@ void PressObserver::compress_per_head(int64_t layer, const at::Tensor& importanc
   positions_[li].reset();
   cumulative_[li].reset();
   current_[li].reset();
+  squares_[li].reset();
 }
 
 void PressObserver::warn_if_fewer_than_protected(int64_t layer, const at::Tensor& importance, int64_t keep) const {

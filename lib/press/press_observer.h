@@ -1,6 +1,6 @@
 #pragma once
 // PressObserver: runs a configured press inside the forward pass (see press.h). It keeps the
-// bookkeeping (layer bounds; positions, cumulative and current attention mirroring each layer's storage
+// bookkeeping (layer bounds; positions, cumulative, squared and current attention mirroring each layer's storage
 // order; what was kept) and leaves how the budget is split to the press's Allocator (allocator.h).
 #include <memory>
 #include <vector>
@@ -78,6 +78,7 @@ class PressObserver : public ForwardObserver, public KeptRecorder {
   std::vector<TrackedRows> positions_;             // [n_kv, S] int64 per layer, mirrors storage order
   std::vector<TrackedRows> cumulative_;            // [n_kv, S] float64
   std::vector<TrackedRows> current_;               // [n_kv, S] float64
+  std::vector<TrackedRows> squares_;               // [n_kv, S] float64 (PressConfig::squared)
   std::vector<int64_t> passes_since_compression_;  // per layer, for a decoding schedule
   std::vector<char> decoding_started_;             // per layer: CaM's attention sums have begun
   std::vector<at::Tensor> decoded_queries_;        // [n_heads, <= window, d] per layer, the newest last
