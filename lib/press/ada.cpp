@@ -63,8 +63,10 @@ PressConfig build_ada(const PressParams& p) {
 }  // namespace
 
 void register_ada() {
-  register_method("ada", "per-head budgets: top entries across a layer's heads, around base= (default snapkv)",
-                  build_ada);
+  register_method(
+      "ada",
+      "per-head budgets: top entries across a layer's heads, around base= (Ada-KV, arXiv:2407.11550; base=snapkv)",
+      build_ada);
   // kvpress' name for the same wrapper (AdaKVPress, alpha_safeguard = safeguard).
   register_method("adakv", "alias of ada (kvpress' AdaKVPress)", build_ada);
 }

@@ -332,7 +332,7 @@ void d2o_merge(LayerCache& cache, const at::Tensor& keep, double beta, double& t
 void register_d2o() {
   register_method("d2o",
                   "inverse-variance layer budgets; sinks+recent+heavy tokens; merges evicted (bounded) "
-                  "(sinks=4,recent=0.25,beta=0.7,threshold=ema,layers=variance)",
+                  "(D2O, arXiv:2406.13035; sinks=4,recent=0.25,beta=0.7,threshold=ema,layers=variance)",
                   [](const PressParams& p) {
                     p.check_known_keys(
                         {"sinks", "recent", "beta", "tau", "merge", "threshold", "layers", "variance", "agg", "heads"});

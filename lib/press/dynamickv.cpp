@@ -105,27 +105,26 @@ void register_dynamickv() {
   // zero padding (F.avg_pool1d over attn[..., :-window]), and an update every 4 layers (layer_idx % 4 == 3).
   // The committed results in data/results/eviction/ and data/results/leaderboard/ were made with
   // window=32,kernel=5,pad=edge,pool=all,m=2,rmax=2 (recipes/lib/committed_settings.sh).
-  register_method("dynamickv",
-                  "task-aware layer budgets updated every m layers (window=8,kernel=7,m=4,rmax=10, "
-                  "pad=zeros,pool=context)",
-                  [](const PressParams& given) {
-                    given.check_known_keys({"window", "kernel", "pad", "pool", "m", "rmax", "agg", "heads"});
-                    PressParams p = given;
-                    for (const auto& [key, value] :
-                         {std::pair<const char*, const char*>{"kernel", "7"}, {"pad", "zeros"}, {"pool", "context"}})
-                      p.values.emplace(key, value);  // the scorer's keys, where the spec leaves them out
-                    PressConfig c;
-                    const int64_t window = p.get_int("window", 8);
-                    c.scorer = make_snapkv_scorer(window, p);
-                    const int64_t interval = p.get_int("m", 4);
-                    const double rmax = p.get_double("rmax", 10.0);
-                    KVC_CHECK(interval >= 1, "--press dynamickv: m must be >= 1, got {}", interval);
-                    KVC_CHECK(rmax >= 1, "--press dynamickv: rmax must be >= 1, got {}", rmax);
-                    c.allocator = [window, interval, rmax] {
-                      return std::make_unique<DynamicKVAllocator>(window, interval, rmax);
-                    };
-                    return c;
-                  });
+  register_method(
+      "dynamickv",
+      "task-aware layer budgets updated every m layers (DynamicKV, arXiv:2412.14838; window=8,kernel=7,m=4,rmax=10,"
+      "pad=zeros,pool=context)",
+      [](const PressParams& given) {
+        given.check_known_keys({"window", "kernel", "pad", "pool", "m", "rmax", "agg", "heads"});
+        PressParams p = given;
+        for (const auto& [key, value] :
+             {std::pair<const char*, const char*>{"kernel", "7"}, {"pad", "zeros"}, {"pool", "context"}})
+          p.values.emplace(key, value);  // the scorer's keys, where the spec leaves them out
+        PressConfig c;
+        const int64_t window = p.get_int("window", 8);
+        c.scorer = make_snapkv_scorer(window, p);
+        const int64_t interval = p.get_int("m", 4);
+        const double rmax = p.get_double("rmax", 10.0);
+        KVC_CHECK(interval >= 1, "--press dynamickv: m must be >= 1, got {}", interval);
+        KVC_CHECK(rmax >= 1, "--press dynamickv: rmax must be >= 1, got {}", rmax);
+        c.allocator = [window, interval, rmax] { return std::make_unique<DynamicKVAllocator>(window, interval, rmax); };
+        return c;
+      });
 }
 
 }  // namespace kvc

@@ -30,19 +30,21 @@ class H2OScorer : public Scorer {
 }  // namespace
 
 void register_h2o() {
-  register_method("h2o", "cumulative attention (heavy hitters) + recent share, evicts while decoding (recent=0.5)",
-                  [](const PressParams& p) {
-                    p.check_known_keys({"recent", "average", "agg", "heads"});
-                    const double recent = p.get_double("recent", 0.5);
-                    KVC_CHECK(recent >= 0 && recent <= 1, "--press h2o: recent is a share of the budget in [0, 1]");
-                    PressConfig c;
-                    // average=1: attention received divided by the queries that saw the entry (kvpress'
-                    // ObservedAttention); the paper sums it.
-                    c.scorer = std::make_shared<H2OScorer>(recent, p.get_int("average", 0) != 0);
-                    c.bounded = true;
-                    c.cumulative = true;
-                    return c;
-                  });
+  register_method(
+      "h2o",
+      "cumulative attention (heavy hitters) + recent share, evicts while decoding (H2O, arXiv:2306.14048; recent=0.5)",
+      [](const PressParams& p) {
+        p.check_known_keys({"recent", "average", "agg", "heads"});
+        const double recent = p.get_double("recent", 0.5);
+        KVC_CHECK(recent >= 0 && recent <= 1, "--press h2o: recent is a share of the budget in [0, 1]");
+        PressConfig c;
+        // average=1: attention received divided by the queries that saw the entry (kvpress'
+        // ObservedAttention); the paper sums it.
+        c.scorer = std::make_shared<H2OScorer>(recent, p.get_int("average", 0) != 0);
+        c.bounded = true;
+        c.cumulative = true;
+        return c;
+      });
 }
 
 }  // namespace kvc

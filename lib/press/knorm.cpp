@@ -15,12 +15,13 @@ class KnormScorer : public Scorer {
 }  // namespace
 
 void register_knorm() {
-  register_method("knorm", "lowest key L2 norm first (prefill only)", [](const PressParams& p) {
-    p.check_known_keys({"agg", "heads"});
-    PressConfig c;
-    c.scorer = std::make_shared<KnormScorer>();
-    return c;
-  });
+  register_method("knorm", "lowest key L2 norm first, at prefill only (Knorm, arXiv:2406.11430)",
+                  [](const PressParams& p) {
+                    p.check_known_keys({"agg", "heads"});
+                    PressConfig c;
+                    c.scorer = std::make_shared<KnormScorer>();
+                    return c;
+                  });
 }
 
 }  // namespace kvc

@@ -171,11 +171,13 @@ PressConfig build(const PressParams& p, bool per_head) {
 }  // namespace
 
 void register_kvcompose() {
-  register_method("kvcompose",
-                  "composite tokens pooled over all layers set layer budgets (task=repeat|window|all,kernel=1; "
-                  "window=32 with task=window; ablations budgets=uniform, tokens=aligned)",
-                  [](const PressParams& p) { return build(p, /*per_head=*/false); });
-  register_method("kvcompose_unstructured", "KVCompose with per-(layer, head) budgets (CSR cache)",
+  register_method(
+      "kvcompose",
+      "composite tokens pooled over all layers set layer budgets (KVCompose, arXiv:2509.05165; task=repeat|window|all,"
+      "kernel=1; window=32 with task=window; ablations budgets=uniform, tokens=aligned)",
+      [](const PressParams& p) { return build(p, /*per_head=*/false); });
+  register_method("kvcompose_unstructured",
+                  "KVCompose with per-(layer, head) budgets, in the per-head layout (KVCompose, arXiv:2509.05165)",
                   [](const PressParams& p) { return build(p, /*per_head=*/true); });
 }
 

@@ -61,7 +61,9 @@ class PyramidAllocator : public Allocator {
 }  // namespace
 
 void register_pyramidkv() {
-  register_method("pyramidkv", "SnapKV scores, layer budgets falling linearly with depth (window=32,kernel=5,beta=20)",
+  register_method("pyramidkv",
+                  "SnapKV scores, layer budgets falling linearly with depth (PyramidKV, arXiv:2406.02069; "
+                  "window=32,kernel=5,beta=20)",
                   [](const PressParams& p) {
                     auto keys = snapkv_keys();
                     keys.insert(keys.end(), {"beta", "schedule", "agg", "heads"});

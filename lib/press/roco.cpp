@@ -112,7 +112,7 @@ void register_roco() {
   register_method(
       "roco",
       "mean attention over the queries that saw an entry, evicting only among the entries whose attention varied "
-      "least; evicts while decoding (sinks=4, margin=0.1, newest=10)",
+      "least; evicts while decoding (RoCo, arXiv:2402.06262, EasyKV's roco policy; sinks=4,margin=0.1,newest=10)",
       [](const PressParams& p) {
         p.check_known_keys({"sinks", "margin", "newest", "heads"});
         const int64_t sinks = p.get_int("sinks", 4), newest = p.get_int("newest", 10);

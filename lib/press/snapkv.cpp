@@ -52,7 +52,9 @@ std::shared_ptr<const Scorer> make_snapkv_scorer(int64_t window, const PressPara
 }
 
 void register_snapkv() {
-  register_method("snapkv", "window attention of the last prompt tokens, pooled; top-k per head (window=32,kernel=5)",
+  register_method("snapkv",
+                  "window attention of the last prompt tokens, pooled; top-k per head (SnapKV, arXiv:2404.14469; "
+                  "window=32,kernel=5)",
                   [](const PressParams& p) {
                     auto keys = snapkv_keys();
                     keys.insert(keys.end(), {"agg", "heads"});

@@ -19,7 +19,8 @@ class StreamingScorer : public Scorer {
 }  // namespace
 
 void register_streaming_llm() {
-  register_method("streaming_llm", "sink tokens + recent window, evicts while decoding (sinks=4)",
+  register_method("streaming_llm",
+                  "sink tokens + recent window, evicts while decoding (StreamingLLM, arXiv:2309.17453; sinks=4)",
                   [](const PressParams& p) {
                     p.check_known_keys({"sinks", "agg", "heads"});
                     const int64_t sinks = p.get_int("sinks", 4);

@@ -15,7 +15,8 @@ class TovaScorer : public Scorer {
 }  // namespace
 
 void register_tova() {
-  register_method("tova", "attention of the newest query, evicts the least attended while decoding",
+  register_method("tova",
+                  "attention of the newest query, evicts the least attended while decoding (TOVA, arXiv:2401.06104)",
                   [](const PressParams& p) {
                     p.check_known_keys({"agg", "heads"});
                     PressConfig c;
