@@ -36,4 +36,30 @@ plot 'leaderboard.dat' index 0 with linespoints title 'uncompressed', \
      'leaderboard.dat' index 26 with linespoints title 'lowrank bases.safetensors:share=0.2', \
      'leaderboard.dat' index 27 with linespoints title 'lowrank gates.kl.1.safetensors:tau=0.00685', \
      'leaderboard.dat' index 28 with linespoints title 'lowrank gates.kl.4.safetensors:tau=0.00295', \
-     'leaderboard.dat' index 29 with linespoints title 'lowrank gates.kl.4.safetensors:tau=0.33432'
+     'leaderboard.dat' index 29 with linespoints title 'lowrank gates.kl.4.safetensors:tau=0.33432', \
+     'leaderboard.dat' index 30 with linespoints title 'adakv', \
+     'leaderboard.dat' index 31 with linespoints title 'keydiff', \
+     'leaderboard.dat' index 32 with linespoints title 'expected_attention', \
+     'leaderboard.dat' index 33 with linespoints title 'lagkv', \
+     'leaderboard.dat' index 34 with linespoints title 'leverage', \
+     'leaderboard.dat' index 35 with linespoints title 'non_causal_attention', \
+     'leaderboard.dat' index 36 with linespoints title 'cur', \
+     'leaderboard.dat' index 37 with linespoints title 'compactor', \
+     'leaderboard.dat' index 38 with linespoints title 'criticalkv', \
+     'leaderboard.dat' index 39 with linespoints title 'criticalkv_ada', \
+     'leaderboard.dat' index 40 with linespoints title 'cap', \
+     'leaderboard.dat' index 41 with linespoints title 'qfilter', \
+     'leaderboard.dat' index 42 with linespoints title 'chunk', \
+     'leaderboard.dat' index 43 with linespoints title 'block', \
+     'leaderboard.dat' index 44 with linespoints title 'kvzip', \
+     'leaderboard.dat' index 45 with linespoints title 'chunkkv', \
+     'leaderboard.dat' index 46 with linespoints title 'merging', \
+     'leaderboard.dat' index 47 with linespoints title 'think:channels=0.5', \
+     'leaderboard.dat' index 48 with linespoints title 'simlayerkv:threshold=0.9', \
+     'leaderboard.dat' index 49 with linespoints title 'duo_attention:streaming=0.5', \
+     'leaderboard.dat' index 50 with linespoints title 'dms:base=keydiff,threshold=-0.5', \
+     'leaderboard.dat' index 51 with linespoints title 'kvcompose:task=repeat,kernel=1', \
+     'leaderboard.dat' index 52 with linespoints title 'kvcompose_unstructured:task=repeat,kernel=1', \
+     'leaderboard.dat' index 53 with linespoints title 'lukv', \
+     'leaderboard.dat' index 54 with linespoints title 'key_rerotation', \
+     'leaderboard.dat' index 55 with linespoints title 'finch'
