@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Compression while decoding (decoding, cam) beside the presses that evict at every step (h2o, tova,
-# streaming_llm), on SmolLM2-135M-Instruct Q4_1 (scripts/model_path.sh smollm2-135m), 2 threads:
+# streaming_llm, d2o, roco: D2O's long-text comparison), on SmolLM2-135M-Instruct Q4_1 (scripts/model_path.sh smollm2-135m), 2 threads:
 #  1. quality: kvc-eval kl over WINDOWS windows of CTX tokens of WikiText-2 test; each window's first quarter
 #     is prefilled whole, the rest decoded one token per pass while the method compresses; mean KL and top-1
 #     agreement against the uncompressed cache, weights dequantized to float32 (--dtype float32: the KL is the
@@ -10,8 +10,10 @@
 #     bytes at the end -> OUT/decoding_speed.csv
 # Every method holds about BUDGET entries per KV head: the decoding presses cut to BUDGET every INTERVAL
 # passes (fraction=0.5 keeps half of the tokens seen), the bounded ones evict to BUDGET at every pass.
+# ONLY="d2o roco" runs those methods alone and keeps the other rows of the CSVs (made with the same settings).
 #   recipes/decoding_compression.sh                  # about 50 minutes on an idle 2-core machine
 #   PARTS=kl WINDOWS=2 recipes/decoding_compression.sh
+#   PARTS=kl ONLY="d2o roco" recipes/decoding_compression.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN="${BUILD:-build}/bin"
@@ -25,6 +27,7 @@ THREADS="${THREADS:-2}"
 BUDGET="${BUDGET:-512}"
 INTERVAL="${INTERVAL:-128}"
 PARTS="${PARTS:-kl speed}"
+ONLY="${ONLY:-}"
 MODEL=""
 # KVC_SMOKE=1 (the documentation's tests): the repository's model, short windows, two methods, once.
 if [ -n "${KVC_SMOKE:-}" ]; then
@@ -42,8 +45,12 @@ METHODS=(
   "h2o|h2o|--budget $BUDGET"
   "tova|tova|--budget $BUDGET"
   "streaming_llm|streaming_llm|--budget $BUDGET"
+  "d2o|d2o|--budget $BUDGET"
+  "roco|roco|--budget $BUDGET"
 )
 [ -z "${KVC_SMOKE:-}" ] || METHODS=("${METHODS[0]}" "${METHODS[4]}")
+# runs NAME: whether this invocation runs method NAME (all, or those ONLY names).
+runs() { [ -z "$ONLY" ] || [[ " $ONLY " == *" $1 "* ]]; }
 mkdir -p "$OUT"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -51,6 +58,7 @@ trap 'rm -rf "$TMP"' EXIT
 if [[ " $PARTS " == *" kl "* ]]; then
   for m in "${METHODS[@]}"; do
     IFS='|' read -r name spec size <<< "$m"
+    runs "$name" || continue
     # shellcheck disable=SC2086  # size holds "--budget N" or nothing
     "$BIN/kvc-eval" kl -m "$MODEL" -f data/text/wikitext2/wiki.test.raw -c "$CTX" --max-windows "$WINDOWS" \
       --context-fraction 0.25 --dtype float32 --press "$spec" $size -t "$THREADS" --json -q > "$TMP/kl.$name.json"
@@ -58,9 +66,18 @@ if [[ " $PARTS " == *" kl "* ]]; then
   python3 - "$TMP" "$OUT/decoding_kl.csv" "$CTX" "$WINDOWS" "$MODEL" "${METHODS[@]}" <<'PY'
 import csv, json, os, sys
 tmp, out, ctx, windows, model, methods = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6:]
+# Rows of methods this run left out (ONLY) come from the CSV as it was, if made with the same settings.
+earlier = {r["method"]: r for r in csv.DictReader(open(out))} if os.path.exists(out) else {}
 rows = []
 for m in methods:
     name, spec, size = m.split("|")
+    if not os.path.exists(f"{tmp}/kl.{name}.json"):
+        r = earlier.get(name)
+        if r is not None:
+            if (r["ctx"], r["windows"], r["model"]) != (ctx, windows, os.path.basename(model)):
+                sys.exit(f"decoding_compression.sh: {out} holds {name} at other settings; run it again (without ONLY)")
+            rows.append(r)
+        continue
     d = json.load(open(f"{tmp}/kl.{name}.json"))
     rows.append({"method": name, "spec": (spec + " " + size).strip(), "kl_mean": f"{d['kl']:.5f}",
                  "top1_agreement": f"{d['top1_agreement']:.4f}", "tokens": d["tokens_scored"], "ctx": ctx,
@@ -84,6 +101,7 @@ if [[ " $PARTS " == *" speed "* ]]; then
   for i in $(seq 1 "$REPEATS"); do
     for m in "${METHODS[@]}"; do
       IFS='|' read -r name spec size <<< "$m"
+      runs "$name" || continue
       gen "none.$name.$i" none
       # shellcheck disable=SC2086
       gen "$name.$i" "$spec" $size
@@ -95,9 +113,18 @@ import csv, json, os, statistics, sys
 tmp, repeats, out, prompt, new, threads, model = sys.argv[1], int(sys.argv[2]), *sys.argv[3:8]
 methods = sys.argv[8:]
 load = lambda n: json.load(open(f"{tmp}/{n}.json"))
+earlier = {r["method"]: r for r in csv.DictReader(open(out))} if os.path.exists(out) else {}
 rows = []
 for m in methods:
     name, spec, size = m.split("|")
+    if not os.path.exists(f"{tmp}/{name}.1.json"):  # left out by ONLY: the row as it was, if any
+        r = earlier.get(name)
+        if r is not None:
+            if (r["prompt_tokens"], r["new_tokens"], r["threads"], r["model"]) != (prompt, new, threads,
+                                                                                 os.path.basename(model)):
+                sys.exit(f"decoding_compression.sh: {out} holds {name} at other settings; run it again (without ONLY)")
+            rows.append(r)
+        continue
     base = [load(f"none.{name}.{i}") for i in range(1, repeats + 1)]
     runs = [load(f"{name}.{i}") for i in range(1, repeats + 1)]
     pairs = [r["decode_tokens_per_second"] / b["decode_tokens_per_second"] for r, b in zip(runs, base)]
