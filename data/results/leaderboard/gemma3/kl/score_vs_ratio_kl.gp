@@ -34,4 +34,29 @@ plot 'score_vs_ratio_kl.dat' index 0 using 1:2 with linespoints lc rgb '#1f77b4'
      'score_vs_ratio_kl.dat' index 25 using 1:2 with linespoints lc rgb '#8c564b' dt 3 pt 12 lw 2 title 'lowrank/data/results/leaderboard/gemma3/gates.kl.4.safetensors:tau=0.00295', \
      'score_vs_ratio_kl.dat' index 26 using 1:2 with linespoints lc rgb '#e377c2' dt 3 pt 7 lw 2 title 'lowrank/data/results/leaderboard/gemma3/gates.kl.4.safetensors:tau=0.33432', \
      'score_vs_ratio_kl.dat' index 27 using 1:2 with linespoints lc rgb '#7f7f7f' dt 3 pt 5 lw 2 title 'lukv', \
-     'score_vs_ratio_kl.dat' index 28 using 1:2 with linespoints lc rgb '#bcbd22' dt 3 pt 9 lw 2 title 'expected_attention'
+     'score_vs_ratio_kl.dat' index 28 using 1:2 with linespoints lc rgb '#bcbd22' dt 3 pt 9 lw 2 title 'expected_attention', \
+     'score_vs_ratio_kl.dat' index 29 using 1:2 with linespoints lc rgb '#17becf' dt 3 pt 11 lw 2 title 'roco', \
+     'score_vs_ratio_kl.dat' index 30 using 1:2 with linespoints lc rgb '#1f77b4' dt 4 pt 13 lw 2 title 'adakv', \
+     'score_vs_ratio_kl.dat' index 31 using 1:2 with linespoints lc rgb '#ff7f0e' dt 4 pt 1 lw 2 title 'keydiff', \
+     'score_vs_ratio_kl.dat' index 32 using 1:2 with linespoints lc rgb '#2ca02c' dt 4 pt 2 lw 2 title 'lagkv', \
+     'score_vs_ratio_kl.dat' index 33 using 1:2 with linespoints lc rgb '#d62728' dt 4 pt 3 lw 2 title 'leverage', \
+     'score_vs_ratio_kl.dat' index 34 using 1:2 with linespoints lc rgb '#9467bd' dt 4 pt 4 lw 2 title 'non_causal_attention', \
+     'score_vs_ratio_kl.dat' index 35 using 1:2 with linespoints lc rgb '#8c564b' dt 4 pt 6 lw 2 title 'cur', \
+     'score_vs_ratio_kl.dat' index 36 using 1:2 with linespoints lc rgb '#e377c2' dt 4 pt 8 lw 2 title 'compactor', \
+     'score_vs_ratio_kl.dat' index 37 using 1:2 with linespoints lc rgb '#7f7f7f' dt 4 pt 10 lw 2 title 'criticalkv', \
+     'score_vs_ratio_kl.dat' index 38 using 1:2 with linespoints lc rgb '#bcbd22' dt 4 pt 12 lw 2 title 'criticalkv_ada', \
+     'score_vs_ratio_kl.dat' index 39 using 1:2 with linespoints lc rgb '#17becf' dt 4 pt 7 lw 2 title 'cap', \
+     'score_vs_ratio_kl.dat' index 40 using 1:2 with linespoints lc rgb '#1f77b4' dt 5 pt 5 lw 2 title 'qfilter', \
+     'score_vs_ratio_kl.dat' index 41 using 1:2 with linespoints lc rgb '#ff7f0e' dt 5 pt 9 lw 2 title 'chunk', \
+     'score_vs_ratio_kl.dat' index 42 using 1:2 with linespoints lc rgb '#2ca02c' dt 5 pt 11 lw 2 title 'block', \
+     'score_vs_ratio_kl.dat' index 43 using 1:2 with linespoints lc rgb '#d62728' dt 5 pt 13 lw 2 title 'kvzip', \
+     'score_vs_ratio_kl.dat' index 44 using 1:2 with linespoints lc rgb '#9467bd' dt 5 pt 1 lw 2 title 'key_rerotation', \
+     'score_vs_ratio_kl.dat' index 45 using 1:2 with linespoints lc rgb '#8c564b' dt 5 pt 2 lw 2 title 'chunkkv', \
+     'score_vs_ratio_kl.dat' index 46 using 1:2 with linespoints lc rgb '#e377c2' dt 5 pt 3 lw 2 title 'finch', \
+     'score_vs_ratio_kl.dat' index 47 using 1:2 with linespoints lc rgb '#7f7f7f' dt 5 pt 4 lw 2 title 'merging', \
+     'score_vs_ratio_kl.dat' index 48 using 1:2 with linespoints lc rgb '#bcbd22' dt 5 pt 6 lw 2 title 'think:channels=0.5', \
+     'score_vs_ratio_kl.dat' index 49 using 1:2 with linespoints lc rgb '#17becf' dt 5 pt 8 lw 2 title 'simlayerkv:threshold=0.9', \
+     'score_vs_ratio_kl.dat' index 50 using 1:2 with linespoints lc rgb '#1f77b4' dt 1 pt 10 lw 2 title 'duo_attention:streaming=0.5', \
+     'score_vs_ratio_kl.dat' index 51 using 1:2 with linespoints lc rgb '#ff7f0e' dt 1 pt 12 lw 2 title 'dms:base=keydiff,threshold=-0.5', \
+     'score_vs_ratio_kl.dat' index 52 using 1:2 with linespoints lc rgb '#2ca02c' dt 1 pt 7 lw 2 title 'kvcompose:task=repeat,kernel=1', \
+     'score_vs_ratio_kl.dat' index 53 using 1:2 with linespoints lc rgb '#d62728' dt 1 pt 5 lw 2 title 'kvcompose_unstructured:task=repeat,kernel=1'
