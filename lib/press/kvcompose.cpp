@@ -146,8 +146,7 @@ PressConfig build(const PressParams& p, bool per_head) {
   // copy's attention, so every token is seen by queries that have read the whole context (task=all
   // scores a token only by the queries after it). The copy costs a second prefill's compute.
   if (task == "repeat") c.scoring_tokens = [](const std::vector<int>& prompt) { return prompt; };
-  c.scorer =
-      std::make_shared<KVComposeScorer>(task == "window" ? window : std::numeric_limits<int64_t>::max() / 2, kernel);
+  c.scorer = std::make_shared<KVComposeScorer>(task == "window" ? window : kEveryQuery, kernel);
   // The paper compresses the context and then asks the task; when the task tokens (the question) end
   // the compressed prompt they must survive, as SnapKV's window does: protected in each layer's own
   // selection, but ranked by their scores in the global allocation (no floor of `window` per layer).

@@ -24,7 +24,7 @@ class KVzipScorer : public Scorer {
  public:
   KVzipScorer(int64_t sinks, HeadAgg agg) : sinks_(sinks), agg_(agg) {}
   // Every query of the reconstruction (the model clamps the window to the scoring tokens).
-  AttentionProbe probe() const override { return {false, std::numeric_limits<int64_t>::max() / 2}; }
+  AttentionProbe probe() const override { return {false, kEveryQuery}; }
   at::Tensor score(const ScoreInput& in) const override {
     KVC_CHECK(in.step != nullptr && in.step->stats.window_probs.defined(),
               "--press kvzip: layer {} has no reconstruction attention to score with", in.layer);

@@ -35,8 +35,9 @@ class RoCoScorer : public Scorer {
     const at::Tensor sum = in.cumulative.to(at::kDouble).contiguous().cpu();
     const at::Tensor squares = in.cumulative_squares.to(at::kDouble).contiguous().cpu();
     const int64_t rows = sum.size(0), S = sum.size(1);
-    // The sinks and the newest entries: never in the scope.
-    const at::Tensor guarded = protect_ends(at::zeros({rows, S}, at::kDouble), sinks_, newest_, pos).ge(kProtected);
+    // The sinks and the newest entries, with their protected scores: never in the scope.
+    const at::Tensor ends = protect_ends(at::zeros({rows, S}, at::kDouble), sinks_, newest_, pos);
+    const at::Tensor guarded = ends.ge(kProtected);
     const int64_t scope = std::max<int64_t>(in.budget - std::llround(margin_ * in.budget) - sinks_, 1);
     at::Tensor order = at::empty({rows, S}, at::kDouble);
     for (int64_t h = 0; h < rows; ++h) {
@@ -61,7 +62,7 @@ class RoCoScorer : public Scorer {
         evictions_in_order(open, scope, out);
       }
     }
-    return protect_ends(order, sinks_, newest_, pos);
+    return at::where(guarded, ends, order);
   }
 
  private:
