@@ -49,6 +49,10 @@ METHODS=(
   "roco|roco|--budget $BUDGET"
 )
 [ -z "${KVC_SMOKE:-}" ] || METHODS=("${METHODS[0]}" "${METHODS[4]}")
+names=$(printf '%s\n' "${METHODS[@]}" | cut -d'|' -f1)
+for only in $ONLY; do
+  grep -qxF -- "$only" <<< "$names" || { echo "decoding_compression.sh: ONLY names $only, not a method of this recipe:" $names >&2; exit 2; }
+done
 # runs NAME: whether this invocation runs method NAME (all, or those ONLY names).
 runs() { [ -z "$ONLY" ] || [[ " $ONLY " == *" $1 "* ]]; }
 mkdir -p "$OUT"
@@ -64,29 +68,27 @@ if [[ " $PARTS " == *" kl "* ]]; then
       --context-fraction 0.25 --dtype float32 --press "$spec" $size -t "$THREADS" --json -q > "$TMP/kl.$name.json"
   done
   python3 - "$TMP" "$OUT/decoding_kl.csv" "$CTX" "$WINDOWS" "$MODEL" "${METHODS[@]}" <<'PY'
-import csv, json, os, sys
+import json, os, sys
+sys.path.insert(0, "recipes/lib")
+from result_rows import earlier_rows, kept_row, write_rows
 tmp, out, ctx, windows, model, methods = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6:]
 # Rows of methods this run left out (ONLY) come from the CSV as it was, if made with the same settings.
-earlier = {r["method"]: r for r in csv.DictReader(open(out))} if os.path.exists(out) else {}
+earlier = earlier_rows(out)
 rows = []
 for m in methods:
     name, spec, size = m.split("|")
+    spec = (spec + " " + size).strip()
     if not os.path.exists(f"{tmp}/kl.{name}.json"):
-        r = earlier.get(name)
+        settings = {"spec": spec, "ctx": ctx, "windows": windows, "model": os.path.basename(model)}
+        r = kept_row(earlier, name, settings, out, "decoding_compression.sh")
         if r is not None:
-            if (r["ctx"], r["windows"], r["model"]) != (ctx, windows, os.path.basename(model)):
-                sys.exit(f"decoding_compression.sh: {out} holds {name} at other settings; run it again (without ONLY)")
             rows.append(r)
         continue
     d = json.load(open(f"{tmp}/kl.{name}.json"))
-    rows.append({"method": name, "spec": (spec + " " + size).strip(), "kl_mean": f"{d['kl']:.5f}",
+    rows.append({"method": name, "spec": spec, "kl_mean": f"{d['kl']:.5f}",
                  "top1_agreement": f"{d['top1_agreement']:.4f}", "tokens": d["tokens_scored"], "ctx": ctx,
                  "windows": windows, "model": os.path.basename(model)})
-with open(out + ".part", "w", newline="") as f:
-    w = csv.DictWriter(f, fieldnames=list(rows[0]))
-    w.writeheader()
-    w.writerows(rows)
-os.replace(out + ".part", out)
+write_rows(out, rows)
 PY
   cat "$OUT/decoding_kl.csv"
 fi
@@ -109,26 +111,28 @@ if [[ " $PARTS " == *" speed "* ]]; then
     echo "round $i of $REPEATS done" >&2
   done
   python3 - "$TMP" "$REPEATS" "$OUT/decoding_speed.csv" "$PROMPT" "$NEW" "$THREADS" "$MODEL" "${METHODS[@]}" <<'PY'
-import csv, json, os, statistics, sys
+import json, os, statistics, sys
+sys.path.insert(0, "recipes/lib")
+from result_rows import earlier_rows, kept_row, write_rows
 tmp, repeats, out, prompt, new, threads, model = sys.argv[1], int(sys.argv[2]), *sys.argv[3:8]
 methods = sys.argv[8:]
 load = lambda n: json.load(open(f"{tmp}/{n}.json"))
-earlier = {r["method"]: r for r in csv.DictReader(open(out))} if os.path.exists(out) else {}
+earlier = earlier_rows(out)
 rows = []
 for m in methods:
     name, spec, size = m.split("|")
+    spec = (spec + " " + size).strip()
     if not os.path.exists(f"{tmp}/{name}.1.json"):  # left out by ONLY: the row as it was, if any
-        r = earlier.get(name)
+        settings = {"spec": spec, "prompt_tokens": prompt, "new_tokens": new, "threads": threads,
+                    "model": os.path.basename(model)}
+        r = kept_row(earlier, name, settings, out, "decoding_compression.sh")
         if r is not None:
-            if (r["prompt_tokens"], r["new_tokens"], r["threads"], r["model"]) != (prompt, new, threads,
-                                                                                 os.path.basename(model)):
-                sys.exit(f"decoding_compression.sh: {out} holds {name} at other settings; run it again (without ONLY)")
             rows.append(r)
         continue
     base = [load(f"none.{name}.{i}") for i in range(1, repeats + 1)]
     runs = [load(f"{name}.{i}") for i in range(1, repeats + 1)]
     pairs = [r["decode_tokens_per_second"] / b["decode_tokens_per_second"] for r, b in zip(runs, base)]
-    rows.append({"method": name, "spec": (spec + " " + size).strip(),
+    rows.append({"method": name, "spec": spec,
                  "decode_tok_s": f"{statistics.median(r['decode_tokens_per_second'] for r in runs):.1f}",
                  "none_tok_s": f"{statistics.median(b['decode_tokens_per_second'] for b in base):.1f}",
                  "ratio_median": f"{statistics.median(pairs):.3f}", "ratio_min": f"{min(pairs):.3f}",
@@ -138,11 +142,7 @@ for m in methods:
                  "none_kv_resident_bytes_end": base[0]["kv_resident_bytes"],
                  "prompt_tokens": prompt, "new_tokens": new, "repeats": repeats, "threads": threads,
                  "model": os.path.basename(model)})
-with open(out + ".part", "w", newline="") as f:
-    w = csv.DictWriter(f, fieldnames=list(rows[0]))
-    w.writeheader()
-    w.writerows(rows)
-os.replace(out + ".part", out)
+write_rows(out, rows)
 PY
   cat "$OUT/decoding_speed.csv"
 fi
