@@ -46,4 +46,5 @@ plot 'leaderboard.dat' index 0 with linespoints title 'uncompressed', \
      'leaderboard.dat' index 36 with linespoints title 'lukv', \
      'leaderboard.dat' index 37 with linespoints title 'kvcompose:budgets=uniform', \
      'leaderboard.dat' index 38 with linespoints title 'kvcompose:tokens=aligned', \
-     'leaderboard.dat' index 39 with linespoints title 'kvcompose:budgets=uniform,tokens=aligned'
+     'leaderboard.dat' index 39 with linespoints title 'kvcompose:budgets=uniform,tokens=aligned', \
+     'leaderboard.dat' index 40 with linespoints title 'roco'

@@ -45,4 +45,5 @@ plot 'score_vs_ratio_needle.dat' index 0 using 1:2 with linespoints lc rgb '#1f7
      'score_vs_ratio_needle.dat' index 36 using 1:2 with linespoints lc rgb '#e377c2' dt 4 pt 8 lw 2 title 'lukv', \
      'score_vs_ratio_needle.dat' index 37 using 1:2 with linespoints lc rgb '#7f7f7f' dt 4 pt 10 lw 2 title 'kvcompose:budgets=uniform', \
      'score_vs_ratio_needle.dat' index 38 using 1:2 with linespoints lc rgb '#bcbd22' dt 4 pt 12 lw 2 title 'kvcompose:tokens=aligned', \
-     'score_vs_ratio_needle.dat' index 39 using 1:2 with linespoints lc rgb '#17becf' dt 4 pt 7 lw 2 title 'kvcompose:budgets=uniform,tokens=aligned'
+     'score_vs_ratio_needle.dat' index 39 using 1:2 with linespoints lc rgb '#17becf' dt 4 pt 7 lw 2 title 'kvcompose:budgets=uniform,tokens=aligned', \
+     'score_vs_ratio_needle.dat' index 40 using 1:2 with linespoints lc rgb '#1f77b4' dt 5 pt 5 lw 2 title 'roco'
