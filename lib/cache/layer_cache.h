@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,12 +21,19 @@ namespace kvc {
 struct AttentionProbe {
   bool column_sums = false;  // Σ over queries of attention probability per cached entry
   int64_t window = 0;        // keep the probabilities of the last `window` queries
-  bool any() const { return column_sums || window > 0; }
+  // Σ over queries of the square of the attention averaged over each KV head's query heads (RoCo's
+  // second moment), reduced layer by layer so that no layer's every-query rows outlive its pass.
+  bool group_square_sums = false;
+  bool any() const { return column_sums || window > 0 || group_square_sums; }
 };
 
+// A probe window that asks for every query's probability row (clamped to the pass's length).
+constexpr int64_t kEveryQuery = std::numeric_limits<int64_t>::max() / 2;
+
 struct AttentionStats {
-  at::Tensor column_sums;   // [n_heads, n_entries] float32, entries in the cache's storage order
-  at::Tensor window_probs;  // [n_heads, window, n_entries] float32
+  at::Tensor column_sums;        // [n_heads, n_entries] float32, entries in the cache's storage order
+  at::Tensor window_probs;       // [n_heads, window, n_entries] float32
+  at::Tensor group_square_sums;  // [n_kv_heads, n_entries] float64
 };
 
 struct CacheFootprint {

@@ -11,6 +11,7 @@
 #include "cache/attention.h"
 #include "cache/dense_layer_cache.h"
 #include "cache/local_window_cache.h"
+#include "cache/probe_reduction.h"
 #include "kernels/gated_activation.h"
 #include "kernels/rms_norm.h"
 #include "runtime/blas_threads.h"
@@ -135,17 +136,20 @@ at::Tensor LlamaModel::attend_layer(int64_t layer, const at::Tensor& qkv, const 
 
   LayerCache& lc = cache.layer(layer);
   ForwardObserver* observer = options.observer;
-  const AttentionProbe probe = observer ? observer->probe(layer) : AttentionProbe{};
+  const AttentionProbe asked = observer ? observer->probe(layer) : AttentionProbe{};
+  const AttentionProbe probe = probe_with_reductions(asked);
   const int64_t P = prompt_tokens > 0 ? prompt_tokens : T;
   at::Tensor attn;  // [H, T, d]
   if (prompt_tokens == 0) {
     lc.append(k, v, positions);
     attn = lc.attend(q_rot, positions, probe, &step.stats);
+    reduce_probe_statistics(asked, c.num_kv_heads, step.stats);
   } else {
     // The prompt goes through the cache as in any prefill. The scoring tokens' queries attend to the
     // prompt and to themselves outside it (so no layout ever holds them), and only they give the
     // statistics, over the prompt's entries.
-    KVC_CHECK(!probe.column_sums, "a pass with scoring tokens gives window statistics only");
+    KVC_CHECK(!probe.column_sums && !probe.group_square_sums,
+              "a pass with scoring tokens gives window statistics only");
     lc.append(k.narrow(1, 0, P), v.narrow(1, 0, P), positions.narrow(0, 0, P));
     const at::Tensor prompt_attn = lc.attend(q_rot.narrow(1, 0, P), positions.narrow(0, 0, P), {}, nullptr);
     AttentionProbe scoring_probe = probe;

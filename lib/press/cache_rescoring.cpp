@@ -1,6 +1,7 @@
 #include "press/cache_rescoring.h"
 
 #include "cache/attention.h"
+#include "cache/probe_reduction.h"
 #include "core/rope.h"
 #include "util/error.h"
 
@@ -26,9 +27,10 @@ LayerStep cache_as_step(LayerCache& cache, const AttentionShape& shape, const La
   step.rope = current.rope;
   step.output_projection = current.output_projection;
   if (probe.any()) {
-    AttentionProbe asked = probe;
-    asked.window = std::min<int64_t>(probe.window, queries.size(1));
+    AttentionProbe asked = probe_with_reductions(probe);
+    asked.window = std::min<int64_t>(asked.window, queries.size(1));
     grouped_attention(shape, queries, query_positions.to(at::kLong), rotated, values, positions, asked, &step.stats);
+    reduce_probe_statistics(probe, shape.num_kv_heads, step.stats);
   }
   return step;
 }

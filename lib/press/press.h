@@ -95,11 +95,6 @@ at::Tensor aggregate_heads(const at::Tensor& per_query_head, int64_t num_kv_head
 // Writes (or with `accumulate` adds) aggregate_heads(per_query_head [n_heads, >= S]) into `into`
 // [n_kv, S] float64: one pass on the CPU, for the bookkeeping of every decode step.
 void aggregate_heads_into(const at::Tensor& per_query_head, HeadAgg agg, const at::Tensor& into, bool accumulate);
-// Σ over the rows of window probabilities [n_heads, T, S] of the square of each row averaged over the
-// query heads of a KV head: [n_kv, S] float64 (the second moment RoCo's spread is taken from).
-at::Tensor squared_group_attention(const at::Tensor& window_probs, int64_t num_kv_heads);
-// A probe window that asks for every query's probability row (clamped to the pass's length).
-constexpr int64_t kEveryQuery = std::numeric_limits<int64_t>::max() / 2;
 // 1-D average pooling along the last dim with an odd kernel ("same" length); the edges average over
 // the entries that exist, or over zero padding with zero_padding.
 at::Tensor pool1d(const at::Tensor& scores, int64_t kernel, bool zero_padding = false);

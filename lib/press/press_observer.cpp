@@ -85,7 +85,7 @@ AttentionProbe PressObserver::probe(int64_t model_layer) const {
   if (!prefill_done_ || compresses_later_prompt()) {
     p = config_->scorer->probe();
     if (config_->cumulative) p.column_sums = true;
-    if (config_->squared) p.window = kEveryQuery;
+    if (config_->squared) p.group_square_sums = true;
     allocator_->adjust_probe(p);
   } else if (config_->decoding.merge_window > 0) {
     p.column_sums = true;  // CaM weighs its merges by the attention each entry received while decoding
@@ -93,7 +93,7 @@ AttentionProbe PressObserver::probe(int64_t model_layer) const {
     return p;
   } else {
     p.column_sums = config_->cumulative;
-    if (config_->squared) p.window = kEveryQuery;
+    if (config_->squared) p.group_square_sums = true;
   }
   if (config_->current) p.window = std::max<int64_t>(p.window, 1);
   return p;
@@ -221,8 +221,8 @@ void PressObserver::prefill_layer(const LayerStep& step, KVCache& cache) {
     const at::Tensor w = step.stats.window_probs;
     current_[li].assign(aggregate_heads(w.select(1, w.size(1) - 1), KV, config_->agg));
   }
-  if (config_->squared && step.stats.window_probs.defined() && step.stats.window_probs.size(1) == S)
-    squares_[li].assign(squared_group_attention(step.stats.window_probs, KV));
+  if (config_->squared && step.stats.group_square_sums.defined())
+    squares_[li].assign(step.stats.group_square_sums.narrow(1, 0, S));
   if (budget_ >= S && !config_->sizes_itself) {
     reserve_bound(l, budget_, cache);
     return;
@@ -249,10 +249,9 @@ void PressObserver::decode_layer(const LayerStep& step, KVCache& cache) {
       current_[li].assign(aggregate_heads(w.select(1, w.size(1) - 1), KV, config_->agg).narrow(1, 0, S));
     }
   }
-  if (config_->squared && squares_[li].length() == S - T && step.stats.window_probs.defined() &&
-      step.stats.window_probs.size(1) == T) {
+  if (config_->squared && squares_[li].length() == S - T && step.stats.group_square_sums.defined()) {
     squares_[li].append_zeros(T);
-    squares_[li].view().add_(squared_group_attention(step.stats.window_probs, KV).narrow(1, 0, S));
+    squares_[li].view().add_(step.stats.group_square_sums.narrow(1, 0, S));
   } else if (config_->squared) {
     squares_[li].reset();  // out of step with the cache: the scorer says so instead of reading stale rows
   }

@@ -65,12 +65,6 @@ void aggregate_heads_into(const at::Tensor& per_query_head, HeadAgg agg, const a
   accumulate ? into.add_(rows) : into.copy_(rows);
 }
 
-at::Tensor squared_group_attention(const at::Tensor& window_probs, int64_t num_kv_heads) {
-  const int64_t H = window_probs.size(0), T = window_probs.size(1), S = window_probs.size(2);
-  const at::Tensor group_mean = window_probs.reshape({num_kv_heads, H / num_kv_heads, T, S}).mean(1);
-  return group_mean.mul_(group_mean).sum(1).to(at::kDouble);
-}
-
 at::Tensor pool1d(const at::Tensor& scores, int64_t kernel, bool zero_padding) {
   if (kernel <= 1 || scores.size(-1) == 0) return scores;
   const at::Tensor x = scores.reshape({-1, 1, scores.size(-1)});

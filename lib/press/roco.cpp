@@ -23,7 +23,12 @@ namespace {
 class RoCoScorer : public Scorer {
  public:
   RoCoScorer(int64_t sinks, double margin, int64_t newest) : sinks_(sinks), margin_(margin), newest_(newest) {}
-  AttentionProbe probe() const override { return {true, kEveryQuery}; }
+  AttentionProbe probe() const override {
+    AttentionProbe p;
+    p.column_sums = true;        // the mean attention's numerator
+    p.group_square_sums = true;  // the spread's second moment
+    return p;
+  }
 
   at::Tensor score(const ScoreInput& in) const override {
     KVC_CHECK(in.cumulative.defined() && in.cumulative_squares.defined() &&
