@@ -43,4 +43,5 @@ plot 'leaderboard.dat' index 0 with linespoints title 'uncompressed', \
      'leaderboard.dat' index 33 with linespoints title 'dms:base=keydiff,threshold=-0.5', \
      'leaderboard.dat' index 34 with linespoints title 'key_rerotation', \
      'leaderboard.dat' index 35 with linespoints title 'finch', \
-     'leaderboard.dat' index 36 with linespoints title 'lukv'
+     'leaderboard.dat' index 36 with linespoints title 'lukv', \
+     'leaderboard.dat' index 37 with linespoints title 'roco'
