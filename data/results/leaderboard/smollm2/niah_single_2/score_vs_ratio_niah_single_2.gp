@@ -43,4 +43,7 @@ plot 'score_vs_ratio_niah_single_2.dat' index 0 using 1:2 with linespoints lc rg
      'score_vs_ratio_niah_single_2.dat' index 34 using 1:2 with linespoints lc rgb '#9467bd' dt 4 pt 4 lw 2 title 'duo_attention:streaming=0.5', \
      'score_vs_ratio_niah_single_2.dat' index 35 using 1:2 with linespoints lc rgb '#8c564b' dt 4 pt 6 lw 2 title 'dms:base=keydiff,threshold=-0.5', \
      'score_vs_ratio_niah_single_2.dat' index 36 using 1:2 with linespoints lc rgb '#e377c2' dt 4 pt 8 lw 2 title 'lukv', \
-     'score_vs_ratio_niah_single_2.dat' index 37 using 1:2 with linespoints lc rgb '#7f7f7f' dt 4 pt 10 lw 2 title 'roco'
+     'score_vs_ratio_niah_single_2.dat' index 37 using 1:2 with linespoints lc rgb '#7f7f7f' dt 4 pt 10 lw 2 title 'roco', \
+     'score_vs_ratio_niah_single_2.dat' index 38 using 1:2 with linespoints lc rgb '#bcbd22' dt 4 pt 12 lw 2 title 'kvcompose:budgets=uniform', \
+     'score_vs_ratio_niah_single_2.dat' index 39 using 1:2 with linespoints lc rgb '#17becf' dt 4 pt 7 lw 2 title 'kvcompose:tokens=aligned', \
+     'score_vs_ratio_niah_single_2.dat' index 40 using 1:2 with linespoints lc rgb '#1f77b4' dt 5 pt 5 lw 2 title 'kvcompose:budgets=uniform,tokens=aligned'
