@@ -24,7 +24,10 @@ struct AttentionProbe {
   // Σ over queries of the square of the attention averaged over each KV head's query heads (RoCo's
   // second moment), reduced layer by layer so that no layer's every-query rows outlive its pass.
   bool group_square_sums = false;
-  bool any() const { return column_sums || window > 0 || group_square_sums; }
+  // The largest probability each entry gets from any query (KVzip's and KVCompose's scores over a pass of
+  // their own tokens), reduced the same way.
+  bool column_max = false;
+  bool any() const { return column_sums || window > 0 || group_square_sums || column_max; }
 };
 
 // A probe window that asks for every query's probability row (clamped to the pass's length).
@@ -34,6 +37,7 @@ struct AttentionStats {
   at::Tensor column_sums;        // [n_heads, n_entries] float32, entries in the cache's storage order
   at::Tensor window_probs;       // [n_heads, window, n_entries] float32
   at::Tensor group_square_sums;  // [n_kv_heads, n_entries] float64
+  at::Tensor column_max;         // [n_heads, n_entries] float32
 };
 
 struct CacheFootprint {

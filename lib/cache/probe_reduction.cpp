@@ -6,7 +6,7 @@ namespace kvc {
 
 AttentionProbe probe_with_reductions(const AttentionProbe& asked) {
   AttentionProbe p = asked;
-  if (asked.group_square_sums) p.window = kEveryQuery;
+  if (asked.group_square_sums || asked.column_max) p.window = kEveryQuery;
   return p;
 }
 
@@ -17,8 +17,9 @@ at::Tensor group_square_sums(const at::Tensor& window_probs, int64_t num_kv_head
 }
 
 void reduce_probe_statistics(const AttentionProbe& asked, int64_t num_kv_heads, AttentionStats& stats) {
-  if (!asked.group_square_sums || !stats.window_probs.defined()) return;
-  stats.group_square_sums = group_square_sums(stats.window_probs, num_kv_heads);
+  if (!(asked.group_square_sums || asked.column_max) || !stats.window_probs.defined()) return;
+  if (asked.group_square_sums) stats.group_square_sums = group_square_sums(stats.window_probs, num_kv_heads);
+  if (asked.column_max) stats.column_max = std::get<0>(stats.window_probs.max(1));
   const int64_t rows = stats.window_probs.size(1);
   if (asked.window <= 0) {
     stats.window_probs = at::Tensor();

@@ -1,5 +1,6 @@
 #pragma once
-// Statistics a probe asks for that are reductions of every query's probability rows (group_square_sums):
+// Statistics a probe asks for that are reductions of every query's probability rows (group_square_sums,
+// column_max):
 // the layer is attended with every row asked for, the reduction taken, and the rows trimmed back to the
 // probe's own window, so a pass keeps O(entries) per layer instead of O(queries x entries).
 #include <ATen/ATen.h>

@@ -26,7 +26,7 @@ class PrefillRecorder : public ForwardObserver {
   void after_attention(const LayerStep& step, KVCache&) override { steps_[static_cast<size_t>(step.layer)] = step; }
 
   // Layer `layer`'s step with the statistics `probe` asks for, as a run with that probe gets them:
-  // column sums and group square sums whole, the last min(window, T) probability rows. Statistics are copies, so no
+  // column sums and the reductions whole, the last min(window, T) probability rows. Statistics are copies, so no
   // method sees what another one did to them.
   LayerStep step_for(int64_t layer, const AttentionProbe& probe) const {
     const LayerStep& recorded = steps_[static_cast<size_t>(layer)];
@@ -34,6 +34,7 @@ class PrefillRecorder : public ForwardObserver {
     step.stats = {};
     if (probe.column_sums) step.stats.column_sums = recorded.stats.column_sums.clone();
     if (probe.group_square_sums) step.stats.group_square_sums = recorded.stats.group_square_sums.clone();
+    if (probe.column_max) step.stats.column_max = recorded.stats.column_max.clone();
     if (probe.window > 0) {
       const at::Tensor& all = recorded.stats.window_probs;
       const int64_t rows = std::min(probe.window, all.size(1));
@@ -59,6 +60,7 @@ AttentionProbe merged(AttentionProbe a, const AttentionProbe& b) {
   a.column_sums = a.column_sums || b.column_sums;
   a.window = std::max(a.window, b.window);
   a.group_square_sums = a.group_square_sums || b.group_square_sums;
+  a.column_max = a.column_max || b.column_max;
   return a;
 }
 

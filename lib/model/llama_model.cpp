@@ -161,6 +161,7 @@ at::Tensor LlamaModel::attend_layer(int64_t layer, const at::Tensor& qkv, const 
                           positions.unsqueeze(0).expand({c.num_kv_heads, T}).contiguous(), scoring_probe, &step.stats);
     attn = at::cat({prompt_attn, scoring_attn}, 1);
     if (step.stats.window_probs.defined()) step.stats.window_probs = step.stats.window_probs.narrow(2, 0, P);
+    reduce_probe_statistics(asked, c.num_kv_heads, step.stats);
   }
   if (observer) {
     step.layer = layer;

@@ -65,7 +65,7 @@ void register_chunk() {
                               "knorm, expected_attention, cur, ...)",
                               p.name, base.name);
                     const AttentionProbe probe = c.scorer->probe();
-                    KVC_CHECK(!probe.column_sums && probe.window == 0 && !c.scoring_tokens,
+                    KVC_CHECK(!probe.any() && !c.scoring_tokens,
                               "--press {}: base={} scores from attention statistics of the whole prompt, not of a "
                               "chunk; use a scorer of keys, values and queries (keydiff, knorm, expected_attention, "
                               "cur, ...)",

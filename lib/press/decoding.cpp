@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <set>
 
+#include "cache/probe_reduction.h"
 #include "press/press.h"
 
 namespace kvc {
@@ -59,7 +60,8 @@ PressConfig build(const PressParams& p, bool cam) {
     KVC_CHECK(schedule.target >= 1, "--press {}: target must be >= 1 (entries kept per KV head), got {}", p.name,
               schedule.target);
   }
-  schedule.window = std::max<int64_t>(1, c.scorer->probe().window);
+  // The queries the scorer reads: its window, or every one for a reduction over them.
+  schedule.window = std::max<int64_t>(1, probe_with_reductions(c.scorer->probe()).window);
   if (cam) {
     schedule.merge_window = typed.get_int("merge", 32);
     KVC_CHECK(schedule.merge_window >= 1,

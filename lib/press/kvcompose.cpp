@@ -18,10 +18,21 @@ namespace {
 class KVComposeScorer : public Scorer {
  public:
   KVComposeScorer(int64_t task_tokens, int64_t kernel) : task_tokens_(task_tokens), kernel_(kernel) {}
-  AttentionProbe probe() const override { return {false, task_tokens_}; }
+  // Every task token (the context fed again, or the prompt itself): the maximum reduced as each layer's
+  // pass ends; the last window's tokens: their rows.
+  AttentionProbe probe() const override {
+    AttentionProbe p;
+    if (task_tokens_ == kEveryQuery) {
+      p.column_max = true;
+    } else {
+      p.window = task_tokens_;
+    }
+    return p;
+  }
   at::Tensor score(const ScoreInput& in) const override {
     // Eq. 14–16: max over task tokens, mean over the query heads of a KV group, plus the mean over KV heads.
-    const at::Tensor per_head = std::get<0>(in.step->stats.window_probs.max(1));  // [H, S]
+    const AttentionStats& s = in.step->stats;
+    const at::Tensor per_head = s.column_max.defined() ? s.column_max : std::get<0>(s.window_probs.max(1));  // [H, S]
     const at::Tensor kv = pool1d(aggregate_heads(per_head, in.num_kv_heads, in.agg), kernel_);
     return kv + kv.mean(0, /*keepdim=*/true);
   }

@@ -23,12 +23,16 @@ constexpr const char* kSuffix = "\n";
 class KVzipScorer : public Scorer {
  public:
   KVzipScorer(int64_t sinks, HeadAgg agg) : sinks_(sinks), agg_(agg) {}
-  // Every query of the reconstruction (the model clamps the window to the scoring tokens).
-  AttentionProbe probe() const override { return {false, kEveryQuery}; }
+  // The largest attention from any query of the reconstruction, reduced as each layer's pass ends.
+  AttentionProbe probe() const override {
+    AttentionProbe p;
+    p.column_max = true;
+    return p;
+  }
   at::Tensor score(const ScoreInput& in) const override {
-    KVC_CHECK(in.step != nullptr && in.step->stats.window_probs.defined(),
+    KVC_CHECK(in.step != nullptr && in.step->stats.column_max.defined(),
               "--press kvzip: layer {} has no reconstruction attention to score with", in.layer);
-    const at::Tensor per_head = std::get<0>(in.step->stats.window_probs.max(1));  // [H, S]
+    const at::Tensor& per_head = in.step->stats.column_max;  // [H, S]
     const at::Tensor kv = aggregate_heads(per_head, in.num_kv_heads, agg_).to(at::kDouble);
     return protect_ends(kv, sinks_, 0);
   }

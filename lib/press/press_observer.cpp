@@ -187,6 +187,9 @@ void PressObserver::later_prompt_layer(const LayerStep& step, KVCache& cache) {
   LayerStep own = step;
   if (own.stats.window_probs.defined()) own.stats.window_probs = own.stats.window_probs.narrow(2, earlier, T);
   if (own.stats.column_sums.defined()) own.stats.column_sums = own.stats.column_sums.narrow(1, earlier, T);
+  if (own.stats.column_max.defined()) own.stats.column_max = own.stats.column_max.narrow(1, earlier, T);
+  if (own.stats.group_square_sums.defined())
+    own.stats.group_square_sums = own.stats.group_square_sums.narrow(1, earlier, T);
   const int64_t keep = std::max<int64_t>(1, std::llround((1.0 - config_->ratio) * static_cast<double>(T)));
   const at::Tensor scores =
       config_->scorer->score(own_input(l, own, positions_[li].view().narrow(1, earlier, T), keep));

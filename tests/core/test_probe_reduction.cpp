@@ -1,6 +1,7 @@
 // Reductions of every query's attention rows (cache/probe_reduction.h) as the model's passes deliver
-// them: the sum over queries of the squared KV-group mean of attention, against loops over the rows a
-// probe of every query returns, with the rows themselves trimmed to what the probe asked for.
+// them: the sum over queries of the squared KV-group mean of attention and each entry's largest
+// probability, against loops over the rows a probe of every query returns, with the rows themselves
+// trimmed to what the probe asked for.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -51,7 +52,17 @@ std::vector<double> brute_force_squares(const at::Tensor& rows, int64_t kv, int6
   return out;
 }
 
-TEST(ProbeReduction, GroupSquareSumsEqualLoopsOverEveryQueryRowAndTheRowsAreTrimmed) {
+// max_t p[h][t][j], by loops over the rows.
+std::vector<double> brute_force_max(const at::Tensor& rows, int64_t h) {
+  const at::Tensor p = rows.to(at::kDouble).contiguous();
+  std::vector<double> out(static_cast<size_t>(p.size(2)), 0.0);
+  for (int64_t t = 0; t < p.size(1); ++t)
+    for (int64_t j = 0; j < p.size(2); ++j)
+      out[static_cast<size_t>(j)] = std::max(out[static_cast<size_t>(j)], p[h][t][j].item<double>());
+  return out;
+}
+
+TEST(ProbeReduction, ReductionsEqualLoopsOverEveryQueryRowAndTheRowsAreTrimmed) {
   const ModelConfig& c = model().config();
   const int64_t S = 40, H = c.num_heads, KV = c.num_kv_heads, G = H / KV;
   const std::vector<int> ids = test::tinystories_prompt(S);
@@ -63,6 +74,7 @@ TEST(ProbeReduction, GroupSquareSumsEqualLoopsOverEveryQueryRowAndTheRowsAreTrim
     AttentionProbe asked;
     asked.window = window;
     asked.group_square_sums = true;
+    asked.column_max = true;
     const Recorder reduced = run(asked, ids, next);
     ASSERT_EQ(reduced.stats.size(), rows.stats.size());
     for (size_t i = 0; i < rows.stats.size(); ++i) {
@@ -81,6 +93,13 @@ TEST(ProbeReduction, GroupSquareSumsEqualLoopsOverEveryQueryRowAndTheRowsAreTrim
           const double w = want[static_cast<size_t>(j)];
           EXPECT_NEAR(got.group_square_sums[kv][j].item<double>(), w, 1e-6 * std::max(1.0, w)) << kv << " " << j;
         }
+      }
+      ASSERT_TRUE(got.column_max.defined());
+      ASSERT_EQ(got.column_max.sizes(), at::IntArrayRef({H, full.size(2)}));
+      for (int64_t h = 0; h < H; ++h) {
+        const std::vector<double> want = brute_force_max(full, h);
+        for (int64_t j = 0; j < full.size(2); ++j)
+          EXPECT_EQ(got.column_max[h][j].item<double>(), want[static_cast<size_t>(j)]) << h << " " << j;
       }
       if (window == 0) {
         EXPECT_FALSE(got.window_probs.defined());
