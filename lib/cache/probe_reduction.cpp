@@ -1,12 +1,18 @@
 #include "cache/probe_reduction.h"
 
-#include <algorithm>
+#include <tuple>
 
 namespace kvc {
+namespace {
+
+// Whether `probe` asks for a statistic reduced from every query's rows.
+bool asks_reduction(const AttentionProbe& probe) { return probe.group_square_sums || probe.column_max; }
+
+}  // namespace
 
 AttentionProbe probe_with_reductions(const AttentionProbe& asked) {
   AttentionProbe p = asked;
-  if (asked.group_square_sums || asked.column_max) p.window = kEveryQuery;
+  if (asks_reduction(asked)) p.window = kEveryQuery;
   return p;
 }
 
@@ -17,7 +23,7 @@ at::Tensor group_square_sums(const at::Tensor& window_probs, int64_t num_kv_head
 }
 
 void reduce_probe_statistics(const AttentionProbe& asked, int64_t num_kv_heads, AttentionStats& stats) {
-  if (!(asked.group_square_sums || asked.column_max) || !stats.window_probs.defined()) return;
+  if (!asks_reduction(asked) || !stats.window_probs.defined()) return;
   if (asked.group_square_sums) stats.group_square_sums = group_square_sums(stats.window_probs, num_kv_heads);
   if (asked.column_max) stats.column_max = std::get<0>(stats.window_probs.max(1));
   const int64_t rows = stats.window_probs.size(1);
