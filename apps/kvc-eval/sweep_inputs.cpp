@@ -1,9 +1,11 @@
 #include "sweep_inputs.h"
 
 #include <algorithm>
+#include <map>
 
 #include "cache/cache_types.h"
 #include "harness/sweep_cell_spec.h"
+#include "harness/sweep_plan.h"
 #include "harness_options.h"
 #include "press/press_registry.h"
 #include "tasks/synthetic.h"
@@ -22,7 +24,8 @@ bool is_text_task(const std::string& task) { return task == "ppl" || task == "kl
 // What --methods all runs: every method that a compression ratio sizes and that needs no file made for the
 // model (lukv's curve=, named with it). The methods that size themselves
 // (think, simlayerkv, duo_attention, dms: a share of channels, a threshold, a share of heads) take no
-// --ratios: named with their own parameter, each is one cell at ratio 0.
+// --ratios: named with their own parameter, each is one cell at ratio 0. duo_attention named without its
+// streaming= takes the ratios (as many streaming heads as remove each share of the cache).
 namespace {
 std::vector<std::string> ratio_methods() {
   std::vector<std::string> out;
@@ -48,9 +51,12 @@ std::vector<SweepCell> plan_cells(const SweepOptions& o, const std::vector<std::
   }
   const ExtraRows rows{o.retrieval, o.lowrank, lowrank_presses, o.typed, typed_presses};
   const std::vector<double> ratios = parse_double_list(o.ratios, "--ratios");
+  // A spec sizes itself as the cells will run it, after --method-spec (duo_attention pinned to streaming=).
+  const std::map<std::string, std::string> pins = parse_method_specs(o.method_specs, press_names());
+  const auto sizes_itself = [&](const std::string& spec) { return press_spec_sizes_itself(pinned_press(spec, pins)); };
   std::vector<SweepCell> cells;
   for (const auto& task : tasks) {
-    for (const auto& c : plan_sweep({task}, methods, ratios, press_sizes_itself)) cells.push_back(c);
+    for (const auto& c : plan_sweep({task}, methods, ratios, sizes_itself)) cells.push_back(c);
     for (const auto& c : extra_cells(task, rows, ratios)) cells.push_back(c);
   }
   return cells;

@@ -88,7 +88,7 @@ std::vector<SweepCell> plan_sweep(const std::vector<std::string>& tasks, const s
     cells.push_back({task, "none", 0.0});
     for (const auto& method : methods) {
       if (method_name(method) == "none") continue;
-      if (sizes_itself && sizes_itself(method_name(method))) {
+      if (sizes_itself && sizes_itself(method)) {
         cells.push_back({task, method, 0.0});
         continue;
       }

@@ -28,7 +28,7 @@ std::vector<std::string> resolve_methods(const std::vector<std::string>& items,
 void check_task_names(const std::vector<std::string>& tasks, const std::vector<std::string>& known);
 
 // For every task: the baseline, then each compressing method at each ratio > 0 (ratio-0 entries and
-// the method "none" add no further cells); a method for which `sizes_itself(name)` holds (its own
+// the method "none" add no further cells); a method spec for which `sizes_itself(spec)` holds (its own
 // parameter sets what it keeps) gets one cell at ratio 0 instead. Order is stable, so a resumed run walks
 // the same cells.
 std::vector<SweepCell> plan_sweep(const std::vector<std::string>& tasks, const std::vector<std::string>& methods,

@@ -7,17 +7,24 @@
 // the mean of its cumulative sum (attention on early positions scores high), averaged over the KV group. The
 // round(streaming · layers · KV heads) lowest-scored heads over all layers stream (kvpress' defaults for the
 // on-the-fly patterns: 128 sinks, 256 recent). Heads keep different numbers of entries (per-head layout).
-// The method sets its own size (no --ratio).
+// streaming= sets the share of heads. Without it, --ratio or --budget sets how many heads stream: as many as
+// remove that share of the cache (each streaming head drops all but its ends), so the cache kept is the one
+// the ratio names, within one head. kvpress' evaluation instead streams the ratio's share of the heads, which
+// removes less than the ratio (streaming × (1 − ends / prompt)).
 #include <cmath>
+
+#include <fmt/format.h>
 
 #include "core/rope.h"
 #include "press/press.h"
+#include "util/warn_once.h"
 
 namespace kvc {
 namespace {
 
 struct DuoOptions {
   double streaming = 0.0;
+  bool by_cache_share = false;  // no streaming=: --ratio/--budget decide how many heads stream
   int64_t sinks = 128, recent = 256, positions = 500;
 };
 
@@ -65,13 +72,19 @@ class DuoAllocator : public Allocator {
   void finish_prefill(PressContext& ctx) override {
     const int64_t L = ctx.shape().num_layers, KV = ctx.shape().attention.num_kv_heads, S = ctx.prompt_length();
     const at::Tensor scores = at::stack(heads_).reshape({-1}).cpu();  // [L * KV]
-    const auto streaming = static_cast<int64_t>(std::llround(static_cast<double>(L * KV) * o_.streaming));
+    const int64_t ends = std::min(S, o_.sinks + o_.recent);
+    const int64_t streaming = streaming_heads(L * KV, S, ends, ctx.target_entries());
+    if (o_.by_cache_share && streaming == L * KV && ctx.target_entries() < static_cast<double>(ends))
+      warn_once("duo-attention-every-head-streams",
+                fmt::format("--press duo_attention: with every head streaming it keeps {} of the {} prompt entries "
+                            "per KV head (sinks={} and recent={}), more than --ratio/--budget asks; lower sinks= "
+                            "and recent= to remove more",
+                            ends, S, o_.sinks, o_.recent));
     std::vector<bool> streams(static_cast<size_t>(L * KV), false);
     if (streaming > 0) {
       const at::Tensor lowest = std::get<1>(scores.topk(streaming, 0, /*largest=*/false)).contiguous();
       for (int64_t i = 0; i < streaming; ++i) streams[static_cast<size_t>(lowest.data_ptr<int64_t>()[i])] = true;
     }
-    const int64_t ends = std::min(S, o_.sinks + o_.recent);
     for (int64_t l = 0; l < L; ++l) {
       std::vector<int64_t> keep;
       for (int64_t h = 0; h < KV; ++h) keep.push_back(streams[static_cast<size_t>(l * KV + h)] ? ends : S);
@@ -84,6 +97,15 @@ class DuoAllocator : public Allocator {
   bool per_head_budgets() const override { return true; }
 
  private:
+  // How many of the `heads` (layers × KV heads) stream: streaming='s share, or, sized by the cache, as many as
+  // drop the entries the budget (kept per head, on average) leaves out, each dropping all but its `ends`.
+  int64_t streaming_heads(int64_t heads, int64_t prompt, int64_t ends, double budget) const {
+    if (!o_.by_cache_share) return std::llround(static_cast<double>(heads) * o_.streaming);
+    if (budget >= static_cast<double>(prompt) || ends >= prompt) return 0;
+    const double dropped = (static_cast<double>(prompt) - budget) * static_cast<double>(heads);
+    return std::min(heads, static_cast<int64_t>(std::llround(dropped / static_cast<double>(prompt - ends))));
+  }
+
   std::shared_ptr<const DuoScorer> scorer_;
   DuoOptions o_;
   std::vector<at::Tensor> heads_, importance_;
@@ -91,11 +113,10 @@ class DuoAllocator : public Allocator {
 
 PressConfig build(const PressParams& p) {
   p.check_known_keys({"streaming", "sinks", "recent", "positions", "agg"});
-  KVC_CHECK(p.ratio == 0 && p.budget == 0,
-            "--press {}: keeps what its streaming heads need (streaming=); drop "
-            "--ratio/--budget",
-            p.name);
   DuoOptions o;
+  o.by_cache_share = p.values.count("streaming") == 0;
+  KVC_CHECK(o.by_cache_share || (p.ratio == 0 && p.budget == 0),
+            "--press {}: streaming= (the share of heads) and --ratio/--budget both size it; give one of them", p.name);
   o.streaming = p.get_double("streaming", 0.0);
   KVC_CHECK(o.streaming >= 0 && o.streaming <= 1,
             "--press {}: streaming (the share of heads) must be in [0, 1], got {}", p.name, o.streaming);
@@ -108,7 +129,7 @@ PressConfig build(const PressParams& p) {
   auto scorer = std::make_shared<const DuoScorer>(o);
   PressConfig c;
   c.scorer = scorer;
-  c.sizes_itself = true;
+  c.sizes_itself = !o.by_cache_share;
   c.allocator = [scorer, o] { return std::make_unique<DuoAllocator>(scorer, o); };
   return c;
 }
@@ -118,9 +139,10 @@ PressConfig build(const PressParams& p) {
 void register_duo_attention() {
   register_method("duo_attention",
                   "streaming heads (scored on the fly from the prompt's mean query and key) keep sinks + recent, "
-                  "retrieval heads everything (DuoAttention, arXiv:2410.10819; streaming=0 as kvpress: set "
-                  "it,sinks=128,recent=256,positions=500)",
-                  build, /*sizes_itself=*/true);
+                  "retrieval heads everything (DuoAttention, arXiv:2410.10819; streaming= the share of heads, or "
+                  "--ratio/--budget: as many heads as remove that share of the cache; sinks=128,recent=256,"
+                  "positions=500)",
+                  build, /*sizes_itself=*/true, /*needs_file=*/false, /*sizing_key=*/"streaming");
 }
 
 }  // namespace kvc

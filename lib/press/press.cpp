@@ -65,11 +65,11 @@ CacheSetup make_setup(PressConfig config, const PressParams& p, const LlamaModel
 }
 
 void register_method(const std::string& name, const std::string& description, ConfigBuilder build, bool sizes_itself,
-                     bool needs_file) {
+                     bool needs_file, const std::string& sizing_key) {
   builders()[name] = build;
   register_press({name, description,
                   [build](const PressParams& p, const LlamaModel& model) { return make_setup(build(p), p, model); },
-                  sizes_itself, needs_file});
+                  sizes_itself, sizing_key, needs_file});
 }
 
 PressConfig build_method_config(const PressParams& p) {

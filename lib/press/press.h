@@ -142,9 +142,10 @@ CacheSetup make_setup(PressConfig config, const PressParams& p, const LlamaModel
 // A method file registers a builder (params -> config); wrappers (ada) build their base through it.
 using ConfigBuilder = std::function<PressConfig(const PressParams&)>;
 // sizes_itself: the method keeps what its own parameters say, without --ratio or --budget (PressEntry);
-// needs_file: it runs only with a file made for the model (PressEntry).
+// needs_file: it runs only with a file made for the model (PressEntry); sizing_key: the parameter it sizes itself
+// by where a spec without it takes --ratio or --budget (PressEntry).
 void register_method(const std::string& name, const std::string& description, ConfigBuilder build,
-                     bool sizes_itself = false, bool needs_file = false);
+                     bool sizes_itself = false, bool needs_file = false, const std::string& sizing_key = "");
 PressConfig build_method_config(const PressParams& p);
 // A wrapper's base press: the parameters `wrapper` was given, named by its base= (else `fallback`), less base=
 // and the wrapper's own keys (the rest, ratio and budget pass to the base). Refuses the wrapper as its own base.

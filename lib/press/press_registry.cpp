@@ -74,6 +74,13 @@ bool press_sizes_itself(const std::string& name) {
   return false;
 }
 
+bool press_spec_sizes_itself(const std::string& spec) {
+  const PressParams p = PressParams::parse(spec);
+  for (const auto& e : registered_presses())
+    if (e.name == p.name) return e.sizes_itself && (e.sizing_key.empty() || p.values.count(e.sizing_key) > 0);
+  return false;
+}
+
 std::vector<std::string> press_names() {
   std::vector<std::string> names;
   for (const auto& e : registered_presses()) names.push_back(e.name);

@@ -40,6 +40,9 @@ struct PressEntry {
   // The method decides how much it keeps by its own parameters (a threshold, a share of channels or heads):
   // it runs without --ratio or --budget.
   bool sizes_itself = false;
+  // The parameter a self-sizing method sizes itself by when it can also be sized by --ratio or --budget
+  // (duo_attention's streaming=): a spec without it takes a ratio. Empty: it always sizes itself.
+  std::string sizing_key;
   // The method runs only with a file made for the model (LU-KV's curve=): left out of what runs every
   // method (kvc-eval sweep --methods all).
   bool needs_file = false;
@@ -50,6 +53,10 @@ const std::vector<PressEntry>& registered_presses();
 std::vector<std::string> press_names();
 // Whether the named method runs without --ratio or --budget (PressEntry::sizes_itself); false for unknown names.
 bool press_sizes_itself(const std::string& name);
+// Whether a spec NAME[:key=val,...] sizes itself: its method sizes itself and, where a ratio can size it instead
+// (PressEntry::sizing_key), the spec gives that parameter. A sweep gives such a spec one cell, any other a cell
+// per ratio.
+bool press_spec_sizes_itself(const std::string& spec);
 // Whether the named method needs a file made for the model (PressEntry::needs_file); false for unknown names.
 bool press_needs_file(const std::string& name);
 // Throws kvc::Error listing the known names.

@@ -16,6 +16,7 @@
 #include "harness/sweep_plan.h"
 #include "harness/sweep_report.h"
 #include "harness/task_eval.h"
+#include "press/press_registry.h"
 #include "support/paths.h"
 #include "support/run_command.h"
 #include "tasks/haystack.h"
@@ -154,10 +155,27 @@ TEST(SweepPlan, MethodsTimesRatiosPlusOneBaselinePerTask) {
   EXPECT_THROW(check_task_names({"kl", "nedle"}, {"kl", "needle"}), Error);
   // A method that sizes itself is one cell at ratio 0, whatever the ratios.
   const auto sized = plan_sweep({"needle"}, {"none", "snapkv", "think:channels=0.5"}, {0.25, 0.5},
-                                [](const std::string& name) { return name == "think"; });
+                                [](const std::string& spec) { return method_name(spec) == "think"; });
   ASSERT_EQ(sized.size(), 4u);
   EXPECT_EQ(sized[2].key(), "needle|snapkv|0.5");
   EXPECT_EQ(sized[3].key(), "needle|think:channels=0.5|0");
+}
+
+// duo_attention sizes itself by its streaming= share; named without it, a ratio sizes it, so a sweep gives it a
+// cell per ratio.
+TEST(SweepPlan, DuoAttentionWithoutItsStreamingShareTakesTheRatios) {
+  EXPECT_TRUE(press_spec_sizes_itself("duo_attention:streaming=0.5"));
+  EXPECT_FALSE(press_spec_sizes_itself("duo_attention"));
+  EXPECT_FALSE(press_spec_sizes_itself("duo_attention:sinks=4"));
+  EXPECT_TRUE(press_spec_sizes_itself("think"));
+  EXPECT_TRUE(press_spec_sizes_itself("simlayerkv:threshold=0.9"));
+  EXPECT_FALSE(press_spec_sizes_itself("snapkv"));
+  const auto cells = plan_sweep({"needle"}, {"none", "duo_attention", "duo_attention:streaming=0.5"}, {0.25, 0.5},
+                                press_spec_sizes_itself);
+  ASSERT_EQ(cells.size(), 4u);
+  EXPECT_EQ(cells[1].key(), "needle|duo_attention|0.25");
+  EXPECT_EQ(cells[2].key(), "needle|duo_attention|0.5");
+  EXPECT_EQ(cells[3].key(), "needle|duo_attention:streaming=0.5|0");
 }
 
 // --method-spec pins a bare method's cells to a spec of the same method; the key keeps the bare name.

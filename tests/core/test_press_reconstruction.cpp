@@ -366,14 +366,14 @@ TEST(PressReconstruction, SimLayerKVKeepsSinksAndRecentInLazyLayersOnly) {
 
 // ---- DuoAttention ----
 
-// Head scores on the fly: the prompt's mean query (per query head, before RoPE) at the last of 64 positions
-// against its mean key (per KV head) at positions 0..63, softmax, mean of the cumulative sum, averaged over the
-// KV group; the lowest half of all layers' heads keep their first 4 and last 8 entries, the others everything.
-TEST(PressReconstruction, DuoAttentionStreamsTheLowestScoredHeads) {
+// Head scores on the fly: the prompt's mean query (per query head, before RoPE) at the last of n positions
+// against its mean key (per KV head) at positions 0..n−1, softmax, mean of the cumulative sum, averaged over the
+// KV group. Returns (score, layer * KV + head), lowest first.
+std::vector<std::pair<double, int64_t>> duo_heads_lowest_first(const std::vector<LayerStep>& steps, int64_t S,
+                                                               int64_t n) {
   const ModelConfig& c = model().config();
-  const int64_t S = 40, n = 64, sinks = 4, recent = 8, KV = c.num_kv_heads, group = c.num_heads / KV, d = c.head_dim;
-  const auto steps = run_steps(prompt(S));
-  std::vector<std::pair<double, int64_t>> scores;  // score, layer * KV + head
+  const int64_t KV = c.num_kv_heads, group = c.num_heads / KV, d = c.head_dim;
+  std::vector<std::pair<double, int64_t>> scores;
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const LayerStep& s = steps[static_cast<size_t>(l)];
     for (int64_t kv = 0; kv < KV; ++kv) {
@@ -405,10 +405,14 @@ TEST(PressReconstruction, DuoAttentionStreamsTheLowestScoredHeads) {
     }
   }
   std::sort(scores.begin(), scores.end());
-  std::set<int64_t> streaming;
-  for (size_t i = 0; i < scores.size() / 2; ++i) streaming.insert(scores[i].second);
-  const KVCache cache = compressed(
-      fmt::format("duo_attention:streaming=0.5,sinks={},recent={},positions={}", sinks, recent, n), prompt(S), 0);
+  return scores;
+}
+
+// Every head of `cache` keeps all S entries, or, for the heads in `streaming`, its first `sinks` and last `recent`.
+void expect_streaming_heads(const KVCache& cache, const std::set<int64_t>& streaming, int64_t S, int64_t sinks,
+                            int64_t recent) {
+  const ModelConfig& c = model().config();
+  const int64_t KV = c.num_kv_heads;
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const auto heads = test::head_positions(cache.layer(l));
     for (int64_t h = 0; h < KV; ++h) {
@@ -418,6 +422,50 @@ TEST(PressReconstruction, DuoAttentionStreamsTheLowestScoredHeads) {
       EXPECT_EQ(as_set(heads[static_cast<size_t>(h)]), expect) << "layer " << l << " head " << h;
     }
   }
+}
+
+// streaming=0.5: the lowest half of all layers' heads keep their first 4 and last 8 entries, the others everything.
+TEST(PressReconstruction, DuoAttentionStreamsTheLowestScoredHeads) {
+  const int64_t S = 40, n = 64, sinks = 4, recent = 8;
+  const auto scores = duo_heads_lowest_first(run_steps(prompt(S)), S, n);
+  std::set<int64_t> streaming;
+  for (size_t i = 0; i < scores.size() / 2; ++i) streaming.insert(scores[i].second);
+  const KVCache cache = compressed(
+      fmt::format("duo_attention:streaming=0.5,sinks={},recent={},positions={}", sinks, recent, n), prompt(S), 0);
+  expect_streaming_heads(cache, streaming, S, sinks, recent);
+}
+
+// Without streaming=, --ratio r (or --budget B) streams the m lowest-scored heads that remove that share of the
+// cache: m = round((S − B) · heads / (S − sinks − recent)), B = S · (1 − r), at most every head; the cache kept is
+// then the ratio's within half a head's share.
+TEST(PressReconstruction, DuoAttentionAtARatioStreamsAsManyHeadsAsRemoveThatShare) {
+  const ModelConfig& c = model().config();
+  const int64_t S = 40, n = 64, sinks = 4, recent = 8, heads = c.num_layers * c.num_kv_heads;
+  const auto scores = duo_heads_lowest_first(run_steps(prompt(S)), S, n);
+  const std::string spec = fmt::format("duo_attention:sinks={},recent={},positions={}", sinks, recent, n);
+  for (const double ratio : {0.1, 0.3, 0.55, 0.7, 0.95}) {
+    SCOPED_TRACE(ratio);
+    const double dropped = ratio * double(S) * double(heads);
+    const auto m = std::min<int64_t>(heads, std::llround(dropped / double(S - sinks - recent)));
+    std::set<int64_t> streaming;
+    for (int64_t i = 0; i < m; ++i) streaming.insert(scores[static_cast<size_t>(i)].second);
+    const KVCache cache = compressed(spec, prompt(S), ratio);
+    expect_streaming_heads(cache, streaming, S, sinks, recent);
+    int64_t kept = 0;
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      for (const at::Tensor& h : test::head_positions(cache.layer(l))) kept += h.numel();
+    const double removed = 1.0 - double(kept) / double(S * heads);
+    if (m < heads) {
+      EXPECT_NEAR(removed, ratio, 0.5 * double(S - sinks - recent) / double(S * heads));
+    } else {
+      EXPECT_LE(removed, ratio + 1e-12);  // every head streams: the most it can remove
+    }
+  }
+  const int64_t budget = 22;
+  const auto m = std::llround(double(S - budget) * double(heads) / double(S - sinks - recent));
+  std::set<int64_t> streaming;
+  for (int64_t i = 0; i < m; ++i) streaming.insert(scores[static_cast<size_t>(i)].second);
+  expect_streaming_heads(compressed(spec, prompt(S), 0, budget), streaming, S, sinks, recent);
 }
 
 // The presses that size themselves refuse --ratio in one line naming the press.
