@@ -9,8 +9,8 @@
 // on-the-fly patterns: 128 sinks, 256 recent). Heads keep different numbers of entries (per-head layout).
 // streaming= sets the share of heads. Without it, --ratio or --budget sets how many heads stream: as many as
 // remove that share of the cache (each streaming head drops all but its ends), so the cache kept is the one
-// the ratio names, within one head. kvpress' evaluation instead streams the ratio's share of the heads, which
-// removes less than the ratio (streaming × (1 − ends / prompt)).
+// the ratio names, within half a head's share. kvpress' evaluation instead streams the ratio's share of the
+// heads, which removes less than the ratio (streaming × (1 − ends / prompt)).
 #include <cmath>
 
 #include <fmt/format.h>
