@@ -143,7 +143,6 @@ at::Tensor LlamaModel::attend_layer(int64_t layer, const at::Tensor& qkv, const 
   if (prompt_tokens == 0) {
     lc.append(k, v, positions);
     attn = lc.attend(q_rot, positions, probe, &step.stats);
-    reduce_probe_statistics(asked, c.num_kv_heads, step.stats);
   } else {
     // The prompt goes through the cache as in any prefill. The scoring tokens' queries attend to the
     // prompt and to themselves outside it (so no layout ever holds them), and only they give the
@@ -161,8 +160,8 @@ at::Tensor LlamaModel::attend_layer(int64_t layer, const at::Tensor& qkv, const 
                           positions.unsqueeze(0).expand({c.num_kv_heads, T}).contiguous(), scoring_probe, &step.stats);
     attn = at::cat({prompt_attn, scoring_attn}, 1);
     if (step.stats.window_probs.defined()) step.stats.window_probs = step.stats.window_probs.narrow(2, 0, P);
-    reduce_probe_statistics(asked, c.num_kv_heads, step.stats);
   }
+  reduce_probe_statistics(asked, c.num_kv_heads, step.stats);
   if (observer) {
     step.layer = layer;
     step.keys = k.narrow(1, 0, P);

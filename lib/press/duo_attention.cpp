@@ -22,6 +22,9 @@
 namespace kvc {
 namespace {
 
+// The parameter that sizes the method by a share of heads; without it --ratio/--budget size it.
+constexpr const char* kStreamingKey = "streaming";
+
 struct DuoOptions {
   double streaming = 0.0;
   bool by_cache_share = false;  // no streaming=: --ratio/--budget decide how many heads stream
@@ -114,7 +117,7 @@ class DuoAllocator : public Allocator {
 PressConfig build(const PressParams& p) {
   p.check_known_keys({"streaming", "sinks", "recent", "positions", "agg"});
   DuoOptions o;
-  o.by_cache_share = p.values.count("streaming") == 0;
+  o.by_cache_share = p.values.count(kStreamingKey) == 0;
   KVC_CHECK(o.by_cache_share || (p.ratio == 0 && p.budget == 0),
             "--press {}: streaming= (the share of heads) and --ratio/--budget both size it; give one of them", p.name);
   o.streaming = p.get_double("streaming", 0.0);
@@ -142,7 +145,7 @@ void register_duo_attention() {
                   "retrieval heads everything (DuoAttention, arXiv:2410.10819; streaming= the share of heads, or "
                   "--ratio/--budget: as many heads as remove that share of the cache; sinks=128,recent=256,"
                   "positions=500)",
-                  build, /*sizes_itself=*/true, /*needs_file=*/false, /*sizing_key=*/"streaming");
+                  build, /*sizes_itself=*/true, /*needs_file=*/false, /*sizing_key=*/kStreamingKey);
 }
 
 }  // namespace kvc
